@@ -1,0 +1,191 @@
+"""One error tree for the whole ledger.
+
+Every failure the ledger reports is one of these; the gRPC adapter maps them to status codes in
+one table (``ledger.server``) and the CLIs map them to exit codes in one place.
+
+    LedgerError
+    ├── VerificationError            a well-formed claim that is false          (CLI exit 1)
+    │   ├── BoundsError              index >= size, size1 > size2, ...
+    │   ├── MalformedHashError       a hash that is not 32 bytes
+    │   ├── ProofShapeError          wrong number of proof hashes
+    │   ├── RootMismatchError        recomputed root != expected (carries both)
+    │   ├── SignatureError           no known valid signature / a known key's signature fails
+    │   ├── OriginMismatchError      checkpoint origin != the origin the caller expects
+    │   ├── WitnessError             fewer valid witness cosignatures than required
+    │   ├── TimestampError           an RFC 3161 token fails a named check (``.check``)
+    │   ├── RecordError              a record or disclosure does not match its digest
+    │   └── InconsistencyError       two checkpoints that cannot both be true (fork, rollback)
+    ├── FormatError                  input that does not parse                  (CLI exit 2)
+    │   ├── MalformedNoteError       not a C2SP signed note / checkpoint body
+    │   ├── MalformedKeyError        not a C2SP verifier or signer key string
+    │   ├── MalformedProofFileError  not a c2sp.org/tlog-proof@v1 file
+    │   └── InvalidRecordError       a decision record that breaks the schema (names the field)
+    └── ServiceError                 the log service refusing a request
+        ├── InvalidArgumentError     bad request field (names field and bound)   INVALID_ARGUMENT
+        ├── OutOfRangeError          index / size beyond the log                 OUT_OF_RANGE
+        ├── NotFoundError            unknown digest, checkpoint, anchor          NOT_FOUND
+        ├── NotYetPublishedError     sequenced but no covering checkpoint yet    FAILED_PRECONDITION
+        ├── PushbackError            queues full; carries ``retry_after``        RESOURCE_EXHAUSTED
+        ├── UnauthenticatedError     admin call without the right token          UNAUTHENTICATED
+        └── StorageError             the store failed or holds corrupt data      INTERNAL
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BoundsError",
+    "FormatError",
+    "InconsistencyError",
+    "InvalidArgumentError",
+    "InvalidRecordError",
+    "LedgerError",
+    "MalformedHashError",
+    "MalformedKeyError",
+    "MalformedNoteError",
+    "MalformedProofFileError",
+    "NotFoundError",
+    "NotYetPublishedError",
+    "OriginMismatchError",
+    "OutOfRangeError",
+    "ProofShapeError",
+    "PushbackError",
+    "RecordError",
+    "RootMismatchError",
+    "ServiceError",
+    "SignatureError",
+    "StorageError",
+    "TimestampError",
+    "UnauthenticatedError",
+    "VerificationError",
+    "WitnessError",
+]
+
+
+class LedgerError(Exception):
+    """Root of every error the ledger raises on purpose."""
+
+
+# --- verification: the input parsed, the claim is false -------------------------------------
+
+
+class VerificationError(LedgerError):
+    """A well-formed claim (proof, signature, token, record) that does not hold."""
+
+
+class BoundsError(VerificationError):
+    """A size or index violates a stated precondition (the message names the bound)."""
+
+
+class MalformedHashError(VerificationError):
+    """A hash that is not exactly 32 bytes."""
+
+
+class ProofShapeError(VerificationError):
+    """A proof with the wrong number of hashes for its sizes."""
+
+
+class RootMismatchError(VerificationError):
+    """The root recomputed from a proof differs from the expected root."""
+
+    def __init__(self, message: str, *, expected: bytes, computed: bytes) -> None:
+        super().__init__(f"{message}: expected {expected.hex()}, computed {computed.hex()}")
+        self.expected = expected
+        self.computed = computed
+
+
+class SignatureError(VerificationError):
+    """No trusted valid signature, or a trusted key's signature fails."""
+
+
+class OriginMismatchError(VerificationError):
+    """A checkpoint whose origin is not the one the caller expects."""
+
+
+class WitnessError(VerificationError):
+    """Fewer valid witness cosignatures than required."""
+
+
+class TimestampError(VerificationError):
+    """An RFC 3161 token or response that fails one named check."""
+
+    def __init__(self, check: str, message: str) -> None:
+        super().__init__(f"{check}: {message}")
+        self.check = check
+
+
+class RecordError(VerificationError):
+    """A record, disclosure or run that does not match what was logged."""
+
+
+class InconsistencyError(VerificationError):
+    """Two checkpoints that cannot both be honest: a fork or a rollback (evidence attached)."""
+
+    def __init__(self, message: str, *, evidence: dict[str, object] | None = None) -> None:
+        super().__init__(message)
+        self.evidence = evidence or {}
+
+
+# --- format: the input does not parse ---------------------------------------------------------
+
+
+class FormatError(LedgerError, ValueError):
+    """Input that does not parse as the format it claims to be."""
+
+
+class MalformedNoteError(FormatError):
+    """Text that is not a C2SP signed note or checkpoint."""
+
+
+class MalformedKeyError(FormatError):
+    """A string that is not a C2SP verifier key or signer key."""
+
+
+class MalformedProofFileError(FormatError):
+    """A file that is not c2sp.org/tlog-proof@v1."""
+
+
+class InvalidRecordError(FormatError):
+    """A decision record that breaks the v1 schema; ``field`` names where."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+# --- service: the log refuses a request -------------------------------------------------------
+
+
+class ServiceError(LedgerError):
+    """The log service refusing or failing a request."""
+
+
+class InvalidArgumentError(ServiceError):
+    """A request field that is wrong; the message names the field and the bound."""
+
+
+class OutOfRangeError(ServiceError):
+    """An index or size beyond what the log has published."""
+
+
+class NotFoundError(ServiceError):
+    """An unknown record digest, checkpoint size or anchor."""
+
+
+class NotYetPublishedError(ServiceError):
+    """The entry is sequenced but no published checkpoint covers it yet."""
+
+
+class PushbackError(ServiceError):
+    """The log is saturated; retry after ``retry_after`` seconds."""
+
+    def __init__(self, message: str, *, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class UnauthenticatedError(ServiceError):
+    """An admin request without valid credentials."""
+
+
+class StorageError(ServiceError):
+    """The store failed or holds data that contradicts itself."""
