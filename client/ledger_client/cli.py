@@ -1,0 +1,22 @@
+"""``ledger-verify``: the offline verifier CLI (RFC 9162 proofs, C2SP checkpoints, tlog-proof).
+
+Offline subcommands import neither grpc nor rocksdict; a subcommand that talks to a server
+imports grpc lazily inside its body. Exit codes: 0 valid, 1 invalid, 2 usage or malformed input
+(set in one place, ``cli_common.finish``).
+"""
+
+from __future__ import annotations
+
+import click
+
+from ledger_client import cli_proofs
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="decision-ledger")
+def main() -> None:
+    """Verify Decision Ledger proofs, checkpoints and receipts offline."""
+
+
+for _command in (cli_proofs.inclusion, cli_proofs.consistency):
+    main.add_command(_command)
