@@ -41,6 +41,7 @@ __all__ = [
     "root",
     "root_from_inclusion_proof",
     "roots_from_consistency_proof",
+    "subtree_node",
     "verify_consistency",
     "verify_inclusion",
 ]
@@ -209,6 +210,17 @@ def _range_node(begin: int, end: int) -> ProofNode:
         parts.append(NodeID(level, begin >> level))
         begin += 1 << level
     return ProofNode(tuple(parts))
+
+
+def subtree_node(begin: int, end: int) -> ProofNode:
+    """The node whose hash is MTH of leaves ``[begin, end)``; ``root_node(size)`` is ``(0, size)``.
+
+    Requires ``0 <= begin < end`` and ``begin`` aligned to the largest power of two <= the width
+    (true for every range the RFC recursion yields, and for ``begin == 0``).
+    """
+    if not 0 <= begin < end:
+        raise BoundsError(f"subtree needs 0 <= begin < end, got {begin}, {end}")
+    return _range_node(begin, end)
 
 
 def inclusion_proof_nodes(index: int, size: int) -> list[ProofNode]:

@@ -1,0 +1,89 @@
+"""Composing a running log server: store, log, service, gRPC server (and, when configured, the
+anchorer). ``start_app`` is the library entry point (tests bind port 0); ``serve`` blocks until
+SIGTERM/SIGINT, then drains in-flight appends and publishes a final checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import grpc
+
+from ledger.checkpoint import Ed25519Signer
+from ledger.config import Settings
+from ledger.log import Log
+from ledger.rocks import RocksStore
+from ledger.server import create_server
+from ledger.service import LogService
+
+__all__ = ["App", "serve", "start_app"]
+
+SHUTDOWN_GRACE_S = 5.0
+
+
+@dataclass(slots=True)
+class App:
+    """A started server and its parts."""
+
+    settings: Settings
+    signer: Ed25519Signer
+    store: RocksStore
+    service: LogService
+    server: grpc.aio.Server
+    port: int
+
+    @property
+    def address(self) -> str:
+        """``host:port`` the server listens on."""
+        host = self.settings.listen.rsplit(":", 1)[0]
+        return f"{host}:{self.port}"
+
+    @property
+    def verifier_key(self) -> str:
+        """The log's C2SP verifier key string."""
+        return self.signer.verifier().key_string()
+
+    async def stop(self) -> None:
+        """Stop taking calls, drain appends, publish a final checkpoint, close the store."""
+        await self.server.stop(SHUTDOWN_GRACE_S)
+        await self.service.stop()
+        self.store.close()
+
+
+async def start_app(settings: Settings, signer: Ed25519Signer) -> App:
+    """Open the store, recover the log, start the service and the gRPC server."""
+    store = RocksStore(
+        settings.db_dir, memtable_mb=settings.memtable_mb, cache_mb=settings.cache_mb
+    )
+    try:
+        log = Log(store=store, signer=signer, origin=settings.origin)
+        service = LogService(
+            log,
+            checkpoint_interval=settings.checkpoint_interval_ms / 1000,
+            max_pending=settings.max_pending,
+        )
+        await service.start()
+        server, port = await create_server(service, settings.listen)
+    except BaseException:
+        store.close()
+        raise
+    return App(
+        settings=settings, signer=signer, store=store, service=service, server=server, port=port
+    )
+
+
+async def serve(settings: Settings, signer: Ed25519Signer, on_ready: Callable[[App], None]) -> None:
+    """Run until SIGTERM or SIGINT, then shut down gracefully."""
+    app = await start_app(settings, signer)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    on_ready(app)
+    await stop.wait()
+    await app.stop()

@@ -1,0 +1,154 @@
+"""``ledger``: the operator's CLI (keygen, serve, config show, anchor, tsa).
+
+It only parses and prints; the work lives in ``ledger.app``, ``ledger.keys`` and
+``ledger.config``. Exit codes: 0 ok, 1 the operation failed, 2 usage or bad input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ledger.config import DEFAULT_ORIGIN, Settings, load_settings
+from ledger.errors import FormatError, LedgerError
+from ledger.keys import default_key_file, load_or_create_signer, write_signer
+
+__all__ = ["main"]
+
+
+def _fail(message: str, code: int = 2) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="decision-ledger")
+def main() -> None:
+    """Run and operate a Decision Ledger transparency log."""
+
+
+@main.command()
+@click.argument("name")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="signer key file")
+@click.option("--force", is_flag=True, help="overwrite an existing key file")
+def keygen(name: str, out: Path | None, force: bool) -> None:
+    """Create an Ed25519 signer key NAME (file mode 0600); print its verifier key."""
+    from ledger.checkpoint import Ed25519Signer
+
+    path = out or default_key_file(name)
+    try:
+        signer = Ed25519Signer.generate(name)
+        write_signer(path, signer, overwrite=force)
+    except FileExistsError:
+        _fail(f"{path} exists; pass --force to overwrite it")
+    except (LedgerError, ValueError) as exc:
+        _fail(str(exc))
+    click.echo(signer.verifier().key_string())
+    click.echo(f"signer key written to {path} (mode 0600)", err=True)
+
+
+def _settings(config: Path | None, **flags: Any) -> Settings:
+    try:
+        return load_settings(config).with_overrides(**flags)
+    except FormatError as exc:
+        _fail(str(exc))
+        raise AssertionError from exc
+
+
+config_option = click.option(
+    "--config", type=click.Path(dir_okay=False, path_type=Path), help="TOML configuration file"
+)
+
+
+@main.command()
+@config_option
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--key", "key_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--origin")
+@click.option("--listen", help="HOST:PORT (port 0 picks a free port)")
+@click.option("--checkpoint-interval-ms", type=click.IntRange(1, 60_000))
+@click.option("--max-pending", type=click.IntRange(1))
+@click.option("--log-format", type=click.Choice(["text", "json"]))
+@click.option("--anchor-interval-s", type=click.FloatRange(0))
+@click.option("--embedded-tsa/--no-embedded-tsa", default=None)
+def serve(config: Path | None, **flags: Any) -> None:
+    """Run the log (embedded defaults: ./ledger-data, a dev key, localhost, embedded TSA)."""
+    settings = _settings(config, **flags)
+    _configure_logging(settings.log_format)
+    from ledger.app import App
+    from ledger.app import serve as run
+
+    try:
+        signer, created = load_or_create_signer(settings.signer_key_file, settings.origin)
+    except LedgerError as exc:
+        _fail(str(exc))
+        raise AssertionError from exc
+    if signer.name != settings.origin:
+        _fail(
+            f"key {settings.signer_key_file} is named {signer.name!r}, "
+            f"but the origin is {settings.origin!r}"
+        )
+
+    def ready(app: App) -> None:
+        line = {
+            "event": "serving",
+            "address": app.address,
+            "origin": settings.origin,
+            "verifier_key": app.verifier_key,
+            "data_dir": str(settings.data_dir),
+            "key_created": created,
+        }
+        click.echo(json.dumps(line), nl=True)
+        sys.stdout.flush()
+        if settings.origin == DEFAULT_ORIGIN:
+            logging.getLogger("ledger").warning(
+                "origin is the development default %r: set [log] origin before real use",
+                DEFAULT_ORIGIN,
+            )
+
+    try:
+        asyncio.run(run(settings, signer, ready))
+    except LedgerError as exc:
+        _fail(str(exc), 1)
+
+
+@main.group("config")
+def config_group() -> None:
+    """Inspect the configuration."""
+
+
+@config_group.command("show")
+@config_option
+def config_show(config: Path | None) -> None:
+    """Print the effective configuration (defaults < TOML file) as JSON."""
+    click.echo(json.dumps(_settings(config).to_dict(), indent=2, sort_keys=True))
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        payload = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            payload["exception"] = self.formatException(record.exc_info)
+        return json.dumps(payload)
+
+
+def _configure_logging(fmt: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(_JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)

@@ -1,0 +1,42 @@
+"""Integration (RFC 6962 §2.1): fold sequenced leaf hashes into the tree's compact range.
+
+The compact range is all the tree the server keeps in memory (O(log n) hashes). ``integrate``
+works on a copy and returns the full nodes to persist; ``adopt`` switches to the copy only
+after the batch carrying those nodes is durable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ledger.merkle import CompactRange, NodeID
+
+__all__ = ["Integrator"]
+
+
+class Integrator:
+    """Owns the in-memory compact range of the durable tree."""
+
+    def __init__(self, compact: CompactRange) -> None:
+        self._compact = compact.copy()
+
+    @property
+    def size(self) -> int:
+        """Size of the durable tree."""
+        return self._compact.size
+
+    def root(self) -> bytes:
+        """Root hash of the durable tree."""
+        return self._compact.root()
+
+    def integrate(
+        self, leaf_hashes: Sequence[bytes]
+    ) -> tuple[list[tuple[NodeID, bytes]], CompactRange]:
+        """The full nodes the new leaves complete, and the compact range after them."""
+        extended = self._compact.copy()
+        nodes = extended.extend(leaf_hashes)
+        return nodes, extended
+
+    def adopt(self, compact: CompactRange) -> None:
+        """Switch to ``compact`` once its nodes are durable."""
+        self._compact = compact

@@ -1,0 +1,255 @@
+"""The log facade: sequencing, integration and publishing composed over one store.
+
+Synchronous and single-writer (``append`` and ``publish`` hold one lock); reads run concurrently.
+Recovery on open: the tree state comes from the store, and the newest stored checkpoint must
+match the durable tree at its size (recomputed from stored nodes), or the log refuses to open.
+RFC 9162 §2.1.3/§2.1.4 proofs are served for any size up to the latest published checkpoint,
+with one batched node read per request.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from ledger import merkle
+from ledger.checkpoint import Signer
+from ledger.errors import (
+    InvalidArgumentError,
+    NotFoundError,
+    NotYetPublishedError,
+    OutOfRangeError,
+    StorageError,
+)
+from ledger.integrator import Integrator
+from ledger.publisher import Publisher
+from ledger.sequencer import AppendItem, Sequencer, validate_items
+from ledger.storage import Batch, Store, TreeState
+from ledger.types import (
+    Anchor,
+    AppendResult,
+    ConsistencyProof,
+    Entry,
+    InclusionProof,
+    PublishedCheckpoint,
+    decode_leaf,
+)
+
+__all__ = ["MAX_BATCH", "MAX_PAGE", "Log", "wall_clock_ms"]
+
+MAX_BATCH = 10_000
+MAX_PAGE = 1_000
+
+
+def wall_clock_ms() -> int:
+    """Milliseconds since the Unix epoch (the default clock)."""
+    return time.time_ns() // 1_000_000
+
+
+class Log:
+    """A transparency log over an injected store, signer, origin and clock."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        signer: Signer,
+        origin: str,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+        max_batch: int = MAX_BATCH,
+    ) -> None:
+        self._store = store
+        self._lock = threading.Lock()
+        self._max_batch = max_batch
+        self._failure: Exception | None = None
+        state = store.load_state()
+        self._integrator = Integrator(state.compact)
+        self._sequencer = Sequencer(
+            store=store,
+            clock_ms=clock_ms,
+            next_index=state.size,
+            last_timestamp_ms=state.last_timestamp_ms,
+        )
+        self._publisher = Publisher(store=store, signer=signer, origin=origin)
+        self._check_recovered(state)
+
+    # --- writes ----------------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        """Size of the durable (integrated) tree."""
+        return self._integrator.size
+
+    @property
+    def origin(self) -> str:
+        """The log's origin."""
+        return self._publisher.origin
+
+    def append(self, items: Sequence[AppendItem]) -> list[AppendResult]:
+        """Sequence, integrate and durably commit one batch; return a result per item."""
+        validate_items(items, self._max_batch)
+        with self._lock:
+            self._raise_if_failed()
+            sequenced = self._sequencer.sequence(items)
+            if not sequenced.entries:
+                return sequenced.results
+            nodes, compact = self._integrator.integrate(sequenced.leaf_hashes)
+            state = TreeState(compact=compact, last_timestamp_ms=sequenced.last_timestamp_ms)
+            try:
+                self._store.commit(Batch(entries=sequenced.entries, nodes=nodes, state=state))
+            except Exception as exc:
+                self._failure = exc
+                raise StorageError(f"commit failed; the log stops appending: {exc}") from exc
+            self._sequencer.adopt(sequenced)
+            self._integrator.adopt(compact)
+            return sequenced.results
+
+    def publish(self) -> PublishedCheckpoint:
+        """Sign and store a checkpoint for the durable tree (no-op when nothing is new)."""
+        with self._lock:
+            self._raise_if_failed()
+            return self._publisher.publish(self._integrator.size, self._integrator.root())
+
+    def put_anchor(self, anchor: Anchor) -> None:
+        """Store a verified anchor for a published checkpoint."""
+        if self._store.get_checkpoint(anchor.size) is None:
+            raise NotFoundError(f"no checkpoint published for size {anchor.size}")
+        self._store.put_anchor(anchor)
+
+    # --- reads -----------------------------------------------------------------------------
+
+    def latest_checkpoint(self) -> PublishedCheckpoint | None:
+        """The newest published checkpoint (None before the first publish)."""
+        return self._publisher.latest
+
+    def checkpoint(self, size: int) -> PublishedCheckpoint:
+        """The checkpoint published for exactly ``size``; 0 means the latest."""
+        if size == 0:
+            return self._require_latest()
+        found = self._store.get_checkpoint(size)
+        if found is None:
+            raise NotFoundError(f"size: no checkpoint was published for size {size}")
+        return found
+
+    def anchors(self, size: int) -> list[Anchor]:
+        """Anchors stored for the checkpoint of ``size``."""
+        return self._store.get_anchors(size)
+
+    def anchored_sizes(self, limit: int) -> list[int]:
+        """Checkpoint sizes with anchors, newest first."""
+        return self._store.anchored_sizes(limit)
+
+    def entries(self, start: int, count: int) -> list[Entry]:
+        """Published entries from ``start``: at most ``MAX_PAGE``, cut at the published size."""
+        if count <= 0:
+            raise InvalidArgumentError(f"count: {count}, want 1..{MAX_PAGE}")
+        published = self._require_latest().size
+        if start >= published:
+            raise OutOfRangeError(f"start: {start} >= published tree size {published}")
+        indexes = range(start, min(start + min(count, MAX_PAGE), published))
+        leaves = self._store.get_leaves(indexes)
+        return [decode_leaf(i, leaf) for i, leaf in zip(indexes, leaves, strict=True)]
+
+    def index_of(self, record_digest: bytes) -> int:
+        """The index of a logged record digest."""
+        if len(record_digest) != 32:
+            raise InvalidArgumentError(f"record_digest: {len(record_digest)} bytes, want 32")
+        (index,) = self._store.find_digests([record_digest])
+        if index is None or index >= self.size:
+            raise NotFoundError(f"record_digest {record_digest.hex()} is not in the log")
+        return index
+
+    def entry_by_digest(self, record_digest: bytes) -> Entry:
+        """The entry of a logged record digest (sequenced entries included)."""
+        index = self.index_of(record_digest)
+        return decode_leaf(index, self._store.get_leaves([index])[0])
+
+    def inclusion_proofs(self, indexes: Sequence[int], tree_size: int) -> list[InclusionProof]:
+        """Inclusion proofs of ``indexes`` at ``tree_size`` (0: latest) with one node read."""
+        size = self._proof_size(tree_size, "tree_size")
+        for i in indexes:
+            self._check_included(i, size)
+        plans = [merkle.inclusion_proof_nodes(i, size) for i in indexes]
+        wanted = sorted({part for plan in plans for node in plan for part in node.parts})
+        found = dict(zip(wanted, self._store.get_nodes(wanted), strict=True))
+        leaves = self._store.get_leaves(indexes)
+        proofs = []
+        for i, plan, leaf in zip(indexes, plans, leaves, strict=True):
+            hashes = merkle.fold_proof_nodes(plan, lambda ids: [found[n] for n in ids])
+            proofs.append(
+                InclusionProof(
+                    entry=decode_leaf(i, leaf),
+                    leaf_hash=merkle.leaf_hash(leaf),
+                    tree_size=size,
+                    hashes=tuple(hashes),
+                )
+            )
+        return proofs
+
+    def inclusion_proof(self, index: int, tree_size: int) -> InclusionProof:
+        """One inclusion proof (see ``inclusion_proofs``)."""
+        return self.inclusion_proofs([index], tree_size)[0]
+
+    def consistency_proof(self, size1: int, size2: int) -> ConsistencyProof:
+        """RFC 9162 consistency proof, ``size1 <= size2 <= latest published`` (0: latest)."""
+        size2 = self._proof_size(size2, "size2")
+        if size1 > size2:
+            raise InvalidArgumentError(f"size1: {size1} > size2 {size2}")
+        if size1 == 0 or size1 == size2:
+            return ConsistencyProof(size1=size1, size2=size2, hashes=())
+        plan = merkle.consistency_proof_nodes(size1, size2)
+        hashes = merkle.fold_proof_nodes(plan, self._store.get_nodes)
+        return ConsistencyProof(size1=size1, size2=size2, hashes=tuple(hashes))
+
+    def root_at(self, size: int) -> bytes:
+        """Root hash of the durable tree at ``size`` (from stored nodes)."""
+        if size == 0:
+            return merkle.EMPTY_ROOT
+        node = merkle.subtree_node(0, size)
+        return merkle.fold_proof_nodes([node], self._store.get_nodes)[0]
+
+    # --- internals -------------------------------------------------------------------------
+
+    def _require_latest(self) -> PublishedCheckpoint:
+        latest = self._publisher.latest
+        if latest is None:
+            raise NotYetPublishedError("no checkpoint has been published yet; retry shortly")
+        return latest
+
+    def _proof_size(self, size: int, field: str) -> int:
+        published = self._require_latest().size
+        if size == 0:
+            return published
+        if size > published:
+            raise OutOfRangeError(f"{field}: {size} > latest published tree size {published}")
+        return size
+
+    def _check_included(self, index: int, size: int) -> None:
+        if index < size:
+            return
+        if index < self.size:
+            raise NotYetPublishedError(
+                f"index {index} is sequenced but not covered by a checkpoint of size {size}; "
+                "retry after the next checkpoint"
+            )
+        raise OutOfRangeError(f"index: {index} >= tree size {size}")
+
+    def _raise_if_failed(self) -> None:
+        if self._failure is not None:
+            raise StorageError(f"the log stopped after a storage failure: {self._failure}")
+
+    def _check_recovered(self, state: TreeState) -> None:
+        latest = self._publisher.latest
+        if latest is None:
+            return
+        if latest.size > state.size:
+            raise StorageError(
+                f"checkpoint of size {latest.size} is ahead of the durable tree ({state.size})"
+            )
+        root = self.root_at(latest.size)
+        if root != latest.root_hash:
+            raise StorageError(
+                f"durable tree root {root.hex()} at size {latest.size} differs from the "
+                f"published checkpoint's {latest.root_hash.hex()}"
+            )

@@ -1,0 +1,50 @@
+"""Publishing (C2SP tlog-checkpoint, signed-note): sign and store checkpoints of the durable tree.
+
+A checkpoint is signed only for a size whose tree is durable, stored durably before anyone sees
+it, and never for a size smaller than the latest one. The store refuses a second root for a
+size, so even a bug above cannot make the log sign two different roots for one size.
+"""
+
+from __future__ import annotations
+
+from ledger.checkpoint import Checkpoint, Signer, sign_checkpoint
+from ledger.storage import Store
+from ledger.types import PublishedCheckpoint
+
+__all__ = ["Publisher"]
+
+
+class Publisher:
+    """Signs checkpoints with an injected signer and stores them."""
+
+    def __init__(self, *, store: Store, signer: Signer, origin: str) -> None:
+        self._store = store
+        self._signer = signer
+        self._origin = origin
+        self._latest = store.latest_checkpoint()
+
+    @property
+    def origin(self) -> str:
+        """The log's origin line."""
+        return self._origin
+
+    @property
+    def latest(self) -> PublishedCheckpoint | None:
+        """The newest published checkpoint."""
+        return self._latest
+
+    def publish(self, size: int, root_hash: bytes) -> PublishedCheckpoint:
+        """Sign and durably store the checkpoint for a durable tree of ``size``."""
+        latest = self._latest
+        if latest is not None and latest.size >= size:
+            return latest
+        body = Checkpoint(origin=self._origin, size=size, root_hash=root_hash)
+        published = PublishedCheckpoint(
+            origin=self._origin,
+            size=size,
+            root_hash=root_hash,
+            note=sign_checkpoint(body, self._signer),
+        )
+        self._store.put_checkpoint(published)
+        self._latest = published
+        return published

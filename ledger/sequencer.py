@@ -1,0 +1,140 @@
+"""Sequencing (RFC 6962 §3 "log entries", our v1 leaf): dedup by record digest, assign indexes
+and the log's receive time.
+
+Pure bookkeeping over the store's batched digest look-up; nothing here writes. The log commits
+what ``sequence`` returns and only then calls ``adopt``, so a failed commit leaves the
+sequencer exactly where the durable log is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ledger import merkle
+from ledger.errors import InvalidArgumentError
+from ledger.storage import Store
+from ledger.types import DIGEST_SIZE, MAX_METADATA, AppendResult, decode_leaf, encode_leaf
+
+__all__ = ["AppendItem", "Sequenced", "Sequencer"]
+
+
+@dataclass(frozen=True, slots=True)
+class AppendItem:
+    """One record digest to append, with optional small metadata bound into the leaf."""
+
+    record_digest: bytes
+    metadata: bytes = b""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sequenced:
+    """The outcome of sequencing one batch, not yet durable."""
+
+    entries: list[tuple[int, bytes, bytes]]  # (index, leaf, record digest) of new entries
+    leaf_hashes: list[bytes]  # of the new entries, in index order
+    results: list[AppendResult]  # one per item, in request order
+    next_index: int
+    last_timestamp_ms: int
+
+
+def validate_items(items: Sequence[AppendItem], max_items: int) -> None:
+    """Refuse an empty or oversized batch, wrong digest lengths and oversized metadata."""
+    if not items:
+        raise InvalidArgumentError("items: empty batch, want 1 or more")
+    if len(items) > max_items:
+        raise InvalidArgumentError(f"items: {len(items)} in one batch, max {max_items}")
+    for i, item in enumerate(items):
+        if len(item.record_digest) != DIGEST_SIZE:
+            raise InvalidArgumentError(
+                f"items[{i}].record_digest: {len(item.record_digest)} bytes, want {DIGEST_SIZE}"
+            )
+        if len(item.metadata) > MAX_METADATA:
+            raise InvalidArgumentError(
+                f"items[{i}].metadata: {len(item.metadata)} bytes, max {MAX_METADATA}"
+            )
+
+
+class Sequencer:
+    """Assigns the next indexes and a never-decreasing receive time; dedups by digest."""
+
+    def __init__(
+        self, *, store: Store, clock_ms: Callable[[], int], next_index: int, last_timestamp_ms: int
+    ) -> None:
+        self._store = store
+        self._clock_ms = clock_ms
+        self._next_index = next_index
+        self._last_timestamp_ms = last_timestamp_ms
+
+    @property
+    def next_index(self) -> int:
+        """The index the next new entry gets."""
+        return self._next_index
+
+    def sequence(self, items: Sequence[AppendItem]) -> Sequenced:
+        """Sequence a validated batch against the durable log (one batched digest read)."""
+        now = max(self._clock_ms(), self._last_timestamp_ms)
+        known = self._known(items)
+        batch: dict[bytes, AppendResult] = {}
+        entries: list[tuple[int, bytes, bytes]] = []
+        leaf_hashes: list[bytes] = []
+        results: list[AppendResult] = []
+        index = self._next_index
+        for item in items:
+            digest = item.record_digest
+            result = known.get(digest) or batch.get(digest)
+            if result is not None:
+                results.append(_as_duplicate(result))
+                continue
+            leaf = encode_leaf(digest, now, item.metadata)
+            leaf_hash = merkle.leaf_hash(leaf)
+            result = AppendResult(
+                index=index, leaf_hash=leaf_hash, timestamp_ms=now, duplicate=False
+            )
+            batch[digest] = result
+            entries.append((index, leaf, digest))
+            leaf_hashes.append(leaf_hash)
+            results.append(result)
+            index += 1
+        return Sequenced(
+            entries=entries,
+            leaf_hashes=leaf_hashes,
+            results=results,
+            next_index=index,
+            last_timestamp_ms=now,
+        )
+
+    def adopt(self, sequenced: Sequenced) -> None:
+        """Move on once ``sequenced`` is durable."""
+        self._next_index = sequenced.next_index
+        self._last_timestamp_ms = sequenced.last_timestamp_ms
+
+    def _known(self, items: Sequence[AppendItem]) -> dict[bytes, AppendResult]:
+        """Results for digests the durable log already holds (original index, leaf and time)."""
+        digests = list({item.record_digest: None for item in items})
+        found = self._store.find_digests(digests)
+        hits = [(d, i) for d, i in zip(digests, found, strict=True) if i is not None]
+        if not hits:
+            return {}
+        leaves = self._store.get_leaves([i for _, i in hits])
+        known = {}
+        for (digest, index), leaf in zip(hits, leaves, strict=True):
+            entry = decode_leaf(index, leaf)
+            known[digest] = AppendResult(
+                index=index,
+                leaf_hash=merkle.leaf_hash(leaf),
+                timestamp_ms=entry.timestamp_ms,
+                duplicate=True,
+            )
+        return known
+
+
+def _as_duplicate(result: AppendResult) -> AppendResult:
+    if result.duplicate:
+        return result
+    return AppendResult(
+        index=result.index,
+        leaf_hash=result.leaf_hash,
+        timestamp_ms=result.timestamp_ms,
+        duplicate=True,
+    )

@@ -1,0 +1,353 @@
+"""gRPC adapter for ``ledger.v1.LedgerService`` (proto/ledger/v1/ledger.proto): protobuf <-> types.
+
+Only this module (and the client's remote module) touches generated code. Errors map to status
+codes in one table, ``STATUS_OF``. Health checking (grpc.health.v1) and server reflection are
+registered so ``grpcurl`` works without the .proto file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from functools import wraps
+from typing import Any, TypeVar
+
+import grpc
+from grpc_health.v1 import health as grpc_health
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from ledger.errors import (
+    FormatError,
+    InvalidArgumentError,
+    LedgerError,
+    NotFoundError,
+    NotYetPublishedError,
+    OutOfRangeError,
+    PushbackError,
+    ServiceError,
+    StorageError,
+    UnauthenticatedError,
+    VerificationError,
+)
+from ledger.sequencer import AppendItem
+from ledger.service import LogService
+from ledger.types import Anchor, AppendResult, Entry, InclusionProof, PublishedCheckpoint
+from ledger.v1 import ledger_pb2 as pb
+from ledger.v1 import ledger_pb2_grpc as pb_grpc
+
+__all__ = ["STATUS_OF", "LedgerServicer", "create_server"]
+
+_log = logging.getLogger("ledger.server")
+_R = TypeVar("_R")
+
+MAX_PROOFS_PER_CALL = 1_000
+MAX_MESSAGE_BYTES = 16 << 20
+
+# One table: error class -> gRPC status (first match wins, most specific first).
+STATUS_OF: tuple[tuple[type[LedgerError], grpc.StatusCode], ...] = (
+    (InvalidArgumentError, grpc.StatusCode.INVALID_ARGUMENT),
+    (FormatError, grpc.StatusCode.INVALID_ARGUMENT),
+    (OutOfRangeError, grpc.StatusCode.OUT_OF_RANGE),
+    (NotFoundError, grpc.StatusCode.NOT_FOUND),
+    (NotYetPublishedError, grpc.StatusCode.FAILED_PRECONDITION),
+    (PushbackError, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (UnauthenticatedError, grpc.StatusCode.UNAUTHENTICATED),
+    (StorageError, grpc.StatusCode.INTERNAL),
+    (VerificationError, grpc.StatusCode.FAILED_PRECONDITION),
+    (ServiceError, grpc.StatusCode.UNAVAILABLE),
+)
+
+
+def status_of(exc: LedgerError) -> grpc.StatusCode:
+    """The gRPC status for a ledger error."""
+    for cls, code in STATUS_OF:
+        if isinstance(exc, cls):
+            return code
+    return grpc.StatusCode.INTERNAL
+
+
+Handler = Callable[[Any, Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[_R]]
+
+
+def _guarded(fn: Handler[_R]) -> Handler[_R]:
+    """Turn ledger errors into statuses with their message; never leak a traceback."""
+
+    @wraps(fn)
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> _R:
+        try:
+            return await fn(self, request, context)
+        except LedgerError as exc:
+            if isinstance(exc, PushbackError):
+                retry_ms = str(int(exc.retry_after * 1000))
+                context.set_trailing_metadata((("retry-after-ms", retry_ms),))
+            await context.abort(status_of(exc), str(exc))
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
+        except Exception:
+            _log.exception("internal error in %s", fn.__name__)
+            await context.abort(grpc.StatusCode.INTERNAL, "internal error (see server log)")
+        raise AssertionError("unreachable")  # abort() always raises
+
+    return wrapper
+
+
+# --- conversions --------------------------------------------------------------------------
+
+
+def _items(items: Sequence[pb.AppendItem]) -> list[AppendItem]:
+    return [AppendItem(i.record_digest, i.metadata) for i in items]
+
+
+def _checkpoint(cp: PublishedCheckpoint) -> pb.Checkpoint:
+    return pb.Checkpoint(note=cp.note, origin=cp.origin, size=cp.size, root_hash=cp.root_hash)
+
+
+def _entry(e: Entry) -> pb.Entry:
+    from ledger import merkle
+
+    return pb.Entry(
+        index=e.index,
+        leaf=e.leaf,
+        leaf_hash=merkle.leaf_hash(e.leaf),
+        record_digest=e.record_digest,
+        timestamp_ms=e.timestamp_ms,
+        metadata=e.metadata,
+    )
+
+
+def _inclusion(p: InclusionProof) -> pb.InclusionProof:
+    return pb.InclusionProof(
+        index=p.entry.index,
+        tree_size=p.tree_size,
+        leaf_hash=p.leaf_hash,
+        hashes=list(p.hashes),
+        entry=_entry(p.entry),
+    )
+
+
+def _result(r: AppendResult, proof: Sequence[bytes] = ()) -> pb.AppendResult:
+    return pb.AppendResult(
+        index=r.index,
+        leaf_hash=r.leaf_hash,
+        timestamp_ms=r.timestamp_ms,
+        duplicate=r.duplicate,
+        inclusion_proof=list(proof),
+    )
+
+
+def anchor_message(a: Anchor) -> pb.Anchor:
+    """Protobuf form of a stored anchor (certificates are extracted from the token)."""
+    from ledger.anchoring import token_certificates, token_imprint
+
+    return pb.Anchor(
+        size=a.size,
+        tsa=a.tsa,
+        token=a.token,
+        message_imprint=token_imprint(a.token),
+        gen_time_ms=a.gen_time_ms,
+        certificates=token_certificates(a.token),
+    )
+
+
+def _digest(value: bytes, field: str) -> bytes:
+    if len(value) != 32:
+        raise InvalidArgumentError(f"{field}: {len(value)} bytes, want 32")
+    return value
+
+
+# --- the servicer -------------------------------------------------------------------------
+
+
+class LedgerServicer:
+    """Implements ``ledger.v1.LedgerService`` over a ``LogService``."""
+
+    def __init__(
+        self, service: LogService, *, anchor_now: Callable[[], Awaitable[Any]] | None = None
+    ) -> None:
+        self._service = service
+        self._log = service.log
+        self._anchor_now = anchor_now
+
+    @_guarded
+    async def AppendRecords(self, request: Any, context: Any) -> pb.AppendRecordsResponse:
+        results = await self._service.append(_items(request.items))
+        if not request.wait_for_checkpoint:
+            return pb.AppendRecordsResponse(results=[_result(r) for r in results])
+        cp = await self._service.wait_for_checkpoint(max(r.index for r in results) + 1)
+        proofs = self._log.inclusion_proofs([r.index for r in results], cp.size)
+        return pb.AppendRecordsResponse(
+            results=[_result(r, p.hashes) for r, p in zip(results, proofs, strict=True)],
+            checkpoint=_checkpoint(cp),
+        )
+
+    async def StreamAppend(
+        self, request_iterator: AsyncIterator[Any], context: Any
+    ) -> AsyncIterator[pb.StreamAppendAck]:
+        pending: list[AppendItem] = []
+        more = asyncio.Event()
+        finished = asyncio.Event()
+
+        async def reader() -> None:
+            async for message in request_iterator:
+                pending.extend(_items(message.items))
+                more.set()
+            finished.set()
+            more.set()
+
+        read_task = asyncio.create_task(reader())
+        position = 0
+        try:
+            while True:
+                await more.wait()
+                more.clear()
+                while pending:
+                    group = pending[:20_000]
+                    del pending[: len(group)]
+                    try:
+                        results = await self._service.append(group)
+                    except LedgerError as exc:
+                        await context.abort(status_of(exc), f"stream position {position}: {exc}")
+                    yield _stream_ack(position, results)
+                    position += len(group)
+                if finished.is_set() and not pending:
+                    break
+        finally:
+            read_task.cancel()
+
+    @_guarded
+    async def GetCheckpoint(self, request: Any, context: Any) -> pb.Checkpoint:
+        return _checkpoint(self._log.checkpoint(request.size))
+
+    @_guarded
+    async def GetInclusionProof(self, request: Any, context: Any) -> pb.InclusionProof:
+        which = request.WhichOneof("leaf")
+        if which is None:
+            raise InvalidArgumentError("leaf: set index or record_digest")
+        if which == "record_digest":
+            index = self._log.index_of(_digest(request.record_digest, "record_digest"))
+        else:
+            index = request.index
+        return _inclusion(self._log.inclusion_proof(index, request.tree_size))
+
+    @_guarded
+    async def GetInclusionProofs(self, request: Any, context: Any) -> pb.GetInclusionProofsResponse:
+        total = len(request.indexes) + len(request.record_digests)
+        if not 0 < total <= MAX_PROOFS_PER_CALL:
+            raise InvalidArgumentError(
+                f"indexes + record_digests: {total} requested, want 1..{MAX_PROOFS_PER_CALL}"
+            )
+        indexes = list(request.indexes)
+        for i, d in enumerate(request.record_digests):
+            indexes.append(self._log.index_of(_digest(d, f"record_digests[{i}]")))
+        proofs = self._log.inclusion_proofs(indexes, request.tree_size)
+        size = proofs[0].tree_size
+        return pb.GetInclusionProofsResponse(tree_size=size, proofs=[_inclusion(p) for p in proofs])
+
+    @_guarded
+    async def GetConsistencyProof(self, request: Any, context: Any) -> pb.ConsistencyProof:
+        p = self._log.consistency_proof(request.size1, request.size2)
+        return pb.ConsistencyProof(size1=p.size1, size2=p.size2, hashes=list(p.hashes))
+
+    @_guarded
+    async def GetEntries(self, request: Any, context: Any) -> pb.GetEntriesResponse:
+        entries = self._log.entries(request.start, request.count)
+        return pb.GetEntriesResponse(entries=[_entry(e) for e in entries])
+
+    @_guarded
+    async def GetEntry(self, request: Any, context: Any) -> pb.Entry:
+        digest = _digest(request.record_digest, "record_digest")
+        return _entry(self._log.entry_by_digest(digest))
+
+    @_guarded
+    async def GetAnchors(self, request: Any, context: Any) -> pb.GetAnchorsResponse:
+        size = request.size
+        if size == 0:
+            sizes = self._log.anchored_sizes(1)
+            if not sizes:
+                raise NotFoundError("size: no checkpoint has been anchored yet")
+            size = sizes[0]
+        cp = self._log.checkpoint(size)
+        anchors = self._log.anchors(size)
+        if not anchors:
+            raise NotFoundError(f"size: the checkpoint of size {size} has no anchor yet")
+        return pb.GetAnchorsResponse(
+            checkpoint=_checkpoint(cp), anchors=[anchor_message(a) for a in anchors]
+        )
+
+    @_guarded
+    async def ListAnchoredSizes(self, request: Any, context: Any) -> pb.ListAnchoredSizesResponse:
+        limit = request.limit or 100
+        if limit > 10_000:
+            raise InvalidArgumentError(f"limit: {limit}, max 10000")
+        return pb.ListAnchoredSizesResponse(sizes=self._log.anchored_sizes(limit))
+
+    @_guarded
+    async def AnchorNow(self, request: Any, context: Any) -> pb.AnchorNowResponse:
+        if self._anchor_now is None:
+            raise ServiceError("no TSA is configured on this server")
+        peer = context.peer()
+        if not _is_local_peer(peer):
+            raise UnauthenticatedError(f"AnchorNow is accepted from localhost only, not {peer}")
+        outcome = await self._anchor_now()
+        return pb.AnchorNowResponse(
+            size=outcome.size,
+            anchors=[anchor_message(a) for a in outcome.anchors],
+            failures=list(outcome.failures),
+        )
+
+
+def _is_local_peer(peer: str) -> bool:
+    return peer.startswith(("ipv4:127.", "ipv6:[::1]", "unix:"))
+
+
+def _stream_ack(position: int, results: Sequence[AppendResult]) -> pb.StreamAppendAck:
+    new = [r for r in results if not r.duplicate]
+    duplicates = [
+        pb.StreamDuplicate(position=position + i, index=r.index)
+        for i, r in enumerate(results)
+        if r.duplicate
+    ]
+    return pb.StreamAppendAck(
+        first_position=position,
+        count=len(results),
+        first_index=new[0].index if new else 0,
+        new_entries=len(new),
+        duplicates=duplicates,
+        timestamp_ms=results[-1].timestamp_ms if results else 0,
+    )
+
+
+async def create_server(
+    service: LogService,
+    listen: str,
+    *,
+    anchor_now: Callable[[], Awaitable[Any]] | None = None,
+) -> tuple[grpc.aio.Server, int]:
+    """Build and start a gRPC server on ``listen`` (port 0 picks one); return it and its port."""
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.so_reuseport", 0),
+        ]
+    )
+    pb_grpc.add_LedgerServiceServicer_to_server(
+        LedgerServicer(service, anchor_now=anchor_now), server
+    )
+    health = grpc_health.aio.HealthServicer()  # type: ignore[attr-defined]
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    names = (
+        pb.DESCRIPTOR.services_by_name["LedgerService"].full_name,
+        health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+        reflection.SERVICE_NAME,
+    )
+    reflection.enable_server_reflection(names, server)
+    port = server.add_insecure_port(listen)
+    if port == 0:
+        raise ServiceError(f"cannot listen on {listen}")
+    await server.start()
+    await health.set("", health_pb2.HealthCheckResponse.SERVING)
+    await health.set(names[0], health_pb2.HealthCheckResponse.SERVING)
+    return server, port

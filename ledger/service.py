@@ -1,0 +1,177 @@
+"""The log as an asyncio service: group commit, the checkpoint cadence, waiters and pushback.
+
+Many concurrent appends share one durable write: requests queue here while the single writer
+thread commits the previous group, then the next group is committed in one RocksDB write batch
+(``Log.append``). A checkpoint is published after each commit, at most every
+``checkpoint_interval`` seconds, so the newest entry is covered within about that interval plus
+one commit. Past ``max_pending`` queued items, appends are refused with ``PushbackError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ledger.errors import PushbackError, ServiceError
+from ledger.log import MAX_BATCH, Log
+from ledger.sequencer import AppendItem, validate_items
+from ledger.types import AppendResult, PublishedCheckpoint
+
+__all__ = ["LogService"]
+
+_log = logging.getLogger("ledger.service")
+_T = TypeVar("_T")
+
+
+@dataclass(slots=True)
+class _Request:
+    items: Sequence[AppendItem]
+    done: asyncio.Future[list[AppendResult]] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+
+class LogService:
+    """Owns the writer and publisher tasks around a ``Log``."""
+
+    def __init__(
+        self,
+        log: Log,
+        *,
+        checkpoint_interval: float = 0.05,
+        max_pending: int = 200_000,
+        group_items: int = 20_000,
+    ) -> None:
+        self.log = log
+        self._interval = checkpoint_interval
+        self._max_pending = max_pending
+        self._group_items = max(group_items, MAX_BATCH)
+        self._queue: deque[_Request] = deque()
+        self._queued_items = 0
+        self._wake_writer = asyncio.Event()
+        self._wake_publisher = asyncio.Event()
+        self._published = asyncio.Condition()
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-writer")
+        self._tasks: list[asyncio.Task[None]] = []
+        self._accepting = False
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Publish a checkpoint for the recovered tree, then start the writer and publisher."""
+        await self._run(self.log.publish)
+        self._accepting = True
+        self._tasks = [
+            asyncio.create_task(self._write_loop(), name="ledger-writer"),
+            asyncio.create_task(self._publish_loop(), name="ledger-publisher"),
+        ]
+
+    async def stop(self) -> None:
+        """Refuse new appends, drain queued ones, publish a final checkpoint, stop the tasks."""
+        self._accepting = False
+        while self._queue:
+            self._wake_writer.set()
+            await asyncio.sleep(0.005)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        with contextlib.suppress(Exception):
+            await self._publish_once()
+        self._writer.shutdown(wait=True)
+
+    # --- appends ---------------------------------------------------------------------------
+
+    async def append(self, items: Sequence[AppendItem]) -> list[AppendResult]:
+        """Append a batch; return once it is durable."""
+        validate_items(items, MAX_BATCH)
+        if not self._accepting:
+            raise ServiceError("the log is shutting down; retry against the restarted server")
+        if self._queued_items + len(items) > self._max_pending:
+            raise PushbackError(
+                f"{self._queued_items} items queued (max {self._max_pending}); retry shortly",
+                retry_after=0.05,
+            )
+        request = _Request(items)
+        self._queue.append(request)
+        self._queued_items += len(items)
+        self._wake_writer.set()
+        return await request.done
+
+    async def wait_for_checkpoint(self, size: int, timeout: float = 10.0) -> PublishedCheckpoint:
+        """Wait until a published checkpoint covers ``size`` entries; return it."""
+
+        def covered() -> bool:
+            latest = self.log.latest_checkpoint()
+            return latest is not None and latest.size >= size
+
+        self._wake_publisher.set()
+        async with self._published:
+            await asyncio.wait_for(self._published.wait_for(covered), timeout)
+        latest = self.log.latest_checkpoint()
+        assert latest is not None
+        return latest
+
+    # --- the writer and the publisher -------------------------------------------------------
+
+    async def _write_loop(self) -> None:
+        while True:
+            await self._wake_writer.wait()
+            self._wake_writer.clear()
+            while self._queue:
+                group = self._take_group()
+                await self._commit(group)
+                self._wake_publisher.set()
+
+    def _take_group(self) -> list[_Request]:
+        group: list[_Request] = []
+        count = 0
+        while self._queue and (not group or count + len(self._queue[0].items) <= self._group_items):
+            request = self._queue.popleft()
+            group.append(request)
+            count += len(request.items)
+        self._queued_items -= count
+        return group
+
+    async def _commit(self, group: list[_Request]) -> None:
+        items = [item for request in group for item in request.items]
+        try:
+            results = await self._run(self.log.append, items)
+        except Exception as exc:
+            _log.error("group commit of %d items failed: %s", len(items), exc)
+            for request in group:
+                if not request.done.done():
+                    request.done.set_exception(exc)
+            return
+        at = 0
+        for request in group:
+            n = len(request.items)
+            if not request.done.done():
+                request.done.set_result(results[at : at + n])
+            at += n
+
+    async def _publish_loop(self) -> None:
+        while True:
+            await self._wake_publisher.wait()
+            self._wake_publisher.clear()
+            try:
+                await self._publish_once()
+            except Exception as exc:  # keep serving reads; appends report storage failures
+                _log.error("publishing failed: %s", exc)
+            await asyncio.sleep(self._interval)
+
+    async def _publish_once(self) -> None:
+        await self._run(self.log.publish)
+        async with self._published:
+            self._published.notify_all()
+
+    async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """Run ``fn`` on the single writer thread (commits and publishes never overlap)."""
+        return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)

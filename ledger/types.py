@@ -1,0 +1,133 @@
+"""Small frozen types shared by the log's modules: the v1 leaf, entries, proofs, tree state.
+
+The leaf (the bytes hashed into the RFC 6962 tree, ``leaf_hash = SHA-256(0x00 || leaf)``), v1:
+
+    offset  size  field
+    0       1     format version, 0x01
+    1       8     log receive time, unsigned milliseconds since the Unix epoch, big-endian
+    9       32    record digest (SHA-256 of the RFC 8785 canonical decision record)
+    41      2     metadata length N, unsigned big-endian (0..MAX_METADATA)
+    43      N     metadata, opaque bytes supplied by the appender
+
+The log's receive time never decreases across the log, even when the wall clock steps back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ledger.errors import InvalidArgumentError, StorageError
+
+__all__ = [
+    "DIGEST_SIZE",
+    "LEAF_VERSION",
+    "MAX_METADATA",
+    "Anchor",
+    "AppendResult",
+    "ConsistencyProof",
+    "Entry",
+    "InclusionProof",
+    "PublishedCheckpoint",
+    "decode_leaf",
+    "encode_leaf",
+]
+
+LEAF_VERSION = 1
+DIGEST_SIZE = 32
+MAX_METADATA = 1024
+_HEADER = 1 + 8 + DIGEST_SIZE + 2
+
+
+def encode_leaf(record_digest: bytes, timestamp_ms: int, metadata: bytes = b"") -> bytes:
+    """Serialise a v1 leaf (layout in the module docstring)."""
+    if len(record_digest) != DIGEST_SIZE:
+        raise InvalidArgumentError(
+            f"record_digest is {len(record_digest)} bytes, want {DIGEST_SIZE}"
+        )
+    if len(metadata) > MAX_METADATA:
+        raise InvalidArgumentError(f"metadata is {len(metadata)} bytes, max {MAX_METADATA}")
+    return b"".join(
+        (
+            LEAF_VERSION.to_bytes(1, "big"),
+            timestamp_ms.to_bytes(8, "big"),
+            record_digest,
+            len(metadata).to_bytes(2, "big"),
+            metadata,
+        )
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Entry:
+    """One sequenced log entry."""
+
+    index: int
+    leaf: bytes
+    record_digest: bytes
+    timestamp_ms: int
+    metadata: bytes
+
+
+def decode_leaf(index: int, leaf: bytes) -> Entry:
+    """Parse a v1 leaf stored at ``index``."""
+    if len(leaf) < _HEADER or leaf[0] != LEAF_VERSION:
+        raise StorageError(f"leaf {index} is not a v{LEAF_VERSION} leaf ({len(leaf)} bytes)")
+    n = int.from_bytes(leaf[41:43], "big")
+    if len(leaf) != _HEADER + n:
+        raise StorageError(f"leaf {index} metadata length {n} does not match its size")
+    return Entry(
+        index=index,
+        leaf=leaf,
+        record_digest=leaf[9:41],
+        timestamp_ms=int.from_bytes(leaf[1:9], "big"),
+        metadata=leaf[43:],
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AppendResult:
+    """What an append returns for one digest."""
+
+    index: int
+    leaf_hash: bytes
+    timestamp_ms: int
+    duplicate: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PublishedCheckpoint:
+    """A signed checkpoint as stored: the note text and its parsed body fields."""
+
+    origin: str
+    size: int
+    root_hash: bytes
+    note: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InclusionProof:
+    """RFC 9162 inclusion proof for ``entry`` in the tree of ``tree_size``."""
+
+    entry: Entry
+    leaf_hash: bytes
+    tree_size: int
+    hashes: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsistencyProof:
+    """RFC 9162 consistency proof from ``size1`` to ``size2``."""
+
+    size1: int
+    size2: int
+    hashes: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Anchor:
+    """An RFC 3161 token from one TSA over the body of the checkpoint of ``size``."""
+
+    size: int
+    tsa: str
+    token: bytes
+    gen_time_ms: int
