@@ -14,9 +14,7 @@ class AppendItem(_message.Message):
     METADATA_FIELD_NUMBER: _ClassVar[int]
     record_digest: bytes
     metadata: bytes
-    def __init__(
-        self, record_digest: bytes | None = ..., metadata: bytes | None = ...
-    ) -> None: ...
+    def __init__(self, record_digest: bytes | None = ..., metadata: bytes | None = ...) -> None: ...
 
 class AppendRecordsRequest(_message.Message):
     __slots__ = ("items", "wait_for_checkpoint")

@@ -1,0 +1,111 @@
+"""Test harness: a real log server in a background thread, or as a ``ledger serve`` subprocess.
+
+Both bind port 0 on 127.0.0.1 with a real RocksDB in a temporary folder and are stopped by the
+test that started them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+from ledger.app import App, start_app
+from ledger.checkpoint import Ed25519Signer
+from ledger.config import Settings
+from ledger_client.remote import RemoteLog
+
+ORIGIN = "ledger.test/integration"
+
+
+class ServerThread:
+    """``start_app`` on an event loop running in a daemon thread."""
+
+    def __init__(self, settings: Settings, signer: Ed25519Signer) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+        self.app: App = self.call(start_app(settings, signer))
+
+    def call(self, coro: object) -> App:
+        fut: Future[App] = asyncio.run_coroutine_threadsafe(coro, self.loop)  # type: ignore[arg-type]
+        return fut.result(timeout=60)
+
+    @property
+    def address(self) -> str:
+        return self.app.address
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.app.stop(), self.loop).result(timeout=60)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=10)
+        self.loop.close()
+
+
+def test_settings(data_dir: Path, **overrides: object) -> Settings:
+    base = Settings(origin=ORIGIN, data_dir=data_dir, listen="127.0.0.1:0", anchor_interval_s=0)
+    return replace(base, **overrides)  # type: ignore[arg-type]
+
+
+@contextmanager
+def running_server(
+    data_dir: Path, signer: Ed25519Signer | None = None, **overrides: object
+) -> Iterator[tuple[ServerThread, RemoteLog, Ed25519Signer]]:
+    """A started in-process server and a client to it; stopped on exit."""
+    signer = signer or Ed25519Signer.generate(ORIGIN)
+    server = ServerThread(test_settings(data_dir, **overrides), signer)
+    client = RemoteLog(server.address, timeout=30)
+    try:
+        yield server, client, signer
+    finally:
+        client.close()
+        server.stop()
+
+
+class ServerProcess:
+    """``ledger serve`` as a child process; reads the bound address from its first line."""
+
+    def __init__(self, data_dir: Path, key_file: Path, *extra: str) -> None:
+        cmd = [
+            sys.executable, "-m", "ledger", "serve", "--data-dir", str(data_dir),
+            "--key", str(key_file), "--origin", ORIGIN, "--listen", "127.0.0.1:0",
+            "--anchor-interval-s", "0", "--no-embedded-tsa", *extra,
+        ]  # fmt: skip
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            err = self.proc.stderr.read() if self.proc.stderr else ""
+            raise RuntimeError(f"ledger serve did not start: {err}")
+        self.ready = json.loads(line)
+        self.address: str = self.ready["address"]
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+        self._close_pipes()
+
+    def terminate(self) -> int:
+        """SIGTERM: graceful shutdown; return the exit code."""
+        self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout=60)
+        self._close_pipes()
+        return code
+
+    def _close_pipes(self) -> None:
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()

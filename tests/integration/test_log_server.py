@@ -1,0 +1,174 @@
+"""The log service against a real gRPC server on port 0 and a real RocksDB in a temp dir."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from pathlib import Path
+
+import grpc
+import pytest
+
+from ledger import merkle
+from ledger.checkpoint import Ed25519Signer, open_checkpoint
+from ledger.types import decode_leaf
+from ledger_client.remote import RemoteLog
+from tests.harness import ORIGIN, running_server
+
+pytestmark = pytest.mark.integration
+
+
+def digest(i: int, salt: str = "") -> bytes:
+    return hashlib.sha256(f"record-{salt}-{i}".encode()).digest()
+
+
+def check_checkpoint(note: str, signer: Ed25519Signer) -> tuple[int, bytes]:
+    cp = open_checkpoint(note, [signer.verifier()], origin=ORIGIN).checkpoint
+    return cp.size, cp.root_hash
+
+
+def test_append_wait_and_verify_proofs(tmp_path: Path) -> None:
+    with running_server(tmp_path) as (_, log, signer):
+        out = log.append([digest(i) for i in range(10)], wait_for_checkpoint=True)
+        assert [r.index for r in out.results] == list(range(10))
+        assert not any(r.duplicate for r in out.results)
+        assert out.checkpoint is not None
+        size, root = check_checkpoint(out.checkpoint.note, signer)
+        assert size >= 10
+        for r, proof in zip(out.results, out.proofs, strict=True):
+            merkle.verify_inclusion(r.leaf_hash, r.index, size, proof, root)
+        # the leaf binds the digest and the log's time
+        entry = log.entry(digest(3))
+        assert entry.index == 3 and entry.record_digest == digest(3)
+        assert merkle.leaf_hash(entry.leaf) == out.results[3].leaf_hash
+        assert decode_leaf(3, entry.leaf).timestamp_ms == out.results[3].timestamp_ms
+
+
+def test_duplicates_return_the_original(tmp_path: Path) -> None:
+    with running_server(tmp_path) as (_, log, _signer):
+        first = log.append([digest(1), digest(2)]).results
+        again = log.append([digest(3), digest(1), digest(3)]).results
+        assert again[1].duplicate and again[1].index == first[0].index
+        assert again[1].leaf_hash == first[0].leaf_hash
+        assert not again[0].duplicate and again[2].duplicate and again[2].index == again[0].index
+        assert again[0].index == 2
+
+
+def test_stream_append_acks_durable_batches(tmp_path: Path) -> None:
+    with running_server(tmp_path) as (_, log, _signer):
+        log.append([digest(0, "s")])
+        batches = [[digest(i, "s") for i in range(b * 50, b * 50 + 50)] for b in range(20)]
+        acks = list(log.stream_append(batches))
+        assert sum(a.count for a in acks) == 1000
+        assert len(acks) <= 20  # batched acks, never one per item
+        assert acks[0].duplicates == {0: 0}
+        positions = [a.first_position for a in acks]
+        assert positions == sorted(positions) and positions[0] == 0
+        assert sum(a.new_entries for a in acks) == 999
+
+
+def test_historical_proofs_and_all_consistency_pairs(tmp_path: Path) -> None:
+    with running_server(tmp_path) as (_, log, signer):
+        checkpoints = []
+        for batch in range(6):
+            out = log.append([digest(i, f"h{batch}") for i in range(batch * 7 + 1)],
+                             wait_for_checkpoint=True)  # fmt: skip
+            assert out.checkpoint is not None
+            checkpoints.append(check_checkpoint(out.checkpoint.note, signer))
+        checkpoints = sorted(set(checkpoints))
+        for (s1, r1), (s2, r2) in itertools.combinations_with_replacement(checkpoints, 2):
+            proof = log.consistency_proof(s1, s2)
+            merkle.verify_consistency(s1, s2, r1, r2, list(proof.hashes))
+        for size, root in checkpoints:
+            for p in log.inclusion_proofs(indexes=list(range(size)), tree_size=size):
+                merkle.verify_inclusion(p.leaf_hash, p.entry.index, size, list(p.hashes), root)
+            assert log.checkpoint(size).root_hash == root
+        p = log.inclusion_proof(record_digest=digest(0, "h2"), tree_size=checkpoints[-1][0])
+        assert p.entry.record_digest == digest(0, "h2")
+
+
+def test_restart_keeps_everything(tmp_path: Path) -> None:
+    signer = Ed25519Signer.generate(ORIGIN)
+    with running_server(tmp_path, signer) as (_, log, _):
+        out = log.append([digest(i, "r") for i in range(100)], wait_for_checkpoint=True)
+        assert out.checkpoint is not None
+        before = out.checkpoint
+    with running_server(tmp_path, signer) as (_, log, _):
+        after = log.checkpoint()
+        assert after.size == before.size and after.root_hash == before.root_hash
+        again = log.append([digest(5, "r")]).results[0]
+        assert again.duplicate and again.index == 5
+        new = log.append([digest(0, "new")], wait_for_checkpoint=True)
+        assert new.results[0].index == 100
+        assert new.checkpoint is not None
+        proof = log.consistency_proof(before.size, new.checkpoint.size)
+        merkle.verify_consistency(before.size, new.checkpoint.size, before.root_hash,
+                                  new.checkpoint.root_hash, list(proof.hashes))  # fmt: skip
+
+
+def expect(code: grpc.StatusCode, words: str, call: object) -> None:
+    with pytest.raises(grpc.RpcError) as info:
+        call()  # type: ignore[operator]
+    err = info.value
+    assert err.code() == code, err.details()  # type: ignore[attr-defined]
+    assert words in err.details(), err.details()  # type: ignore[attr-defined]
+
+
+def test_bad_input_gets_clear_statuses(tmp_path: Path) -> None:
+    inv, oor = grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OUT_OF_RANGE
+    with running_server(tmp_path) as (_, log, _signer):
+        log.append([digest(i, "b") for i in range(5)], wait_for_checkpoint=True)
+        size = log.checkpoint().size
+        expect(inv, "items[0].record_digest: 31 bytes", lambda: log.append([b"x" * 31]))
+        expect(inv, "items: empty batch", lambda: log.append([]))
+        expect(
+            inv, "items: 10001 in one batch", lambda: log.append([digest(i) for i in range(10_001)])
+        )
+        expect(inv, "metadata: 2000 bytes, max 1024",
+               lambda: log.append([digest(9, "m")], metadata=[b"m" * 2000]))  # fmt: skip
+        expect(oor, f"index: {size} >= tree size {size}", lambda: log.inclusion_proof(index=size))
+        expect(oor, "tree_size", lambda: log.inclusion_proof(index=0, tree_size=size + 1))
+        expect(inv, "size1: 4 > size2 3", lambda: log.consistency_proof(4, 3))
+        expect(oor, "size2", lambda: log.consistency_proof(1, size + 5))
+        expect(grpc.StatusCode.NOT_FOUND, "not in the log", lambda: log.entry(digest(404)))
+        expect(inv, "record_digest: 3 bytes", lambda: log.entry(b"abc"))
+        expect(inv, "leaf: set index or record_digest", lambda: log.inclusion_proof())
+        expect(grpc.StatusCode.NOT_FOUND, "no checkpoint was published for size 2",
+               lambda: log.checkpoint(2))  # fmt: skip
+        expect(oor, "start", lambda: log.entries(size, 10))
+        expect(inv, "count", lambda: log.entries(0, 0))
+        expect(inv, "want 1..1000", lambda: log.inclusion_proofs(indexes=[0] * 1001))
+        assert len(log.entries(0, 5_000)) == size  # pages are bounded and cut at the size
+        # the log still works and nothing partial was written
+        assert log.append([digest(6, "b")], wait_for_checkpoint=True).results[0].index == size
+
+
+def test_sequenced_but_unpublished_is_failed_precondition(tmp_path: Path) -> None:
+    with running_server(tmp_path, checkpoint_interval_ms=60_000) as (server, log, _signer):
+        log.append([digest(0, "u")], wait_for_checkpoint=True)  # publishes at once
+        index = log.append([digest(1, "u")]).results[0].index  # next publish is a minute away
+        expect(grpc.StatusCode.FAILED_PRECONDITION, "retry after the next checkpoint",
+               lambda: log.inclusion_proof(index=index))  # fmt: skip
+        assert server.app.service.log.size == 2
+
+
+def test_health_and_reflection(tmp_path: Path) -> None:
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+    with running_server(tmp_path) as (server, _log, _signer):
+        with grpc.insecure_channel(server.address) as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+            status = health.Check(health_pb2.HealthCheckRequest(service="ledger.v1.LedgerService"))
+            assert status.status == health_pb2.HealthCheckResponse.SERVING
+            stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+            request = reflection_pb2.ServerReflectionRequest(list_services="")
+            reply = next(iter(stub.ServerReflectionInfo(iter([request]))))
+            names = {s.name for s in reply.list_services_response.service}
+            assert "ledger.v1.LedgerService" in names
+
+
+def test_remote_log_is_typed(tmp_path: Path) -> None:
+    with running_server(tmp_path) as (server, _log, _signer):
+        with RemoteLog(server.address) as other:
+            assert other.checkpoint().origin == ORIGIN
