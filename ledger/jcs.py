@@ -306,7 +306,9 @@ def read_matching(pattern: re.Pattern[str], what: str) -> Reader:
 
 
 def read_int(value: Json, path: str, minimum: int = 0) -> int:
-    """An integer (not a boolean) within ``[minimum, 2**53 - 1]``."""
+    """An integer within ``[minimum, 2**53 - 1]``; ``2.0`` counts (same JSON number), ``true`` not."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= MAX_SAFE_INTEGER:
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise wrong_type(path, f"an integer >= {minimum}", value)
     if not minimum <= value <= MAX_SAFE_INTEGER:

@@ -388,8 +388,10 @@ def _text_or_commitment(value: Json, path: str) -> str | Commitment:
 
 
 def _parameters(value: Json, path: str) -> dict[str, JsonValue]:
-    if not isinstance(value, dict) or is_commitment_obj(value):
+    if not isinstance(value, dict):
         raise wrong_type(path, "an object of named parameters", value)
+    if is_commitment_obj(value):
+        raise InvalidRecordError(path, "commit single parameters, not the whole object")
     return {k: _json_value(v, child_path(path, k)) for k, v in value.items()}
 
 

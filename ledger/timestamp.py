@@ -24,8 +24,11 @@ Verification recomputes and compares, strictly and in this order; the first fail
                     digest SHA-256/384/512)
     ess-cert-id     signingCertificate(V2) binds the signer certificate
     eku             extendedKeyUsage is critical and exactly id-kp-timeStamping
+    key-usage       keyUsage, if present, allows digitalSignature or nonRepudiation
     tsa-name        TSTInfo.tsa, when present, names the signer certificate
-    chain           signer -> (token certs + intermediates) -> a configured root
+    chain           signer -> (token certs + intermediates) -> a configured root; each
+                    issuer a CA (basicConstraints, keyCertSign, pathLen) whose signature
+                    verifies; no unknown critical extension; a bounded search
     validity        every chain certificate is valid at ``at_time`` (default genTime),
                     and genTime lies inside the signer certificate's validity
 
@@ -62,6 +65,7 @@ from ledger.timestamp_certs import (
     build_chain,
     check_eku,
     check_ess_cert_id,
+    check_key_usage,
     check_tsa_name,
     check_validity,
     find_signer,
@@ -113,7 +117,7 @@ class VerifiedTimestamp:
     signer_certificate_der: bytes
     chain_ders: tuple[bytes, ...]  # signer first, the configured root last
     digest: bytes
-    nonce: int | None
+    nonce: int | None  # the token's (equal to the request's when one was given)
     token_der: bytes
 
 
@@ -203,6 +207,8 @@ def verify_token(
     token stays verifiable after its TSA certificate expires.
     """
     _require_sha256(digest)
+    if at_time is not None and at_time.tzinfo is None:
+        raise FormatError("at_time must be timezone-aware")
     token = parse_signed_token(token_der)
     tst = parse_tst_info(token.econtent)
     _check_tst_info(tst, digest=digest, nonce=nonce)
@@ -213,11 +219,12 @@ def verify_token(
     _check_signature(signer, cert.cert)
     check_ess_cert_id(signer, cert)
     check_eku(cert.cert)
+    check_key_usage(cert.cert)
     check_tsa_name(tst.tsa_key, tst.tsa_text, cert)
     chain = build_chain(cert, [p for p in pool if p is not cert], roots)
     check_validity(chain, at_time or tst.gen_time)
     check_validity(chain[:1], tst.gen_time)
-    return _verified(tst, cert, chain, token_der=token_der, digest=digest, nonce=nonce)
+    return _verified(tst, cert, chain, token_der=token_der, digest=digest)
 
 
 def _der(cert: x509.Certificate) -> bytes:
@@ -231,7 +238,6 @@ def _verified(
     *,
     token_der: bytes,
     digest: bytes,
-    nonce: int | None,
 ) -> VerifiedTimestamp:
     return VerifiedTimestamp(
         gen_time=tst.gen_time,
@@ -243,7 +249,7 @@ def _verified(
         signer_certificate_der=cert.der,
         chain_ders=tuple(_der(c) for c in chain),
         digest=digest,
-        nonce=tst.nonce if nonce is None else nonce,
+        nonce=tst.nonce,
         token_der=token_der,
     )
 

@@ -7,6 +7,7 @@ ESSCertIDv2 and RFC 5035 signingCertificate binding) and a small RFC 5280 path b
   subjectKeyIdentifier) among the token's certificates and the caller's intermediates;
 - ``check_ess_cert_id``: signingCertificate (SHA-1) / signingCertificateV2 binds that cert;
 - ``check_eku``: extendedKeyUsage is critical and is exactly id-kp-timeStamping;
+- ``check_key_usage``: keyUsage, if present, allows digitalSignature or nonRepudiation;
 - ``check_tsa_name``: TSTInfo.tsa, when present, is one of the signer's names;
 - ``build_chain``: signer -> untrusted CAs -> one configured root, each link a CA
   (basicConstraints, keyUsage keyCertSign, pathLenConstraint) whose signature verifies;
@@ -34,6 +35,7 @@ __all__ = [
     "build_chain",
     "check_eku",
     "check_ess_cert_id",
+    "check_key_usage",
     "check_tsa_name",
     "check_validity",
     "find_signer",
@@ -41,6 +43,7 @@ __all__ = [
 ]
 
 MAX_CHAIN_LENGTH = 8
+MAX_LINK_CHECKS = 64
 _ESS_HASHES = frozenset({"sha1", "sha256", "sha384", "sha512"})
 
 
@@ -99,7 +102,7 @@ def _sid_matches(signer: SignerData, candidate: PoolCert) -> bool:
 def _subject_key_id(cert: x509.Certificate) -> bytes | None:
     try:
         ext = cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier)
-    except x509.ExtensionNotFound:
+    except (x509.ExtensionNotFound, ValueError):
         return None
     return ext.value.digest
 
@@ -159,6 +162,22 @@ def check_eku(cert: x509.Certificate) -> None:
         raise TimestampError("eku", f"{subject}: extendedKeyUsage is [{dotted}], not timeStamping")
 
 
+def check_key_usage(cert: x509.Certificate) -> None:
+    """keyUsage, when present, allows digitalSignature or nonRepudiation (RFC 5280 §4.2.1.3)."""
+    try:
+        usage = cert.extensions.get_extension_for_class(x509.KeyUsage).value
+    except x509.ExtensionNotFound:
+        return
+    except ValueError as exc:
+        raise TimestampError("key-usage", f"bad keyUsage: {exc}") from exc
+    if not (usage.digital_signature or usage.content_commitment):
+        raise TimestampError(
+            "key-usage",
+            f"{cert.subject.rfc4514_string()}: keyUsage allows neither digitalSignature "
+            "nor nonRepudiation",
+        )
+
+
 def check_tsa_name(tsa_key: str | None, tsa_text: str | None, cert: PoolCert) -> None:
     """RFC 3161 §2.4.2: TSTInfo.tsa, if present, is a name of the signing certificate."""
     if tsa_key is not None and tsa_key not in cert.names.name_keys:
@@ -175,11 +194,14 @@ def build_chain(
 ) -> tuple[x509.Certificate, ...]:
     """A verified path from ``leaf`` through ``untrusted`` CAs to one of ``roots``.
 
-    Requires ``roots`` non-empty. Raises TimestampError("chain") when there is none.
+    Requires ``roots`` non-empty. Raises TimestampError("chain") when there is none, or when
+    finding one would take more than ``MAX_LINK_CHECKS`` signature checks (a token can carry
+    any number of certificates; the search must stay bounded).
     """
     if not roots:
         raise TimestampError("chain", "no TSA roots are configured")
-    path = _extend((leaf.cert,), tuple(p.cert for p in untrusted), tuple(roots))
+    builder = _PathBuilder(tuple(p.cert for p in untrusted), tuple(roots))
+    path = builder.extend((leaf.cert,))
     if path is None:
         raise TimestampError(
             "chain", f"signer {leaf.subject} does not chain to any configured TSA root"
@@ -189,36 +211,47 @@ def build_chain(
     return path
 
 
-def _extend(
-    path: tuple[x509.Certificate, ...],
-    untrusted: tuple[x509.Certificate, ...],
-    roots: tuple[x509.Certificate, ...],
-) -> tuple[x509.Certificate, ...] | None:
-    tip = path[-1]
-    if tip in roots:
-        return path
-    for root in roots:
-        if _issued_by(tip, root, below=len(path)):
-            return (*path, root)
-    if len(path) >= MAX_CHAIN_LENGTH:
+class _PathBuilder:
+    """Depth-first search for signer -> ... -> root, with a budget of signature checks."""
+
+    def __init__(
+        self, untrusted: tuple[x509.Certificate, ...], roots: tuple[x509.Certificate, ...]
+    ) -> None:
+        self.untrusted = untrusted
+        self.roots = roots
+        self.budget = MAX_LINK_CHECKS
+
+    def extend(self, path: tuple[x509.Certificate, ...]) -> tuple[x509.Certificate, ...] | None:
+        """``path`` extended to a root, or None."""
+        tip = path[-1]
+        if tip in self.roots:
+            return path
+        for root in self.roots:
+            if self._issued_by(tip, root, below=len(path)):
+                return (*path, root)
+        if len(path) >= MAX_CHAIN_LENGTH:
+            return None
+        for ca in self.untrusted:
+            if ca not in path and self._issued_by(tip, ca, below=len(path)):
+                found = self.extend((*path, ca))
+                if found is not None:
+                    return found
         return None
-    for ca in untrusted:
-        if ca not in path and _issued_by(tip, ca, below=len(path)):
-            found = _extend((*path, ca), untrusted, roots)
-            if found is not None:
-                return found
-    return None
 
-
-def _issued_by(child: x509.Certificate, issuer: x509.Certificate, *, below: int) -> bool:
-    """``issuer`` is a CA allowed ``below - 1`` intermediates under it and signed ``child``."""
-    if not _is_ca(issuer, intermediates_below=below - 1):
-        return False
-    try:
-        child.verify_directly_issued_by(issuer)
-    except (ValueError, TypeError, InvalidSignature):
-        return False
-    return True
+    def _issued_by(self, child: x509.Certificate, issuer: x509.Certificate, *, below: int) -> bool:
+        """``issuer`` is a CA allowed ``below - 1`` intermediates under it and signed ``child``."""
+        if child.issuer != issuer.subject:
+            return False
+        if not _is_ca(issuer, intermediates_below=below - 1):
+            return False
+        self.budget -= 1
+        if self.budget < 0:
+            raise TimestampError("chain", f"path search exceeded {MAX_LINK_CHECKS} checks")
+        try:
+            child.verify_directly_issued_by(issuer)
+        except (ValueError, TypeError, InvalidSignature):
+            return False
+        return True
 
 
 def _is_ca(cert: x509.Certificate, *, intermediates_below: int) -> bool:

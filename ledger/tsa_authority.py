@@ -80,16 +80,15 @@ class SerialNumbers:
         self._state_file = state_file
         self._micros = micros
         self._block = block
-        self._reserved = _read_counter(state_file) if state_file is not None else None
-        self._last = self._reserved or 0
+        self._reserved = _read_counter(state_file) if state_file is not None else 0
+        self._last = self._reserved
 
     def next(self) -> int:
         """The next serial number; durable (with a state file) before it is returned."""
         with self._lock:
             serial = max(self._last + 1, self._micros())
-            if self._reserved is not None and serial > self._reserved:
+            if self._state_file is not None and serial > self._reserved:
                 self._reserved = serial + self._block
-                assert self._state_file is not None
                 _write_counter(self._state_file, self._reserved)
             self._last = serial
             return serial
@@ -254,17 +253,19 @@ def _build_token(tsa: TsaAuthority, request: _Request, *, gen_time: datetime) ->
     attrs = _signed_attributes(tsa.tsa_cert, tst_der, gen_time=gen_time)
     signature, algorithm = _sign(tsa.tsa_key, attrs.dump())
     cert_der = tsa.tsa_cert.public_bytes(serialization.Encoding.DER)
-    signer_info = cms.SignerInfo(
-        {
-            "version": "v1",
-            "sid": cms.SignerIdentifier(
-                name="issuer_and_serial_number", value=_issuer_and_serial(cert_der)
-            ),
-            "digest_algorithm": {"algorithm": "sha256"},
-            "signed_attrs": attrs,
-            "signature_algorithm": {"algorithm": algorithm},
-            "signature": signature,
-        }
+    signer_info = _frozen(
+        cms.SignerInfo(
+            {
+                "version": "v1",
+                "sid": cms.SignerIdentifier(
+                    name="issuer_and_serial_number", value=_issuer_and_serial(cert_der)
+                ),
+                "digest_algorithm": {"algorithm": "sha256"},
+                "signed_attrs": attrs,
+                "signature_algorithm": {"algorithm": algorithm},
+                "signature": signature,
+            }
+        )
     )
     signed = {
         "version": "v3",
@@ -277,7 +278,8 @@ def _build_token(tsa: TsaAuthority, request: _Request, *, gen_time: datetime) ->
     }
     if request.cert_req:
         signed["certificates"] = [asn1_x509.Certificate.load(cert_der)]
-    return cms.ContentInfo({"content_type": "signed_data", "content": cms.SignedData(signed)})
+    content = _frozen(cms.SignedData(signed))
+    return cms.ContentInfo({"content_type": "signed_data", "content": content})
 
 
 def _tst_info(tsa: TsaAuthority, request: _Request, *, gen_time: datetime) -> bytes:
@@ -322,18 +324,31 @@ def _signed_attributes(cert: x509.Certificate, tst_der: bytes, *, gen_time: date
             ]
         }
     )
-    return cms.CMSAttributes(
+    attrs = cms.CMSAttributes(
         [
             _attribute("content_type", "tst_info"),
-            _attribute("signing_time", cms.Time(name="utc_time", value=gen_time)),
+            _attribute("signing_time", _cms_time(gen_time)),
             _attribute("message_digest", hashlib.sha256(tst_der).digest()),
-            _attribute("signing_certificate_v2", ess),
+            _attribute("signing_certificate_v2", _frozen(ess)),
         ]
     )
+    return _frozen(attrs)
+
+
+def _cms_time(moment: datetime) -> Any:
+    """RFC 5652 §11.3: UTCTime through 2049, GeneralizedTime from 2050."""
+    kind = "utc_time" if moment.year < 2050 else "generalized_time"
+    return cms.Time(name=kind, value=moment)
 
 
 def _attribute(attr_type: str, value: object) -> Any:
-    return cms.CMSAttribute({"type": attr_type, "values": [value]})
+    return _frozen(cms.CMSAttribute({"type": attr_type, "values": [value]}))
+
+
+def _frozen(value: Any) -> Any:
+    """Re-load ``value`` from its DER: asn1crypto re-encodes constructed (mutated) values on
+    every enclosing ``dump()``, which turns nesting quadratic; a loaded value is copied as is."""
+    return type(value).load(value.dump())
 
 
 def _directory_name(name_der: bytes) -> Any:

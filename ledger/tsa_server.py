@@ -31,6 +31,7 @@ __all__ = ["QUERY_CONTENT_TYPE", "REPLY_CONTENT_TYPE", "TsaServer"]
 QUERY_CONTENT_TYPE = "application/timestamp-query"
 REPLY_CONTENT_TYPE = "application/timestamp-reply"
 MAX_QUERY_BYTES = 64 * 1024
+POLL_SECONDS = 0.05  # how soon serve_forever notices stop()
 _log = logging.getLogger(__name__)
 
 
@@ -144,7 +145,9 @@ class TsaServer:
     def start(self) -> TsaServer:
         """Bind and serve in a daemon thread; returns self."""
         httpd = self._bind()
-        self._thread = threading.Thread(target=httpd.serve_forever, name="tsa-http", daemon=True)
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, args=(POLL_SECONDS,), name="tsa-http", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -154,7 +157,7 @@ class TsaServer:
         try:
             if on_bound is not None:
                 on_bound()
-            httpd.serve_forever()
+            httpd.serve_forever(POLL_SECONDS)
         finally:
             httpd.server_close()
 

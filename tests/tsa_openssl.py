@@ -25,7 +25,16 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["OPENSSL", "OPENSSL_POLICY", "Pki", "make_pki", "openssl_tsa", "pem", "run_openssl"]
+__all__ = [
+    "OPENSSL",
+    "OPENSSL_POLICY",
+    "Pki",
+    "make_ca",
+    "make_pki",
+    "openssl_tsa",
+    "pem",
+    "run_openssl",
+]
 
 OPENSSL = shutil.which("openssl")
 OPENSSL_POLICY = "1.2.3.4.1"
@@ -44,9 +53,9 @@ def _key(key_type: str) -> PrivateKey:
     return ec.generate_private_key(curve)
 
 
-def _usage(*, ca: bool) -> x509.KeyUsage:
+def _usage(*, ca: bool, signs: bool = True) -> x509.KeyUsage:
     return x509.KeyUsage(
-        digital_signature=not ca,
+        digital_signature=signs and not ca,
         content_commitment=False,
         key_encipherment=False,
         data_encipherment=False,
@@ -66,6 +75,7 @@ def _issue(
     validity: tuple[datetime, datetime],
     eku: list[x509.ObjectIdentifier] | None = None,
     eku_critical: bool = True,
+    signs: bool = True,
 ) -> x509.Certificate:
     """A CA certificate when ``eku`` is None, else an end-entity certificate with that EKU."""
     ca = eku is None
@@ -80,12 +90,18 @@ def _issue(
         .not_valid_before(validity[0])
         .not_valid_after(validity[1])
         .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-        .add_extension(_usage(ca=ca), critical=True)
+        .add_extension(_usage(ca=ca, signs=signs), critical=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
     )
     if eku:
         builder = builder.add_extension(x509.ExtendedKeyUsage(eku), critical=eku_critical)
     return builder.sign(signing_key, hashes.SHA256())
+
+
+def make_ca(common_name: str) -> x509.Certificate:
+    """A self-signed P-256 CA certificate valid now (its key is thrown away)."""
+    now = datetime.now(UTC)
+    return _issue(common_name, _key("ec"), None, validity=(now - timedelta(days=1), now))
 
 
 @dataclass(frozen=True)
@@ -107,6 +123,7 @@ def make_pki(
     eku_critical: bool = True,
     validity: tuple[datetime, datetime] | None = None,
     intermediate: bool = False,
+    digital_signature: bool = True,
 ) -> Pki:
     """A PKI for tests; defaults are a valid TSA: critical EKU timeStamping only, valid now."""
     now = datetime.now(UTC)
@@ -121,7 +138,15 @@ def make_pki(
         issuer, chain = (mid, mid_key), (mid,)
     tsa_key = _key(key_type)
     usage = [ExtendedKeyUsageOID.TIME_STAMPING] if eku is None else eku
-    tsa = _issue(name, tsa_key, issuer, validity=valid, eku=usage, eku_critical=eku_critical)
+    tsa = _issue(
+        name,
+        tsa_key,
+        issuer,
+        validity=valid,
+        eku=usage,
+        eku_critical=eku_critical,
+        signs=digital_signature,
+    )
     return Pki(root, root_key, tsa, tsa_key, chain)
 
 
@@ -222,7 +247,7 @@ def openssl_tsa(
     httpd = _OpenSslServer(("127.0.0.1", 0), _OpenSslHandler)
     httpd.config = _write_config(workdir, ess_cert_id_alg=ess_cert_id_alg)
     httpd.lock = threading.Lock()
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         url = f"http://127.0.0.1:{httpd.server_address[1]}/"

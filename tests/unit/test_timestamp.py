@@ -33,12 +33,7 @@ from ledger.timestamp import (
 )
 from ledger.timestamp_asn1 import parse_response
 from ledger.tsa_authority import TSA_POLICY_OID, SerialNumbers, TsaAuthority
-
-try:
-    from tests.tsa_openssl import Pki, make_pki
-except ModuleNotFoundError:  # the repository root is not on sys.path (no root conftest.py)
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from tests.tsa_openssl import Pki, make_pki
+from tests.tsa_openssl import Pki, make_ca, make_pki
 
 BODY = b"example.com/decision-ledger\n42\nq1ZbY3Fb9nRNsWsRN0mgkNvyVU4FnKgX1bNDHJsqkuo=\n"
 DIGEST = imprint_for_checkpoint_body(BODY)
@@ -223,12 +218,13 @@ def test_refuses_tampered_tst_info(good: tuple[TimestampRequest, bytes], ec_pki:
         ({"eku": []}, "eku"),
         ({"eku_critical": False}, "eku"),
         ({"eku": [ExtendedKeyUsageOID.TIME_STAMPING, ExtendedKeyUsageOID.CODE_SIGNING]}, "eku"),
+        ({"digital_signature": False}, "key-usage"),
         (
             {"validity": (NOW - timedelta(days=900), NOW - timedelta(days=400))},
             "validity",
         ),
     ],
-    ids=["no-eku", "eku-not-critical", "eku-not-only-timestamping", "expired-chain"],
+    ids=["no-eku", "eku-not-critical", "eku-not-only-timestamping", "no-signing", "expired"],
 )
 def test_refuses_bad_tsa_certificates(pki_args: dict[str, Any], check: str) -> None:
     pki = make_pki(**pki_args)
@@ -240,6 +236,17 @@ def test_refuses_an_untrusted_root(good: tuple[TimestampRequest, bytes]) -> None
     stranger = make_pki(name="Other TSA")
     request, response = good
     _refused("chain", lambda: _verify(stranger, response, request))
+
+
+def test_chain_search_is_bounded() -> None:
+    pki = make_pki(intermediate=True)
+    request, response = _stamp(_authority(pki))
+    decoys = [make_ca("Test TSA Intermediate") for _ in range(70)]
+    error = _refused(
+        "chain",
+        lambda: _verify(pki, response, request, intermediates=[*decoys, *pki.intermediates]),
+    )
+    assert "exceeded" in str(error)
 
 
 def test_refuses_a_chain_invalid_at_the_requested_time(
@@ -391,7 +398,7 @@ def test_serials_survive_a_clock_that_goes_back(tmp_path: Path) -> None:
 
 
 def test_save_and_load_keep_keys_private(tmp_path: Path) -> None:
-    authority = TsaAuthority.generate("Dev TSA", key_type="rsa")
+    authority = TsaAuthority.generate("Dev TSA")
     authority.save(tmp_path)
     for key_file in ("root.key", "tsa.key"):
         assert (tmp_path / key_file).stat().st_mode & 0o777 == 0o600
