@@ -13,12 +13,14 @@ from dataclasses import dataclass
 
 import grpc
 
+from ledger.anchoring import Anchorer, AnchorSchedule
 from ledger.checkpoint import Ed25519Signer
 from ledger.config import Settings
 from ledger.log import Log
 from ledger.rocks import RocksStore
 from ledger.server import create_server
 from ledger.service import LogService
+from ledger.tsa_setup import TsaSetup, setup_tsas
 
 __all__ = ["App", "serve", "start_app"]
 
@@ -35,6 +37,8 @@ class App:
     service: LogService
     server: grpc.aio.Server
     port: int
+    anchoring: AnchorSchedule
+    tsas: TsaSetup
 
     @property
     def address(self) -> str:
@@ -50,12 +54,14 @@ class App:
     async def stop(self) -> None:
         """Stop taking calls, drain appends, publish a final checkpoint, close the store."""
         await self.server.stop(SHUTDOWN_GRACE_S)
+        await self.anchoring.stop()
         await self.service.stop()
+        self.tsas.close()
         self.store.close()
 
 
 async def start_app(settings: Settings, signer: Ed25519Signer) -> App:
-    """Open the store, recover the log, start the service and the gRPC server."""
+    """Open the store, recover the log, start the service, the anchorer and the gRPC server."""
     store = RocksStore(
         settings.db_dir, memtable_mb=settings.memtable_mb, cache_mb=settings.cache_mb
     )
@@ -67,12 +73,31 @@ async def start_app(settings: Settings, signer: Ed25519Signer) -> App:
             max_pending=settings.max_pending,
         )
         await service.start()
-        server, port = await create_server(service, settings.listen)
+        tsas = setup_tsas(settings)
     except BaseException:
         store.close()
         raise
+    anchoring = AnchorSchedule(
+        Anchorer(log=log, tsas=tsas.targets), interval=settings.anchor_interval_s
+    )
+    try:
+        anchor_now = anchoring.anchor_now if tsas.targets else None
+        server, port = await create_server(service, settings.listen, anchor_now=anchor_now)
+    except BaseException:
+        tsas.close()
+        await service.stop()
+        store.close()
+        raise
+    anchoring.start()
     return App(
-        settings=settings, signer=signer, store=store, service=service, server=server, port=port
+        settings=settings,
+        signer=signer,
+        store=store,
+        service=service,
+        server=server,
+        port=port,
+        anchoring=anchoring,
+        tsas=tsas,
     )
 
 

@@ -103,6 +103,8 @@ def serve(config: Path | None, **flags: Any) -> None:
             "verifier_key": app.verifier_key,
             "data_dir": str(settings.data_dir),
             "key_created": created,
+            "tsas": [t.name for t in app.tsas.targets],
+            "embedded_tsa_root": str(app.tsas.embedded_root) if app.tsas.embedded_root else None,
         }
         click.echo(json.dumps(line), nl=True)
         sys.stdout.flush()
@@ -116,6 +118,103 @@ def serve(config: Path | None, **flags: Any) -> None:
         asyncio.run(run(settings, signer, ready))
     except LedgerError as exc:
         _fail(str(exc), 1)
+
+
+@main.command()
+@config_option
+@click.option("--server", "address", help="HOST:PORT of a running server on this host")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+def anchor(config: Path | None, address: str | None, data_dir: Path | None, as_json: bool) -> None:
+    """Anchor the latest checkpoint now with every configured TSA (for cron).
+
+    With --server, ask the running server (its AnchorNow RPC, localhost only). With
+    --data-dir, work on the store directly: only while the server is stopped (RocksDB allows
+    one process per data dir). A checkpoint is never stamped twice by the same TSA.
+    """
+    if (address is None) == (data_dir is None and config is None):
+        _fail("give exactly one of --server ADDR or --data-dir DIR (or --config FILE)")
+    if address is not None:
+        size, stored, failures = _anchor_remote(address)
+    else:
+        size, stored, failures = _anchor_local(_settings(config, data_dir=data_dir))
+    if as_json:
+        click.echo(json.dumps({"size": size, "anchored": stored, "failures": failures}))
+    else:
+        click.echo(f"checkpoint size {size}: anchored by {', '.join(stored) or 'no new TSA'}")
+        for failure in failures:
+            click.echo(f"failed: {failure}", err=True)
+    sys.exit(1 if failures and not stored else 0)
+
+
+def _anchor_remote(address: str) -> tuple[int, list[str], list[str]]:
+    import grpc
+
+    from ledger_client.remote import RemoteLog
+
+    try:
+        with RemoteLog(address, timeout=120) as remote:
+            size, anchors, failures = remote.anchor_now()
+    except grpc.RpcError as exc:
+        _fail(f"{address}: {exc.code().name}: {exc.details()}", 1)
+        raise AssertionError from exc
+    return size, [a.tsa for a in anchors], failures
+
+
+def _anchor_local(settings: Settings) -> tuple[int, list[str], list[str]]:
+    from ledger.anchoring import Anchorer
+    from ledger.keys import load_signer
+    from ledger.log import Log
+    from ledger.rocks import RocksStore
+    from ledger.tsa_setup import setup_tsas
+
+    try:
+        store = RocksStore(settings.db_dir)
+    except LedgerError as exc:
+        _fail(f"{exc} (is the server running? then use --server)", 1)
+        raise AssertionError from exc
+    try:
+        log = Log(store=store, signer=load_signer(settings.signer_key_file), origin=settings.origin)
+        tsas = setup_tsas(settings)
+        try:
+            outcome = Anchorer(log=log, tsas=tsas.targets).anchor_latest()
+        finally:
+            tsas.close()
+    except LedgerError as exc:
+        _fail(str(exc), 1)
+        raise AssertionError from exc
+    finally:
+        store.close()
+    return outcome.size, [a.tsa for a in outcome.anchors], outcome.failures
+
+
+@main.command()
+@click.option("--listen", default="127.0.0.1:3161", show_default=True, help="HOST:PORT")
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("ledger-data/tsa"),
+    show_default=True,
+    help="CA, TSA certificate, keys and serial state",
+)
+def tsa(listen: str, state_dir: Path) -> None:
+    """Run the embedded development RFC 3161 TSA over HTTP.
+
+    It proves nothing to a third party when the log's operator runs it: use it for
+    development and tests; production anchors with independent TSAs.
+    """
+    from ledger.tsa import TsaAuthority, TsaServer, run_tsa
+
+    host, _, port = listen.rpartition(":")
+    if not host or not port.isdigit():
+        _fail(f"--listen {listen!r}: want HOST:PORT")
+
+    def ready(server: TsaServer, authority: TsaAuthority) -> None:
+        click.echo(json.dumps({"event": "serving", "url": server.url,
+                               "root": str(state_dir / "root.pem")}))  # fmt: skip
+        sys.stdout.flush()
+
+    run_tsa(host, int(port), state_dir, on_ready=ready)
 
 
 @main.group("config")

@@ -306,7 +306,7 @@ def read_matching(pattern: re.Pattern[str], what: str) -> Reader:
 
 
 def read_int(value: Json, path: str, minimum: int = 0) -> int:
-    """An integer within ``[minimum, 2**53 - 1]``; ``2.0`` counts (same JSON number), ``true`` not."""
+    """An integer in ``[minimum, 2**53 - 1]``; ``2.0`` is the same JSON number, ``true`` is not."""
     if isinstance(value, float) and value.is_integer() and abs(value) <= MAX_SAFE_INTEGER:
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):

@@ -1,7 +1,8 @@
 """Regenerate the committed protobuf/gRPC code under ``ledger/v1`` from ``proto/``.
 
-Usage: ``python tools/gen_proto.py [--out DIR]`` (``make proto``). ``tests/unit/test_proto_drift.py``
-generates into a temporary folder and fails when the committed files differ.
+Usage: ``python tools/gen_proto.py [--out DIR]`` (``make proto``). The drift test
+(``tests/unit/test_proto_drift.py``) generates into a temporary folder and fails when the
+committed files differ.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from ledger_client import cli_proofs
+from ledger_client import cli_anchor, cli_notes, cli_proofs
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -18,5 +18,11 @@ def main() -> None:
     """Verify Decision Ledger proofs, checkpoints and receipts offline."""
 
 
-for _command in (cli_proofs.inclusion, cli_proofs.consistency):
+for _command in (
+    cli_proofs.inclusion,
+    cli_proofs.consistency,
+    cli_notes.checkpoint,
+    cli_notes.tlog_proof,
+    cli_anchor.anchor,
+):
     main.add_command(_command)

@@ -1,20 +1,18 @@
-from collections.abc import Iterable as _Iterable
-from collections.abc import Mapping as _Mapping
-from typing import ClassVar as _ClassVar
-
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from google.protobuf.internal import containers as _containers
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class AppendItem(_message.Message):
-    __slots__ = ("metadata", "record_digest")
+    __slots__ = ("record_digest", "metadata")
     RECORD_DIGEST_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     record_digest: bytes
     metadata: bytes
-    def __init__(self, record_digest: bytes | None = ..., metadata: bytes | None = ...) -> None: ...
+    def __init__(self, record_digest: _Optional[bytes] = ..., metadata: _Optional[bytes] = ...) -> None: ...
 
 class AppendRecordsRequest(_message.Message):
     __slots__ = ("items", "wait_for_checkpoint")
@@ -22,14 +20,10 @@ class AppendRecordsRequest(_message.Message):
     WAIT_FOR_CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     items: _containers.RepeatedCompositeFieldContainer[AppendItem]
     wait_for_checkpoint: bool
-    def __init__(
-        self,
-        items: _Iterable[AppendItem | _Mapping] | None = ...,
-        wait_for_checkpoint: bool | None = ...,
-    ) -> None: ...
+    def __init__(self, items: _Optional[_Iterable[_Union[AppendItem, _Mapping]]] = ..., wait_for_checkpoint: _Optional[bool] = ...) -> None: ...
 
 class AppendResult(_message.Message):
-    __slots__ = ("duplicate", "inclusion_proof", "index", "leaf_hash", "timestamp_ms")
+    __slots__ = ("index", "leaf_hash", "timestamp_ms", "duplicate", "inclusion_proof")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     LEAF_HASH_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
@@ -40,50 +34,32 @@ class AppendResult(_message.Message):
     timestamp_ms: int
     duplicate: bool
     inclusion_proof: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(
-        self,
-        index: int | None = ...,
-        leaf_hash: bytes | None = ...,
-        timestamp_ms: int | None = ...,
-        duplicate: bool | None = ...,
-        inclusion_proof: _Iterable[bytes] | None = ...,
-    ) -> None: ...
+    def __init__(self, index: _Optional[int] = ..., leaf_hash: _Optional[bytes] = ..., timestamp_ms: _Optional[int] = ..., duplicate: _Optional[bool] = ..., inclusion_proof: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class AppendRecordsResponse(_message.Message):
-    __slots__ = ("checkpoint", "results")
+    __slots__ = ("results", "checkpoint")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[AppendResult]
     checkpoint: Checkpoint
-    def __init__(
-        self,
-        results: _Iterable[AppendResult | _Mapping] | None = ...,
-        checkpoint: Checkpoint | _Mapping | None = ...,
-    ) -> None: ...
+    def __init__(self, results: _Optional[_Iterable[_Union[AppendResult, _Mapping]]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ...) -> None: ...
 
 class StreamAppendRequest(_message.Message):
     __slots__ = ("items",)
     ITEMS_FIELD_NUMBER: _ClassVar[int]
     items: _containers.RepeatedCompositeFieldContainer[AppendItem]
-    def __init__(self, items: _Iterable[AppendItem | _Mapping] | None = ...) -> None: ...
+    def __init__(self, items: _Optional[_Iterable[_Union[AppendItem, _Mapping]]] = ...) -> None: ...
 
 class StreamDuplicate(_message.Message):
-    __slots__ = ("index", "position")
+    __slots__ = ("position", "index")
     POSITION_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
     position: int
     index: int
-    def __init__(self, position: int | None = ..., index: int | None = ...) -> None: ...
+    def __init__(self, position: _Optional[int] = ..., index: _Optional[int] = ...) -> None: ...
 
 class StreamAppendAck(_message.Message):
-    __slots__ = (
-        "count",
-        "duplicates",
-        "first_index",
-        "first_position",
-        "new_entries",
-        "timestamp_ms",
-    )
+    __slots__ = ("first_position", "count", "first_index", "new_entries", "duplicates", "timestamp_ms")
     FIRST_POSITION_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     FIRST_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -96,24 +72,16 @@ class StreamAppendAck(_message.Message):
     new_entries: int
     duplicates: _containers.RepeatedCompositeFieldContainer[StreamDuplicate]
     timestamp_ms: int
-    def __init__(
-        self,
-        first_position: int | None = ...,
-        count: int | None = ...,
-        first_index: int | None = ...,
-        new_entries: int | None = ...,
-        duplicates: _Iterable[StreamDuplicate | _Mapping] | None = ...,
-        timestamp_ms: int | None = ...,
-    ) -> None: ...
+    def __init__(self, first_position: _Optional[int] = ..., count: _Optional[int] = ..., first_index: _Optional[int] = ..., new_entries: _Optional[int] = ..., duplicates: _Optional[_Iterable[_Union[StreamDuplicate, _Mapping]]] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...
 
 class GetCheckpointRequest(_message.Message):
     __slots__ = ("size",)
     SIZE_FIELD_NUMBER: _ClassVar[int]
     size: int
-    def __init__(self, size: int | None = ...) -> None: ...
+    def __init__(self, size: _Optional[int] = ...) -> None: ...
 
 class Checkpoint(_message.Message):
-    __slots__ = ("note", "origin", "root_hash", "size")
+    __slots__ = ("note", "origin", "size", "root_hash")
     NOTE_FIELD_NUMBER: _ClassVar[int]
     ORIGIN_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -122,13 +90,7 @@ class Checkpoint(_message.Message):
     origin: str
     size: int
     root_hash: bytes
-    def __init__(
-        self,
-        note: str | None = ...,
-        origin: str | None = ...,
-        size: int | None = ...,
-        root_hash: bytes | None = ...,
-    ) -> None: ...
+    def __init__(self, note: _Optional[str] = ..., origin: _Optional[str] = ..., size: _Optional[int] = ..., root_hash: _Optional[bytes] = ...) -> None: ...
 
 class GetInclusionProofRequest(_message.Message):
     __slots__ = ("index", "record_digest", "tree_size")
@@ -138,15 +100,10 @@ class GetInclusionProofRequest(_message.Message):
     index: int
     record_digest: bytes
     tree_size: int
-    def __init__(
-        self,
-        index: int | None = ...,
-        record_digest: bytes | None = ...,
-        tree_size: int | None = ...,
-    ) -> None: ...
+    def __init__(self, index: _Optional[int] = ..., record_digest: _Optional[bytes] = ..., tree_size: _Optional[int] = ...) -> None: ...
 
 class InclusionProof(_message.Message):
-    __slots__ = ("entry", "hashes", "index", "leaf_hash", "tree_size")
+    __slots__ = ("index", "tree_size", "leaf_hash", "hashes", "entry")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     TREE_SIZE_FIELD_NUMBER: _ClassVar[int]
     LEAF_HASH_FIELD_NUMBER: _ClassVar[int]
@@ -157,14 +114,7 @@ class InclusionProof(_message.Message):
     leaf_hash: bytes
     hashes: _containers.RepeatedScalarFieldContainer[bytes]
     entry: Entry
-    def __init__(
-        self,
-        index: int | None = ...,
-        tree_size: int | None = ...,
-        leaf_hash: bytes | None = ...,
-        hashes: _Iterable[bytes] | None = ...,
-        entry: Entry | _Mapping | None = ...,
-    ) -> None: ...
+    def __init__(self, index: _Optional[int] = ..., tree_size: _Optional[int] = ..., leaf_hash: _Optional[bytes] = ..., hashes: _Optional[_Iterable[bytes]] = ..., entry: _Optional[_Union[Entry, _Mapping]] = ...) -> None: ...
 
 class GetInclusionProofsRequest(_message.Message):
     __slots__ = ("indexes", "record_digests", "tree_size")
@@ -174,24 +124,15 @@ class GetInclusionProofsRequest(_message.Message):
     indexes: _containers.RepeatedScalarFieldContainer[int]
     record_digests: _containers.RepeatedScalarFieldContainer[bytes]
     tree_size: int
-    def __init__(
-        self,
-        indexes: _Iterable[int] | None = ...,
-        record_digests: _Iterable[bytes] | None = ...,
-        tree_size: int | None = ...,
-    ) -> None: ...
+    def __init__(self, indexes: _Optional[_Iterable[int]] = ..., record_digests: _Optional[_Iterable[bytes]] = ..., tree_size: _Optional[int] = ...) -> None: ...
 
 class GetInclusionProofsResponse(_message.Message):
-    __slots__ = ("proofs", "tree_size")
+    __slots__ = ("tree_size", "proofs")
     TREE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PROOFS_FIELD_NUMBER: _ClassVar[int]
     tree_size: int
     proofs: _containers.RepeatedCompositeFieldContainer[InclusionProof]
-    def __init__(
-        self,
-        tree_size: int | None = ...,
-        proofs: _Iterable[InclusionProof | _Mapping] | None = ...,
-    ) -> None: ...
+    def __init__(self, tree_size: _Optional[int] = ..., proofs: _Optional[_Iterable[_Union[InclusionProof, _Mapping]]] = ...) -> None: ...
 
 class GetConsistencyProofRequest(_message.Message):
     __slots__ = ("size1", "size2")
@@ -199,33 +140,28 @@ class GetConsistencyProofRequest(_message.Message):
     SIZE2_FIELD_NUMBER: _ClassVar[int]
     size1: int
     size2: int
-    def __init__(self, size1: int | None = ..., size2: int | None = ...) -> None: ...
+    def __init__(self, size1: _Optional[int] = ..., size2: _Optional[int] = ...) -> None: ...
 
 class ConsistencyProof(_message.Message):
-    __slots__ = ("hashes", "size1", "size2")
+    __slots__ = ("size1", "size2", "hashes")
     SIZE1_FIELD_NUMBER: _ClassVar[int]
     SIZE2_FIELD_NUMBER: _ClassVar[int]
     HASHES_FIELD_NUMBER: _ClassVar[int]
     size1: int
     size2: int
     hashes: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(
-        self,
-        size1: int | None = ...,
-        size2: int | None = ...,
-        hashes: _Iterable[bytes] | None = ...,
-    ) -> None: ...
+    def __init__(self, size1: _Optional[int] = ..., size2: _Optional[int] = ..., hashes: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class GetEntriesRequest(_message.Message):
-    __slots__ = ("count", "start")
+    __slots__ = ("start", "count")
     START_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     start: int
     count: int
-    def __init__(self, start: int | None = ..., count: int | None = ...) -> None: ...
+    def __init__(self, start: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
 
 class Entry(_message.Message):
-    __slots__ = ("index", "leaf", "leaf_hash", "metadata", "record_digest", "timestamp_ms")
+    __slots__ = ("index", "leaf", "leaf_hash", "record_digest", "timestamp_ms", "metadata")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     LEAF_FIELD_NUMBER: _ClassVar[int]
     LEAF_HASH_FIELD_NUMBER: _ClassVar[int]
@@ -238,30 +174,22 @@ class Entry(_message.Message):
     record_digest: bytes
     timestamp_ms: int
     metadata: bytes
-    def __init__(
-        self,
-        index: int | None = ...,
-        leaf: bytes | None = ...,
-        leaf_hash: bytes | None = ...,
-        record_digest: bytes | None = ...,
-        timestamp_ms: int | None = ...,
-        metadata: bytes | None = ...,
-    ) -> None: ...
+    def __init__(self, index: _Optional[int] = ..., leaf: _Optional[bytes] = ..., leaf_hash: _Optional[bytes] = ..., record_digest: _Optional[bytes] = ..., timestamp_ms: _Optional[int] = ..., metadata: _Optional[bytes] = ...) -> None: ...
 
 class GetEntriesResponse(_message.Message):
     __slots__ = ("entries",)
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     entries: _containers.RepeatedCompositeFieldContainer[Entry]
-    def __init__(self, entries: _Iterable[Entry | _Mapping] | None = ...) -> None: ...
+    def __init__(self, entries: _Optional[_Iterable[_Union[Entry, _Mapping]]] = ...) -> None: ...
 
 class GetEntryRequest(_message.Message):
     __slots__ = ("record_digest",)
     RECORD_DIGEST_FIELD_NUMBER: _ClassVar[int]
     record_digest: bytes
-    def __init__(self, record_digest: bytes | None = ...) -> None: ...
+    def __init__(self, record_digest: _Optional[bytes] = ...) -> None: ...
 
 class Anchor(_message.Message):
-    __slots__ = ("certificates", "gen_time_ms", "message_imprint", "size", "token", "tsa")
+    __slots__ = ("size", "tsa", "token", "message_imprint", "gen_time_ms", "certificates")
     SIZE_FIELD_NUMBER: _ClassVar[int]
     TSA_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
@@ -274,61 +202,44 @@ class Anchor(_message.Message):
     message_imprint: bytes
     gen_time_ms: int
     certificates: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(
-        self,
-        size: int | None = ...,
-        tsa: str | None = ...,
-        token: bytes | None = ...,
-        message_imprint: bytes | None = ...,
-        gen_time_ms: int | None = ...,
-        certificates: _Iterable[bytes] | None = ...,
-    ) -> None: ...
+    def __init__(self, size: _Optional[int] = ..., tsa: _Optional[str] = ..., token: _Optional[bytes] = ..., message_imprint: _Optional[bytes] = ..., gen_time_ms: _Optional[int] = ..., certificates: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class GetAnchorsRequest(_message.Message):
     __slots__ = ("size",)
     SIZE_FIELD_NUMBER: _ClassVar[int]
     size: int
-    def __init__(self, size: int | None = ...) -> None: ...
+    def __init__(self, size: _Optional[int] = ...) -> None: ...
 
 class GetAnchorsResponse(_message.Message):
-    __slots__ = ("anchors", "checkpoint")
+    __slots__ = ("checkpoint", "anchors")
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     ANCHORS_FIELD_NUMBER: _ClassVar[int]
     checkpoint: Checkpoint
     anchors: _containers.RepeatedCompositeFieldContainer[Anchor]
-    def __init__(
-        self,
-        checkpoint: Checkpoint | _Mapping | None = ...,
-        anchors: _Iterable[Anchor | _Mapping] | None = ...,
-    ) -> None: ...
+    def __init__(self, checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., anchors: _Optional[_Iterable[_Union[Anchor, _Mapping]]] = ...) -> None: ...
 
 class ListAnchoredSizesRequest(_message.Message):
     __slots__ = ("limit",)
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     limit: int
-    def __init__(self, limit: int | None = ...) -> None: ...
+    def __init__(self, limit: _Optional[int] = ...) -> None: ...
 
 class ListAnchoredSizesResponse(_message.Message):
     __slots__ = ("sizes",)
     SIZES_FIELD_NUMBER: _ClassVar[int]
     sizes: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, sizes: _Iterable[int] | None = ...) -> None: ...
+    def __init__(self, sizes: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class AnchorNowRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class AnchorNowResponse(_message.Message):
-    __slots__ = ("anchors", "failures", "size")
+    __slots__ = ("size", "anchors", "failures")
     SIZE_FIELD_NUMBER: _ClassVar[int]
     ANCHORS_FIELD_NUMBER: _ClassVar[int]
     FAILURES_FIELD_NUMBER: _ClassVar[int]
     size: int
     anchors: _containers.RepeatedCompositeFieldContainer[Anchor]
     failures: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(
-        self,
-        size: int | None = ...,
-        anchors: _Iterable[Anchor | _Mapping] | None = ...,
-        failures: _Iterable[str] | None = ...,
-    ) -> None: ...
+    def __init__(self, size: _Optional[int] = ..., anchors: _Optional[_Iterable[_Union[Anchor, _Mapping]]] = ..., failures: _Optional[_Iterable[str]] = ...) -> None: ...

@@ -1,0 +1,188 @@
+"""Anchoring checkpoints with RFC 3161 timestamps (RFC 3161 §2.4, SPECS.md "RFC 3161").
+
+Each run takes the latest published checkpoint, and asks every configured TSA that has not yet
+stamped it for a token over SHA-256 of the checkpoint *body* (origin, size, root lines), so
+cosignatures added later do not change what was stamped. A token is verified (by the TSA
+client) before it is stored, by checkpoint size and TSA name. Failures are retried with
+exponential backoff and reported; they never touch the append path, which runs on another
+thread. ``AnchorSchedule`` runs the anchorer every ``interval`` seconds inside the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from ledger.checkpoint import Checkpoint, SignedNote
+from ledger.errors import LedgerError
+from ledger.timestamp import VerifiedTimestamp, imprint_for_checkpoint_body
+from ledger.timestamp_asn1 import parse_signed_token, parse_tst_info
+from ledger.types import Anchor, PublishedCheckpoint
+
+__all__ = [
+    "AnchorOutcome",
+    "AnchorSchedule",
+    "Anchorer",
+    "TimestampSource",
+    "TsaTarget",
+    "checkpoint_body",
+    "token_certificates",
+    "token_imprint",
+]
+
+_log = logging.getLogger("ledger.anchor")
+
+
+class TimestampSource(Protocol):
+    """Anything that returns a verified RFC 3161 token for a SHA-256 digest (``TsaClient``)."""
+
+    def timestamp(
+        self, digest: bytes, *, at_time: datetime | None = None
+    ) -> tuple[bytes, VerifiedTimestamp]: ...
+
+
+class AnchorLog(Protocol):
+    """What the anchorer needs from the log."""
+
+    def latest_checkpoint(self) -> PublishedCheckpoint | None: ...
+    def anchors(self, size: int) -> list[Anchor]: ...
+    def put_anchor(self, anchor: Anchor) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TsaTarget:
+    """A named TSA and the client that talks to it."""
+
+    name: str
+    source: TimestampSource
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AnchorOutcome:
+    """What one anchoring run did."""
+
+    size: int
+    anchors: list[Anchor] = field(default_factory=list)  # newly stored
+    skipped: list[str] = field(default_factory=list)  # TSAs that had already stamped it
+    failures: list[str] = field(default_factory=list)  # "<tsa>: <error>"
+
+
+def checkpoint_body(note: str) -> bytes:
+    """The checkpoint body (the note text before the signatures) as stamped."""
+    text = SignedNote.from_text(note).text
+    return Checkpoint.from_text(text).body_bytes()
+
+
+def token_imprint(token: bytes) -> bytes:
+    """The messageImprint digest a token carries (unverified: for display and transport)."""
+    return parse_tst_info(parse_signed_token(token).econtent).imprint
+
+
+def token_certificates(token: bytes) -> list[bytes]:
+    """DER certificates carried in a token."""
+    return list(parse_signed_token(token).certificates)
+
+
+class Anchorer:
+    """Stamps the latest checkpoint with every configured TSA, once per TSA."""
+
+    def __init__(
+        self,
+        *,
+        log: AnchorLog,
+        tsas: Sequence[TsaTarget],
+        attempts: int = 3,
+        backoff: float = 0.5,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._log = log
+        self._tsas = list(tsas)
+        self._attempts = attempts
+        self._backoff = backoff
+        self._sleep = sleep
+
+    @property
+    def tsa_names(self) -> list[str]:
+        """Configured TSA names."""
+        return [t.name for t in self._tsas]
+
+    def anchor_latest(self) -> AnchorOutcome:
+        """Anchor the latest published checkpoint (size 0 is never anchored)."""
+        checkpoint = self._log.latest_checkpoint()
+        if checkpoint is None or checkpoint.size == 0:
+            return AnchorOutcome(size=0, failures=["no non-empty checkpoint to anchor yet"])
+        digest = imprint_for_checkpoint_body(checkpoint_body(checkpoint.note))
+        done = {a.tsa for a in self._log.anchors(checkpoint.size)}
+        outcome = AnchorOutcome(size=checkpoint.size)
+        for tsa in self._tsas:
+            if tsa.name in done:
+                outcome.skipped.append(tsa.name)
+                continue
+            self._stamp(tsa, checkpoint.size, digest, outcome)
+        return outcome
+
+    def _stamp(self, tsa: TsaTarget, size: int, digest: bytes, outcome: AnchorOutcome) -> None:
+        delay = self._backoff
+        for attempt in range(1, self._attempts + 1):
+            try:
+                token, verified = tsa.source.timestamp(digest)
+            except LedgerError as exc:
+                _log.warning("TSA %s attempt %d/%d: %s", tsa.name, attempt, self._attempts, exc)
+                if attempt == self._attempts:
+                    outcome.failures.append(f"{tsa.name}: {exc}")
+                    return
+                self._sleep(delay)
+                delay *= 2
+                continue
+            gen_ms = int(verified.gen_time.timestamp() * 1000)
+            anchor = Anchor(size=size, tsa=tsa.name, token=token, gen_time_ms=gen_ms)
+            self._log.put_anchor(anchor)
+            outcome.anchors.append(anchor)
+            _log.info("anchored size %d with %s at %s", size, tsa.name, verified.gen_time)
+            return
+
+
+class AnchorSchedule:
+    """Runs an ``Anchorer`` on its own thread: every ``interval`` seconds and on demand."""
+
+    def __init__(self, anchorer: Anchorer, *, interval: float) -> None:
+        self.anchorer = anchorer
+        self._interval = interval
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-anchor")
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start the periodic task (an interval of 0 disables it; ``anchor_now`` still works)."""
+        if self._interval > 0:
+            self._task = asyncio.create_task(self._loop(), name="ledger-anchor")
+
+    async def anchor_now(self) -> AnchorOutcome:
+        """One run, on the anchoring thread (never the writer thread)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._thread, self.anchorer.anchor_latest)
+
+    async def stop(self) -> None:
+        """Cancel the periodic task; a run in progress finishes on its thread."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self._thread.shutdown(wait=False, cancel_futures=True)
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval)
+            try:
+                outcome = await self.anchor_now()
+            except Exception as exc:  # a broken TSA or a full disk must not kill the server
+                _log.error("anchoring run failed: %s", exc)
+                continue
+            for failure in outcome.failures:
+                _log.warning("anchoring size %d: %s", outcome.size, failure)
