@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from ledger.cli_append import append
 from ledger.config import DEFAULT_ORIGIN, Settings, load_settings
 from ledger.errors import FormatError, LedgerError
 from ledger.keys import default_key_file, load_or_create_signer, write_signer
@@ -215,6 +216,9 @@ def tsa(listen: str, state_dir: Path) -> None:
         sys.stdout.flush()
 
     run_tsa(host, int(port), state_dir, on_ready=ready)
+
+
+main.add_command(append)
 
 
 @main.group("config")

@@ -166,11 +166,29 @@ def _reporting_failed_check(as_json: bool, run: Callable[[], Outcome]) -> Callab
 
 
 @click.command()
-@click.option("--checkpoint", "checkpoint_file", required=True, help="signed note or bare body")
-@click.option("--token", "token_file", required=True, help="TimeStampToken/Resp, DER or base64")
-@click.option("--tsa-root", "roots", multiple=True, required=True, help="trusted TSA root PEM")
-@click.option("--tsa-intermediate", "intermediates", multiple=True, help="intermediate CA PEM")
-@click.option("--key", "keys", multiple=True, help="also check the note's signature (VKEY)")
+@click.option(
+    "--checkpoint",
+    "checkpoint_file",
+    required=True,
+    metavar="FILE",
+    help="signed note or bare body",
+)
+@click.option(
+    "--token",
+    "token_file",
+    required=True,
+    metavar="FILE",
+    help="TimeStampToken/Resp, DER or base64",
+)
+@click.option(
+    "--tsa-root", "roots", multiple=True, required=True, metavar="PEM", help="trusted TSA root PEM"
+)
+@click.option(
+    "--tsa-intermediate", "intermediates", multiple=True, metavar="PEM", help="intermediate CA PEM"
+)
+@click.option(
+    "--key", "keys", multiple=True, metavar="VKEY", help="also check the note's signature (VKEY)"
+)
 @json_option
 def anchor(
     checkpoint_file: str,

@@ -138,10 +138,14 @@ def describe_checkpoint(verified: VerifiedCheckpoint) -> tuple[dict[str, Any], l
 
 @click.command()
 @click.argument("file", default="-", metavar="[FILE|-]")
-@click.option("--key", "keys", multiple=True, required=True, help=_KEY_HELP)
-@click.option("--origin", help=_ORIGIN_HELP)
-@click.option("--witness", "witnesses", multiple=True, help="witness cosignature key (type 0x04)")
-@click.option("--min-witnesses", type=click.IntRange(min=0), help="default 1 with --witness")
+@click.option("--key", "keys", multiple=True, required=True, metavar="VKEY", help=_KEY_HELP)
+@click.option("--origin", metavar="ORIGIN", help=_ORIGIN_HELP)
+@click.option(
+    "--witness", "witnesses", multiple=True, metavar="VKEY", help="witness key (type 0x04)"
+)
+@click.option(
+    "--min-witnesses", type=click.IntRange(min=0), metavar="K", help="default 1 with --witness"
+)
 @json_option
 def checkpoint(
     file: str,
@@ -177,10 +181,12 @@ def _leaf_hash(leaf: str | None, leaf_hash: str | None) -> bytes:
 
 @click.command("tlog-proof")
 @click.argument("file", metavar="FILE|-")
-@click.option("--key", "keys", multiple=True, required=True, help=_KEY_HELP)
-@click.option("--origin", help=_ORIGIN_HELP)
-@click.option("--leaf", help="file holding the raw leaf bytes (hashed as RFC 6962 leaf)")
-@click.option("--leaf-hash", help=f"the RFC 6962 leaf hash; {HASH_HELP}")
+@click.option("--key", "keys", multiple=True, required=True, metavar="VKEY", help=_KEY_HELP)
+@click.option("--origin", metavar="ORIGIN", help=_ORIGIN_HELP)
+@click.option(
+    "--leaf", metavar="FILE", help="file holding the raw leaf bytes (hashed as RFC 6962 leaf)"
+)
+@click.option("--leaf-hash", metavar="HASH", help=f"the RFC 6962 leaf hash; {HASH_HELP}")
 @json_option
 def tlog_proof(
     file: str,

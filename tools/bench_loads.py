@@ -1,0 +1,245 @@
+"""The loads a benchmark worker runs (``Task.kind``): appends, a stream, a checkpoint probe, a
+fill, and inclusion / consistency proofs at random historical sizes.
+
+Every call goes through ``RemoteLog``, the client agents use. Digests are fresh random bytes, so
+every append is new (no dedup hits). Proof answers are sampled and checked after the window
+(``tools.bench_verify``), so checking costs no measured time.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import grpc
+
+from ledger.types import ConsistencyProof, InclusionProof
+from ledger_client.remote import RemoteLog
+from tools.bench_clients import Outcome, Task, Window, sleep_until
+from tools.bench_verify import Head, Tally, check_consistency, check_inclusion
+
+__all__ = ["fresh_digests", "run_task"]
+
+PROBE_POLL_S = 0.001
+RETRY_PAUSE_S = 0.05
+
+Call = Callable[[random.Random], int]  # one RPC; returns the records (digests or proofs) it did
+
+
+def fresh_digests(n: int) -> list[bytes]:
+    """``n`` random 32-byte record digests."""
+    blob = os.urandom(32 * n)
+    return [blob[i : i + 32] for i in range(0, len(blob), 32)]
+
+
+def _timed_thread(call: Call, window: Window, rng: random.Random) -> Outcome:
+    out = Outcome()
+    sleep_until(window.start)
+    while (t0 := time.monotonic()) < window.end:
+        try:
+            n = call(rng)
+        except grpc.RpcError as exc:
+            out.error(exc)
+            time.sleep(RETRY_PAUSE_S)
+            continue
+        t1 = time.monotonic()
+        if window.inside(t1):
+            out.calls += 1
+            out.records += n
+            out.latencies_ms.append((t1 - t0) * 1000)
+    return out
+
+
+def _in_threads(task: Task, body: Callable[[int], Outcome]) -> Outcome:
+    """Run ``body(k)`` in ``task.threads`` threads; merge their outcomes."""
+    results: list[Outcome] = [Outcome() for _ in range(task.threads)]
+
+    def run(k: int) -> None:
+        results[k] = body(k)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(task.threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    total = Outcome()
+    for r in results:
+        total.merge(r)
+    return total
+
+
+def _timed(task: Task, window: Window, call: Call) -> Outcome:
+    return _in_threads(
+        task, lambda k: _timed_thread(call, window, random.Random(task.seed * 1000 + k))
+    )
+
+
+# --- appends ----------------------------------------------------------------------------------
+
+
+def _append(task: Task, remote: RemoteLog, window: Window) -> Outcome:
+    def call(rng: random.Random) -> int:
+        remote.append(fresh_digests(task.batch))
+        return task.batch
+
+    return _timed(task, window, call)
+
+
+def _fill(task: Task, remote: RemoteLog, window: Window) -> Outcome:
+    """Append exactly ``task.count`` new digests in batches of ``task.batch``, then stop."""
+    left = [task.count]
+    lock = threading.Lock()
+
+    def take() -> int:
+        with lock:
+            n = min(task.batch, left[0])
+            left[0] -= n
+            return n
+
+    def body(k: int) -> Outcome:
+        out = Outcome()
+        sleep_until(window.start)
+        while n := take():
+            digests = fresh_digests(n)
+            while True:  # a retried batch is deduplicated, so the count stays exact
+                try:
+                    remote.append(digests)
+                    break
+                except grpc.RpcError as exc:
+                    out.error(exc)
+                    time.sleep(RETRY_PAUSE_S)
+            out.calls += 1
+            out.records += n
+            out.elapsed_s = time.monotonic() - window.start
+        return out
+
+    return _in_threads(task, body)
+
+
+def _stream(task: Task, remote: RemoteLog, window: Window) -> Outcome:
+    """One stream of single-digest messages until the window ends; acks timed per record."""
+    sent: list[float] = []
+    out = Outcome()
+
+    def messages() -> Iterator[list[bytes]]:
+        sleep_until(window.start)
+        while (now := time.monotonic()) < window.end:
+            sent.append(now)
+            yield fresh_digests(task.batch)
+
+    for ack in remote.stream_append(messages()):
+        now = time.monotonic()
+        if window.inside(now):
+            out.calls += 1
+            out.records += ack.count
+            first = ack.first_position // task.batch
+            last = (ack.first_position + ack.count) // task.batch
+            out.extra_ms.extend((now - t) * 1000 for t in sent[first:last])
+    return out
+
+
+def _probe(task: Task, remote: RemoteLog, window: Window) -> Outcome:
+    """Append one digest, then poll until a checkpoint covers it; time both steps."""
+    out = Outcome()
+    sleep_until(window.start)
+    while (t0 := time.monotonic()) < window.end:
+        try:
+            index = remote.append(fresh_digests(1)).results[0].index
+            t1 = time.monotonic()
+            while remote.checkpoint().size <= index:
+                time.sleep(PROBE_POLL_S)
+        except grpc.RpcError as exc:
+            out.error(exc)
+            continue
+        t2 = time.monotonic()
+        if window.inside(t1):
+            out.calls += 1
+            out.records += 1
+            out.latencies_ms.append((t1 - t0) * 1000)
+            out.extra_ms.append((t2 - t1) * 1000)
+    return out
+
+
+# --- proofs -----------------------------------------------------------------------------------
+
+
+def _head(task: Task) -> Head:
+    return Head(task.head_size, task.head_root)
+
+
+def _inclusion(task: Task, remote: RemoteLog, window: Window) -> Outcome:
+    samples: list[tuple[InclusionProof, int]] = []
+
+    def call(rng: random.Random) -> int:
+        size = rng.randint(1, task.head_size)
+        index = rng.randrange(size)
+        proof = remote.inclusion_proof(index=index, tree_size=size)
+        if len(samples) < task.validate:
+            samples.append((proof, index))
+        return 1
+
+    out = _timed(task, window, call)
+    tally = Tally()
+    for proof, index in samples:
+        tally.record(check_inclusion(remote, _head(task), proof, index))
+    return _with_tally(out, tally)
+
+
+def _inclusions(task: Task, remote: RemoteLog, window: Window) -> Outcome:
+    samples: list[tuple[InclusionProof, int]] = []
+
+    def call(rng: random.Random) -> int:
+        size = rng.randint(1, task.head_size)
+        indexes = [rng.randrange(size) for _ in range(task.batch)]
+        proofs = remote.inclusion_proofs(indexes, tree_size=size)
+        if len(samples) < task.validate:
+            samples.extend(list(zip(proofs, indexes, strict=True))[:4])
+        return len(proofs)
+
+    out = _timed(task, window, call)
+    tally = Tally()
+    for proof, index in samples:
+        tally.record(check_inclusion(remote, _head(task), proof, index))
+    return _with_tally(out, tally)
+
+
+def _consistency(task: Task, remote: RemoteLog, window: Window) -> Outcome:
+    samples: list[ConsistencyProof] = []
+
+    def call(rng: random.Random) -> int:
+        size1 = rng.randint(1, task.head_size)
+        size2 = rng.randint(size1, task.head_size)
+        proof = remote.consistency_proof(size1, size2)
+        if len(samples) < task.validate:
+            samples.append(proof)
+        return 1
+
+    out = _timed(task, window, call)
+    tally = Tally()
+    for proof in samples:
+        tally.record(check_consistency(remote, _head(task), proof))
+    return _with_tally(out, tally)
+
+
+def _with_tally(out: Outcome, tally: Tally) -> Outcome:
+    out.validated, out.invalid, out.first_invalid = tally.ok, tally.bad, tally.first_failure
+    return out
+
+
+LOADS: dict[str, Callable[[Task, RemoteLog, Window], Outcome]] = {
+    "append": _append,
+    "fill": _fill,
+    "stream": _stream,
+    "probe": _probe,
+    "inclusion": _inclusion,
+    "inclusions": _inclusions,
+    "consistency": _consistency,
+}
+
+
+def run_task(task: Task, remote: RemoteLog, window: Window) -> Outcome:
+    """Run the load ``task.kind`` names."""
+    return LOADS[task.kind](task, remote, window)

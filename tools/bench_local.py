@@ -1,0 +1,48 @@
+"""B8, the limit without a network: SHA-256 calls per second, and an in-process append loop.
+
+The loop is the server's per-entry work alone: ``ledger.log.Log`` over ``ledger.rocks.RocksStore``
+(sequence, hash, fold into the compact range, one synced RocksDB write batch, then sign and store
+a checkpoint) for batches of 1,000 digests. The benchmark reports B2 as a fraction of it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+
+from ledger.checkpoint import Ed25519Signer
+from ledger.log import Log
+from ledger.rocks import RocksStore
+from ledger.sequencer import AppendItem
+from tools.bench_loads import fresh_digests
+from tools.bench_server import ORIGIN
+
+__all__ = ["local_append_rate", "sha256_rate"]
+
+SHA_INPUT = bytes(range(65))  # an RFC 6962 node: 0x01 || left (32) || right (32)
+
+
+def sha256_rate(calls: int) -> float:
+    """``hashlib.sha256(65 bytes).digest()`` calls per second."""
+    sha, data = hashlib.sha256, SHA_INPUT
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        sha(data).digest()
+    return calls / (time.perf_counter() - t0)
+
+
+def local_append_rate(db_dir: Path, batches: int, batch: int = 1_000) -> float:
+    """Entries per second of ``Log.append`` + ``Log.publish`` per batch on a fresh RocksDB."""
+    work = [[AppendItem(d) for d in fresh_digests(batch)] for _ in range(batches)]
+    store = RocksStore(db_dir)
+    try:
+        log = Log(store=store, signer=Ed25519Signer.generate(ORIGIN), origin=ORIGIN)
+        t0 = time.perf_counter()
+        for items in work:
+            log.append(items)
+            log.publish()
+        elapsed = time.perf_counter() - t0
+    finally:
+        store.close()
+    return batches * batch / elapsed

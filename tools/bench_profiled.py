@@ -1,0 +1,79 @@
+"""``ledger serve`` under cProfile, with one profile per Python thread (benchmark profiling).
+
+Usage: ``python tools/bench_profiled.py OUT_DIR LABEL serve [ledger serve flags...]``.
+
+cProfile only sees the thread that enabled it, and the log's work is split between the asyncio
+thread (gRPC handlers, proofs) and the single writer thread (group commits, publishing). So a
+profiler is enabled in the main thread and, through ``threading.setprofile``, in every thread
+started later. On a graceful exit (SIGTERM) each profile is written to
+``OUT_DIR/LABEL.<thread>.prof`` (``pstats`` format); wall-clock times, so waits count too.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import marshal
+import re
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+__all__ = ["main"]
+
+_profiles: dict[str, cProfile.Profile] = {}
+_lock = threading.Lock()
+
+
+def _thread_key() -> str:
+    thread = threading.current_thread()
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", f"{thread.name}-{thread.ident}")
+
+
+def _start_thread_profile(frame: FrameType, event: str, arg: Any) -> None:
+    """First profile event in a new thread: switch that thread to its own cProfile."""
+    profile = cProfile.Profile()
+    with _lock:
+        _profiles[_thread_key()] = profile
+    profile.enable()
+
+
+def _dump(out_dir: Path, label: str) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with _lock:
+        profiles = dict(_profiles)
+    for key, profile in profiles.items():
+        if key == "main":
+            profile.create_stats()
+        else:  # finished (or idle) threads: read their stats without touching their hook
+            profile.snapshot_stats()
+        with (out_dir / f"{label}.{key}.prof").open("wb") as f:
+            marshal.dump(profile.stats, f)  # type: ignore[attr-defined]
+
+
+def main(argv: list[str]) -> int:
+    """Profile ``ledger`` with ``argv[2:]``; write the profiles under ``argv[0]``."""
+    if len(argv) < 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    out_dir, label, cli_args = Path(argv[0]), argv[1], argv[2:]
+    from ledger.cli import main as ledger_main
+
+    threading.setprofile(_start_thread_profile)
+    main_profile = cProfile.Profile()
+    _profiles["main"] = main_profile
+    main_profile.enable()
+    code = 0
+    try:
+        ledger_main.main(args=cli_args, prog_name="ledger", standalone_mode=False)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        threading.setprofile(None)  # type: ignore[arg-type]
+        _dump(out_dir, label)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

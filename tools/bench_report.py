@@ -1,0 +1,258 @@
+"""The benchmark's scenarios B1..B8, their targets, and the report (JSON and Markdown).
+
+Each scenario names its figures; a figure may carry a target (``>=`` or ``<=`` a number) that
+its median across runs is checked against. Figures measured in a run are plain floats keyed by
+scenario id and figure name; ``build_report`` summarises the runs (median, min, max).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tools.bench_stats import summarize
+
+__all__ = ["SCENARIOS", "Figure", "RunFigures", "Scenario", "build_report", "render_markdown"]
+
+RunFigures = dict[str, dict[str, float]]  # scenario id -> figure name -> value, for one run
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """One measured number of a scenario, with an optional target on its median."""
+
+    name: str
+    label: str
+    unit: str
+    op: str = ""  # ">=" or "<=" when the figure has a target
+    bound: float = 0.0
+
+    def meets(self, value: float) -> bool | None:
+        """Whether ``value`` meets the target (None without a target or a number)."""
+        if not self.op or math.isnan(value):
+            return None
+        return value >= self.bound if self.op == ">=" else value <= self.bound
+
+    @property
+    def target(self) -> str | None:
+        """The target as text, e.g. ``>= 4000``."""
+        return f"{self.op} {self.bound:g}" if self.op else None
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A benchmark scenario: id, what runs, the stated target and its figures."""
+
+    id: str
+    title: str
+    target: str
+    figures: tuple[Figure, ...]
+
+
+_CPU = (Figure("server_cpu", "server CPU", "cores"), Figure("client_cpu", "client CPU", "cores"))
+_VALID = (
+    Figure("validated", "sampled proofs verified", "proofs"),
+    Figure("invalid", "sampled proofs failing", "proofs", "<=", 0),
+)
+
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario(
+        "B1",
+        "unary append, 1 digest per call, 64 in flight, durable acks",
+        ">= 4,000 records/s; p99 ack <= 50 ms",
+        (
+            Figure("records_per_s", "throughput", "records/s", ">=", 4_000),
+            Figure("p50_ms", "ack p50", "ms"),
+            Figure("p99_ms", "ack p99", "ms", "<=", 50),
+            *_CPU,
+            Figure("errors", "failed calls", "calls"),
+        ),
+    ),
+    Scenario(
+        "B2",
+        "batched append, 1,000 digests per call, 8 in flight",
+        ">= 150,000 records/s durable",
+        (
+            Figure("records_per_s", "throughput", "records/s", ">=", 150_000),
+            Figure("p50_ms", "call p50", "ms"),
+            Figure("p99_ms", "call p99", "ms"),
+            *_CPU,
+            Figure("errors", "failed calls", "calls"),
+        ),
+    ),
+    Scenario(
+        "B3",
+        "one streaming append (1 digest per message), batched acks",
+        ">= 10,000 records/s",
+        (
+            Figure("records_per_s", "throughput", "records/s", ">=", 10_000),
+            Figure("ack_p50_ms", "record -> ack p50", "ms"),
+            Figure("ack_p99_ms", "record -> ack p99", "ms"),
+            Figure("records_per_ack", "records per ack", "records"),
+            *_CPU,
+        ),
+    ),
+    Scenario(
+        "B4",
+        "ack -> covering signed checkpoint, under B2 load",
+        "p99 <= 150 ms",
+        (
+            Figure("p50_ms", "ack -> checkpoint p50", "ms"),
+            Figure("p99_ms", "ack -> checkpoint p99", "ms", "<=", 150),
+            Figure("samples", "probes", "probes"),
+            Figure("probe_ack_p99_ms", "probe append ack p99", "ms"),
+            Figure("load_records_per_s", "B2 load throughput", "records/s"),
+            Figure("server_cpu", "server CPU", "cores"),
+        ),
+    ),
+    Scenario(
+        "B5",
+        "inclusion proofs, random indexes and sizes, 1M-entry log: 64 in flight unary; "
+        "batched RPC (1,000 per call, 8 in flight)",
+        ">= 3,000/s unary; >= 20,000/s batched",
+        (
+            Figure("unary_per_s", "unary proofs", "proofs/s", ">=", 3_000),
+            Figure("unary_p50_ms", "unary p50", "ms"),
+            Figure("unary_p99_ms", "unary p99", "ms"),
+            Figure("unary_server_cpu", "unary server CPU", "cores"),
+            Figure("batched_per_s", "batched proofs", "proofs/s", ">=", 20_000),
+            Figure("batched_p99_ms", "batched call p99", "ms"),
+            Figure("batched_server_cpu", "batched server CPU", "cores"),
+            Figure("log_size", "log size", "entries"),
+            *_VALID,
+        ),
+    ),
+    Scenario(
+        "B6",
+        "consistency proofs between random sizes, same log, 64 in flight",
+        ">= 3,000/s unary",
+        (
+            Figure("per_s", "proofs", "proofs/s", ">=", 3_000),
+            Figure("p50_ms", "p50", "ms"),
+            Figure("p99_ms", "p99", "ms"),
+            *_CPU,
+            *_VALID,
+        ),
+    ),
+    Scenario(
+        "B7",
+        "fill to 2M entries (10,000 per call, 8 in flight)",
+        "last 500k rate >= 90% of first 500k; peak RSS at 2M within 10% of RSS at 1M; "
+        "disk bytes/entry after compaction reported",
+        (
+            Figure("segment1_per_s", "append rate, 1st segment", "records/s"),
+            Figure("segment2_per_s", "append rate, 2nd segment", "records/s"),
+            Figure("segment3_per_s", "append rate, 3rd segment", "records/s"),
+            Figure("segment4_per_s", "append rate, 4th segment", "records/s"),
+            Figure("last_over_first", "last / first segment rate", "ratio", ">=", 0.9),
+            Figure("rss_1m_mb", "RSS at half size", "MiB"),
+            Figure("hwm_1m_mb", "peak RSS at half size", "MiB"),
+            Figure("rss_2m_mb", "RSS at full size", "MiB"),
+            Figure("hwm_2m_mb", "peak RSS at full size", "MiB"),
+            Figure("peak_2m_over_rss_1m", "peak RSS full / RSS half", "ratio", "<=", 1.10),
+            Figure("peak_2m_over_peak_1m", "peak RSS full / peak RSS half", "ratio"),
+            Figure("disk_bytes_per_entry", "disk per entry, compacted", "bytes"),
+            Figure("disk_bytes_per_entry_raw", "disk per entry, before compaction", "bytes"),
+            Figure("compaction_s", "full compaction time", "s"),
+            Figure("entries", "entries", "entries"),
+        ),
+    ),
+    Scenario(
+        "B8",
+        "the limit: SHA-256 of 65 bytes; in-process Log.append + publish per 1,000 (synced)",
+        "report B2 as a fraction of the loop",
+        (
+            Figure("sha256_per_s", "SHA-256 calls", "calls/s"),
+            Figure("loop_entries_per_s", "in-process append loop", "entries/s"),
+            Figure("b2_fraction", "B2 / loop", "ratio"),
+        ),
+    ),
+)
+
+
+def _figure_json(fig: Figure, runs: Sequence[float]) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": fig.name, "label": fig.label, "unit": fig.unit}
+    summary = summarize(runs)
+    out.update({k: _finite(v) for k, v in summary.to_json().items()})
+    out["target"] = fig.target
+    out["ok"] = fig.meets(summary.median)
+    return out
+
+
+def _finite(value: object) -> object:
+    """NaN (no samples) becomes None, so the JSON stays standard."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _scenario_json(scenario: Scenario, runs: Sequence[RunFigures]) -> dict[str, Any] | None:
+    figures = []
+    for fig in scenario.figures:
+        values = [r[scenario.id][fig.name] for r in runs if fig.name in r.get(scenario.id, {})]
+        if values:
+            figures.append(_figure_json(fig, values))
+    if not figures:
+        return None
+    verdicts = [f["ok"] for f in figures if f["ok"] is not None]
+    return {
+        "id": scenario.id,
+        "scenario": scenario.title,
+        "target": scenario.target,
+        "ok": all(verdicts) if verdicts else None,
+        "figures": figures,
+    }
+
+
+def build_report(runs: Sequence[RunFigures], header: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON report: ``header`` (command, date, host, plan) and every scenario measured."""
+    scenarios = [_scenario_json(s, runs) for s in SCENARIOS]
+    return {**header, "runs": len(runs), "scenarios": [s for s in scenarios if s is not None]}
+
+
+def _num(value: float | None, unit: str) -> str:
+    if value is None or math.isnan(value):
+        return "n/a"
+    if unit in ("ratio", "cores"):
+        return f"{value:.2f}"
+    if unit in ("ms", "s") or abs(value) < 100:
+        return f"{value:,.1f}"
+    return f"{value:,.0f}"
+
+
+def _ok(ok: bool | None) -> str:
+    return "" if ok is None else ("yes" if ok else "**NO**")
+
+
+def render_markdown(report: Mapping[str, Any]) -> str:
+    """The report as Markdown: provenance, then one table row per figure."""
+    lines = [
+        "# Decision Ledger benchmark",
+        "",
+        f"- command: `{report['command']}`",
+        f"- date: {report['date']}",
+        f"- host: {report['host']}",
+        f"- runs: {report['runs']} (each figure: median, min–max over the runs)",
+    ]
+    lines += [f"- note: {note}" for note in report.get("notes", [])]
+    lines += [
+        "",
+        "| id | scenario | figure | median | min–max | unit | target | ok |",
+        "| --- | --- | --- | ---: | ---: | --- | --- | --- |",
+    ]
+    for s in report["scenarios"]:
+        first = True
+        for f in s["figures"]:
+            sid, title = (s["id"], s["scenario"]) if first else ("", "")
+            spread = f"{_num(f['min'], f['unit'])}–{_num(f['max'], f['unit'])}"
+            row = (
+                sid, title, f["label"], _num(f["median"], f["unit"]), spread, f["unit"],
+                f["target"] or "", _ok(f["ok"]),
+            )  # fmt: skip
+            lines.append("| " + " | ".join(row) + " |")
+            first = False
+    return "\n".join(lines) + "\n"
