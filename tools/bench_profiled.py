@@ -12,7 +12,9 @@ started later. On a graceful exit (SIGTERM) each profile is written to
 from __future__ import annotations
 
 import cProfile
+import io
 import marshal
+import pstats
 import re
 import sys
 import threading
@@ -20,7 +22,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-__all__ = ["main"]
+__all__ = ["main", "summarize_profiles"]
+
+TOP = 30
 
 _profiles: dict[str, cProfile.Profile] = {}
 _lock = threading.Lock()
@@ -49,7 +53,19 @@ def _dump(out_dir: Path, label: str) -> None:
         else:  # finished (or idle) threads: read their stats without touching their hook
             profile.snapshot_stats()
         with (out_dir / f"{label}.{key}.prof").open("wb") as f:
-            marshal.dump(profile.stats, f)  # type: ignore[attr-defined]
+            marshal.dump(profile.stats, f)
+
+
+def summarize_profiles(folder: Path, top: int = TOP) -> str:
+    """The ``top`` functions of every profile in ``folder``, by own time and by cumulative time."""
+    out = io.StringIO()
+    for path in sorted(folder.glob("*.prof")):
+        stats = pstats.Stats(str(path), stream=out)
+        total = stats.total_tt  # type: ignore[attr-defined]
+        out.write(f"\n===== {path.name}: {total:.2f} s profiled wall time =====\n")
+        stats.sort_stats("tottime").print_stats(top)
+        stats.sort_stats("cumulative").print_stats(top)
+    return out.getvalue()
 
 
 def main(argv: list[str]) -> int:
@@ -70,7 +86,7 @@ def main(argv: list[str]) -> int:
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     finally:
-        threading.setprofile(None)  # type: ignore[arg-type]
+        threading.setprofile(None)
         _dump(out_dir, label)
     return code
 

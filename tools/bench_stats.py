@@ -51,9 +51,7 @@ def summarize(runs: Sequence[float]) -> Summary:
     """Median, min and max of the per-run values (requires at least one run)."""
     if not runs:
         raise ValueError("summarize needs at least one run")
-    return Summary(
-        median=statistics.median(runs), low=min(runs), high=max(runs), runs=tuple(runs)
-    )
+    return Summary(median=statistics.median(runs), low=min(runs), high=max(runs), runs=tuple(runs))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,25 +15,23 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
-import sys
-from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from collections.abc import Sequence
+from typing import Any
 
 import click
 from asn1crypto import parser
 from cryptography import x509
 
 from ledger.checkpoint import Checkpoint, SignedNote, open_checkpoint
-from ledger.errors import FormatError, TimestampError
+from ledger.errors import FormatError
 from ledger.timestamp import (
     VerifiedTimestamp,
     imprint_for_checkpoint_body,
     token_from_response,
     verify_token,
 )
-from ledger_client.cli_common import EXIT_INVALID, Outcome, finish, json_option
+from ledger_client.cli_common import Outcome, finish, json_option
 from ledger_client.cli_notes import (
     describe_body,
     describe_checkpoint,
@@ -142,26 +140,6 @@ def _describe_stamp(stamp: VerifiedTimestamp) -> tuple[dict[str, Any], list[str]
     return details, lines
 
 
-def _report_failed_check(as_json: bool, exc: TimestampError) -> NoReturn:
-    """Like ``finish`` on a VerificationError, plus the name of the failed check."""
-    if as_json:
-        payload = {"valid": False, "check": "anchor", "failed_check": exc.check, "error": str(exc)}
-        click.echo(json.dumps(payload, sort_keys=True))
-    else:
-        click.echo(f"INVALID: {exc}", err=True)
-    sys.exit(EXIT_INVALID)
-
-
-def _reporting_failed_check(as_json: bool, run: Callable[[], Outcome]) -> Callable[[], Outcome]:
-    def wrapped() -> Outcome:
-        try:
-            return run()
-        except TimestampError as exc:
-            _report_failed_check(as_json, exc)
-
-    return wrapped
-
-
 # --- command ----------------------------------------------------------------------------------
 
 
@@ -210,4 +188,4 @@ def anchor(
         stamp_details, stamp_lines = _describe_stamp(stamp)
         return Outcome("anchor", details | stamp_details, lines + stamp_lines)
 
-    finish("anchor", as_json, _reporting_failed_check(as_json, run))
+    finish("anchor", as_json, run)

@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 import click
 
-from ledger.errors import FormatError, LedgerError, VerificationError
+from ledger.errors import FormatError, LedgerError, TimestampError, VerificationError
 from ledger_client import encoding
 
 EXIT_VALID, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -36,7 +36,10 @@ def finish(check: str, as_json: bool, run: Callable[[], Outcome]) -> NoReturn:
     try:
         outcome = run()
     except VerificationError as exc:
-        _emit(as_json, {"valid": False, "check": check, "error": str(exc)}, f"INVALID: {exc}")
+        payload: dict[str, Any] = {"valid": False, "check": check, "error": str(exc)}
+        if isinstance(exc, TimestampError):
+            payload["failed_check"] = exc.check
+        _emit(as_json, payload, f"INVALID: {exc}")
         sys.exit(EXIT_INVALID)
     except (FormatError, click.BadParameter, OSError) as exc:
         message = exc.format_message() if isinstance(exc, click.BadParameter) else str(exc)

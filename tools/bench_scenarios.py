@@ -1,0 +1,336 @@
+"""Running the benchmark scenarios B1..B8 once (one "run"): servers, loads, figures.
+
+B1..B4 each get a fresh server. B5, B6 and B7 share one log: it is filled in four segments of
+B2-style appends (10,000 digests per call, 8 in flight), B5 and B6 run at half size (the "1M"
+log), memory is read there and at full size, then the server stops and the data dir is
+compacted and measured. B8 runs in this process with no server up. With profiling on, every
+measured phase gets its own (profiled) server process, restarted on the same data dir.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ledger.rocks import RocksStore
+from tools.bench_clients import ClientPool, Outcome, Task, sleep_until
+from tools.bench_local import local_append_rate, sha256_rate
+from tools.bench_report import RunFigures
+from tools.bench_server import BenchServer, make_key, signed_head
+from tools.bench_stats import disk_bytes, percentile
+from tools.bench_verify import Head
+
+__all__ = ["Bench", "Plan", "progress"]
+
+MIB = 1 << 20
+FILL_BATCH = 10_000  # the server's maximum per call
+COLLECT_SLACK_S = 180.0
+FILL_TIMEOUT_S = 3_600.0
+_T0 = time.monotonic()
+
+
+def progress(message: str) -> None:
+    """A progress line on stderr, with the seconds since the benchmark started."""
+    print(f"[bench {time.monotonic() - _T0:7.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    """Sizes and durations of one benchmark invocation."""
+
+    runs: int
+    warm_s: float
+    duration_s: float
+    segment: int  # B7 fill segment; B5/B6 run at 2 segments, B7 fills 4
+    validate: int  # sampled proofs verified per worker
+    sha_calls: int
+    local_batches: int
+    only: frozenset[str]
+
+
+def _merge(outcomes: list[Outcome]) -> Outcome:
+    total = Outcome()
+    for o in outcomes:
+        total.merge(o)
+        total.cpu_s += o.cpu_s
+    return total
+
+
+class _BigServer:
+    """The big log's server; with profiling, a fresh profiled process per measured phase."""
+
+    def __init__(self, bench: Bench, data_dir: Path, label: str) -> None:
+        self._bench = bench
+        self.data_dir = data_dir
+        self.current = bench.start_server(data_dir, label)
+
+    def phase(self, label: str) -> BenchServer:
+        """The server to measure ``label`` on."""
+        if self._bench.profile_dir is not None:
+            self.current.stop()
+            self.current = self._bench.start_server(self.data_dir, label)
+        return self.current
+
+
+class Bench:
+    """One benchmark invocation's scenarios over a pool of client processes."""
+
+    def __init__(self, plan: Plan, pool: ClientPool, work: Path, profile_dir: Path | None):
+        self.plan = plan
+        self.pool = pool
+        self.work = work
+        self.profile_dir = profile_dir
+
+    def wants(self, *ids: str) -> bool:
+        """Whether any of ``ids`` is selected."""
+        return any(i in self.plan.only for i in ids)
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    def start_server(self, data_dir: Path, label: str) -> BenchServer:
+        """A server on ``data_dir`` (its key beside it, created once)."""
+        key = data_dir.with_name(data_dir.name + ".key")
+        if not key.exists():
+            make_key(key)
+        return BenchServer(data_dir, key, profile_dir=self.profile_dir, label=label)
+
+    @contextmanager
+    def _fresh_server(self, run: int, label: str) -> Iterator[BenchServer]:
+        data_dir = self.work / f"run{run}-{label}"
+        server = self.start_server(data_dir, f"{label}-run{run}")
+        try:
+            yield server
+        finally:
+            server.stop()
+            shutil.rmtree(data_dir, ignore_errors=True)
+
+    def _task(self, kind: str, server: BenchServer, seed: int, **kw: object) -> Task:
+        base = Task(
+            kind=kind,
+            address=server.address,
+            warm_s=self.plan.warm_s,
+            duration_s=self.plan.duration_s,
+            seed=seed,
+        )
+        return replace(base, **kw)  # type: ignore[arg-type]
+
+    def _timed(self, server: BenchServer, tasks: list[Task]) -> tuple[Outcome, float, float]:
+        """Run ``tasks``; return merged outcome, server and client CPU (cores) in the window."""
+        plan = self.plan
+        start = self.pool.launch(tasks)
+        begin = start + plan.warm_s
+        sleep_until(begin)
+        before = server.sample()
+        sleep_until(begin + plan.duration_s)
+        after = server.sample()
+        outcome = _merge(self.pool.collect(len(tasks), plan.duration_s + COLLECT_SLACK_S))
+        server_cpu = (after.cpu_s - before.cpu_s) / plan.duration_s
+        client_cpu = outcome.cpu_s / (plan.warm_s + plan.duration_s)
+        return outcome, server_cpu, client_cpu
+
+    def _rate(self, n: int) -> float:
+        return n / self.plan.duration_s
+
+    # --- B1..B4: fresh servers ----------------------------------------------------------------
+
+    def appends(self, run: int, sid: str, threads: int, batch: int) -> dict[str, float]:
+        """B1 / B2: ``2 x threads`` callers appending ``batch`` digests per call."""
+        progress(f"run {run} {sid}: 2 x {threads} callers, {batch} digests per call")
+        with self._fresh_server(run, sid) as server:
+            tasks = [
+                self._task("append", server, seed=k, threads=threads, batch=batch) for k in range(2)
+            ]
+            out, server_cpu, client_cpu = self._timed(server, tasks)
+        return {
+            "records_per_s": self._rate(out.records),
+            "p50_ms": percentile(out.latencies_ms, 50),
+            "p99_ms": percentile(out.latencies_ms, 99),
+            "server_cpu": server_cpu,
+            "client_cpu": client_cpu,
+            "errors": out.errors,
+        }
+
+    def stream(self, run: int) -> dict[str, float]:
+        """B3: one stream of single-digest messages."""
+        progress(f"run {run} B3: one stream, 1 digest per message")
+        with self._fresh_server(run, "B3") as server:
+            out, server_cpu, client_cpu = self._timed(server, [self._task("stream", server, 0)])
+        return {
+            "records_per_s": self._rate(out.records),
+            "ack_p50_ms": percentile(out.extra_ms, 50),
+            "ack_p99_ms": percentile(out.extra_ms, 99),
+            "records_per_ack": out.records / out.calls if out.calls else float("nan"),
+            "server_cpu": server_cpu,
+            "client_cpu": client_cpu,
+        }
+
+    def checkpoint_latency(self, run: int) -> dict[str, float]:
+        """B4: a probe's ack -> covering checkpoint while B2-style load runs."""
+        progress(f"run {run} B4: ack -> checkpoint probe under B2 load")
+        with self._fresh_server(run, "B4") as server:
+            load = [self._task("append", server, seed=k, threads=4, batch=1_000) for k in range(2)]
+            tasks = [*load, self._task("probe", server, seed=9)]
+            start = self.pool.launch(tasks)
+            begin = start + self.plan.warm_s
+            sleep_until(begin)
+            before = server.sample()
+            sleep_until(begin + self.plan.duration_s)
+            after = server.sample()
+            outs = self.pool.collect(len(tasks), self.plan.duration_s + COLLECT_SLACK_S)
+        probe, load_out = outs[-1], _merge(outs[:-1])
+        return {
+            "p50_ms": percentile(probe.extra_ms, 50),
+            "p99_ms": percentile(probe.extra_ms, 99),
+            "samples": len(probe.extra_ms),
+            "probe_ack_p99_ms": percentile(probe.latencies_ms, 99),
+            "load_records_per_s": self._rate(load_out.records),
+            "server_cpu": (after.cpu_s - before.cpu_s) / self.plan.duration_s,
+        }
+
+    # --- B5, B6, B7: one big log ------------------------------------------------------------
+
+    def _fill(self, server: BenchServer, done: int, total: int) -> float:
+        """Append one segment (B2 style, 10,000 per call, 2 x 4 callers); return its rate."""
+        seg = self.plan.segment
+        counts = [seg // 2, seg - seg // 2]
+        tasks = [
+            self._task("fill", server, seed=k, threads=4, batch=FILL_BATCH, count=c)
+            for k, c in enumerate(counts)
+        ]
+        self.pool.launch(tasks)
+        outs = self.pool.collect(len(tasks), FILL_TIMEOUT_S)
+        rate = seg / max(o.elapsed_s for o in outs)
+        progress(f"  fill {done + seg:,}/{total:,} entries: {rate:,.0f} records/s")
+        return rate
+
+    def proofs(self, big: _BigServer, head: Head) -> tuple[dict[str, float], dict[str, float]]:
+        """B5 (unary and batched inclusion proofs) and B6 (consistency proofs) at ``head``."""
+        common = {"head_size": head.size, "head_root": head.root, "validate": self.plan.validate}
+        b5: dict[str, float] = {"log_size": head.size}
+        b6: dict[str, float] = {}
+        valid = [0, 0]
+        if self.wants("B5"):
+            progress(f"  B5: inclusion proofs at random sizes <= {head.size:,}")
+            server = big.phase("B5-unary")
+            unary = [self._task("inclusion", server, k, threads=32, **common) for k in range(2)]
+            out, cpu, _ = self._timed(server, unary)
+            b5 |= {"unary_per_s": self._rate(out.records), "unary_server_cpu": cpu}
+            b5 |= {"unary_p50_ms": percentile(out.latencies_ms, 50)}
+            b5 |= {"unary_p99_ms": percentile(out.latencies_ms, 99)}
+            valid = [out.validated, out.invalid]
+            server = big.phase("B5-batched")
+            batched = [
+                self._task("inclusions", server, k, threads=4, batch=1_000, **common)
+                for k in range(2)
+            ]
+            out, cpu, _ = self._timed(server, batched)
+            b5 |= {"batched_per_s": self._rate(out.records), "batched_server_cpu": cpu}
+            b5 |= {"batched_p99_ms": percentile(out.latencies_ms, 99)}
+            b5 |= {"validated": valid[0] + out.validated, "invalid": valid[1] + out.invalid}
+        if self.wants("B6"):
+            progress(f"  B6: consistency proofs between random sizes <= {head.size:,}")
+            server = big.phase("B6")
+            tasks = [self._task("consistency", server, k, threads=32, **common) for k in range(2)]
+            out, server_cpu, client_cpu = self._timed(server, tasks)
+            b6 = {
+                "per_s": self._rate(out.records),
+                "p50_ms": percentile(out.latencies_ms, 50),
+                "p99_ms": percentile(out.latencies_ms, 99),
+                "server_cpu": server_cpu,
+                "client_cpu": client_cpu,
+                "validated": out.validated,
+                "invalid": out.invalid,
+            }
+        return (b5 if self.wants("B5") else {}), b6
+
+    def big_log(self, run: int) -> RunFigures:
+        """Fill, B5 and B6 at half size, fill to full size, memory, compaction (B7)."""
+        seg = self.plan.segment
+        total = 4 * seg if self.wants("B7") else 2 * seg
+        progress(f"run {run} B5/B6/B7: filling a log to {total:,} entries")
+        data_dir = self.work / f"run{run}-big"
+        big = _BigServer(self, data_dir, f"B7-fill-run{run}")
+        entries = 2 * seg
+        try:
+            rates = [self._fill(big.current, k * seg, total) for k in range(2)]
+            head = signed_head(big.current, 2 * seg)
+            b5, b6 = self.proofs(big, head)
+            half = full = big.current.sample()
+            if self.wants("B7"):
+                server = big.phase(f"B7-fill2-run{run}")
+                rates += [self._fill(server, k * seg, total) for k in range(2, 4)]
+                entries = signed_head(server, total).size
+                full = server.sample()
+        finally:
+            big.current.stop()
+        if not self.wants("B7"):
+            shutil.rmtree(data_dir, ignore_errors=True)
+            return {"B5": b5, "B6": b6}
+        b7 = {f"segment{k + 1}_per_s": r for k, r in enumerate(rates)}
+        b7 |= {
+            "last_over_first": rates[-1] / rates[0],
+            "rss_1m_mb": half.rss_bytes / MIB,
+            "hwm_1m_mb": half.hwm_bytes / MIB,
+            "rss_2m_mb": full.rss_bytes / MIB,
+            "hwm_2m_mb": full.hwm_bytes / MIB,
+            "peak_2m_over_rss_1m": full.hwm_bytes / half.rss_bytes,
+            "peak_2m_over_peak_1m": full.hwm_bytes / half.hwm_bytes,
+            "entries": entries,
+        }
+        b7 |= self._disk(data_dir, entries)
+        shutil.rmtree(data_dir, ignore_errors=True)
+        return {"B5": b5, "B6": b6, "B7": b7}
+
+    def _disk(self, data_dir: Path, entries: int) -> dict[str, float]:
+        db = data_dir / "db"
+        raw = disk_bytes(db)
+        progress(f"  compacting {raw / MIB:,.0f} MiB")
+        t0 = time.perf_counter()
+        store = RocksStore(db)
+        try:
+            store.compact()
+        finally:
+            store.close()
+        seconds = time.perf_counter() - t0
+        return {
+            "disk_bytes_per_entry": disk_bytes(db) / entries,
+            "disk_bytes_per_entry_raw": raw / entries,
+            "compaction_s": seconds,
+        }
+
+    # --- B8 and one whole run ---------------------------------------------------------------
+
+    def limit(self, run: int) -> dict[str, float]:
+        """B8: SHA-256 calls/s and the in-process append loop (no server running)."""
+        progress(f"run {run} B8: SHA-256 and the in-process append loop")
+        db = self.work / f"run{run}-local"
+        try:
+            loop = local_append_rate(db, self.plan.local_batches)
+        finally:
+            shutil.rmtree(db, ignore_errors=True)
+        return {"sha256_per_s": sha256_rate(self.plan.sha_calls), "loop_entries_per_s": loop}
+
+    def run(self, run: int) -> RunFigures:
+        """Every selected scenario once."""
+        figures: RunFigures = {}
+        if self.wants("B1"):
+            figures["B1"] = self.appends(run, "B1", threads=32, batch=1)
+        if self.wants("B2", "B8"):
+            figures["B2"] = self.appends(run, "B2", threads=4, batch=1_000)
+        if self.wants("B3"):
+            figures["B3"] = self.stream(run)
+        if self.wants("B4"):
+            figures["B4"] = self.checkpoint_latency(run)
+        if self.wants("B5", "B6", "B7"):
+            figures |= {k: v for k, v in self.big_log(run).items() if v}
+        if self.wants("B8"):
+            figures["B8"] = self.limit(run)
+            figures["B8"]["b2_fraction"] = (
+                figures["B2"]["records_per_s"] / figures["B8"]["loop_entries_per_s"]
+            )
+        return figures
