@@ -14,6 +14,8 @@ from functools import wraps
 from typing import Any, TypeVar
 
 import grpc
+from google.protobuf import message_factory
+from google.protobuf.message import DecodeError
 from grpc_health.v1 import health as grpc_health
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
@@ -35,7 +37,6 @@ from ledger.sequencer import AppendItem
 from ledger.service import LogService
 from ledger.types import Anchor, AppendResult, Entry, InclusionProof, PublishedCheckpoint
 from ledger.v1 import ledger_pb2 as pb
-from ledger.v1 import ledger_pb2_grpc as pb_grpc
 
 __all__ = ["STATUS_OF", "LedgerServicer", "create_server"]
 
@@ -319,6 +320,63 @@ def _stream_ack(position: int, results: Sequence[AppendResult]) -> pb.StreamAppe
     )
 
 
+def _parse(cls: Any, raw: bytes) -> Any:
+    try:
+        return cls.FromString(raw)
+    except DecodeError as exc:
+        raise InvalidArgumentError(f"malformed {cls.DESCRIPTOR.name} message: {exc}") from None
+
+
+def _unary(behaviour: Any, cls: Any) -> Any:
+    async def handler(raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        try:
+            request = _parse(cls, raw)
+        except InvalidArgumentError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        return await behaviour(request, context)
+
+    return handler
+
+
+def _streaming(behaviour: Any, cls: Any) -> Any:
+    async def handler(raw_iterator: AsyncIterator[bytes], context: Any) -> AsyncIterator[Any]:
+        async def parsed() -> AsyncIterator[Any]:
+            async for raw in raw_iterator:
+                try:
+                    yield _parse(cls, raw)
+                except InvalidArgumentError as exc:
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+
+        async for response in behaviour(parsed(), context):
+            yield response
+
+    return handler
+
+
+def _register(servicer: LedgerServicer, server: grpc.aio.Server) -> None:
+    """Register every RPC of the service, parsing requests ourselves so that bytes that are not
+    the request message get INVALID_ARGUMENT (grpc's own deserializer would answer INTERNAL)."""
+    service = pb.DESCRIPTOR.services_by_name["LedgerService"]
+    handlers = {}
+    for method in service.methods:
+        request_cls = message_factory.GetMessageClass(method.input_type)
+        response_cls = message_factory.GetMessageClass(method.output_type)
+        behaviour = getattr(servicer, method.name)
+        if method.client_streaming:
+            handlers[method.name] = grpc.stream_stream_rpc_method_handler(
+                _streaming(behaviour, request_cls),
+                response_serializer=response_cls.SerializeToString,
+            )
+        else:
+            handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+                _unary(behaviour, request_cls),
+                response_serializer=response_cls.SerializeToString,
+            )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(service.full_name, handlers),)
+    )
+
+
 async def create_server(
     service: LogService,
     listen: str,
@@ -333,9 +391,7 @@ async def create_server(
             ("grpc.so_reuseport", 0),
         ]
     )
-    pb_grpc.add_LedgerServiceServicer_to_server(
-        LedgerServicer(service, anchor_now=anchor_now), server
-    )
+    _register(LedgerServicer(service, anchor_now=anchor_now), server)
     health = grpc_health.aio.HealthServicer()  # type: ignore[attr-defined]
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     names = (

@@ -1,0 +1,264 @@
+"""``ledger-verify monitor``: follow a log server; exit 1 with evidence on a fork or rollback.
+
+The checks are ``ledger_client.monitor`` (C2SP tlog-checkpoint signatures and origin, RFC 9162
+§2.1.4 consistency, trust on first use, the optional full audit); this module only parses,
+talks to the server and prints. grpc is imported inside the command, so the offline
+subcommands of ``ledger-verify`` never load it.
+
+Exit codes (``cli_common``): 0 every poll passed (or the loop was interrupted), 1 a check
+failed (fork, rollback, audit mismatch, bad signature: the evidence is printed; with ``--json``
+one object whose ``evidence`` holds both checkpoint notes, sizes, roots and proof hashes),
+2 usage, unreadable or mismatched state file, or a server that cannot be reached with ``--once``.
+Without ``--once`` a server error is reported on stderr and retried at the next poll.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import click
+
+from ledger.errors import InconsistencyError, ServiceError
+from ledger_client.cli_common import EXIT_INVALID, Outcome, finish, json_option
+from ledger_client.cli_notes import log_verifiers
+from ledger_client.monitor import (
+    Advance,
+    FetchedEntry,
+    Monitor,
+    PollResult,
+    StateFile,
+    follow,
+    no_progress,
+)
+
+if TYPE_CHECKING:
+    from ledger_client.remote import RemoteLog
+
+__all__ = ["RemoteSource", "describe_poll", "evidence_lines", "monitor"]
+
+
+# --- the server, as a LogSource ------------------------------------------------------------------
+
+
+@contextmanager
+def _service_errors(address: str) -> Iterator[None]:
+    """Turn a failed gRPC call into a ServiceError naming the server, the status and details."""
+    import grpc  # already loaded by RemoteLog; imported here to keep the module offline
+
+    try:
+        yield
+    except grpc.RpcError as exc:
+        status = exc.code().name if isinstance(exc, grpc.Call) else "UNKNOWN"
+        details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+        raise ServiceError(f"server {address}: {status}: {details}") from None
+
+
+class RemoteSource:
+    """A ``monitor.LogSource`` over a ``RemoteLog``.
+
+    ``RemoteLog.entries`` does not return the leaf hash the server sends, so served leaf hashes
+    are not compared here; the audit hashes every leaf itself either way.
+    """
+
+    def __init__(self, log: RemoteLog) -> None:
+        self._log = log
+
+    def latest_checkpoint(self) -> str:
+        with _service_errors(self._log.address):
+            return self._log.checkpoint().note
+
+    def consistency_proof(self, size1: int, size2: int) -> Sequence[bytes]:
+        with _service_errors(self._log.address):
+            return self._log.consistency_proof(size1, size2).hashes
+
+    def entries(self, start: int, count: int) -> Sequence[FetchedEntry]:
+        with _service_errors(self._log.address):
+            page = self._log.entries(start, count)
+        return [FetchedEntry(index=e.index, leaf=e.leaf) for e in page]
+
+
+# --- output --------------------------------------------------------------------------------------
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def describe_poll(result: PollResult, audit: bool) -> tuple[dict[str, Any], list[str]]:
+    """JSON details and human lines for one successful poll."""
+    details: dict[str, Any] = {
+        "status": result.status,
+        "previous_size": result.previous_size,
+        "size": result.size,
+        "root_hash": _b64(result.root_hash),
+        "root_hash_hex": result.root_hash.hex(),
+        "audited_size": result.audited_size,
+    }
+    if result.status == "first-use":
+        line = f"size {result.size}: trusted on first use (signature and origin checked)"
+    elif result.status == "unchanged":
+        line = f"size {result.size}: unchanged, same root"
+    elif result.previous_size == 0:
+        line = f"size 0 -> {result.size}: extends the empty tree (signature checked)"
+    else:
+        line = f"size {result.previous_size} -> {result.size}: consistency proof verified"
+    lines = [line, f"root hash: {details['root_hash']}"]
+    if audit:
+        details["audited"] = result.audited
+        lines.append(f"audited:   entries 0..{result.audited_size} hash to the signed root"
+                     f" ({result.audited} new)")  # fmt: skip
+    return details, lines
+
+
+def _checkpoint_lines(label: str, described: Any) -> list[str]:
+    if not isinstance(described, dict):
+        return []
+    note = str(described.get("note", ""))
+    head = f"{label}: size {described.get('size')}, root {described.get('root_hash_hex')}"
+    return [head, *(f"    {line}" for line in note.splitlines())]
+
+
+def evidence_lines(evidence: dict[str, object]) -> list[str]:
+    """Human lines for ``InconsistencyError.evidence``: checkpoints, proof, how to re-check."""
+    lines = [f"kind: {evidence.get('kind')}", f"origin: {evidence.get('origin')}"]
+    lines += _checkpoint_lines("trusted checkpoint", evidence.get("trusted"))
+    lines += _checkpoint_lines("observed checkpoint", evidence.get("observed"))
+    if "computed_root_hash_hex" in evidence:
+        lines.append(f"root computed from the entries: {evidence['computed_root_hash_hex']}")
+    proof = evidence.get("proof")
+    if isinstance(proof, dict):
+        hashes = [str(h) for h in proof.get("hashes", [])]
+        lines.append(f"consistency proof {proof.get('size1')} -> {proof.get('size2')}:"
+                     f" {len(hashes)} hash(es)")  # fmt: skip
+        lines += [f"    {h}" for h in hashes]
+        lines.append("re-check: " + _recheck_command(evidence, proof, hashes))
+    return lines
+
+
+def _recheck_command(evidence: dict[str, object], proof: dict[str, Any], hashes: list[str]) -> str:
+    trusted, observed = evidence.get("trusted"), evidence.get("observed")
+    root1 = trusted.get("root_hash_hex") if isinstance(trusted, dict) else None
+    root2 = observed.get("root_hash_hex") if isinstance(observed, dict) else None
+    words = [
+        "ledger-verify consistency",
+        f"--size1 {proof.get('size1')} --size2 {proof.get('size2')}",
+        f"--root1 {root1} --root2 {root2}",
+        *(f"--proof {h}" for h in hashes),
+    ]
+    return " ".join(words)
+
+
+def _report_inconsistency(as_json: bool, exc: InconsistencyError) -> NoReturn:
+    """Like ``finish`` on a VerificationError, plus the evidence."""
+    if as_json:
+        payload = {"valid": False, "check": "monitor", "error": str(exc), "evidence": exc.evidence}
+        click.echo(json.dumps(payload, sort_keys=True))
+    else:
+        click.echo("\n".join([f"INVALID: {exc}", *evidence_lines(exc.evidence)]), err=True)
+    sys.exit(EXIT_INVALID)
+
+
+def _reporting_evidence(as_json: bool, run: Callable[[], Outcome]) -> Callable[[], Outcome]:
+    def wrapped() -> Outcome:
+        try:
+            return run()
+        except InconsistencyError as exc:
+            _report_inconsistency(as_json, exc)
+
+    return wrapped
+
+
+@contextmanager
+def _progress_bar(total: int) -> Iterator[Advance]:
+    """click.progressbar on stderr (a label only when stderr is not a terminal)."""
+    stderr = click.get_text_stream("stderr")
+    with click.progressbar(length=total, label="auditing entries", file=stderr) as bar:
+        yield bar.update
+
+
+# --- running -------------------------------------------------------------------------------------
+
+
+def _poll_once(mon: Monitor, audit: bool) -> Outcome:
+    details, lines = describe_poll(mon.poll(full_audit=audit), audit)
+    return Outcome("monitor", details, lines)
+
+
+def _poll_forever(mon: Monitor, audit: bool, interval: float, as_json: bool) -> Outcome:
+    """Poll until interrupted; print one line (or JSON object) per poll."""
+
+    def on_poll(result: PollResult) -> None:
+        details, lines = describe_poll(result, audit)
+        click.echo(json.dumps(details, sort_keys=True) if as_json else " | ".join(lines))
+
+    def on_error(exc: ServiceError) -> None:
+        click.echo(f"warning: {exc} (retrying in {interval:g}s)", err=True)
+
+    try:
+        follow(mon, interval=interval, full_audit=audit, on_poll=on_poll, on_error=on_error)
+    except KeyboardInterrupt:
+        pass
+    state = mon.state
+    size = None if state is None else state.size
+    return Outcome("monitor", {"stopped": "interrupted", "size": size}, [f"trusted size: {size}"])
+
+
+@click.command()
+@click.option("--server", required=True, metavar="HOST:PORT", help="log server (gRPC)")
+@click.option("--key", required=True, metavar="VKEY", help="log verifier key name+hexid+base64")
+@click.option(
+    "--state",
+    "state_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="state file (created on first use: trust on first use)",
+)
+@click.option("--origin", metavar="ORIGIN", help="expected origin (default: the first one seen)")
+@click.option("--once", is_flag=True, help="poll once and exit")
+@click.option("--full-audit", is_flag=True, help="also re-hash every entry up to the trusted size")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.0, min_open=True),
+    default=10.0,
+    show_default=True,
+    help="seconds between polls",
+)
+@click.option("--timeout", type=click.FloatRange(min=0.0, min_open=True), default=30.0,
+              show_default=True, help="seconds per server call")  # fmt: skip
+@json_option
+def monitor(
+    server: str,
+    key: str,
+    state_path: Path,
+    origin: str | None,
+    once: bool,
+    full_audit: bool,
+    interval: float,
+    timeout: float,
+    as_json: bool,
+) -> None:
+    """Follow a log: each new checkpoint must extend the last one trusted (state in --state)."""
+
+    def run() -> Outcome:
+        from ledger_client.remote import RemoteLog  # grpc: only when a server is monitored
+
+        verifier = log_verifiers([key])[0]
+        with RemoteLog(server, timeout=timeout) as log:
+            mon = Monitor(
+                source=RemoteSource(log),
+                verifier=verifier,
+                store=StateFile(state_path),
+                origin=origin,
+                progress=_progress_bar if full_audit else no_progress,
+            )
+            if once:
+                return _poll_once(mon, full_audit)
+            return _poll_forever(mon, full_audit, interval, as_json)
+
+    finish("monitor", as_json, _reporting_evidence(as_json, run))

@@ -1,0 +1,571 @@
+"""Receipts: everything a third party needs to check one decision record offline (v1).
+
+Pure: no grpc, no rocksdict, no I/O. DESIGN.md "Receipts"; the published JSON Schema (draft
+2020-12) is ``ledger/schemas/receipt-v1.schema.json``. A receipt is one JSON object, written in
+RFC 8785 canonical form (``to_json``; ``from_json`` accepts any strict JSON and is its exact
+inverse). Every member is required; optional ones are ``null`` or ``[]``, never absent::
+
+    receipt          "decision-ledger/receipt/v1"
+    record_digest    SHA-256 of the record's RFC 8785 bytes, 64 lowercase hex digits
+    record           the decision record (schema ledger.decision/v1) or null
+    disclosures      [{"field_path", "salt", "value"}]: opened commitments (needs a record)
+    leaf             base64 of the v1 leaf (version, log time, record digest, metadata)
+    index            the leaf's 0-based index
+    tree_size        size of the checkpoint below (equal to its size line)
+    inclusion_proof  [base64 hash]: RFC 9162 §2.1.3 path, leaf sibling first
+    checkpoint       the log's signed note (C2SP tlog-checkpoint + signed-note), verbatim
+    anchors          [{"tsa", "token", "certificates"}]: RFC 3161 tokens (base64 DER) over
+                     SHA-256 of the checkpoint body, with the certificates they carry
+    previous         null, or {"checkpoint", "consistency_proof", "anchors"}: the checkpoint
+                     this receipt was upgraded from, the RFC 9162 §2.1.4 proof from it to
+                     ``checkpoint``, and its anchors (they still date the record)
+
+Hashes are standard padded base64 (as in C2SP formats); numbers are at most 2**53 - 1. Unknown
+or missing members raise ``MalformedReceiptError`` naming the field.
+
+Authenticated (``verify_receipt`` rejects any change): record digest, record, disclosures,
+leaf, index, tree size, every proof hash, both checkpoints' bodies and the log's signatures on
+them, and each anchor token's signed content when TSA roots are given. Not authenticated, by
+the formats themselves: signature lines of keys the verifier does not know (c2sp signed-note:
+ignored), an anchor's ``tsa`` label and ``certificates`` (helpers: the token's own signature
+and a configured root decide), and every anchor when no TSA root is given (reported
+``not_checked``, never valid). With roots, an anchor that chains to none of them is reported
+``untrusted`` and ignored; any other failure rejects the receipt, and at least one anchor must
+verify.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from cryptography import x509
+
+from ledger import merkle
+from ledger.checkpoint import Checkpoint, SignedNote, Verifier, decode_b64, open_checkpoint
+from ledger.commitments import Disclosure
+from ledger.errors import (
+    BoundsError,
+    FormatError,
+    InvalidRecordError,
+    MalformedNoteError,
+    OriginMismatchError,
+    RecordError,
+    StorageError,
+    TimestampError,
+)
+from ledger.jcs import (
+    Json,
+    canonical_bytes,
+    index_path,
+    loads_strict,
+    read_int,
+    read_list,
+    read_matching,
+    read_object,
+    read_text,
+    to_plain,
+    wrong_type,
+)
+from ledger.records import DecisionRecord, record_digest, verify_disclosure
+from ledger.timestamp import imprint_for_checkpoint_body, verify_token
+from ledger.tlogproof import MAX_PROOF_HASHES, TlogProof
+from ledger.types import decode_leaf
+
+__all__ = [
+    "RECEIPT_V1",
+    "AnchorCheck",
+    "MalformedReceiptError",
+    "PreviousCheckpoint",
+    "Receipt",
+    "ReceiptAnchor",
+    "ReceiptReport",
+    "to_tlog_proof",
+    "verify_receipt",
+]
+
+RECEIPT_V1 = "decision-ledger/receipt/v1"
+RECEIPT_FIELDS = (
+    "receipt", "record_digest", "record", "disclosures", "leaf", "index", "tree_size",
+    "inclusion_proof", "checkpoint", "anchors", "previous",
+)  # fmt: skip
+ANCHOR_FIELDS = ("tsa", "token", "certificates")
+PREVIOUS_FIELDS = ("checkpoint", "consistency_proof", "anchors")
+VALID, NOT_CHECKED, UNTRUSTED = "valid", "not_checked", "untrusted"
+_MAX = 2**53 - 1
+_hex_digest = read_matching(re.compile(r"[0-9a-f]{64}"), "64 lowercase hex digits (SHA-256)")
+
+
+class MalformedReceiptError(FormatError):
+    """A receipt that does not parse as v1; ``field`` names where (``anchors[0].token``)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+# --- the v1 types --------------------------------------------------------------------------------
+
+
+def _b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode()
+
+
+def _check_note(note: str, field: str) -> None:
+    """Format only: a signed note whose text is a checkpoint (signatures: ``verify_receipt``)."""
+    try:
+        Checkpoint.from_text(SignedNote.from_text(note).text)
+    except MalformedNoteError as exc:
+        raise MalformedReceiptError(field, str(exc)) from None
+
+
+def _check_hashes(hashes: Sequence[bytes], field: str) -> None:
+    if len(hashes) > MAX_PROOF_HASHES:
+        raise MalformedReceiptError(field, f"{len(hashes)} hashes, at most {MAX_PROOF_HASHES}")
+    for i, h in enumerate(hashes):
+        if not isinstance(h, bytes) or len(h) != merkle.HASH_SIZE:
+            raise MalformedReceiptError(index_path(field, i), "expected a 32-byte hash")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReceiptAnchor:
+    """An RFC 3161 token over a checkpoint body; ``tsa`` and ``certificates`` are unsigned."""
+
+    tsa: str
+    token: bytes
+    certificates: tuple[bytes, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.tsa or not self.token or not all(self.certificates):
+            raise MalformedReceiptError("anchors", "tsa, token and certificates are non-empty")
+        object.__setattr__(self, "certificates", tuple(self.certificates))
+
+    def to_json_obj(self) -> dict[str, Json]:
+        return {
+            "tsa": self.tsa,
+            "token": _b64(self.token),
+            "certificates": [_b64(c) for c in self.certificates],
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PreviousCheckpoint:
+    """The checkpoint a receipt was upgraded from, the consistency proof and its anchors."""
+
+    checkpoint: str
+    consistency_proof: tuple[bytes, ...]
+    anchors: tuple[ReceiptAnchor, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_note(self.checkpoint, "previous.checkpoint")
+        _check_hashes(self.consistency_proof, "previous.consistency_proof")
+        object.__setattr__(self, "consistency_proof", tuple(self.consistency_proof))
+        object.__setattr__(self, "anchors", tuple(self.anchors))
+
+    def to_json_obj(self) -> dict[str, Json]:
+        return {
+            "checkpoint": self.checkpoint,
+            "consistency_proof": [_b64(h) for h in self.consistency_proof],
+            "anchors": [a.to_json_obj() for a in self.anchors],
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Receipt:
+    """One record's receipt (layout in the module docstring); construction checks the format."""
+
+    record_digest: bytes
+    leaf: bytes
+    index: int
+    tree_size: int
+    inclusion_proof: tuple[bytes, ...]
+    checkpoint: str
+    anchors: tuple[ReceiptAnchor, ...] = ()
+    record: DecisionRecord | None = None
+    disclosures: tuple[Disclosure, ...] = ()
+    previous: PreviousCheckpoint | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.record_digest, bytes) or len(self.record_digest) != 32:
+            raise MalformedReceiptError("record_digest", "expected 32 bytes")
+        if not isinstance(self.leaf, bytes) or not self.leaf:
+            raise MalformedReceiptError("leaf", "expected non-empty bytes")
+        for name, low in (("index", 0), ("tree_size", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= _MAX:
+                raise MalformedReceiptError(name, f"expected an integer in [{low}, 2**53 - 1]")
+        _check_hashes(self.inclusion_proof, "inclusion_proof")
+        _check_note(self.checkpoint, "checkpoint")
+        if self.disclosures and self.record is None:
+            raise MalformedReceiptError("disclosures", "disclosures need the record")
+        for name in ("inclusion_proof", "anchors", "disclosures"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+
+    def to_json_obj(self) -> dict[str, Json]:
+        """The receipt as plain JSON with exactly the members ``RECEIPT_FIELDS``."""
+        return {
+            "receipt": RECEIPT_V1,
+            "record_digest": self.record_digest.hex(),
+            "record": None if self.record is None else self.record.to_json_obj(),
+            "disclosures": [d.to_json_obj() for d in self.disclosures],
+            "leaf": _b64(self.leaf),
+            "index": self.index,
+            "tree_size": self.tree_size,
+            "inclusion_proof": [_b64(h) for h in self.inclusion_proof],
+            "checkpoint": self.checkpoint,
+            "anchors": [a.to_json_obj() for a in self.anchors],
+            "previous": None if self.previous is None else self.previous.to_json_obj(),
+        }
+
+    def to_json(self) -> str:
+        """RFC 8785 canonical JSON text (deterministic: equal receipts give equal text)."""
+        return canonical_bytes(self.to_json_obj()).decode("utf-8")
+
+    @classmethod
+    def from_json_obj(cls, obj: object) -> Receipt:
+        """Validate a JSON object and build the receipt (inverse of ``to_json_obj``)."""
+        try:
+            return _read_receipt(to_plain(obj))
+        except MalformedReceiptError:
+            raise
+        except InvalidRecordError as exc:
+            raise _nested("", exc) from None
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Receipt:
+        """Strictly parse JSON text (no duplicate members, NaN, ...) and validate it."""
+        try:
+            obj = loads_strict(text)
+        except InvalidRecordError as exc:
+            raise _nested("", exc) from None
+        return cls.from_json_obj(obj)
+
+
+# --- reading JSON: each reader takes (JSON value, field path) ------------------------------------
+
+
+def _nested(prefix: str, exc: InvalidRecordError) -> MalformedReceiptError:
+    """Re-home an error of a nested reader (record, disclosure, jcs) under ``prefix``."""
+    message = str(exc).removeprefix(f"{exc.field}: ")
+    if exc.field in ("$", ""):
+        return MalformedReceiptError(prefix or "$", message)
+    joiner = "" if not prefix or exc.field.startswith("[") else "."
+    return MalformedReceiptError(f"{prefix}{joiner}{exc.field}", message)
+
+
+def _bytes_b64(value: Json, path: str) -> bytes:
+    raw = decode_b64(value) if isinstance(value, str) else None
+    if not raw:
+        raise MalformedReceiptError(path, "expected non-empty canonical standard base64")
+    return raw
+
+
+def _hash_b64(value: Json, path: str) -> bytes:
+    raw = _bytes_b64(value, path)
+    if len(raw) != merkle.HASH_SIZE:
+        raise MalformedReceiptError(path, f"expected a 32-byte hash, got {len(raw)} bytes")
+    return raw
+
+
+def _note(value: Json, path: str) -> str:
+    if not isinstance(value, str):
+        raise wrong_type(path, "a signed checkpoint note (string)", value)
+    _check_note(value, path)
+    return value
+
+
+def _anchor(value: Json, path: str) -> ReceiptAnchor:
+    obj = read_object(value, path, ANCHOR_FIELDS)
+    certs = read_list(obj["certificates"], f"{path}.certificates", _bytes_b64)
+    return ReceiptAnchor(
+        tsa=read_text(obj["tsa"], f"{path}.tsa"),
+        token=_bytes_b64(obj["token"], f"{path}.token"),
+        certificates=certs,
+    )
+
+
+def _previous(value: Json, path: str) -> PreviousCheckpoint | None:
+    if value is None:
+        return None
+    obj = read_object(value, path, PREVIOUS_FIELDS)
+    return PreviousCheckpoint(
+        checkpoint=_note(obj["checkpoint"], f"{path}.checkpoint"),
+        consistency_proof=read_list(obj["consistency_proof"], f"{path}.consistency_proof", _hash_b64),
+        anchors=read_list(obj["anchors"], f"{path}.anchors", _anchor),
+    )
+
+
+def _record(value: Json) -> DecisionRecord | None:
+    try:
+        return None if value is None else DecisionRecord.from_json_obj(value)
+    except InvalidRecordError as exc:
+        raise _nested("record", exc) from None
+
+
+def _disclosure(value: Json, path: str) -> Disclosure:
+    try:
+        return Disclosure.from_json_obj(value)
+    except InvalidRecordError as exc:
+        raise _nested(path, exc) from None
+
+
+def _read_receipt(value: Json) -> Receipt:
+    obj = read_object(value, "", RECEIPT_FIELDS)
+    if obj["receipt"] != RECEIPT_V1:
+        raise MalformedReceiptError("receipt", f"expected {RECEIPT_V1!r}, got {obj['receipt']!r}")
+    return Receipt(
+        record_digest=bytes.fromhex(_hex_digest(obj["record_digest"], "record_digest")),
+        record=_record(obj["record"]),
+        disclosures=read_list(obj["disclosures"], "disclosures", _disclosure),
+        leaf=_bytes_b64(obj["leaf"], "leaf"),
+        index=read_int(obj["index"], "index"),
+        tree_size=read_int(obj["tree_size"], "tree_size", minimum=1),
+        inclusion_proof=read_list(obj["inclusion_proof"], "inclusion_proof", _hash_b64),
+        checkpoint=_note(obj["checkpoint"], "checkpoint"),
+        anchors=read_list(obj["anchors"], "anchors", _anchor),
+        previous=_previous(obj["previous"], "previous"),
+    )
+
+
+# --- verification --------------------------------------------------------------------------------
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AnchorCheck:
+    """What one anchor showed: ``status`` is ``valid``, ``not_checked`` or ``untrusted``."""
+
+    tsa: str  # the receipt's label: unauthenticated
+    checkpoint_size: int
+    status: str
+    gen_time: datetime | None = None
+    signer: str | None = None  # the verified signer certificate's subject (RFC 4514)
+    tsa_name: str | None = None  # TSTInfo.tsa, when present
+    detail: str | None = None
+
+    def to_json_obj(self) -> dict[str, Json]:
+        return {
+            "tsa": self.tsa,
+            "checkpoint_size": self.checkpoint_size,
+            "status": self.status,
+            "gen_time": None if self.gen_time is None else _iso(self.gen_time),
+            "signer": self.signer,
+            "tsa_name": self.tsa_name,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReceiptReport:
+    """What a receipt proves once ``verify_receipt`` accepted it."""
+
+    record_digest: bytes
+    index: int
+    tree_size: int
+    origin: str
+    root_hash: bytes
+    logged_at_ms: int  # the log's receive time, from the leaf
+    signed_by: tuple[str, ...]
+    record: DecisionRecord | None
+    disclosed: tuple[str, ...]
+    anchors_checked: bool
+    anchors: tuple[AnchorCheck, ...]
+    previous_size: int | None
+
+    @property
+    def logged_at(self) -> datetime:
+        return datetime.fromtimestamp(self.logged_at_ms / 1000, UTC)
+
+    @property
+    def anchored(self) -> AnchorCheck | None:
+        """The earliest valid anchor: the record existed by its genTime."""
+        valid = [a for a in self.anchors if a.status == VALID and a.gen_time is not None]
+        return min(valid, key=lambda a: a.gen_time or self.logged_at, default=None)
+
+    def to_json_obj(self) -> dict[str, Json]:
+        first = self.anchored
+        record = self.record
+        return {
+            "record_digest": self.record_digest.hex(),
+            "index": self.index,
+            "tree_size": self.tree_size,
+            "origin": self.origin,
+            "root_hash": _b64(self.root_hash),
+            "logged_at": _iso(self.logged_at),
+            "logged_at_ms": self.logged_at_ms,
+            "signed_by": list(self.signed_by),
+            "record": None if record is None else {"kind": record.kind, "run_id": record.run_id,
+                                                   "step": record.step,
+                                                   "record_id": record.record_id},
+            "disclosed": list(self.disclosed),
+            "anchors_checked": self.anchors_checked,
+            "anchors": [a.to_json_obj() for a in self.anchors],
+            "anchored_at": None if first is None or first.gen_time is None else _iso(first.gen_time),
+            "anchored_by": None if first is None else first.signer,
+            "previous_size": self.previous_size,
+        }  # fmt: skip
+
+
+def _check_record(receipt: Receipt, given: DecisionRecord | None) -> DecisionRecord | None:
+    for where, record in (("receipt's", receipt.record), ("given", given)):
+        if record is not None and record_digest(record) != receipt.record_digest:
+            raise RecordError(
+                f"the {where} record hashes to {record_digest(record).hex()}, "
+                f"the receipt is for {receipt.record_digest.hex()}"
+            )
+    record = given or receipt.record
+    for disclosure in receipt.disclosures:
+        assert record is not None  # Receipt refuses disclosures without a record
+        verify_disclosure(record, disclosure, receipt.record_digest)
+    return record
+
+
+def _check_leaf(receipt: Receipt) -> int:
+    try:
+        entry = decode_leaf(receipt.index, receipt.leaf)
+    except StorageError as exc:
+        raise RecordError(f"leaf: {exc}") from None
+    if entry.record_digest != receipt.record_digest:
+        raise RecordError(
+            f"leaf {receipt.index} logs record digest {entry.record_digest.hex()}, "
+            f"the receipt is for {receipt.record_digest.hex()}"
+        )
+    return entry.timestamp_ms
+
+
+def _intermediates(anchor: ReceiptAnchor, where: str) -> list[x509.Certificate]:
+    try:
+        return [x509.load_der_x509_certificate(der) for der in anchor.certificates]
+    except ValueError as exc:
+        raise MalformedReceiptError(f"{where}.certificates", f"not DER: {exc}") from None
+
+
+def _check_anchor(
+    anchor: ReceiptAnchor, checkpoint: Checkpoint, roots: Sequence[x509.Certificate], where: str
+) -> AnchorCheck:
+    digest = imprint_for_checkpoint_body(checkpoint.body_bytes())
+    common: dict[str, Any] = {"tsa": anchor.tsa, "checkpoint_size": checkpoint.size}
+    try:
+        stamp = verify_token(
+            anchor.token, digest=digest, roots=roots, intermediates=_intermediates(anchor, where)
+        )
+    except TimestampError as exc:
+        message = str(exc).removeprefix(f"{exc.check}: ")
+        if exc.check == "chain":
+            return AnchorCheck(status=UNTRUSTED, detail=message, **common)
+        raise TimestampError(exc.check, f"{where} ({anchor.tsa}): {message}") from None
+    except FormatError as exc:
+        raise MalformedReceiptError(f"{where}.token", str(exc)) from None
+    return AnchorCheck(
+        status=VALID,
+        gen_time=stamp.gen_time,
+        signer=stamp.signer_subject,
+        tsa_name=stamp.tsa_name,
+        **common,
+    )
+
+
+def _check_anchors(
+    groups: Sequence[tuple[str, Sequence[ReceiptAnchor], Checkpoint]],
+    roots: Sequence[x509.Certificate] | None,
+) -> tuple[AnchorCheck, ...]:
+    """Every anchor over its checkpoint; with roots, at least one must be valid."""
+    checks = []
+    for where, anchors, checkpoint in groups:
+        for i, anchor in enumerate(anchors):
+            if not roots:
+                checks.append(
+                    AnchorCheck(tsa=anchor.tsa, checkpoint_size=checkpoint.size, status=NOT_CHECKED)
+                )
+            else:
+                checks.append(_check_anchor(anchor, checkpoint, roots, index_path(where, i)))
+    if roots and not any(c.status == VALID for c in checks):
+        why = "the receipt carries no anchor" if not checks else "none chains to a given root"
+        raise TimestampError("anchor", f"no anchor verifies against the given TSA roots: {why}")
+    return tuple(checks)
+
+
+def _check_previous(
+    receipt: Receipt, current: Checkpoint, keys: Sequence[Verifier], origin: str | None
+) -> Checkpoint | None:
+    """The old checkpoint is signed, covers the entry, and the current one extends it."""
+    previous = receipt.previous
+    if previous is None:
+        return None
+    old = open_checkpoint(previous.checkpoint, keys, origin=origin).checkpoint
+    if old.origin != current.origin:
+        raise OriginMismatchError(
+            f"previous checkpoint origin {old.origin!r} != current {current.origin!r}"
+        )
+    if receipt.index >= old.size:
+        raise BoundsError(f"previous checkpoint of size {old.size} does not hold {receipt.index}")
+    merkle.verify_consistency(
+        old.size, current.size, old.root_hash, current.root_hash, previous.consistency_proof
+    )
+    return old
+
+
+def verify_receipt(
+    receipt: Receipt,
+    log_keys: Sequence[Verifier],
+    *,
+    tsa_roots: Sequence[x509.Certificate] | None = None,
+    origin: str | None = None,
+    record: DecisionRecord | None = None,
+) -> ReceiptReport:
+    """Check every part of ``receipt``; raise a ``VerificationError`` at the first failure.
+
+    In order: the records (the receipt's and ``record``) hash to the record digest and the
+    disclosures open their commitments; the v1 leaf logs that digest; the checkpoint is signed
+    by one of ``log_keys`` (its origin is ``origin`` when given) and its size is ``tree_size``;
+    the inclusion proof leads from the leaf hash at ``index`` to its root; the previous
+    checkpoint (if any) is signed, covers ``index`` and is consistent with the current one; the
+    anchors verify against ``tsa_roots`` (none given: reported ``not_checked``).
+    """
+    used = _check_record(receipt, record)
+    logged_ms = _check_leaf(receipt)
+    verified = open_checkpoint(receipt.checkpoint, log_keys, origin=origin)
+    checkpoint = verified.checkpoint
+    if checkpoint.size != receipt.tree_size:
+        raise BoundsError(f"tree_size {receipt.tree_size} != checkpoint size {checkpoint.size}")
+    leaf_hash = merkle.leaf_hash(receipt.leaf)
+    merkle.verify_inclusion(
+        leaf_hash, receipt.index, checkpoint.size, receipt.inclusion_proof, checkpoint.root_hash
+    )
+    old = _check_previous(receipt, checkpoint, log_keys, origin)
+    groups = [("anchors", receipt.anchors, checkpoint)]
+    if old is not None and receipt.previous is not None:
+        groups.append(("previous.anchors", receipt.previous.anchors, old))
+    return ReceiptReport(
+        record_digest=receipt.record_digest,
+        index=receipt.index,
+        tree_size=checkpoint.size,
+        origin=checkpoint.origin,
+        root_hash=checkpoint.root_hash,
+        logged_at_ms=logged_ms,
+        signed_by=tuple(f"{s.name}+{s.key_id.hex()}" for s in verified.log_signatures),
+        record=used,
+        disclosed=tuple(d.field_path for d in receipt.disclosures),
+        anchors_checked=bool(tsa_roots),
+        anchors=_check_anchors(groups, tsa_roots),
+        previous_size=None if old is None else old.size,
+    )
+
+
+def to_tlog_proof(receipt: Receipt, *, with_leaf: bool = True) -> TlogProof:
+    """The receipt as c2sp.org/tlog-proof@v1; ``extra`` carries the leaf (unauthenticated
+    until its hash is checked against the proof, as the spec allows for data needed to
+    reconstruct the record hash)."""
+    return TlogProof(
+        index=receipt.index,
+        proof=receipt.inclusion_proof,
+        checkpoint_note=receipt.checkpoint,
+        extra=receipt.leaf if with_leaf else None,
+    )
