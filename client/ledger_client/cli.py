@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from ledger_client import cli_anchor, cli_notes, cli_proofs
+from ledger_client import cli_anchor, cli_monitor, cli_notes, cli_proofs
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -24,5 +24,6 @@ for _command in (
     cli_notes.checkpoint,
     cli_notes.tlog_proof,
     cli_anchor.anchor,
+    cli_monitor.monitor,
 ):
     main.add_command(_command)

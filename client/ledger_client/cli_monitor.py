@@ -18,7 +18,7 @@ import base64
 import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -177,8 +177,7 @@ def _reporting_evidence(as_json: bool, run: Callable[[], Outcome]) -> Callable[[
 @contextmanager
 def _progress_bar(total: int) -> Iterator[Advance]:
     """click.progressbar on stderr (a label only when stderr is not a terminal)."""
-    stderr = click.get_text_stream("stderr")
-    with click.progressbar(length=total, label="auditing entries", file=stderr) as bar:
+    with click.progressbar(length=total, label="auditing entries", file=sys.stderr) as bar:
         yield bar.update
 
 
@@ -200,10 +199,8 @@ def _poll_forever(mon: Monitor, audit: bool, interval: float, as_json: bool) -> 
     def on_error(exc: ServiceError) -> None:
         click.echo(f"warning: {exc} (retrying in {interval:g}s)", err=True)
 
-    try:
+    with suppress(KeyboardInterrupt):  # Ctrl-C ends a healthy watch: exit 0
         follow(mon, interval=interval, full_audit=audit, on_poll=on_poll, on_error=on_error)
-    except KeyboardInterrupt:
-        pass
     state = mon.state
     size = None if state is None else state.size
     return Outcome("monitor", {"stopped": "interrupted", "size": size}, [f"trusted size: {size}"])
@@ -225,12 +222,19 @@ def _poll_forever(mon: Monitor, audit: bool, interval: float, as_json: bool) -> 
 @click.option(
     "--interval",
     type=click.FloatRange(min=0.0, min_open=True),
+    metavar="SECONDS",
     default=10.0,
     show_default=True,
     help="seconds between polls",
 )
-@click.option("--timeout", type=click.FloatRange(min=0.0, min_open=True), default=30.0,
-              show_default=True, help="seconds per server call")  # fmt: skip
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.0, min_open=True),
+    metavar="SECONDS",
+    default=30.0,
+    show_default=True,
+    help="seconds per server call",
+)
 @json_option
 def monitor(
     server: str,

@@ -178,12 +178,12 @@ def test_remote_log_is_typed(tmp_path: Path) -> None:
 def test_malformed_protobuf_is_invalid_argument(tmp_path: Path) -> None:
     with running_server(tmp_path) as (server, log, _signer):
         with grpc.insecure_channel(server.address) as channel:
-            raw = channel.unary_unary("/ledger.v1.LedgerService/AppendRecords")
+            raw = channel.unary_unary("/ledger.v1.LedgerService/AppendRecords", None, None)
             with pytest.raises(grpc.RpcError) as info:
                 raw(b"\x0a\xff\xff\xff", timeout=10)  # a length that runs past the end
             assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
             assert "malformed AppendRecordsRequest" in (info.value.details() or "")
-            stream = channel.stream_stream("/ledger.v1.LedgerService/StreamAppend")
+            stream = channel.stream_stream("/ledger.v1.LedgerService/StreamAppend", None, None)
             with pytest.raises(grpc.RpcError) as info:
                 list(stream(iter([b"\x0a\xff\xff"]), timeout=10))
             assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
@@ -204,8 +204,8 @@ def test_pushback_when_queues_are_full(tmp_path: Path) -> None:
                         client.append([digest(i, f"p{worker}-{n}") for i in range(1_000)])
                     except grpc.RpcError as exc:
                         codes.append(exc.code())
-                        meta = dict(exc.trailing_metadata() or ())  # type: ignore[attr-defined]
-                        hints.append(str(meta.get("retry-after-ms", "")))
+                        trailers = exc.trailing_metadata() or ()
+                        hints.extend(str(m.value) for m in trailers if m.key == "retry-after-ms")
 
         threads = [threading.Thread(target=burst, args=(w,)) for w in range(8)]
         for t in threads:
@@ -214,6 +214,7 @@ def test_pushback_when_queues_are_full(tmp_path: Path) -> None:
             t.join()
         assert codes, "no pushback under a burst far above max_pending"
         assert set(codes) == {grpc.StatusCode.RESOURCE_EXHAUSTED}
+        assert len(hints) == len(codes)
         assert all(h.isdigit() and int(h) > 0 for h in hints)
         # the server is healthy afterwards
         assert log.append([digest(0, "calm")], wait_for_checkpoint=True).checkpoint is not None
