@@ -32,9 +32,12 @@ class Integrator:
     def integrate(
         self, leaf_hashes: Sequence[bytes]
     ) -> tuple[list[tuple[NodeID, bytes]], CompactRange]:
-        """The full nodes the new leaves complete, and the compact range after them."""
+        """The full nodes above the leaves that they complete, and the compact range after them.
+
+        Level-0 nodes are the leaf hashes of the entries; stores derive them from the entries.
+        """
         extended = self._compact.copy()
-        nodes = extended.extend(leaf_hashes)
+        nodes = extended.extend(leaf_hashes, with_leaves=False)
         return nodes, extended
 
     def adopt(self, compact: CompactRange) -> None:

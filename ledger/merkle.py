@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ledger.errors import BoundsError, MalformedHashError, ProofShapeError, RootMismatchError
 
@@ -70,12 +71,14 @@ def root(leaf_hashes: Iterable[bytes]) -> bytes:
     return compact.root()
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class NodeID:
-    """The perfect subtree of ``2**level`` leaves starting at leaf ``index * 2**level``."""
+class NodeID(NamedTuple):
+    """The perfect subtree of ``2**level`` leaves starting at leaf ``index * 2**level``.
+
+    A named tuple (not a dataclass) because integration creates about two per leaf.
+    """
 
     level: int
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index on purpose
 
     @property
     def begin(self) -> int:
@@ -135,24 +138,36 @@ class CompactRange:
 
     def append(self, leaf: bytes) -> list[tuple[NodeID, bytes]]:
         """Add one leaf hash; return every full node it completes (the leaf itself first)."""
-        index = self._size
-        created = [(NodeID(0, index), leaf)]
-        h = leaf
-        level = 0
-        stack = self._hashes
-        while (index >> level) & 1:
-            h = node_hash(stack.pop(), h)
-            level += 1
-            created.append((NodeID(level, index >> level), h))
-        stack.append(h)
-        self._size = index + 1
-        return created
+        return self.extend((leaf,))
 
-    def extend(self, leaves: Iterable[bytes]) -> list[tuple[NodeID, bytes]]:
-        """Add leaf hashes in order; return every full node completed, in creation order."""
+    def extend(
+        self, leaves: Iterable[bytes], *, with_leaves: bool = True
+    ) -> list[tuple[NodeID, bytes]]:
+        """Add leaf hashes in order; return every full node completed, in creation order
+        (level-0 nodes, the leaf hashes themselves, only ``with_leaves``).
+
+        The hot loop of integration: hashing is inlined and each node hashed exactly once.
+        """
         created: list[tuple[NodeID, bytes]] = []
+        add = created.append
+        stack = self._hashes
+        pop, push = stack.pop, stack.append
+        sha256, prefix = _sha256, _NODE_PREFIX
+        index = self._size
         for leaf in leaves:
-            created.extend(self.append(leaf))
+            if with_leaves:
+                add((NodeID(0, index), leaf))
+            h = leaf
+            level = 0
+            i = index
+            while i & 1:
+                h = sha256(prefix + pop() + h).digest()
+                level += 1
+                i >>= 1
+                add((NodeID(level, i), h))
+            push(h)
+            index += 1
+        self._size = index
         return created
 
     def root(self) -> bytes:

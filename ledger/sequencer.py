@@ -10,17 +10,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ledger import merkle
 from ledger.errors import InvalidArgumentError
 from ledger.storage import Store
-from ledger.types import DIGEST_SIZE, MAX_METADATA, AppendResult, decode_leaf, encode_leaf
+from ledger.types import (
+    DIGEST_SIZE,
+    MAX_METADATA,
+    AppendResult,
+    decode_leaf,
+    leaf_prefix,
+    leaf_suffix,
+)
 
 __all__ = ["AppendItem", "Sequenced", "Sequencer"]
 
 
-@dataclass(frozen=True, slots=True)
-class AppendItem:
+class AppendItem(NamedTuple):
     """One record digest to append, with optional small metadata bound into the leaf."""
 
     record_digest: bytes
@@ -80,20 +87,21 @@ class Sequencer:
         leaf_hashes: list[bytes] = []
         results: list[AppendResult] = []
         index = self._next_index
+        prefix, no_metadata = leaf_prefix(now), leaf_suffix(b"")
+        leaf_hash = merkle.leaf_hash
         for item in items:
             digest = item.record_digest
             result = known.get(digest) or batch.get(digest)
             if result is not None:
                 results.append(_as_duplicate(result))
                 continue
-            leaf = encode_leaf(digest, now, item.metadata)
-            leaf_hash = merkle.leaf_hash(leaf)
-            result = AppendResult(
-                index=index, leaf_hash=leaf_hash, timestamp_ms=now, duplicate=False
-            )
+            meta = item.metadata
+            leaf = prefix + digest + (leaf_suffix(meta) if meta else no_metadata)
+            h = leaf_hash(leaf)
+            result = AppendResult(index=index, leaf_hash=h, timestamp_ms=now, duplicate=False)
             batch[digest] = result
             entries.append((index, leaf, digest))
-            leaf_hashes.append(leaf_hash)
+            leaf_hashes.append(h)
             results.append(result)
             index += 1
         return Sequenced(
@@ -130,11 +138,4 @@ class Sequencer:
 
 
 def _as_duplicate(result: AppendResult) -> AppendResult:
-    if result.duplicate:
-        return result
-    return AppendResult(
-        index=result.index,
-        leaf_hash=result.leaf_hash,
-        timestamp_ms=result.timestamp_ms,
-        duplicate=True,
-    )
+    return result if result.duplicate else result._replace(duplicate=True)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ledger.errors import StorageError
-from ledger.merkle import CompactRange, NodeID
+from ledger.merkle import CompactRange, NodeID, leaf_hash
 from ledger.types import Anchor, PublishedCheckpoint
 
 __all__ = ["Batch", "MemoryStore", "Store", "TreeState", "check_new_checkpoint"]
@@ -54,7 +54,8 @@ class TreeState:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Batch:
-    """One group commit: new entries (index, leaf, record digest), new full nodes, new state."""
+    """One group commit: new entries (index, leaf, record digest), the full nodes of level >= 1
+    they complete, and the new state. A level-0 node is the leaf hash of its entry."""
 
     entries: Sequence[tuple[int, bytes, bytes]]
     nodes: Sequence[tuple[NodeID, bytes]]
@@ -159,9 +160,11 @@ class MemoryStore:
 
     def get_nodes(self, ids: Sequence[NodeID]) -> list[bytes]:
         try:
-            return [self._nodes[i] for i in ids]
+            return [
+                leaf_hash(self._leaves[i.index]) if i.level == 0 else self._nodes[i] for i in ids
+            ]
         except KeyError as exc:
-            raise StorageError(f"missing tree node {exc.args[0]}") from None
+            raise StorageError(f"missing tree node or entry {exc.args[0]}") from None
 
     def get_leaves(self, indexes: Sequence[int]) -> list[bytes]:
         try:

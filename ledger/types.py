@@ -15,6 +15,7 @@ The log's receive time never decreases across the log, even when the wall clock 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ledger.errors import InvalidArgumentError, StorageError
 
@@ -30,12 +31,24 @@ __all__ = [
     "PublishedCheckpoint",
     "decode_leaf",
     "encode_leaf",
+    "leaf_prefix",
+    "leaf_suffix",
 ]
 
 LEAF_VERSION = 1
 DIGEST_SIZE = 32
 MAX_METADATA = 1024
 _HEADER = 1 + 8 + DIGEST_SIZE + 2
+
+
+def leaf_prefix(timestamp_ms: int) -> bytes:
+    """The first 9 bytes of every v1 leaf received at ``timestamp_ms`` (shared by a batch)."""
+    return LEAF_VERSION.to_bytes(1, "big") + timestamp_ms.to_bytes(8, "big")
+
+
+def leaf_suffix(metadata: bytes) -> bytes:
+    """The bytes after the record digest: metadata length and metadata."""
+    return len(metadata).to_bytes(2, "big") + metadata
 
 
 def encode_leaf(record_digest: bytes, timestamp_ms: int, metadata: bytes = b"") -> bytes:
@@ -46,15 +59,7 @@ def encode_leaf(record_digest: bytes, timestamp_ms: int, metadata: bytes = b"") 
         )
     if len(metadata) > MAX_METADATA:
         raise InvalidArgumentError(f"metadata is {len(metadata)} bytes, max {MAX_METADATA}")
-    return b"".join(
-        (
-            LEAF_VERSION.to_bytes(1, "big"),
-            timestamp_ms.to_bytes(8, "big"),
-            record_digest,
-            len(metadata).to_bytes(2, "big"),
-            metadata,
-        )
-    )
+    return leaf_prefix(timestamp_ms) + record_digest + leaf_suffix(metadata)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,11 +89,10 @@ def decode_leaf(index: int, leaf: bytes) -> Entry:
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AppendResult:
-    """What an append returns for one digest."""
+class AppendResult(NamedTuple):
+    """What an append returns for one digest (a named tuple: one is made per appended entry)."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index on purpose
     leaf_hash: bytes
     timestamp_ms: int
     duplicate: bool

@@ -139,6 +139,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run the benchmark; write and return the report."""
     plan = make_plan(args)
     header = _header(plan, args.profile is not None)
+    if args.profile is not None:
+        args.profile.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="ledger-bench-", dir=args.work_dir))
     pool = ClientPool(CLIENT_PROCESSES)
     runs: list[RunFigures] = []

@@ -163,6 +163,22 @@ def _probe(task: Task, remote: RemoteLog, window: Window) -> Outcome:
     return out
 
 
+def _health(task: Task, remote: RemoteLog, window: Window) -> Outcome:
+    """The gRPC floor: trivial unary calls (grpc.health.v1 Check) on a channel of their own."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    with grpc.insecure_channel(task.address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        request = health_pb2.HealthCheckRequest()
+        stub.Check(request, timeout=30)
+
+        def call(rng: random.Random) -> int:
+            stub.Check(request, timeout=30)
+            return 1
+
+        return _timed(task, window, call)
+
+
 # --- proofs -----------------------------------------------------------------------------------
 
 
@@ -231,6 +247,7 @@ def _with_tally(out: Outcome, tally: Tally) -> Outcome:
 
 LOADS: dict[str, Callable[[Task, RemoteLog, Window], Outcome]] = {
     "append": _append,
+    "health": _health,
     "fill": _fill,
     "stream": _stream,
     "probe": _probe,

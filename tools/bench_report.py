@@ -161,12 +161,16 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario(
         "B8",
-        "the limit: SHA-256 of 65 bytes; in-process Log.append + publish per 1,000 (synced)",
-        "report B2 as a fraction of the loop",
+        "the limit: SHA-256 of 65 bytes; in-process Log.append + publish per 1,000 (synced); "
+        "and the gRPC floor (trivial unary health Check, 2 x 32 callers)",
+        "report B2 as a fraction of the loop (and B1 as a fraction of the gRPC floor)",
         (
             Figure("sha256_per_s", "SHA-256 calls", "calls/s"),
             Figure("loop_entries_per_s", "in-process append loop", "entries/s"),
             Figure("b2_fraction", "B2 / loop", "ratio"),
+            Figure("grpc_floor_per_s", "gRPC floor: trivial unary calls", "calls/s"),
+            Figure("grpc_floor_server_cpu", "gRPC floor server CPU", "cores"),
+            Figure("b1_fraction", "B1 / gRPC floor", "ratio"),
         ),
     ),
 )

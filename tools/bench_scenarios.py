@@ -305,6 +305,14 @@ class Bench:
 
     # --- B8 and one whole run ---------------------------------------------------------------
 
+    def grpc_floor(self, run: int) -> dict[str, float]:
+        """B8: trivial unary RPCs (health Check) at B1's concurrency: what B1 can at most do."""
+        progress(f"run {run} B8: gRPC floor, trivial unary calls, 2 x 32 callers")
+        with self._fresh_server(run, "B8-floor") as server:
+            tasks = [self._task("health", server, seed=k, threads=32) for k in range(2)]
+            out, server_cpu, _ = self._timed(server, tasks)
+        return {"grpc_floor_per_s": self._rate(out.calls), "grpc_floor_server_cpu": server_cpu}
+
     def limit(self, run: int) -> dict[str, float]:
         """B8: SHA-256 calls/s and the in-process append loop (no server running)."""
         progress(f"run {run} B8: SHA-256 and the in-process append loop")
@@ -329,8 +337,9 @@ class Bench:
         if self.wants("B5", "B6", "B7"):
             figures |= {k: v for k, v in self.big_log(run).items() if v}
         if self.wants("B8"):
-            figures["B8"] = self.limit(run)
-            figures["B8"]["b2_fraction"] = (
-                figures["B2"]["records_per_s"] / figures["B8"]["loop_entries_per_s"]
-            )
+            b8 = self.grpc_floor(run) | self.limit(run)
+            b8["b2_fraction"] = figures["B2"]["records_per_s"] / b8["loop_entries_per_s"]
+            if "B1" in figures:
+                b8["b1_fraction"] = figures["B1"]["records_per_s"] / b8["grpc_floor_per_s"]
+            figures["B8"] = b8
         return figures

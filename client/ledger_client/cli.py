@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from ledger_client import cli_anchor, cli_monitor, cli_notes, cli_proofs
+from ledger_client import cli_anchor, cli_monitor, cli_notes, cli_proofs, cli_receipts
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -25,5 +25,7 @@ for _command in (
     cli_notes.tlog_proof,
     cli_anchor.anchor,
     cli_monitor.monitor,
+    cli_receipts.receipt,
+    cli_receipts.run,
 ):
     main.add_command(_command)

@@ -111,8 +111,10 @@ def describe_poll(result: PollResult, audit: bool) -> tuple[dict[str, Any], list
     lines = [line, f"root hash: {details['root_hash']}"]
     if audit:
         details["audited"] = result.audited
-        lines.append(f"audited:   entries 0..{result.audited_size} hash to the signed root"
-                     f" ({result.audited} new)")  # fmt: skip
+        lines.append(
+            f"audited:   the first {result.audited_size} entries hash to the signed root"
+            f" ({result.audited} new)"
+        )
     return details, lines
 
 
@@ -121,7 +123,7 @@ def _checkpoint_lines(label: str, described: Any) -> list[str]:
         return []
     note = str(described.get("note", ""))
     head = f"{label}: size {described.get('size')}, root {described.get('root_hash_hex')}"
-    return [head, *(f"    {line}" for line in note.splitlines())]
+    return [head, *(f"    {line}".rstrip() for line in note.splitlines())]
 
 
 def evidence_lines(evidence: dict[str, object]) -> list[str]:
@@ -134,8 +136,10 @@ def evidence_lines(evidence: dict[str, object]) -> list[str]:
     proof = evidence.get("proof")
     if isinstance(proof, dict):
         hashes = [str(h) for h in proof.get("hashes", [])]
-        lines.append(f"consistency proof {proof.get('size1')} -> {proof.get('size2')}:"
-                     f" {len(hashes)} hash(es)")  # fmt: skip
+        lines.append(
+            f"consistency proof {proof.get('size1')} -> {proof.get('size2')}:"
+            f" {len(hashes)} hash(es)"
+        )
         lines += [f"    {h}" for h in hashes]
         lines.append("re-check: " + _recheck_command(evidence, proof, hashes))
     return lines

@@ -522,7 +522,7 @@ def follow(
     full_audit: bool = False,
     on_poll: Callable[[PollResult], None] = lambda result: None,
     on_error: Callable[[ServiceError], None] = lambda error: None,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] | None = None,
     max_polls: int | None = None,
 ) -> int:
     """Poll every ``interval`` seconds; return the number of polls made.
@@ -530,11 +530,13 @@ def follow(
     A ``ServiceError`` (server down, request refused) is reported to ``on_error`` and retried at
     the next poll; a ``VerificationError`` (fork, rollback, bad signature) ends the loop. Runs
     until interrupted (KeyboardInterrupt propagates) or, when given, ``max_polls`` polls.
+    ``sleep`` defaults to ``time.sleep``.
     """
+    pause = sleep or time.sleep
     polls = 0
     while max_polls is None or polls < max_polls:
         if polls:
-            sleep(interval)
+            pause(interval)
         try:
             on_poll(monitor.poll(full_audit=full_audit))
         except ServiceError as exc:

@@ -38,11 +38,7 @@ from dataclasses import dataclass
 from ledger import merkle
 from ledger.checkpoint import Checkpoint, SignedNote, decode_b64
 from ledger.commitments import Disclosure
-from ledger.errors import (
-    FormatError,
-    InvalidRecordError,
-    MalformedNoteError,
-)
+from ledger.errors import FormatError, InvalidRecordError, MalformedNoteError
 from ledger.jcs import (
     Json,
     canonical_bytes,

@@ -1,0 +1,313 @@
+"""``ledger-verify receipt`` and ``run``: decision-record receipts and whole runs, offline.
+
+* ``receipt FILE [--record FILE] --key VKEY [--tsa-root PEM ...]``: every part of a receipt
+  (``ledger_client.receipt_verify.verify_receipt``), then a short report: record digest, index,
+  tree size, logged at (the leaf's time), anchored at (the earliest valid RFC 3161 genTime) and
+  by which TSA. Without ``--tsa-root`` anchors are reported ``not checked``, never valid.
+* ``run PATH --key VKEY [--tsa-root PEM ...]``: PATH is a folder of ``*.json`` files or a
+  JSON-lines file; each item is ``{"record": <decision record or null>, "receipt": <receipt>}``
+  (``record`` may be left out or null when the receipt carries it). Every receipt must verify;
+  then, in log order (by receipt index), parents that are present must have been logged earlier
+  (``parent_logged_later``) and ``ledger.runs.check_run`` must find the run exactly as its
+  ``run_closed`` record lists it (``missing``, ``extra``, ``altered``, ``reordered``, ...).
+  Problems are named by code with the record's step, id, digest and file (or line).
+
+The log order is the order receipts prove; the order of files or lines is not authenticated
+and does not matter. Exit codes as for every subcommand (``cli_common``): 0 valid, 1 a check
+failed, 2 usage or malformed input.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+from cryptography import x509
+
+from ledger.checkpoint import Verifier
+from ledger.errors import FormatError, InvalidRecordError, VerificationError
+from ledger.jcs import Json, loads_strict
+from ledger.records import DecisionRecord, record_digest
+from ledger.runs import check_run
+from ledger_client.cli_common import EXIT_INVALID, Outcome, finish, json_option
+from ledger_client.cli_notes import MAX_INPUT_BYTES, log_verifiers, read_input
+from ledger_client.receipt import Receipt
+from ledger_client.receipt_verify import ReceiptReport, verify_receipt
+
+__all__ = ["receipt", "run"]
+
+_KEY_HELP = "log verifier key name+hexid+base64 (type 0x01); repeat for several"
+_ROOT_HELP = "trusted TSA root certificate(s), PEM; repeat. Without it anchors are not checked"
+_ORIGIN_HELP = "expected checkpoint origin"
+
+
+def _roots(paths: Sequence[str]) -> list[x509.Certificate] | None:
+    """Every certificate in the ``--tsa-root`` files (PEM or DER); None when none is given."""
+    certs: list[x509.Certificate] = []
+    for path in paths:
+        data = read_input(path, "--tsa-root")
+        try:
+            if b"-----BEGIN" in data:
+                certs += x509.load_pem_x509_certificates(data)
+            else:
+                certs.append(x509.load_der_x509_certificate(data))
+        except ValueError as exc:
+            raise FormatError(f"--tsa-root {path}: not a PEM or DER certificate ({exc})") from None
+    return certs or None
+
+
+# --- receipt ----------------------------------------------------------------------------------
+
+
+def _anchor_lines(report: ReceiptReport) -> list[str]:
+    first = report.anchored
+    if first is not None and first.gen_time is not None:
+        stamp = report.to_json_obj()["anchored_at"]
+        head = f"anchored at:   {stamp} by {first.signer} (size {first.checkpoint_size})"
+    elif not report.anchors:
+        head = "anchored at:   no anchor in the receipt"
+    else:
+        head = "anchored at:   not checked (give --tsa-root PEM to check the anchors)"
+    lines = [head]
+    for anchor in report.anchors:
+        note = f": {anchor.detail}" if anchor.detail else ""
+        lines.append(f"  anchor:      {anchor.tsa} over size {anchor.checkpoint_size}, "
+                     f"{anchor.status.replace('_', ' ')}{note}")  # fmt: skip
+    return lines
+
+
+def describe_receipt(report: ReceiptReport) -> list[str]:
+    """Human lines for a verified receipt."""
+    details = report.to_json_obj()
+    record = report.record
+    about = "not given (digest only)"
+    if record is not None:
+        about = f"{record.kind}, step {record.step} of run {record.run_id} ({record.record_id})"
+    lines = [
+        f"record digest: {report.record_digest.hex()}",
+        f"record:        {about}",
+        f"index:         {report.index} (tree size {report.tree_size}, {report.origin})",
+        f"logged at:     {details['logged_at']} (the log's time, from the leaf)",
+        *(f"signed by:     {name}" for name in report.signed_by),
+        *_anchor_lines(report),
+    ]
+    if report.disclosed:
+        lines.append(f"disclosed:     {', '.join(report.disclosed)}")
+    if report.previous_size is not None:
+        lines.append(f"previous:      size {report.previous_size}, consistent with this one")
+    return lines
+
+
+@click.command("receipt")
+@click.argument("file", metavar="FILE|-")
+@click.option("--record", "record_file", metavar="FILE", help="the decision record (JSON)")
+@click.option("--key", "keys", multiple=True, required=True, metavar="VKEY", help=_KEY_HELP)
+@click.option("--tsa-root", "roots", multiple=True, metavar="PEM", help=_ROOT_HELP)
+@click.option("--origin", metavar="ORIGIN", help=_ORIGIN_HELP)
+@json_option
+def receipt(
+    file: str,
+    record_file: str | None,
+    keys: tuple[str, ...],
+    roots: tuple[str, ...],
+    origin: str | None,
+    as_json: bool,
+) -> None:
+    """Check a decision-record receipt: record, leaf, proofs, checkpoint, anchors."""
+
+    def check() -> Outcome:
+        verifiers, trusted = log_verifiers(keys), _roots(roots)
+        parsed = Receipt.from_json(read_input(file, "receipt"))
+        record = None
+        if record_file is not None:
+            record = DecisionRecord.from_json(read_input(record_file, "record"))
+        report = verify_receipt(parsed, verifiers, tsa_roots=trusted, origin=origin, record=record)
+        return Outcome("receipt", report.to_json_obj(), describe_receipt(report))
+
+    finish("receipt", as_json, check)
+
+
+# --- run --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunItem:
+    """One record of a run with its receipt; ``source`` names the file or line it came from."""
+
+    source: str
+    record: DecisionRecord
+    receipt: Receipt
+
+    @property
+    def digest(self) -> str:
+        return record_digest(self.record).hex()
+
+
+def _item(obj: Json, source: str) -> RunItem:
+    if not isinstance(obj, dict) or "receipt" not in obj or set(obj) - {"record", "receipt"}:
+        raise FormatError(f"{source}: expected an object with 'receipt' and optional 'record'")
+    try:
+        parsed = Receipt.from_json_obj(obj["receipt"])
+        given = obj.get("record")
+        record = parsed.record if given is None else DecisionRecord.from_json_obj(given)
+    except FormatError as exc:
+        raise FormatError(f"{source}: {exc}") from None
+    if record is None:
+        raise FormatError(f"{source}: no record (neither beside the receipt nor in it)")
+    return RunItem(source=source, record=record, receipt=parsed)
+
+
+def _parse(data: bytes | str, source: str) -> Json:
+    try:
+        return loads_strict(data)
+    except InvalidRecordError as exc:
+        raise FormatError(f"{source}: {exc}") from None
+
+
+def _lines_of(path: Path) -> Iterator[RunItem]:
+    with path.open("rb") as stream:
+        for number, line in enumerate(stream, 1):
+            if len(line) > MAX_INPUT_BYTES:
+                raise FormatError(f"{path.name}:{number}: longer than {MAX_INPUT_BYTES} bytes")
+            if line.strip():
+                source = f"{path.name}:{number}"
+                yield _item(_parse(line, source), source)
+
+
+def load_run(path: str) -> list[RunItem]:
+    """The items of a run folder (``*.json``, one item each) or JSON-lines file."""
+    where = Path(path)
+    if where.is_dir():
+        files = sorted(where.glob("*.json"))
+        items = [_item(_parse(read_input(str(f), "run item"), f.name), f.name) for f in files]
+    else:
+        items = list(_lines_of(where))
+    if not items:
+        raise FormatError(f"{path}: no records found")
+    return items
+
+
+def _problem(code: str, message: str, item: RunItem | None, **known: Any) -> dict[str, Json]:
+    if item is not None:
+        known = {"step": item.record.step, "record_id": item.record.record_id,
+                 "record_digest": item.digest, "source": item.source}  # fmt: skip
+    return {"code": code, "message": message, "step": None, "record_id": None,
+            "record_digest": None, "source": None, **known}  # fmt: skip
+
+
+def _receipt_problems(
+    items: Sequence[RunItem],
+    keys: Sequence[Verifier],
+    roots: Sequence[x509.Certificate] | None,
+    origin: str | None,
+) -> list[dict[str, Json]]:
+    problems = []
+    for item in items:
+        try:
+            verify_receipt(item.receipt, keys, tsa_roots=roots, origin=origin, record=item.record)
+        except VerificationError as exc:
+            problems.append(_problem("invalid_receipt", str(exc), item))
+    return problems
+
+
+def _parent_problems(ordered: Sequence[RunItem]) -> list[dict[str, Json]]:
+    """A parent that is present must have a lower log index than its child."""
+    index_of = {item.digest: item.receipt.index for item in ordered}
+    problems = []
+    for item in ordered:
+        for parent in item.record.parent_digests:
+            logged = index_of.get(parent)
+            if logged is not None and logged >= item.receipt.index:
+                message = (
+                    f"parent {parent} is at log index {logged}, not before {item.receipt.index}"
+                )
+                problems.append(_problem("parent_logged_later", message, item))
+    return problems
+
+
+def check_run_items(
+    items: Sequence[RunItem],
+    keys: Sequence[Verifier],
+    *,
+    tsa_roots: Sequence[x509.Certificate] | None = None,
+    origin: str | None = None,
+) -> dict[str, Json]:
+    """Receipts, log order of parents, and ``check_run`` in log order: a JSON report."""
+    ordered = sorted(items, key=lambda item: item.receipt.index)
+    problems = _receipt_problems(ordered, keys, tsa_roots, origin)
+    problems += _parent_problems(ordered)
+    report = check_run([item.record for item in ordered])
+    source = {item.digest: item.source for item in ordered}
+    for p in report.problems:
+        known = p.to_json_obj()
+        known["source"] = source.get(p.record_digest or "")
+        del known["code"], known["message"]
+        problems.append(_problem(p.code, p.message, None, **known))
+    invalid = sum(1 for p in problems if p["code"] == "invalid_receipt")
+    listed: list[Json] = [*problems]
+    return {
+        "run_id": report.run_id,
+        "records": len(items),
+        "receipts_valid": len(items) - invalid,
+        "anchors_checked": bool(tsa_roots),
+        "closed_by": report.closed_by,
+        "problems": listed,
+    }
+
+
+def _describe_run(details: dict[str, Json]) -> list[str]:
+    lines = [
+        f"run:           {details['run_id']} ({details['records']} records, "
+        f"{details['receipts_valid']} valid receipts)",
+        f"closed by:     {details['closed_by'] or '(no run_closed record)'}",
+    ]
+    if not details["anchors_checked"]:
+        lines.append("anchors:       not checked (give --tsa-root PEM to check them)")
+    problems = details["problems"]
+    assert isinstance(problems, list)
+    for p in problems:
+        assert isinstance(p, dict)
+        where = f"step {p['step']}" if p["step"] is not None else "run"
+        origin = f" [{p['source']}]" if p["source"] else ""
+        lines.append(f"  {p['code']}: {where}{origin}: {p['message']}")
+    return lines
+
+
+def _fail(as_json: bool, details: dict[str, Json], lines: list[str]) -> NoReturn:
+    """Report a run with problems (like ``finish`` on a failed check) and exit 1."""
+    problems = details["problems"]
+    count = len(problems) if isinstance(problems, list) else 0
+    summary = f"{count} problem(s) in run {details['run_id']}"
+    if as_json:
+        payload = {"valid": False, "check": "run", "error": summary, **details}
+        click.echo(json.dumps(payload, sort_keys=True))
+    else:
+        click.echo("\n".join([f"INVALID: {summary}", *lines]), err=True)
+    sys.exit(EXIT_INVALID)
+
+
+@click.command("run")
+@click.argument("path", metavar="PATH")
+@click.option("--key", "keys", multiple=True, required=True, metavar="VKEY", help=_KEY_HELP)
+@click.option("--tsa-root", "roots", multiple=True, metavar="PEM", help=_ROOT_HELP)
+@click.option("--origin", metavar="ORIGIN", help=_ORIGIN_HELP)
+@json_option
+def run(
+    path: str, keys: tuple[str, ...], roots: tuple[str, ...], origin: str | None, as_json: bool
+) -> None:
+    """Check a run (folder of *.json or JSON-lines of {record, receipt}): complete, in order."""
+
+    def check() -> Outcome:
+        verifiers, trusted = log_verifiers(keys), _roots(roots)
+        details = check_run_items(load_run(path), verifiers, tsa_roots=trusted, origin=origin)
+        lines = _describe_run(details)
+        if details["problems"]:
+            _fail(as_json, details, lines)
+        return Outcome("run", details, lines)
+
+    finish("run", as_json, check)

@@ -1,0 +1,162 @@
+"""Fetching and upgrading receipts (``ledger_client.receipt``) from a log server.
+
+Talks to the server only through a ``RemoteLog`` the caller passes in, so importing this module
+imports neither grpc nor the generated code (``ledger_client.remote`` is imported for typing
+only). gRPC failures surface as ``grpc.RpcError`` from ``RemoteLog``; what this module decides
+itself raises the ledger's error tree.
+
+* ``fetch_receipt``: the receipt of one record digest. By default it is built on the earliest
+  anchored checkpoint that covers the entry (the tightest "existed by" time the log can prove;
+  among the newest ``ANCHORED_SIZES_LIMIT`` anchored sizes), else on the latest checkpoint,
+  without anchors.
+* ``upgrade_receipt``: the same record under a newer checkpoint (by default the newest anchored
+  one): a fresh inclusion proof at the new size, plus the old checkpoint, the RFC 9162 §2.1.4
+  consistency proof from it and its anchors as ``previous``, so both stay checkable. Only the
+  checkpoint the receipt is upgraded from is kept.
+
+Neither verifies signatures or anchors (the recipient does, with ``verify_receipt``); both check
+that the server's answers fit the request (same record digest, same leaf, right sizes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from ledger import records
+from ledger.anchoring import token_certificates
+from ledger.commitments import Disclosure
+from ledger.errors import (
+    InconsistencyError,
+    NotFoundError,
+    NotYetPublishedError,
+    RecordError,
+)
+from ledger.types import Anchor, PublishedCheckpoint
+from ledger_client.receipt import PreviousCheckpoint, Receipt, ReceiptAnchor
+
+if TYPE_CHECKING:
+    from ledger_client.remote import RemoteLog
+
+__all__ = ["ANCHORED_SIZES_LIMIT", "fetch_receipt", "upgrade_receipt"]
+
+ANCHORED_SIZES_LIMIT = 10_000  # the most the server lists in one ListAnchoredSizes call
+
+
+def _receipt_anchors(anchors: Sequence[Anchor]) -> tuple[ReceiptAnchor, ...]:
+    return tuple(
+        ReceiptAnchor(tsa=a.tsa, token=a.token, certificates=tuple(token_certificates(a.token)))
+        for a in anchors
+    )
+
+
+def _anchored_at(remote: RemoteLog, size: int) -> tuple[PublishedCheckpoint, list[Anchor]]:
+    checkpoint, anchors = remote.anchors(size)
+    if checkpoint.size != size or any(a.size != size for a in anchors):
+        raise InconsistencyError(f"server answered anchors of size {checkpoint.size} for {size}")
+    return checkpoint, anchors
+
+
+def _latest(remote: RemoteLog, newer_than: int) -> tuple[PublishedCheckpoint, list[Anchor]]:
+    """The latest checkpoint (with its anchors, if it has any); its size must exceed the bound."""
+    checkpoint = remote.checkpoint()
+    if checkpoint.size <= newer_than:
+        raise NotYetPublishedError(
+            f"the latest checkpoint has size {checkpoint.size}; a size above {newer_than} is needed"
+        )
+    if checkpoint.size in remote.anchored_sizes(ANCHORED_SIZES_LIMIT):
+        return _anchored_at(remote, checkpoint.size)
+    return checkpoint, []
+
+
+def _choose(
+    remote: RemoteLog, index: int, prefer_anchored: bool
+) -> tuple[PublishedCheckpoint, list[Anchor]]:
+    """The earliest anchored checkpoint covering ``index``, else the latest one."""
+    if prefer_anchored:
+        covering = [s for s in remote.anchored_sizes(ANCHORED_SIZES_LIMIT) if s > index]
+        if covering:
+            return _anchored_at(remote, min(covering))
+    return _latest(remote, index)
+
+
+def fetch_receipt(
+    remote: RemoteLog,
+    record_digest: bytes,
+    *,
+    record: records.DecisionRecord | None = None,
+    disclosures: Sequence[Disclosure] = (),
+    prefer_anchored: bool = True,
+) -> Receipt:
+    """The receipt of the logged record ``record_digest`` (see the module docstring).
+
+    ``record`` (which must hash to the digest) and ``disclosures`` (opened fields of it) are
+    carried in the receipt. Raises ``RecordError`` for a record that does not match,
+    ``NotYetPublishedError`` when no checkpoint covers the entry yet.
+    """
+    if record is not None and records.record_digest(record) != record_digest:
+        raise RecordError(
+            f"record hashes to {records.record_digest(record).hex()}, not {record_digest.hex()}"
+        )
+    entry = remote.entry(record_digest)
+    checkpoint, anchors = _choose(remote, entry.index, prefer_anchored)
+    proof = remote.inclusion_proof(record_digest=record_digest, tree_size=checkpoint.size)
+    if proof.entry.record_digest != record_digest or proof.tree_size != checkpoint.size:
+        raise InconsistencyError(
+            f"server answered a proof for {proof.entry.record_digest.hex()} at size "
+            f"{proof.tree_size}, asked {record_digest.hex()} at {checkpoint.size}"
+        )
+    return Receipt(
+        record_digest=record_digest,
+        leaf=proof.entry.leaf,
+        index=proof.entry.index,
+        tree_size=checkpoint.size,
+        inclusion_proof=proof.hashes,
+        checkpoint=checkpoint.note,
+        anchors=_receipt_anchors(anchors),
+        record=record,
+        disclosures=tuple(disclosures),
+    )
+
+
+def _newer(
+    remote: RemoteLog, size: int, anchored: bool
+) -> tuple[PublishedCheckpoint, list[Anchor]]:
+    if not anchored:
+        return _latest(remote, size)
+    newest = remote.anchored_sizes(1)
+    if not newest or newest[0] <= size:
+        raise NotFoundError(f"no anchored checkpoint is newer than size {size}")
+    return _anchored_at(remote, newest[0])
+
+
+def upgrade_receipt(remote: RemoteLog, receipt: Receipt, *, anchored: bool = True) -> Receipt:
+    """``receipt`` moved to the newest anchored checkpoint (``anchored=False``: the latest).
+
+    Raises ``NotFoundError`` (``NotYetPublishedError``) when there is no newer one, and
+    ``InconsistencyError`` if the server's leaf at the receipt's index differs from the
+    receipt's (evidence of a rewritten log).
+    """
+    checkpoint, anchors = _newer(remote, receipt.tree_size, anchored)
+    proof = remote.inclusion_proof(index=receipt.index, tree_size=checkpoint.size)
+    if proof.entry.leaf != receipt.leaf:
+        raise InconsistencyError(
+            f"the log's leaf {receipt.index} at size {checkpoint.size} differs from the receipt's",
+            evidence={"index": receipt.index, "receipt_leaf": receipt.leaf.hex(),
+                      "server_leaf": proof.entry.leaf.hex()},
+        )  # fmt: skip
+    consistency = remote.consistency_proof(receipt.tree_size, checkpoint.size)
+    previous = PreviousCheckpoint(
+        checkpoint=receipt.checkpoint,
+        consistency_proof=consistency.hashes,
+        anchors=receipt.anchors,
+    )
+    return replace(
+        receipt,
+        tree_size=checkpoint.size,
+        inclusion_proof=proof.hashes,
+        checkpoint=checkpoint.note,
+        anchors=_receipt_anchors(anchors),
+        previous=previous,
+    )
