@@ -20,6 +20,8 @@ from grpc_health.v1 import health as grpc_health
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from ledger import merkle
+from ledger.anchoring import token_certificates, token_imprint
 from ledger.errors import (
     FormatError,
     InvalidArgumentError,
@@ -106,8 +108,6 @@ def _checkpoint(cp: PublishedCheckpoint) -> pb.Checkpoint:
 
 
 def _entry(e: Entry) -> pb.Entry:
-    from ledger import merkle
-
     return pb.Entry(
         index=e.index,
         leaf=e.leaf,
@@ -140,8 +140,6 @@ def _result(r: AppendResult, proof: Sequence[bytes] = ()) -> pb.AppendResult:
 
 def anchor_message(a: Anchor) -> pb.Anchor:
     """Protobuf form of a stored anchor (certificates are extracted from the token)."""
-    from ledger.anchoring import token_certificates, token_imprint
-
     return pb.Anchor(
         size=a.size,
         tsa=a.tsa,

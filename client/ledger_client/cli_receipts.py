@@ -22,22 +22,25 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import click
 from cryptography import x509
 
-from ledger.checkpoint import Verifier
-from ledger.errors import FormatError, InvalidRecordError, VerificationError
+from ledger.errors import FormatError, InvalidRecordError
 from ledger.jcs import Json, loads_strict
-from ledger.records import DecisionRecord, record_digest
-from ledger.runs import check_run
+from ledger.records import DecisionRecord
 from ledger_client.cli_common import EXIT_INVALID, Outcome, finish, json_option
 from ledger_client.cli_notes import MAX_INPUT_BYTES, log_verifiers, read_input
 from ledger_client.receipt import Receipt
-from ledger_client.receipt_verify import ReceiptReport, verify_receipt
+from ledger_client.receipt_verify import (
+    ReceiptReport,
+    RunItem,
+    RunVerdict,
+    verify_receipt,
+    verify_run,
+)
 
 __all__ = ["receipt", "run"]
 
@@ -64,10 +67,10 @@ def _roots(paths: Sequence[str]) -> list[x509.Certificate] | None:
 # --- receipt ----------------------------------------------------------------------------------
 
 
-def _anchor_lines(report: ReceiptReport) -> list[str]:
+def _anchor_lines(report: ReceiptReport, details: dict[str, Json]) -> list[str]:
     first = report.anchored
-    if first is not None and first.gen_time is not None:
-        stamp = report.to_json_obj()["anchored_at"]
+    if first is not None:
+        stamp = details["anchored_at"]
         head = f"anchored at:   {stamp} by {first.signer} (size {first.checkpoint_size})"
     elif not report.anchors:
         head = "anchored at:   no anchor in the receipt"
@@ -75,9 +78,8 @@ def _anchor_lines(report: ReceiptReport) -> list[str]:
         head = "anchored at:   not checked (give --tsa-root PEM to check the anchors)"
     lines = [head]
     for anchor in report.anchors:
-        note = f": {anchor.detail}" if anchor.detail else ""
-        lines.append(f"  anchor:      {anchor.tsa} over size {anchor.checkpoint_size}, "
-                     f"{anchor.status.replace('_', ' ')}{note}")  # fmt: skip
+        status = anchor.status.replace("_", " ") + (f": {anchor.detail}" if anchor.detail else "")
+        lines.append(f"  anchor:      {anchor.tsa} over size {anchor.checkpoint_size}, {status}")
     return lines
 
 
@@ -94,7 +96,7 @@ def describe_receipt(report: ReceiptReport) -> list[str]:
         f"index:         {report.index} (tree size {report.tree_size}, {report.origin})",
         f"logged at:     {details['logged_at']} (the log's time, from the leaf)",
         *(f"signed by:     {name}" for name in report.signed_by),
-        *_anchor_lines(report),
+        *_anchor_lines(report, details),
     ]
     if report.disclosed:
         lines.append(f"disclosed:     {', '.join(report.disclosed)}")
@@ -135,22 +137,12 @@ def receipt(
 # --- run --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunItem:
-    """One record of a run with its receipt; ``source`` names the file or line it came from."""
-
-    source: str
-    record: DecisionRecord
-    receipt: Receipt
-
-    @property
-    def digest(self) -> str:
-        return record_digest(self.record).hex()
-
-
 def _item(obj: Json, source: str) -> RunItem:
-    if not isinstance(obj, dict) or "receipt" not in obj or set(obj) - {"record", "receipt"}:
+    if not isinstance(obj, dict) or "receipt" not in obj:
         raise FormatError(f"{source}: expected an object with 'receipt' and optional 'record'")
+    unknown = sorted(set(obj) - {"record", "receipt"})
+    if unknown:
+        raise FormatError(f"{source}: {unknown[0]}: unknown field (only 'record' and 'receipt')")
     try:
         parsed = Receipt.from_json_obj(obj["receipt"])
         given = obj.get("record")
@@ -192,89 +184,19 @@ def load_run(path: str) -> list[RunItem]:
     return items
 
 
-def _problem(code: str, message: str, item: RunItem | None, **known: Any) -> dict[str, Json]:
-    if item is not None:
-        known = {"step": item.record.step, "record_id": item.record.record_id,
-                 "record_digest": item.digest, "source": item.source}  # fmt: skip
-    return {"code": code, "message": message, "step": None, "record_id": None,
-            "record_digest": None, "source": None, **known}  # fmt: skip
-
-
-def _receipt_problems(
-    items: Sequence[RunItem],
-    keys: Sequence[Verifier],
-    roots: Sequence[x509.Certificate] | None,
-    origin: str | None,
-) -> list[dict[str, Json]]:
-    problems = []
-    for item in items:
-        try:
-            verify_receipt(item.receipt, keys, tsa_roots=roots, origin=origin, record=item.record)
-        except VerificationError as exc:
-            problems.append(_problem("invalid_receipt", str(exc), item))
-    return problems
-
-
-def _parent_problems(ordered: Sequence[RunItem]) -> list[dict[str, Json]]:
-    """A parent that is present must have a lower log index than its child."""
-    index_of = {item.digest: item.receipt.index for item in ordered}
-    problems = []
-    for item in ordered:
-        for parent in item.record.parent_digests:
-            logged = index_of.get(parent)
-            if logged is not None and logged >= item.receipt.index:
-                message = (
-                    f"parent {parent} is at log index {logged}, not before {item.receipt.index}"
-                )
-                problems.append(_problem("parent_logged_later", message, item))
-    return problems
-
-
-def check_run_items(
-    items: Sequence[RunItem],
-    keys: Sequence[Verifier],
-    *,
-    tsa_roots: Sequence[x509.Certificate] | None = None,
-    origin: str | None = None,
-) -> dict[str, Json]:
-    """Receipts, log order of parents, and ``check_run`` in log order: a JSON report."""
-    ordered = sorted(items, key=lambda item: item.receipt.index)
-    problems = _receipt_problems(ordered, keys, tsa_roots, origin)
-    problems += _parent_problems(ordered)
-    report = check_run([item.record for item in ordered])
-    source = {item.digest: item.source for item in ordered}
-    for p in report.problems:
-        known = p.to_json_obj()
-        known["source"] = source.get(p.record_digest or "")
-        del known["code"], known["message"]
-        problems.append(_problem(p.code, p.message, None, **known))
-    invalid = sum(1 for p in problems if p["code"] == "invalid_receipt")
-    listed: list[Json] = [*problems]
-    return {
-        "run_id": report.run_id,
-        "records": len(items),
-        "receipts_valid": len(items) - invalid,
-        "anchors_checked": bool(tsa_roots),
-        "closed_by": report.closed_by,
-        "problems": listed,
-    }
-
-
-def _describe_run(details: dict[str, Json]) -> list[str]:
+def _describe_run(verdict: RunVerdict) -> list[str]:
+    run = verdict.run
     lines = [
-        f"run:           {details['run_id']} ({details['records']} records, "
-        f"{details['receipts_valid']} valid receipts)",
-        f"closed by:     {details['closed_by'] or '(no run_closed record)'}",
+        f"run:           {run.run_id} ({verdict.records} records, "
+        f"{verdict.receipts_valid} valid receipts)",
+        f"closed by:     {run.closed_by or '(no run_closed record)'}",
     ]
-    if not details["anchors_checked"]:
+    if not verdict.anchors_checked:
         lines.append("anchors:       not checked (give --tsa-root PEM to check them)")
-    problems = details["problems"]
-    assert isinstance(problems, list)
-    for p in problems:
-        assert isinstance(p, dict)
-        where = f"step {p['step']}" if p["step"] is not None else "run"
-        origin = f" [{p['source']}]" if p["source"] else ""
-        lines.append(f"  {p['code']}: {where}{origin}: {p['message']}")
+    for problem, source in verdict.problems:
+        where = "run" if problem.step is None else f"step {problem.step}"
+        origin = f" [{source}]" if source else ""
+        lines.append(f"  {problem.code}: {where}{origin}: {problem.message}")
     return lines
 
 
@@ -304,9 +226,9 @@ def run(
 
     def check() -> Outcome:
         verifiers, trusted = log_verifiers(keys), _roots(roots)
-        details = check_run_items(load_run(path), verifiers, tsa_roots=trusted, origin=origin)
-        lines = _describe_run(details)
-        if details["problems"]:
+        verdict = verify_run(load_run(path), verifiers, tsa_roots=trusted, origin=origin)
+        details, lines = verdict.to_json_obj(), _describe_run(verdict)
+        if not verdict.ok:
             _fail(as_json, details, lines)
         return Outcome("run", details, lines)
 

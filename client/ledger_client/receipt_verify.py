@@ -1,4 +1,4 @@
-"""Verifying a receipt (``ledger_client.receipt``) offline, part by part, into a report.
+"""Verifying receipts (``ledger_client.receipt``) offline, part by part, and whole runs.
 
 Pure: no grpc, no rocksdict, no I/O. Each part is checked with the project's core: records and
 disclosures (``ledger.records``: RFC 8785 digest, salted commitments), the v1 leaf
@@ -16,6 +16,10 @@ signature and a configured root decide), and every anchor when no TSA root is gi
 ``not_checked``, never valid). With roots, an anchor that chains to none of them is reported
 ``untrusted`` and ignored; any other anchor failure rejects the receipt, and at least one
 anchor must verify.
+
+``verify_run`` checks a run of records with their receipts: each receipt, then parents logged
+before children (by receipt index) and ``ledger.runs.check_run`` in log order. The log order is
+the order the receipts prove; the order in which items are given does not matter.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cryptography import x509
@@ -37,14 +41,26 @@ from ledger.errors import (
     RecordError,
     StorageError,
     TimestampError,
+    VerificationError,
 )
 from ledger.jcs import Json, index_path
 from ledger.records import DecisionRecord, record_digest, verify_disclosure
+from ledger.runs import RunProblem, RunReport, check_run
 from ledger.timestamp import imprint_for_checkpoint_body, verify_token
 from ledger.types import decode_leaf
 from ledger_client.receipt import MalformedReceiptError, Receipt, ReceiptAnchor
 
-__all__ = ["NOT_CHECKED", "UNTRUSTED", "VALID", "AnchorCheck", "ReceiptReport", "verify_receipt"]
+__all__ = [
+    "NOT_CHECKED",
+    "UNTRUSTED",
+    "VALID",
+    "AnchorCheck",
+    "ReceiptReport",
+    "RunItem",
+    "RunVerdict",
+    "verify_receipt",
+    "verify_run",
+]
 
 VALID, NOT_CHECKED, UNTRUSTED = "valid", "not_checked", "untrusted"
 
@@ -53,8 +69,9 @@ def _b64(raw: bytes) -> str:
     return base64.b64encode(raw).decode()
 
 
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+def _iso(moment: datetime | None) -> str | None:
+    """``2026-01-02T03:04:05.678Z`` (UTC), or None."""
+    return None if moment is None else moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,7 +91,7 @@ class AnchorCheck:
             "tsa": self.tsa,
             "checkpoint_size": self.checkpoint_size,
             "status": self.status,
-            "gen_time": None if self.gen_time is None else _iso(self.gen_time),
+            "gen_time": _iso(self.gen_time),
             "signer": self.signer,
             "tsa_name": self.tsa_name,
             "detail": self.detail,
@@ -100,13 +117,21 @@ class ReceiptReport:
 
     @property
     def logged_at(self) -> datetime:
-        return datetime.fromtimestamp(self.logged_at_ms / 1000, UTC)
+        """The log's receive time (the leaf's milliseconds), UTC."""
+        seconds, millis = divmod(self.logged_at_ms, 1000)
+        return datetime.fromtimestamp(seconds, UTC) + timedelta(milliseconds=millis)
 
     @property
     def anchored(self) -> AnchorCheck | None:
         """The earliest valid anchor: the record existed by its genTime."""
         valid = [a for a in self.anchors if a.status == VALID and a.gen_time is not None]
         return min(valid, key=lambda a: a.gen_time or self.logged_at, default=None)
+
+    @property
+    def anchored_at(self) -> datetime | None:
+        """genTime of the earliest valid anchor (None: no anchor was checked and valid)."""
+        first = self.anchored
+        return None if first is None else first.gen_time
 
     def to_json_obj(self) -> dict[str, Json]:
         first = self.anchored
@@ -123,9 +148,7 @@ class ReceiptReport:
             "disclosed": list(self.disclosed),
             "anchors_checked": self.anchors_checked,
             "anchors": [a.to_json_obj() for a in self.anchors],
-            "anchored_at": None
-            if first is None or first.gen_time is None
-            else _iso(first.gen_time),
+            "anchored_at": _iso(self.anchored_at),
             "anchored_by": None if first is None else first.signer,
             "previous_size": self.previous_size,
         }
@@ -285,4 +308,101 @@ def verify_receipt(
         anchors_checked=bool(tsa_roots),
         anchors=_check_anchors(groups, tsa_roots),
         previous_size=None if old is None else old.size,
+    )
+
+
+# --- runs ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunItem:
+    """One record of a run with its receipt; ``source`` names where it came from (a file)."""
+
+    source: str
+    record: DecisionRecord
+    receipt: Receipt
+
+    @property
+    def digest(self) -> str:
+        return record_digest(self.record).hex()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunVerdict:
+    """``verify_run``'s answer: every problem with the source of its record (None: absent)."""
+
+    run: RunReport  # ``check_run`` over the records in log order
+    problems: tuple[tuple[RunProblem, str | None], ...]
+    records: int
+    receipts_valid: int
+    anchors_checked: bool
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_json_obj(self) -> dict[str, Json]:
+        return {
+            "run_id": self.run.run_id,
+            "records": self.records,
+            "receipts_valid": self.receipts_valid,
+            "anchors_checked": self.anchors_checked,
+            "closed_by": self.run.closed_by,
+            "problems": [{**p.to_json_obj(), "source": source} for p, source in self.problems],
+        }
+
+
+def _item_problem(code: str, message: str, item: RunItem) -> tuple[RunProblem, str]:
+    record = item.record
+    problem = RunProblem(
+        code=code, message=message, step=record.step, record_id=record.record_id,
+        record_digest=item.digest,
+    )  # fmt: skip
+    return problem, item.source
+
+
+def _parents_logged_later(ordered: Sequence[RunItem]) -> list[tuple[RunProblem, str]]:
+    """A parent that is present must have a lower log index than its child."""
+    index_of = {item.digest: item.receipt.index for item in ordered}
+    problems = []
+    for item in ordered:
+        for parent in item.record.parent_digests:
+            logged = index_of.get(parent)
+            if logged is not None and logged >= item.receipt.index:
+                message = f"parent {parent} has log index {logged}, not below {item.receipt.index}"
+                problems.append(_item_problem("parent_logged_later", message, item))
+    return problems
+
+
+def verify_run(
+    items: Sequence[RunItem],
+    log_keys: Sequence[Verifier],
+    *,
+    tsa_roots: Sequence[x509.Certificate] | None = None,
+    origin: str | None = None,
+) -> RunVerdict:
+    """Check a run: every receipt (``invalid_receipt``), parents logged earlier
+    (``parent_logged_later``), and ``check_run`` over the records in log order (receipt index):
+    ``missing``, ``extra``, ``altered``, ``reordered``, ... Never raises on a bad run; malformed
+    input (``FormatError``) still raises."""
+    ordered = sorted(items, key=lambda item: item.receipt.index)
+    problems: list[tuple[RunProblem, str | None]] = []
+    for item in ordered:
+        try:
+            verify_receipt(
+                item.receipt, log_keys, tsa_roots=tsa_roots, origin=origin, record=item.record
+            )
+        except VerificationError as exc:
+            problems.append(_item_problem("invalid_receipt", str(exc), item))
+    invalid = len(problems)
+    problems += _parents_logged_later(ordered)
+    report = check_run([item.record for item in ordered])
+    source = {item.digest: item.source for item in ordered}
+    problems += [(p, source.get(p.record_digest or "")) for p in report.problems]
+    return RunVerdict(
+        run=report,
+        problems=tuple(problems),
+        records=len(items),
+        receipts_valid=len(items) - invalid,
+        anchors_checked=bool(tsa_roots),
     )

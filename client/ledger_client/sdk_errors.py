@@ -1,15 +1,15 @@
 """Errors of the agent SDK (``ledger_client.sdk``), under the ledger's one error tree.
 
-    LedgerError                      (ledger.errors)
-    └── ClientError                  the agent-side client cannot do what was asked
-        ├── SpoolError               the spool file is unusable: locked by another process,
-        │                            not a spool, or corrupt before its last frame
-        ├── SpoolFullError           the overflow policy refused a record (``overflow="raise"``,
-        │                            or ``"block"`` waited past its timeout); nothing was written
-        ├── DeliveryError            the log refused a batch for good (a non-retryable gRPC
-        │                            status); the records stay in the spool
-        ├── ClientClosedError        the client was closed
-        └── RunStateError            no run is open here, or the run is already closed
+LedgerError                      (ledger.errors)
+└── ClientError                  the agent-side client cannot do what was asked
+    ├── SpoolError               the spool file is unusable: locked by another process,
+    │                            not a spool, or corrupt before its last frame
+    ├── SpoolFullError           the overflow policy refused a record (``overflow="raise"``,
+    │                            or ``"block"`` waited past its timeout); nothing was written
+    ├── DeliveryError            the log refused a batch for good (a non-retryable gRPC
+    │                            status); the records stay in the spool
+    ├── ClientClosedError        the client was closed
+    └── RunStateError            no run is open here, or the run is already closed
 """
 
 from __future__ import annotations

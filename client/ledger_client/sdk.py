@@ -1,0 +1,344 @@
+"""The agent SDK: ``LedgerClient`` (threads) and ``AsyncLedgerClient`` (asyncio), plus the
+implicit-context API (``ledger_run``, ``@decision``) re-exported from its modules.
+
+DESIGN.md "Who uses it": an agent appends a record per decision, never blocks on the log and
+never loses a record. The client canonicalizes a record (RFC 8785), writes it to the spool
+(``ledger_client.spool``: durable, crash-safe, format in its docstring) and returns; a
+background sender (``ledger_client.sender``: batching, retries, backpressure, the overflow
+policy) sends the digests to the log. Only digests go on the wire; the spool holds the record
+with its commitments; clear values and salts (``Disclosure``) go to neither unless
+``spool_disclosures=True``. Records left in the spool by a crashed or closed process are sent
+on the next start with the same spool; the log deduplicates by digest, so each is logged once.
+
+    client = LedgerClient("localhost:6962", spool="agent.spool")
+    digest = client.submit(record)          # returns at once (unless the spool is full)
+    receipt = client.append(record)         # waits for the covering checkpoint
+    client.flush(5.0); client.close()       # close also runs at exit (atexit)
+
+``close`` (and the atexit hook) waits up to ``close_timeout`` for delivery; what is still
+pending stays in the spool for the next start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import hashlib
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import grpc
+
+from ledger.commitments import Disclosure, check_disclosure_in
+from ledger.errors import NotYetPublishedError
+from ledger.jcs import canonical_bytes
+from ledger.records import DecisionRecord
+from ledger_client.capture import Capture, content_digest, jsonable
+from ledger_client.context import (
+    ContextThreadPoolExecutor,
+    Run,
+    RunEntry,
+    current_run,
+    emit,
+    ledger_run,
+)
+from ledger_client.decorators import UnrecordedDecisionWarning, decision
+from ledger_client.receipt import Receipt
+from ledger_client.receipt_fetch import fetch_receipt
+from ledger_client.remote import RemoteLog
+from ledger_client.sdk_errors import (
+    ClientClosedError,
+    ClientError,
+    DeliveryError,
+    RunStateError,
+    SpoolError,
+    SpoolFullError,
+)
+from ledger_client.sender import Backoff, Sender, SenderOptions
+from ledger_client.spool import FileSpool, MemorySpool, Spool, SpoolItem
+
+__all__ = [
+    "AsyncLedgerClient",
+    "Backoff",
+    "Capture",
+    "ClientClosedError",
+    "ClientError",
+    "ContextThreadPoolExecutor",
+    "DeliveryError",
+    "LedgerClient",
+    "Run",
+    "RunEntry",
+    "RunStateError",
+    "SenderOptions",
+    "SpoolError",
+    "SpoolFullError",
+    "UnrecordedDecisionWarning",
+    "content_digest",
+    "current_run",
+    "decision",
+    "emit",
+    "jsonable",
+    "ledger_run",
+]
+
+_RECEIPT_RETRY = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.FAILED_PRECONDITION,  # the log's NotYetPublishedError
+    }
+)
+
+
+class LedgerClient:
+    """A thread-safe client for agents: spool, background sender, receipts (module docstring).
+
+    ``spool``: the spool file (``None``: in memory, lost with the process). ``options``:
+    batching, overflow and retry settings. ``connect``: builds the ``RemoteLog`` (tests).
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        spool: str | Path | None = None,
+        options: SenderOptions | None = None,
+        spool_disclosures: bool = False,
+        prefer_anchored: bool = True,
+        rpc_timeout: float = 30.0,
+        close_timeout: float = 10.0,
+        register_atexit: bool = True,
+        connect: Callable[[], RemoteLog] | None = None,
+    ) -> None:
+        self.address = address
+        self.options = options or SenderOptions()
+        self.spool_disclosures = spool_disclosures
+        self.prefer_anchored = prefer_anchored
+        self.close_timeout = close_timeout
+        self._connect = connect or (lambda: RemoteLog(address, timeout=rpc_timeout))
+        store: Spool = MemorySpool() if spool is None else FileSpool(spool)
+        self.sender = Sender(store, self._connect, self.options)
+        self._remote: RemoteLog | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+        self._atexit = register_atexit
+        if register_atexit:
+            atexit.register(self._at_exit)
+
+    # --- sending ----------------------------------------------------------------------------
+
+    @property
+    def pending(self) -> int:
+        """Records spooled and not yet acknowledged by the log."""
+        return self.sender.pending
+
+    def _item(self, record: DecisionRecord, disclosures: Sequence[Disclosure]) -> SpoolItem:
+        record_json = record.to_json().encode("utf-8")
+        if disclosures:
+            obj = record.to_json_obj()
+            for disclosure in disclosures:
+                check_disclosure_in(obj, disclosure)
+        kept = None
+        if self.spool_disclosures and disclosures:
+            kept = canonical_bytes([d.to_json_obj() for d in disclosures])
+        return SpoolItem(hashlib.sha256(record_json).digest(), record_json, kept)
+
+    def submit(
+        self, record: DecisionRecord, *, disclosures: Sequence[Disclosure] = (), block: bool = True
+    ) -> bytes:
+        """Spool ``record`` for sending and return its digest at once.
+
+        ``disclosures`` are checked against the record, and spooled only with
+        ``spool_disclosures``. When the spool is full: the overflow policy (``block=False``
+        raises ``SpoolFullError`` instead of waiting).
+        """
+        item = self._item(record, disclosures)
+        self.sender.put(item, block=block)
+        return item.digest
+
+    def append(
+        self,
+        record: DecisionRecord,
+        *,
+        disclosures: Sequence[Disclosure] = (),
+        timeout: float | None = 30.0,
+    ) -> Receipt:
+        """Spool ``record``, have it sent now, wait for the covering checkpoint: its receipt.
+
+        ``TimeoutError`` after ``timeout`` seconds (the record stays spooled and is sent).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        item = self._item(record, disclosures)
+        ticket = self.sender.put(item)
+        if not self.sender.wait(ticket, timeout=_left(deadline), checkpoint=True):
+            raise TimeoutError(f"record {item.digest.hex()} not acknowledged in {timeout} s")
+        left = _left(deadline)
+        return self.receipt(
+            item.digest,
+            record=record,
+            disclosures=disclosures,
+            timeout=30.0 if left is None else left,
+        )
+
+    def flush(self, timeout: float | None = None, *, checkpoint: bool = False) -> bool:
+        """Send everything spooled so far now; True once the log has acknowledged all of it."""
+        return self.sender.flush(timeout, checkpoint=checkpoint)
+
+    # --- receipts ---------------------------------------------------------------------------
+
+    def _remote_log(self, fresh: bool = False) -> RemoteLog:
+        with self._lock:
+            if self._closed:
+                raise ClientClosedError("the ledger client is closed")
+            if fresh and self._remote is not None:
+                self._remote.close()
+                self._remote = None
+            if self._remote is None:
+                self._remote = self._connect()
+            return self._remote
+
+    def receipt(
+        self,
+        digest: bytes,
+        *,
+        record: DecisionRecord | None = None,
+        disclosures: Sequence[Disclosure] = (),
+        timeout: float = 30.0,
+    ) -> Receipt:
+        """The receipt of a logged record (``fetch_receipt``), retrying until a checkpoint
+        covers it or ``timeout`` passes (``TimeoutError``)."""
+        deadline = time.monotonic() + timeout
+        fresh = False
+        for attempt in range(1_000_000):
+            try:
+                return fetch_receipt(
+                    self._remote_log(fresh),
+                    digest,
+                    record=record,
+                    disclosures=disclosures,
+                    prefer_anchored=self.prefer_anchored,
+                )
+            except NotYetPublishedError:
+                fresh = False
+            except grpc.RpcError as exc:
+                if exc.code() not in _RECEIPT_RETRY:
+                    raise
+                fresh = exc.code() == grpc.StatusCode.UNAVAILABLE
+            pause = self.options.backoff.delay(attempt, random.random())
+            if time.monotonic() + pause > deadline:
+                break
+            time.sleep(pause)
+        raise TimeoutError(f"no receipt for {digest.hex()} within {timeout} s")
+
+    # --- closing ----------------------------------------------------------------------------
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Deliver what is pending (up to ``timeout``, default ``close_timeout``) and stop.
+
+        True when nothing is left; otherwise the rest stays in the spool. Idempotent.
+        """
+        with self._lock:
+            if self._closed:
+                return self.sender.pending == 0
+            self._closed = True
+            remote, self._remote = self._remote, None
+        if self._atexit:
+            atexit.unregister(self._at_exit)
+        if remote is not None:
+            remote.close()
+        return self.sender.close(self.close_timeout if timeout is None else timeout)
+
+    def _at_exit(self) -> None:
+        self.close()
+
+    def __enter__(self) -> LedgerClient:
+        return self
+
+    def __exit__(
+        self, typ: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def _left(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+class AsyncLedgerClient:
+    """``LedgerClient`` for asyncio: the same client (``sync``), with awaitable calls.
+
+    ``submit`` returns at once unless the spool is full and the policy is ``"block"``; then it
+    waits in a worker thread, never blocking the event loop. Records emitted through
+    ``ledger_run``/``@decision`` use ``sync.submit`` directly (so steps stay in order).
+    """
+
+    def __init__(self, address: str | LedgerClient, **kwargs: Any) -> None:
+        """``address`` and keyword arguments as for ``LedgerClient``, or a client to wrap."""
+        if isinstance(address, LedgerClient):
+            if kwargs:
+                raise TypeError("options go to the wrapped LedgerClient, not here")
+            self.sync = address
+        else:
+            self.sync = LedgerClient(address, **kwargs)
+
+    @property
+    def pending(self) -> int:
+        return self.sync.pending
+
+    async def submit(
+        self, record: DecisionRecord, *, disclosures: Sequence[Disclosure] = ()
+    ) -> bytes:
+        """Spool ``record``; its digest (see ``LedgerClient.submit``)."""
+        try:
+            return self.sync.submit(record, disclosures=disclosures, block=False)
+        except SpoolFullError:
+            if self.sync.options.overflow == "raise":
+                raise
+        return await asyncio.to_thread(self.sync.submit, record, disclosures=disclosures)
+
+    async def append(
+        self,
+        record: DecisionRecord,
+        *,
+        disclosures: Sequence[Disclosure] = (),
+        timeout: float | None = 30.0,
+    ) -> Receipt:
+        """Spool, send now, and return the receipt (see ``LedgerClient.append``)."""
+        return await asyncio.to_thread(
+            self.sync.append, record, disclosures=disclosures, timeout=timeout
+        )
+
+    async def receipt(
+        self,
+        digest: bytes,
+        *,
+        record: DecisionRecord | None = None,
+        disclosures: Sequence[Disclosure] = (),
+        timeout: float = 30.0,
+    ) -> Receipt:
+        """See ``LedgerClient.receipt``."""
+        return await asyncio.to_thread(
+            self.sync.receipt, digest, record=record, disclosures=disclosures, timeout=timeout
+        )
+
+    async def flush(self, timeout: float | None = None, *, checkpoint: bool = False) -> bool:
+        """See ``LedgerClient.flush``."""
+        return await asyncio.to_thread(self.sync.flush, timeout, checkpoint=checkpoint)
+
+    async def close(self, timeout: float | None = None) -> bool:
+        """See ``LedgerClient.close``."""
+        return await asyncio.to_thread(self.sync.close, timeout)
+
+    async def __aenter__(self) -> AsyncLedgerClient:
+        return self
+
+    async def __aexit__(
+        self, typ: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()

@@ -1,0 +1,373 @@
+"""The background sender: spooled records go to the log in batches, with retries and pushback.
+
+``Sender.put`` writes a record to the spool (``ledger_client.spool``) and returns a ticket (its
+position in the spool order); one daemon thread sends the spool in order with the batch RPC
+``AppendRecords`` and acknowledges each batch in the spool once the log has made it durable.
+So the log sees a client's records in exactly the order they were put.
+
+* Batching: a batch is sent when ``batch_size`` records are pending, when the oldest has waited
+  ``batch_age`` seconds, or at once when someone flushes, closes or waits for a receipt (then
+  the request asks the log to wait for the covering checkpoint).
+* Retries: UNAVAILABLE, RESOURCE_EXHAUSTED and every other status that may be transient
+  (DEADLINE_EXCEEDED, INTERNAL, UNKNOWN, CANCELLED, ABORTED, DATA_LOSS) are retried forever
+  with exponential backoff and jitter (``Backoff``); a server hint in the trailing metadata
+  ``retry-after-ms`` is honoured instead. A resend is harmless: the log deduplicates by
+  digest. After a failure the channel is rebuilt, so a restarted server is found at once.
+  The statuses in ``FATAL_STATUSES`` stop the sender with ``DeliveryError``; the records stay
+  in the spool and every later call raises that error.
+* Overflow (bounded memory, nothing dropped): records are never queued in memory; the spool is
+  the queue and the sender holds one batch at a time. With a spool file the backlog lives on
+  disk. When ``max_pending`` records or ``max_pending_bytes`` bytes are pending, ``put`` blocks
+  until the sender makes room (``overflow="block"``, the default; ``block_timeout`` bounds the
+  wait, then ``SpoolFullError``), or raises ``SpoolFullError`` at once (``overflow="raise"``).
+  A refused record is written nowhere, and the caller is told.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import grpc
+
+from ledger_client.remote import RemoteLog
+from ledger_client.sdk_errors import ClientClosedError, ClientError, DeliveryError, SpoolFullError
+from ledger_client.spool import Spool, SpoolItem
+
+__all__ = [
+    "FATAL_STATUSES",
+    "RETRY_AFTER_KEY",
+    "Backoff",
+    "Overflow",
+    "Sender",
+    "SenderOptions",
+    "retry_after",
+]
+
+_log = logging.getLogger("ledger_client.sender")
+
+RETRY_AFTER_KEY = "retry-after-ms"
+MAX_BATCH = 10_000  # the log's limit per AppendRecords call
+FATAL_STATUSES = frozenset(
+    {
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.NOT_FOUND,
+        grpc.StatusCode.ALREADY_EXISTS,
+        grpc.StatusCode.PERMISSION_DENIED,
+        grpc.StatusCode.FAILED_PRECONDITION,
+        grpc.StatusCode.OUT_OF_RANGE,
+        grpc.StatusCode.UNIMPLEMENTED,
+        grpc.StatusCode.UNAUTHENTICATED,
+    }
+)
+Overflow = Literal["block", "raise"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Backoff:
+    """Exponential backoff: ``initial * multiplier**attempt`` capped at ``maximum``, +-jitter."""
+
+    initial: float = 0.05
+    maximum: float = 5.0
+    multiplier: float = 2.0
+    jitter: float = 0.2
+
+    def delay(self, attempt: int, rand: float) -> float:
+        """The wait before retry ``attempt`` (0-based); ``rand`` is uniform in [0, 1)."""
+        base = min(self.maximum, self.initial * self.multiplier ** min(attempt, 64))
+        return base * (1 - self.jitter + 2 * self.jitter * rand)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SenderOptions:
+    """Batching, overflow and retry settings (module docstring)."""
+
+    batch_size: int = 500
+    batch_age: float = 0.05
+    max_pending: int = 1_000_000
+    max_pending_bytes: int = 1 << 30
+    overflow: Overflow = "block"
+    block_timeout: float | None = None
+    backoff: Backoff = Backoff()
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.batch_size <= MAX_BATCH:
+            raise ValueError(f"batch_size {self.batch_size} outside 1..{MAX_BATCH}")
+        if self.overflow not in ("block", "raise"):
+            raise ValueError(f"overflow {self.overflow!r}: want 'block' or 'raise'")
+        if self.max_pending < 1 or self.max_pending_bytes < 1 or self.batch_age < 0:
+            raise ValueError("max_pending and max_pending_bytes >= 1, batch_age >= 0")
+
+
+def retry_after(exc: grpc.RpcError) -> float | None:
+    """The server's ``retry-after-ms`` hint in seconds, if the error carries one."""
+    trailing = getattr(exc, "trailing_metadata", None)
+    metadata = trailing() if callable(trailing) else None
+    for key, value in metadata or ():
+        if key == RETRY_AFTER_KEY:
+            try:
+                return max(0.0, int(value) / 1000)
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+class Sender:
+    """Owns the spool's consumer side: one daemon thread, tickets, flush and close."""
+
+    def __init__(
+        self,
+        spool: Spool,
+        connect: Callable[[], RemoteLog],
+        options: SenderOptions | None = None,
+        *,
+        name: str = "ledger-sender",
+    ) -> None:
+        self._spool = spool
+        self._connect = connect
+        self.options = options or SenderOptions()
+        self._cond = threading.Condition()
+        self._remote: RemoteLog | None = None
+        self._put = spool.pending_count  # tickets handed out (records left from earlier count)
+        self._acked = 0
+        self._since: float | None = 0.0 if self._put else None
+        self._urgent = 0  # highest ticket someone waits on with a checkpoint
+        self._flushing = 0
+        self._stopping = self._abandon = self._closed = False
+        self.error: ClientError | None = None
+        self.batches = self.retries = self.sent = 0
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._thread.start()
+
+    # --- producer side ----------------------------------------------------------------------
+
+    @property
+    def pending(self) -> int:
+        """Records put (or left from an earlier process) and not yet acknowledged."""
+        return self._spool.pending_count
+
+    def put(self, item: SpoolItem, *, block: bool = True) -> int:
+        """Spool ``item`` under the overflow policy; return its ticket."""
+        size = item.size
+        with self._cond:
+            self._check_usable()
+            deadline = self._deadline(self.options.block_timeout)
+            while self._full(size):
+                self._refuse_or_wait(block, deadline)
+                self._check_usable()
+            self._spool.append(item)
+            self._put += 1
+            if self._since is None:
+                self._since = time.monotonic()
+            self._cond.notify_all()
+            return self._put
+
+    def _full(self, size: int) -> bool:
+        spool, opts = self._spool, self.options
+        return spool.pending_count > 0 and (
+            spool.pending_count >= opts.max_pending
+            or spool.pending_bytes + size > opts.max_pending_bytes
+        )
+
+    def _refuse_or_wait(self, block: bool, deadline: float | None) -> None:
+        state = f"{self._spool.pending_count} records, {self._spool.pending_bytes} bytes pending"
+        limits = f"(max {self.options.max_pending} records, {self.options.max_pending_bytes} bytes)"
+        if self.options.overflow == "raise" or not block:
+            raise SpoolFullError(f"spool full: {state} {limits}")
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            raise SpoolFullError(
+                f"spool still full after {self.options.block_timeout} s: {state} {limits}"
+            )
+        self._cond.wait(remaining)
+
+    def _check_usable(self) -> None:
+        if self.error is not None:
+            raise self.error
+        if self._stopping:
+            raise ClientClosedError("the ledger client is closed")
+
+    @staticmethod
+    def _deadline(timeout: float | None) -> float | None:
+        return None if timeout is None else time.monotonic() + timeout
+
+    def wait(self, ticket: int, *, timeout: float | None = None, checkpoint: bool = False) -> bool:
+        """Wait until record ``ticket`` is acknowledged; ``checkpoint``: send it now, covered."""
+        with self._cond:
+            if checkpoint:
+                self._urgent = max(self._urgent, ticket)
+                self._cond.notify_all()
+            self._cond.wait_for(lambda: self._acked >= ticket or self._dead(), timeout)
+            if self._acked >= ticket:
+                return True
+            if self.error is not None:
+                raise self.error
+            return False
+
+    def flush(self, timeout: float | None = None, *, checkpoint: bool = False) -> bool:
+        """Send everything put so far now; True once all of it is acknowledged.
+
+        ``checkpoint``: also wait until a published checkpoint covers it.
+        """
+        with self._cond:
+            self._flushing += 1
+            ticket = self._put
+            self._cond.notify_all()
+        try:
+            return self.wait(ticket, timeout=timeout, checkpoint=checkpoint)
+        finally:
+            with self._cond:
+                self._flushing -= 1
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Stop accepting, deliver what is pending within ``timeout``, stop the thread.
+
+        Returns True when nothing is left; what is left stays in the spool for the next start.
+        """
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._thread.join(timeout)
+        with self._cond:
+            self._abandon = True
+            self._cond.notify_all()
+            remote = self._remote
+        if self._thread.is_alive() and remote is not None:
+            remote.close()  # cancels the RPC in flight
+        self._thread.join(5.0)
+        with self._cond:
+            left = self._spool.pending_count
+            if not self._closed:
+                self._closed = True
+                self._spool.close()
+            self._drop_remote()
+        return left == 0
+
+    def _dead(self) -> bool:
+        return self.error is not None or self._abandon or not self._thread.is_alive()
+
+    # --- the sender thread ------------------------------------------------------------------
+
+    def _main(self) -> None:
+        try:
+            while (wait_checkpoint := self._next_batch()) is not None:
+                items = self._spool.peek(self.options.batch_size)
+                self._spool.sync()
+                if not self._deliver(items, wait_checkpoint):
+                    return
+                self._acknowledge(len(items))
+        except Exception as exc:  # keep an unexpected failure visible to every caller
+            _log.exception("the ledger sender stopped")
+            with self._cond:
+                self.error = ClientError(f"the ledger sender stopped: {exc!r}")
+        finally:
+            with self._cond:
+                self._cond.notify_all()
+
+    def _next_batch(self) -> bool | None:
+        """Wait until a batch is due; return whether to ask for a checkpoint (None: stop)."""
+        with self._cond:
+            while True:
+                if self._abandon or self._closed:
+                    return None
+                pending = self._spool.pending_count
+                if pending == 0 and self._stopping:
+                    return None
+                wait = self._due_in(pending)
+                if wait <= 0:
+                    batch_end = self._acked + min(pending, self.options.batch_size)
+                    return self._acked < self._urgent <= batch_end
+                self._cond.wait(wait if wait != float("inf") else None)
+
+    def _due_in(self, pending: int) -> float:
+        """Seconds until the next batch is due (0: now, inf: nothing pending)."""
+        if pending == 0:
+            return float("inf")
+        if pending >= self.options.batch_size or self._stopping or self._flushing:
+            return 0.0
+        if self._urgent > self._acked:
+            return 0.0
+        since = self._since if self._since is not None else time.monotonic()
+        return since + self.options.batch_age - time.monotonic()
+
+    def _acknowledge(self, count: int) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            self._spool.ack(count)
+            self._acked += count
+            self.batches += 1
+            self.sent += count
+            self._since = 0.0 if self._spool.pending_count else None
+            self._cond.notify_all()
+
+    def _deliver(self, items: list[SpoolItem], wait_checkpoint: bool) -> bool:
+        """Send one batch until the log acknowledges it; False when stopped or refused."""
+        digests = [item.digest for item in items]
+        attempt = 0
+        while True:
+            hint = None
+            try:
+                outcome = self._remote_log().append(digests, wait_for_checkpoint=wait_checkpoint)
+                if len(outcome.results) == len(digests):
+                    return True
+                _log.warning("log answered %d results for %d", len(outcome.results), len(digests))
+            except grpc.RpcError as exc:
+                if self._abandon or not self._retryable(exc, len(digests)):
+                    return False
+                hint = retry_after(exc)
+            except (ClientClosedError, ValueError):  # closed under us (ValueError: by grpc)
+                if self._abandon:
+                    return False
+                raise
+            delay = (
+                hint if hint is not None else self.options.backoff.delay(attempt, random.random())
+            )
+            attempt += 1
+            self.retries += 1
+            if not self._sleep(delay):
+                return False
+
+    def _retryable(self, exc: grpc.RpcError, count: int) -> bool:
+        code = exc.code() if callable(getattr(exc, "code", None)) else grpc.StatusCode.UNKNOWN
+        details = exc.details() if callable(getattr(exc, "details", None)) else str(exc)
+        if code in FATAL_STATUSES:
+            message = f"the log refused a batch of {count} records: {code.name}: {details}"
+            _log.error("%s; they stay in the spool", message)
+            with self._cond:
+                self.error = DeliveryError(message, status=code.name)
+            return False
+        _log.info("append of %d records failed (%s: %s); retrying", count, code.name, details)
+        if code != grpc.StatusCode.RESOURCE_EXHAUSTED:
+            with self._cond:
+                self._drop_remote()
+        return True
+
+    def _sleep(self, delay: float) -> bool:
+        """Wait ``delay`` seconds unless abandoned (False)."""
+        deadline = time.monotonic() + delay
+        with self._cond:
+            while not self._abandon:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return True
+                self._cond.wait(remaining)
+        return False
+
+    def _remote_log(self) -> RemoteLog:
+        with self._cond:
+            if self._abandon:
+                raise ClientClosedError("the ledger client is closed")
+            if self._remote is None:
+                self._remote = self._connect()
+            return self._remote
+
+    def _drop_remote(self) -> None:
+        if self._remote is not None:
+            self._remote.close()
+            self._remote = None

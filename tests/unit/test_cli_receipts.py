@@ -1,0 +1,249 @@
+"""``ledger-verify receipt`` and ``run`` on receipts of an in-memory log (test_receipt.World)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from ledger.records import DecisionRecord, record_digest
+from ledger.runs import run_closed_record, run_steps
+from ledger_client.cli import main
+from ledger_client.receipt import Receipt
+from tests.unit.test_receipt import TIME, World, filler, make_record, tsa, world
+
+RUN = "run-cli"
+
+
+def run_records(n: int = 4) -> list[DecisionRecord]:
+    body: list[DecisionRecord] = []
+    for step in range(n):
+        parents = [record_digest(body[-1]).hex()] if body else []
+        body.append(make_record(step, run=RUN, parents=parents))
+    return [*body, run_closed_record(RUN, run_steps(body), agent="agent-r", time=TIME)]
+
+
+RECORDS = run_records()
+INTRUDER = make_record(9, run=RUN)
+
+
+@cache
+def logged(order: tuple[int, ...] = (0, 1, 2, 3, 4)) -> tuple[World, dict[bytes, int]]:
+    """A log holding filler, the run's records in ``order``, then the intruder."""
+    digests = [*filler(3, "c"), *(record_digest(RECORDS[i]) for i in order)]
+    digests.append(record_digest(INTRUDER))
+    return World(digests), {d: i for i, d in enumerate(digests)}
+
+
+def item(record: DecisionRecord, order: tuple[int, ...] = (0, 1, 2, 3, 4)) -> dict[str, Any]:
+    w, index = logged(order)
+    receipt = w.receipt(index[record_digest(record)], len(w.leaves))
+    return {"record": record.to_json_obj(), "receipt": receipt.to_json_obj()}
+
+
+def items(order: tuple[int, ...] = (0, 1, 2, 3, 4)) -> list[dict[str, Any]]:
+    return [item(r, order) for r in RECORDS]
+
+
+def write(tmp_path: Path, name: str, data: str | bytes) -> str:
+    path = tmp_path / name
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    return str(path)
+
+
+def folder(tmp_path: Path, entries: Sequence[dict[str, Any]]) -> str:
+    where = tmp_path / "run"
+    where.mkdir()
+    for n, entry in enumerate(entries):
+        (where / f"{n:03d}.json").write_text(json.dumps(entry))
+    return str(where)
+
+
+def jsonl(tmp_path: Path, entries: Sequence[dict[str, Any]]) -> str:
+    return write(tmp_path, "run.jsonl", "".join(json.dumps(e) + "\n" for e in entries))
+
+
+def key() -> str:
+    return logged()[0].key.key_string()
+
+
+def root(tmp_path: Path) -> str:
+    return write(tmp_path, "root.pem", tsa().root_pem())
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+def invoke_json(*args: str) -> tuple[int, dict[str, Any]]:
+    code, out = invoke(*args, "--json")
+    payload: dict[str, Any] = json.loads(out)
+    return code, payload
+
+
+def codes(payload: dict[str, Any]) -> list[str]:
+    return sorted(p["code"] for p in payload["problems"])
+
+
+# --- receipt --------------------------------------------------------------------------------------
+
+
+def receipt_file(tmp_path: Path, receipt: Receipt | None = None) -> str:
+    receipt = receipt or world().receipt(5, 9)
+    return write(tmp_path, "r.json", receipt.to_json())
+
+
+def test_receipt_valid_with_anchor(tmp_path: Path) -> None:
+    args = ["receipt", receipt_file(tmp_path), "--key", world().key.key_string()]
+    code, out = invoke_json(*args, "--tsa-root", root(tmp_path))
+    assert code == 0, out
+    assert out["valid"] is True and out["check"] == "receipt"
+    assert (out["index"], out["tree_size"], out["anchors_checked"]) == (5, 9, True)
+    assert out["record_digest"] == record_digest(make_record(3)).hex()
+    assert out["logged_at"].endswith("Z") and out["anchored_at"].endswith("Z")
+    assert out["anchored_by"] == tsa().tsa_cert.subject.rfc4514_string()
+    code, text = invoke(*args, "--tsa-root", root(tmp_path))
+    assert code == 0 and text.startswith("OK: receipt verified")
+    for label in ["record digest:", "index:", "logged at:", "anchored at:", "signed by:"]:
+        assert label in text
+
+
+def test_receipt_without_roots_says_not_checked(tmp_path: Path) -> None:
+    code, text = invoke("receipt", receipt_file(tmp_path), "--key", world().key.key_string())
+    assert code == 0 and "not checked" in text
+    code, out = invoke_json("receipt", receipt_file(tmp_path), "--key", world().key.key_string())
+    assert out["anchors_checked"] is False and out["anchored_at"] is None
+    assert [a["status"] for a in out["anchors"]] == ["not_checked"]
+
+
+def test_receipt_with_record_file(tmp_path: Path) -> None:
+    base = ["receipt", receipt_file(tmp_path), "--key", world().key.key_string()]
+    good = write(tmp_path, "good.json", make_record(3).to_json())
+    code, out = invoke_json(*base, "--record", good)
+    assert code == 0 and out["record"]["step"] == 3
+    other = write(tmp_path, "other.json", make_record(4).to_json())
+    code, out = invoke_json(*base, "--record", other)
+    assert code == 1 and "given record" in out["error"]
+    bad = write(tmp_path, "bad.json", '{"step": 1}')
+    assert invoke(*base, "--record", bad)[0] == 2
+
+
+def test_receipt_failures_and_malformed_input(tmp_path: Path) -> None:
+    receipt = world().receipt(5, 9)
+    obj = receipt.to_json_obj()
+    proof = obj["inclusion_proof"]
+    assert isinstance(proof, list)
+    proof[0] = "A" * 43 + "="
+    tampered = write(tmp_path, "t.json", json.dumps(obj))
+    code, out = invoke_json("receipt", tampered, "--key", world().key.key_string())
+    assert code == 1 and out["valid"] is False and "mismatch" in out["error"]
+    code, out = invoke_json(
+        "receipt", receipt_file(tmp_path), "--key", world().key.key_string(), "--tsa-root",
+        write(tmp_path, "other.pem", tsa("Other TSA").root_pem()),
+    )  # fmt: skip
+    assert code == 1 and "no anchor verifies" in out["error"]
+    extra = write(tmp_path, "x.json", json.dumps({**receipt.to_json_obj(), "note": 1}))
+    code, out = invoke_json("receipt", extra, "--key", world().key.key_string())
+    assert code == 2 and out["error"] == "note: unknown field"
+    assert invoke("receipt", receipt_file(tmp_path), "--key", "garbage")[0] == 2
+    assert invoke("receipt", receipt_file(tmp_path))[0] == 2  # --key is required
+    assert invoke("receipt", str(tmp_path / "absent.json"), "--key", key())[0] == 2
+
+
+# --- run ------------------------------------------------------------------------------------------
+
+
+def test_complete_run_folder_and_jsonl(tmp_path: Path) -> None:
+    for path in [folder(tmp_path, items()), jsonl(tmp_path, items())]:
+        code, out = invoke_json("run", path, "--key", key(), "--tsa-root", root(tmp_path))
+        assert code == 0, out
+        assert out["valid"] is True and out["problems"] == []
+        assert (out["run_id"], out["records"], out["receipts_valid"]) == (RUN, 5, 5)
+        assert out["closed_by"] == record_digest(RECORDS[-1]).hex()
+    code, text = invoke("run", jsonl(tmp_path, items()[::-1]), "--key", key())
+    assert code == 0 and "anchors:       not checked" in text  # line order is not authenticated
+
+
+def test_removed_record_is_missing(tmp_path: Path) -> None:
+    entries = items()
+    del entries[2]
+    code, out = invoke_json("run", folder(tmp_path, entries), "--key", key())
+    assert code == 1 and out["valid"] is False
+    assert codes(out) == ["missing", "missing_parent"]
+    missing = next(p for p in out["problems"] if p["code"] == "missing")
+    assert missing["step"] == 2 and missing["record_digest"] == record_digest(RECORDS[2]).hex()
+
+
+def test_inserted_record_is_extra(tmp_path: Path) -> None:
+    code, out = invoke_json("run", jsonl(tmp_path, [*items(), item(INTRUDER)]), "--key", key())
+    # logged after run_closed, the intruder also makes run_closed not the last record
+    assert code == 1 and codes(out) == ["extra", "reordered"]
+    named = {p["code"]: p for p in out["problems"]}
+    assert named["extra"]["record_id"] == INTRUDER.record_id
+    assert named["extra"]["source"] == "run.jsonl:6"
+    assert named["reordered"]["record_digest"] == record_digest(RECORDS[-1]).hex()
+
+
+def test_altered_record_is_named(tmp_path: Path) -> None:
+    entries = items()
+    entries[1]["record"]["agent"] = "mallory"
+    path = folder(tmp_path, entries)
+    code, out = invoke_json("run", path, "--key", key())
+    assert code == 1
+    assert codes(out) == ["altered", "invalid_receipt", "missing_parent"]
+    named = {p["code"]: p for p in out["problems"]}
+    assert named["altered"]["step"] == 1 and named["invalid_receipt"]["source"] == "001.json"
+    code, text = invoke("run", path, "--key", key())
+    assert code == 1 and text.startswith("INVALID: 3 problem(s) in run run-cli")
+    assert "altered: step 1 [001.json]" in text
+
+
+def test_records_logged_out_of_order_are_reordered(tmp_path: Path) -> None:
+    order = (0, 2, 1, 3, 4)  # step 2 was logged before step 1
+    code, out = invoke_json("run", folder(tmp_path, items(order)), "--key", key())
+    assert code == 1
+    assert codes(out) == ["parent_logged_later", "reordered"]
+    late = next(p for p in out["problems"] if p["code"] == "parent_logged_later")
+    assert late["step"] == 2
+
+
+def test_malformed_run_input(tmp_path: Path) -> None:
+    code, out = invoke_json("run", jsonl(tmp_path, [*items()[:2], {"receipt": 1}]), "--key", key())
+    assert code == 2 and out["error"].startswith("run.jsonl:3: ")
+    write(tmp_path, "bad.jsonl", "{nope\n")
+    assert invoke("run", str(tmp_path / "bad.jsonl"), "--key", key())[0] == 2
+    (tmp_path / "empty").mkdir()
+    code, out = invoke_json("run", str(tmp_path / "empty"), "--key", key())
+    assert code == 2 and "no records" in out["error"]
+    unknown = [{**items()[0], "comment": "x"}]
+    assert invoke("run", jsonl(tmp_path, unknown), "--key", key())[0] == 2
+
+
+@pytest.mark.parametrize("command", ["receipt", "run"])
+def test_real_subprocess_and_no_grpc_or_rocksdict_import(tmp_path: Path, command: str) -> None:
+    target = receipt_file(tmp_path) if command == "receipt" else jsonl(tmp_path, items())
+    signer_key = world().key.key_string() if command == "receipt" else key()
+    probe = (
+        "import sys\n"
+        "from ledger_client.cli import main\n"
+        "try:\n"
+        "    main(sys.argv[1:])\n"
+        "except SystemExit as e:\n"
+        "    bad = [m for m in ('grpc', 'rocksdict', 'google.protobuf') if m in sys.modules]\n"
+        "    print('IMPORTED', bad)\n"
+        "    raise\n"
+    )
+    args = [command, target, "--key", signer_key, "--tsa-root", root(tmp_path)]
+    proc = subprocess.run(
+        [sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "IMPORTED []" in proc.stdout
