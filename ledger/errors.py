@@ -19,6 +19,7 @@ one table (``ledger.server``) and the CLIs map them to exit codes in one place.
     │   ├── MalformedNoteError       not a C2SP signed note / checkpoint body
     │   ├── MalformedKeyError        not a C2SP verifier or signer key string
     │   ├── MalformedProofFileError  not a c2sp.org/tlog-proof@v1 file
+    │   ├── MalformedReceiptError    not a v1 receipt (names the field)
     │   └── InvalidRecordError       a decision record that breaks the schema (names the field)
     └── ServiceError                 the log service refusing a request
         ├── InvalidArgumentError     bad request field (names field and bound)   INVALID_ARGUMENT
@@ -43,6 +44,7 @@ __all__ = [
     "MalformedKeyError",
     "MalformedNoteError",
     "MalformedProofFileError",
+    "MalformedReceiptError",
     "NotFoundError",
     "NotYetPublishedError",
     "OriginMismatchError",
@@ -142,6 +144,14 @@ class MalformedKeyError(FormatError):
 
 class MalformedProofFileError(FormatError):
     """A file that is not c2sp.org/tlog-proof@v1."""
+
+
+class MalformedReceiptError(FormatError):
+    """A receipt that does not parse as v1; ``field`` names where (``anchors[0].token``)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
 
 
 class InvalidRecordError(FormatError):

@@ -191,6 +191,14 @@ class Run:
             outer.heads = (*(h for h in outer.heads if h not in frame.start), digest)
             return entry
 
+    def fold(self, frame: Frame) -> None:
+        """End ``frame`` without a record of its own: its frontier joins the enclosing one."""
+        with self._lock:
+            outer = frame.parent or self.root
+            if frame.heads != frame.start:
+                kept = tuple(h for h in outer.heads if h not in frame.start)
+                outer.heads = (*kept, *(h for h in frame.heads if h not in kept))
+
     def _emit(
         self, frame: Frame, payload: Payload, disclosures: tuple[Disclosure, ...], fields: Any
     ) -> RunEntry:

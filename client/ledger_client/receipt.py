@@ -38,7 +38,11 @@ from dataclasses import dataclass
 from ledger import merkle
 from ledger.checkpoint import Checkpoint, SignedNote, decode_b64
 from ledger.commitments import Disclosure
-from ledger.errors import FormatError, InvalidRecordError, MalformedNoteError
+from ledger.errors import (
+    InvalidRecordError,
+    MalformedNoteError,
+    MalformedReceiptError,
+)
 from ledger.jcs import (
     Json,
     canonical_bytes,
@@ -76,14 +80,6 @@ ANCHOR_FIELDS = ("tsa", "token", "certificates")
 PREVIOUS_FIELDS = ("checkpoint", "consistency_proof", "anchors")
 _MAX = 2**53 - 1
 _hex_digest = read_matching(re.compile(r"[0-9a-f]{64}"), "64 lowercase hex digits (SHA-256)")
-
-
-class MalformedReceiptError(FormatError):
-    """A receipt that does not parse as v1; ``field`` names where (``anchors[0].token``)."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
 
 
 # --- the v1 types --------------------------------------------------------------------------------
