@@ -358,6 +358,8 @@ class RunContext:
         await asyncio.to_thread(self._close, exc)
 
     def _close(self, exc: BaseException | None) -> None:
+        if isinstance(exc, SystemExit) and exc.code in (0, None):
+            exc = None  # a normal exit, not a failure
         try:
             self.run.close(error=exc, wait=self.receipts_path is not None)
             if self.receipts_path is not None:

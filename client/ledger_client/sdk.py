@@ -187,8 +187,32 @@ class LedgerClient:
         )
 
     def flush(self, timeout: float | None = None, *, checkpoint: bool = False) -> bool:
-        """Send everything spooled so far now; True once the log has acknowledged all of it."""
-        return self.sender.flush(timeout, checkpoint=checkpoint)
+        """Send everything spooled so far now; True once the log has acknowledged all of it.
+
+        ``checkpoint``: and once a published checkpoint covers it (receipts can be fetched).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self.sender.flush(timeout, checkpoint=checkpoint):
+            return False
+        return not checkpoint or self._covered(self.sender.covering_size, deadline)
+
+    def _covered(self, size: int, deadline: float | None) -> bool:
+        """Poll the latest checkpoint until it has ``size`` entries (False past ``deadline``)."""
+        fresh = False
+        for attempt in range(1_000_000):
+            try:
+                if self._remote_log(fresh).checkpoint().size >= size:
+                    return True
+                fresh = False
+            except grpc.RpcError as exc:
+                if exc.code() not in _RECEIPT_RETRY:
+                    raise
+                fresh = exc.code() == grpc.StatusCode.UNAVAILABLE
+            pause = self.options.backoff.delay(attempt, random.random())
+            if deadline is not None and time.monotonic() + pause > deadline:
+                return False
+            time.sleep(pause)
+        return False
 
     # --- receipts ---------------------------------------------------------------------------
 

@@ -141,6 +141,7 @@ class Sender:
         self._stopping = self._abandon = self._closed = False
         self.error: ClientError | None = None
         self.batches = self.retries = self.sent = 0
+        self.covering_size = 0  # a checkpoint of this size covers every acknowledged record
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
         self._thread.start()
 
@@ -258,9 +259,10 @@ class Sender:
             while (wait_checkpoint := self._next_batch()) is not None:
                 items = self._spool.peek(self.options.batch_size)
                 self._spool.sync()
-                if not self._deliver(items, wait_checkpoint):
+                size = self._deliver(items, wait_checkpoint)
+                if size is None:
                     return
-                self._acknowledge(len(items))
+                self._acknowledge(len(items), size)
         except Exception as exc:  # keep an unexpected failure visible to every caller
             _log.exception("the ledger sender stopped")
             with self._cond:
@@ -281,6 +283,9 @@ class Sender:
                 wait = self._due_in(pending)
                 if wait <= 0:
                     batch_end = self._acked + min(pending, self.options.batch_size)
+                    # what is put from now on waits its own batch_age; what this batch
+                    # leaves behind is due at once
+                    self._since = None if pending <= self.options.batch_size else 0.0
                     return self._acked < self._urgent <= batch_end
                 self._cond.wait(wait if wait != float("inf") else None)
 
@@ -295,19 +300,26 @@ class Sender:
         since = self._since if self._since is not None else time.monotonic()
         return since + self.options.batch_age - time.monotonic()
 
-    def _acknowledge(self, count: int) -> None:
+    def _acknowledge(self, count: int, covering_size: int) -> None:
         with self._cond:
             if self._closed:
                 return
             self._spool.ack(count)
             self._acked += count
+            self.covering_size = max(self.covering_size, covering_size)
             self.batches += 1
             self.sent += count
-            self._since = 0.0 if self._spool.pending_count else None
+            if not self._spool.pending_count:
+                self._since = None
+            elif self._since is None:
+                self._since = 0.0
             self._cond.notify_all()
 
-    def _deliver(self, items: list[SpoolItem], wait_checkpoint: bool) -> bool:
-        """Send one batch until the log acknowledges it; False when stopped or refused."""
+    def _deliver(self, items: list[SpoolItem], wait_checkpoint: bool) -> int | None:
+        """Send one batch until the log acknowledges it: the tree size that covers it.
+
+        None when stopped or refused.
+        """
         digests = [item.digest for item in items]
         attempt = 0
         while True:
@@ -315,15 +327,15 @@ class Sender:
             try:
                 outcome = self._remote_log().append(digests, wait_for_checkpoint=wait_checkpoint)
                 if len(outcome.results) == len(digests):
-                    return True
+                    return max(r.index for r in outcome.results) + 1
                 _log.warning("log answered %d results for %d", len(outcome.results), len(digests))
             except grpc.RpcError as exc:
                 if self._abandon or not self._retryable(exc, len(digests)):
-                    return False
+                    return None
                 hint = retry_after(exc)
             except (ClientClosedError, ValueError):  # closed under us (ValueError: by grpc)
                 if self._abandon:
-                    return False
+                    return None
                 raise
             delay = (
                 hint if hint is not None else self.options.backoff.delay(attempt, random.random())
@@ -331,7 +343,7 @@ class Sender:
             attempt += 1
             self.retries += 1
             if not self._sleep(delay):
-                return False
+                return None
 
     def _retryable(self, exc: grpc.RpcError, count: int) -> bool:
         code = exc.code() if callable(getattr(exc, "code", None)) else grpc.StatusCode.UNKNOWN

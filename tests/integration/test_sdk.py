@@ -1,0 +1,321 @@
+"""The agent SDK against a real log: decorated multi-threaded and asyncio agents whose runs pass
+``ledger-verify run``; an agent killed mid-run whose spool re-sends everything exactly once; a
+log stopped mid-run with nothing lost; the overflow policy; atexit delivery; no clear values in
+the spool or on the wire."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from ledger.checkpoint import Ed25519Signer
+from ledger.commitments import commit
+from ledger.keys import write_signer
+from ledger.records import DecisionRecord, MemoryWrite, new_record_id, record_digest
+from ledger_client.cli import main
+from ledger_client.receipt_verify import verify_receipt
+from ledger_client.remote import RemoteLog
+from ledger_client.sdk import (
+    AsyncLedgerClient,
+    Backoff,
+    ContextThreadPoolExecutor,
+    LedgerClient,
+    SenderOptions,
+    SpoolFullError,
+    decision,
+    ledger_run,
+)
+from ledger_client.spool import read_spool
+from tests.harness import ORIGIN, ServerProcess, running_server
+
+pytestmark = pytest.mark.integration
+
+QUICK = SenderOptions(batch_age=0.01, backoff=Backoff(initial=0.02, maximum=0.2))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def verify_run(path: Path, key: str) -> dict[str, Any]:
+    result = CliRunner().invoke(main, ["run", str(path), "--key", key, "--json"])
+    report: dict[str, Any] = json.loads(result.output)
+    assert result.exit_code == 0, report
+    return report
+
+
+def logged_digests(remote: RemoteLog, at_least: int = 0) -> list[bytes]:
+    """The record digests of the log in order (waiting for a checkpoint of ``at_least``)."""
+    deadline = time.monotonic() + 5
+    while (size := remote.checkpoint().size) < at_least and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return [e.record_digest for start in range(0, size, 1000) for e in remote.entries(start, 1000)]
+
+
+def memory_record(n: int, value: str = "v") -> tuple[DecisionRecord, Any]:
+    committed, disclosure = commit(value, field_path="payload.value")
+    record = DecisionRecord(
+        record_id=new_record_id(),
+        run_id="direct",
+        step=n,
+        time="2026-01-01T00:00:00.000Z",
+        agent="agent-d",
+        payload=MemoryWrite(key="k", value=committed, source="user", trust_label="trusted"),
+    )
+    return record, disclosure
+
+
+# --- agents written with the decorators --------------------------------------------------------
+
+
+@decision("tool_call", name="fetch")
+def fetch(n: int) -> int:
+    time.sleep(0.001)
+    return n * n
+
+
+@decision("outcome", name="combine")
+def combine(values: list[int]) -> int:
+    return sum(values)
+
+
+@decision("plan", name="step", steps=("fetch", "combine"))
+def threaded_step(width: int) -> int:
+    with ContextThreadPoolExecutor(width) as pool:
+        return combine(list(pool.map(fetch, range(width))))
+
+
+def test_threaded_agent_run_verifies(tmp_path: Path) -> None:
+    with running_server(tmp_path / "data") as (server, _, _):
+        client = LedgerClient(server.address, spool=tmp_path / "a.spool", options=QUICK)
+        run_file = tmp_path / "run.jsonl"
+        with ledger_run(client, agent="threaded", receipts=run_file) as run:
+            for _ in range(3):
+                threaded_step(4)
+        assert client.close(5)
+        report = verify_run(run_file, server.app.verifier_key)
+    entries = run.entries
+    assert report["records"] == len(entries) == 3 * (4 + 2) + 1
+    assert [e.record.step for e in entries] == list(range(len(entries)))
+    by_digest = {e.digest.hex(): e.record for e in entries}
+    for combined in (e.record for e in entries if e.record.kind == "outcome"):
+        parents = [by_digest[p] for p in combined.parent_digests]
+        assert {p.kind for p in parents} == {"tool_call"}  # fan-in of its fetches
+        assert len(parents) >= 1 and all(p.step < combined.step for p in parents)
+    lines = [json.loads(line) for line in run_file.read_text().splitlines()]
+    assert [line["record"] for line in lines] == [e.record.to_json_obj() for e in entries]
+
+
+@decision("tool_call", name="lookup")
+async def lookup(key: str) -> str:
+    await asyncio.sleep(0.001)
+    return key.upper()
+
+
+@decision("handoff", name="delegate")
+async def delegate(keys: list[str]) -> str:
+    await asyncio.gather(*(lookup(k) for k in keys))
+    return "agent-b"
+
+
+def test_asyncio_agent_run_verifies(tmp_path: Path) -> None:
+    with running_server(tmp_path / "data") as (server, _, signer):
+        run_file = tmp_path / "run.jsonl"
+
+        async def agent() -> tuple[list[Any], Any]:
+            async with AsyncLedgerClient(server.address, spool=tmp_path / "a.spool") as client:
+                async with ledger_run(client, agent="async", receipts=run_file) as run:
+                    for n in range(3):
+                        await delegate([f"k{n}-{i}" for i in range(3)])
+                record, _ = memory_record(0)
+                receipt = await client.append(record)
+                return run.entries, receipt
+
+        entries, receipt = asyncio.run(agent())
+        report = verify_run(run_file, server.app.verifier_key)
+    assert report["records"] == len(entries) == 3 * 4 + 1
+    handoffs = [e for e in entries if e.record.kind == "handoff"]
+    assert all(len(h.record.parent_digests) == 3 for h in handoffs)
+    verify_receipt(receipt, [signer.verifier()])
+
+
+def test_append_receipts_and_no_clear_values_in_spool_or_wire(tmp_path: Path) -> None:
+    secret = "alice@example.com"
+    with running_server(tmp_path / "data") as (server, _, signer):
+        sent: list[list[bytes]] = []
+
+        class Spy(RemoteLog):
+            def append(self, digests: Any, **kwargs: Any) -> Any:
+                sent.append(list(digests))
+                return super().append(digests, **kwargs)
+
+        client = LedgerClient(
+            server.address, spool=tmp_path / "a.spool", connect=lambda: Spy(server.address)
+        )
+        record, disclosure = memory_record(0, secret)
+        receipt = client.append(record, disclosures=[disclosure])
+        spooled = (tmp_path / "a.spool").read_bytes()
+        assert client.close(5)
+        verify_receipt(receipt, [signer.verifier()], record=record)
+        assert receipt.disclosures == (disclosure,) and receipt.index == 0
+        assert sent == [[record_digest(record)]]
+        assert secret.encode() not in spooled and disclosure.salt.hex().encode() not in spooled
+        assert record.to_json().encode() in spooled
+
+        asked = LedgerClient(server.address, spool=tmp_path / "b.spool", spool_disclosures=True)
+        other, other_disclosure = memory_record(1, secret)
+        asked.submit(other, disclosures=[other_disclosure])
+        _, pending = read_spool(tmp_path / "b.spool")
+        assert json.loads(pending[0].disclosures_json or b"") == [other_disclosure.to_json_obj()]
+        assert asked.close(5)
+
+
+# --- crashes and outages --------------------------------------------------------------------------
+
+AGENT = """
+import sys, time
+from ledger_client.sdk import LedgerClient, SenderOptions, decision, ledger_run
+address, spool, mode = sys.argv[1:4]
+
+@decision("tool_call", name="work")
+def work(n):
+    return n + 1
+
+options = SenderOptions(batch_size=50, batch_age=30.0)
+client = LedgerClient(address, spool=spool, options=options, close_timeout=10)
+with ledger_run(client, agent="crashy") as run:
+    for n in range(int(sys.argv[4])):
+        work(n)
+        print(run.entries[-1].digest.hex(), flush=True)
+        time.sleep(0.002)
+    if mode == "exit":
+        sys.exit(0)  # no close(): the atexit hook delivers
+    time.sleep(60)
+"""
+
+
+def start_agent(tmp_path: Path, address: str, mode: str, count: int) -> subprocess.Popen[str]:
+    script = tmp_path / "agent.py"
+    script.write_text(AGENT)
+    args = [sys.executable, str(script), address, str(tmp_path / "agent.spool"), mode, str(count)]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+
+
+def read_digests(agent: subprocess.Popen[str], count: int) -> Iterator[bytes]:
+    assert agent.stdout is not None
+    for _ in range(count):
+        yield bytes.fromhex(agent.stdout.readline().strip())
+
+
+def test_killed_agent_spool_resends_everything_exactly_once(tmp_path: Path) -> None:
+    with running_server(tmp_path / "data") as (server, remote, _):
+        agent = start_agent(tmp_path, server.address, "hang", 175)
+        submitted = list(read_digests(agent, 175))  # batches of 50: 150 sent, >= 25 not yet
+        agent.send_signal(signal.SIGKILL)
+        agent.wait(10)
+        assert agent.stdout is not None
+        agent.stdout.close()
+        acked, pending = read_spool(tmp_path / "agent.spool")
+        assert len(pending) >= 25 and len(acked) + len(pending) == 175
+        assert [i.digest for i in acked + pending] == submitted
+        before = logged_digests(remote, len(acked))
+        assert {i.digest for i in acked} <= set(before) <= set(submitted)
+
+        client = LedgerClient(server.address, spool=tmp_path / "agent.spool", options=QUICK)
+        assert client.pending == len(pending)
+        assert client.flush(5, checkpoint=True)
+        assert client.sender.sent == len(pending)  # each pending record sent once
+        assert client.close(5)
+        after = logged_digests(remote)
+    assert len(after) == len(set(after)) == 175  # each record logged exactly once
+    assert after[: len(before)] == before and set(after) == set(submitted)
+    assert after[len(before) :] == [i.digest for i in pending if i.digest not in before]
+    assert read_spool(tmp_path / "agent.spool") == ([], [])
+
+
+def test_atexit_delivers_what_the_agent_left(tmp_path: Path) -> None:
+    with running_server(tmp_path / "data") as (server, remote, _):
+        agent = start_agent(tmp_path, server.address, "exit", 30)  # one partial batch
+        submitted = list(read_digests(agent, 30))
+        assert agent.wait(20) == 0
+        assert agent.stdout is not None
+        agent.stdout.close()
+        logged = logged_digests(remote, 31)
+    assert submitted == logged[:30] and len(logged) == 31  # and the run_closed record
+    assert read_spool(tmp_path / "agent.spool") == ([], [])
+
+
+def test_log_stopped_mid_run_loses_nothing(tmp_path: Path) -> None:
+    key_file, data, port = tmp_path / "signer.key", tmp_path / "data", free_port()
+    signer = Ed25519Signer.generate(ORIGIN)
+    write_signer(key_file, signer)
+    listen = ("--listen", f"127.0.0.1:{port}")
+    server = ServerProcess(data, key_file, *listen)
+    client = LedgerClient(server.address, spool=tmp_path / "a.spool", options=QUICK)
+    run_file = tmp_path / "run.jsonl"
+    try:
+        with ledger_run(client, agent="outage", receipts=run_file) as run:
+            for n in range(10):
+                fetch(n)
+            assert client.flush(5)
+            server.kill()
+            for n in range(10, 30):
+                fetch(n)  # the log is down: these wait in the spool
+            time.sleep(0.3)
+            assert client.pending == 20 and client.sender.retries > 0
+            server = ServerProcess(data, key_file, *listen)
+        assert client.close(5)
+    finally:
+        server.terminate()
+    report = verify_run(run_file, signer.verifier().key_string())
+    assert report["records"] == len(run.entries) == 31
+
+
+def test_overflow_while_the_log_is_unreachable(tmp_path: Path) -> None:
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    options = SenderOptions(max_pending=5, overflow="raise", backoff=Backoff(maximum=0.1))
+    client = LedgerClient(address, spool=tmp_path / "a.spool", options=options)
+    records = [memory_record(n)[0] for n in range(7)]
+    for r in records[:5]:
+        client.submit(r)
+    with pytest.raises(SpoolFullError, match="5 records"):
+        client.submit(records[5])
+    assert client.pending == 5
+    assert not client.close(0.2)
+    assert len(read_spool(tmp_path / "a.spool")[1]) == 5  # refused means not written
+
+    blocking = SenderOptions(max_pending=5, block_timeout=0.2, backoff=Backoff(maximum=0.1))
+    client = LedgerClient(address, spool=tmp_path / "a.spool", options=blocking)
+    start = time.monotonic()
+    with pytest.raises(SpoolFullError, match="still full"):
+        client.submit(records[5])
+    assert time.monotonic() - start >= 0.19
+    client.close(0.1)
+
+    patient = SenderOptions(max_pending=5, backoff=Backoff(maximum=0.1))
+    client = LedgerClient(address, spool=tmp_path / "a.spool", options=patient)
+    with running_server(tmp_path / "data", listen=address) as (_, remote, _):
+        waiter = threading.Thread(target=client.submit, args=(records[5],))
+        waiter.start()  # blocks until the log is back and takes the backlog
+        waiter.join(10)
+        assert not waiter.is_alive()
+        client.submit(records[6])
+        assert client.flush(5, checkpoint=True) and client.close(5)
+        logged = logged_digests(remote)
+    assert logged == [record_digest(r) for r in records]
