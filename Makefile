@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q -e '.[server,dev]'
+	$(BIN)/pip install -q -e '.[server,dev,langchain,otel]'
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ledger.errors import PushbackError, ServiceError
+from ledger.errors import NotYetPublishedError, PushbackError, ServiceError
 from ledger.log import MAX_BATCH, Log
 from ledger.sequencer import AppendItem, validate_items
 from ledger.types import AppendResult, PublishedCheckpoint
@@ -113,8 +113,14 @@ class LogService:
             return latest is not None and latest.size >= size
 
         self._wake_publisher.set()
-        async with self._published:
-            await asyncio.wait_for(self._published.wait_for(covered), timeout)
+        try:
+            async with self._published:
+                await asyncio.wait_for(self._published.wait_for(covered), timeout)
+        except TimeoutError:
+            raise NotYetPublishedError(
+                f"no checkpoint covered {size} entries within {timeout:g} s; the entries are "
+                "durable: fetch their proofs after the next checkpoint"
+            ) from None
         latest = self.log.latest_checkpoint()
         assert latest is not None
         return latest

@@ -23,7 +23,7 @@ from tools.bench_verify import Head, Tally, check_consistency, check_inclusion
 
 __all__ = ["fresh_digests", "run_task"]
 
-PROBE_POLL_S = 0.001
+PROBE_POLL_S = 0.002
 RETRY_PAUSE_S = 0.05
 
 Call = Callable[[random.Random], int]  # one RPC; returns the records (digests or proofs) it did
@@ -130,14 +130,17 @@ def _stream(task: Task, remote: RemoteLog, window: Window) -> Outcome:
             sent.append(now)
             yield fresh_digests(task.batch)
 
-    for ack in remote.stream_append(messages()):
-        now = time.monotonic()
-        if window.inside(now):
-            out.calls += 1
-            out.records += ack.count
-            first = ack.first_position // task.batch
-            last = (ack.first_position + ack.count) // task.batch
-            out.extra_ms.extend((now - t) * 1000 for t in sent[first:last])
+    try:
+        for ack in remote.stream_append(messages()):
+            now = time.monotonic()
+            if window.inside(now):
+                out.calls += 1
+                out.records += ack.count
+                first = ack.first_position // task.batch
+                last = (ack.first_position + ack.count) // task.batch
+                out.extra_ms.extend((now - t) * 1000 for t in sent[first:last])
+    except grpc.RpcError as exc:  # the stream ends: report what was acknowledged until then
+        out.error(exc)
     return out
 
 

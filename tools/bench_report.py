@@ -92,6 +92,9 @@ SCENARIOS: tuple[Scenario, ...] = (
             Figure("ack_p99_ms", "record -> ack p99", "ms"),
             Figure("records_per_ack", "records per ack", "records"),
             *_CPU,
+            Figure("errors", "failed streams", "streams"),
+            Figure("records_per_s_100", "throughput, 100 digests per message", "records/s"),
+            Figure("errors_100", "failed streams, 100 per message", "streams"),
         ),
     ),
     Scenario(

@@ -156,10 +156,11 @@ class Bench:
         }
 
     def stream(self, run: int) -> dict[str, float]:
-        """B3: one stream of single-digest messages."""
-        progress(f"run {run} B3: one stream, 1 digest per message")
+        """B3: one stream of single-digest messages; then one of 100-digest messages."""
+        progress(f"run {run} B3: one stream, 1 digest per message (then 100 per message)")
         with self._fresh_server(run, "B3") as server:
             out, server_cpu, client_cpu = self._timed(server, [self._task("stream", server, 0)])
+            batched, _, _ = self._timed(server, [self._task("stream", server, 1, batch=100)])
         return {
             "records_per_s": self._rate(out.records),
             "ack_p50_ms": percentile(out.extra_ms, 50),
@@ -167,6 +168,9 @@ class Bench:
             "records_per_ack": out.records / out.calls if out.calls else float("nan"),
             "server_cpu": server_cpu,
             "client_cpu": client_cpu,
+            "errors": out.errors,
+            "records_per_s_100": self._rate(batched.records),
+            "errors_100": batched.errors,
         }
 
     def checkpoint_latency(self, run: int) -> dict[str, float]:

@@ -28,6 +28,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -63,6 +64,7 @@ from ledger_client.sender import Backoff, Sender, SenderOptions
 from ledger_client.spool import FileSpool, MemorySpool, Spool, SpoolItem
 
 __all__ = [
+    "MEMORY_SPOOL_BYTES",
     "AsyncLedgerClient",
     "Backoff",
     "Capture",
@@ -86,6 +88,7 @@ __all__ = [
     "ledger_run",
 ]
 
+MEMORY_SPOOL_BYTES = 64 << 20
 _RECEIPT_RETRY = frozenset(
     {
         grpc.StatusCode.UNAVAILABLE,
@@ -99,8 +102,10 @@ _RECEIPT_RETRY = frozenset(
 class LedgerClient:
     """A thread-safe client for agents: spool, background sender, receipts (module docstring).
 
-    ``spool``: the spool file (``None``: in memory, lost with the process). ``options``:
-    batching, overflow and retry settings. ``connect``: builds the ``RemoteLog`` (tests).
+    ``spool``: the spool file (``None``: in memory, lost with the process, and at most
+    ``MEMORY_SPOOL_BYTES`` pending). ``options``: batching, overflow and retry settings.
+    ``prefer_anchored``: receipts on the earliest anchored checkpoint when there is one.
+    ``connect``: builds the ``RemoteLog`` (tests).
     """
 
     def __init__(
@@ -122,6 +127,9 @@ class LedgerClient:
         self.prefer_anchored = prefer_anchored
         self.close_timeout = close_timeout
         self._connect = connect or (lambda: RemoteLog(address, timeout=rpc_timeout))
+        if spool is None:  # the backlog would be in memory: keep it small
+            limit = min(self.options.max_pending_bytes, MEMORY_SPOOL_BYTES)
+            self.options = replace(self.options, max_pending_bytes=limit)
         store: Spool = MemorySpool() if spool is None else FileSpool(spool)
         self.sender = Sender(store, self._connect, self.options)
         self._remote: RemoteLog | None = None

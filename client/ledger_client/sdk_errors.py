@@ -3,7 +3,7 @@
 LedgerError                      (ledger.errors)
 └── ClientError                  the agent-side client cannot do what was asked
     ├── SpoolError               the spool file is unusable: locked by another process,
-    │                            not a spool, or corrupt before its last frame
+    │                            not a spool, unwritable, or corrupted while in use
     ├── SpoolFullError           the overflow policy refused a record (``overflow="raise"``,
     │                            or ``"block"`` waited past its timeout); nothing was written
     ├── DeliveryError            the log refused a batch for good (a non-retryable gRPC
@@ -31,7 +31,7 @@ class ClientError(LedgerError):
 
 
 class SpoolError(ClientError):
-    """The spool file is locked by another process, is not a spool, or is corrupt."""
+    """The spool file is locked by another process, not a spool, unwritable or corrupted."""
 
 
 class SpoolFullError(ClientError):

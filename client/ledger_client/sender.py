@@ -108,7 +108,8 @@ def retry_after(exc: grpc.RpcError) -> float | None:
     """The server's ``retry-after-ms`` hint in seconds, if the error carries one."""
     trailing = getattr(exc, "trailing_metadata", None)
     metadata = trailing() if callable(trailing) else None
-    for key, value in metadata or ():
+    for item in metadata or ():
+        key, value = (item.key, item.value) if hasattr(item, "key") else item
         if key == RETRY_AFTER_KEY:
             try:
                 return max(0.0, int(value) / 1000)
@@ -140,7 +141,7 @@ class Sender:
         self._flushing = 0
         self._stopping = self._abandon = self._closed = False
         self.error: ClientError | None = None
-        self.batches = self.retries = self.sent = 0
+        self.batches = self.retries = self.hinted = self.sent = 0  # hinted: retries on a hint
         self.covering_size = 0  # a checkpoint of this size covers every acknowledged record
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
         self._thread.start()
@@ -342,6 +343,7 @@ class Sender:
             )
             attempt += 1
             self.retries += 1
+            self.hinted += hint is not None
             if not self._sleep(delay):
                 return None
 

@@ -81,6 +81,7 @@ _CRC = struct.Struct(">I")
 _OFFSET = struct.Struct(">Q")
 _CHUNK = 1 << 20
 _KINDS = (RECORD, DISCLOSURES, ACK)
+_FRAMING = 9 + 32  # type, length, CRC and the digest that starts an 'R' or 'D' body
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +95,8 @@ class SpoolItem:
     @property
     def size(self) -> int:
         """Bytes this item occupies on disk (its frames)."""
-        return len(self.encode())
+        extra = 0 if self.disclosures_json is None else _FRAMING + len(self.disclosures_json)
+        return _FRAMING + len(self.record_json) + extra
 
     def encode(self) -> bytes:
         """The item's frames: 'R', then 'D' if it carries disclosures."""
@@ -244,6 +246,7 @@ class FileSpool:
         self.path = Path(path)
         self._compact_bytes = compact_bytes
         self._lock = threading.Lock()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock_fd = _lock(self.path)
         self._tmp = self.path.with_name(self.path.name + ".tmp")
         self._tmp.unlink(missing_ok=True)

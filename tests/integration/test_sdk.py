@@ -6,6 +6,7 @@ the spool or on the wire."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import signal
 import socket
@@ -37,7 +38,7 @@ from ledger_client.sdk import (
     decision,
     ledger_run,
 )
-from ledger_client.spool import read_spool
+from ledger_client.spool import SpoolItem, read_spool
 from tests.harness import ORIGIN, ServerProcess, running_server
 
 pytestmark = pytest.mark.integration
@@ -319,3 +320,50 @@ def test_overflow_while_the_log_is_unreachable(tmp_path: Path) -> None:
         assert client.flush(5, checkpoint=True) and client.close(5)
         logged = logged_digests(remote)
     assert logged == [record_digest(r) for r in records]
+
+
+def test_pushback_is_retried_until_everything_is_logged(tmp_path: Path) -> None:
+    options = SenderOptions(batch_size=1000, batch_age=0.05, backoff=Backoff(initial=0.01))
+    with running_server(tmp_path / "data", max_pending=2_000) as (server, remote, _):
+        clients = [LedgerClient(server.address, options=options) for _ in range(6)]
+        for w, client in enumerate(clients):  # the senders' view: 3 full batches each, at once
+            for n in range(3000):
+                body = b'{"w":%d,"n":%d}' % (w, n)
+                client.sender.put(SpoolItem(hashlib.sha256(body).digest(), body))
+        assert all(c.flush(20, checkpoint=True) for c in clients)
+        hinted = sum(c.sender.hinted for c in clients)
+        assert all(c.close(5) for c in clients)
+        logged = logged_digests(remote)
+    assert hinted > 0  # RESOURCE_EXHAUSTED happened and was retried after the server's hint
+    assert len(logged) == len(set(logged)) == 6 * 3000
+
+
+# --- the README section ---------------------------------------------------------------------------
+
+README_SDK = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_readme_example_agent_and_its_run_verify(tmp_path: Path) -> None:
+    text = README_SDK.read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    assert len(code.strip().splitlines()) == 10
+    assert 'ledger-verify run run.jsonl --key "$VKEY"' in text
+    with running_server(tmp_path / "data") as (server, _, _):
+        script = tmp_path / "agent.py"
+        script.write_text(code.replace("127.0.0.1:6962", server.address))
+        done = subprocess.run(
+            [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        result = CliRunner().invoke(
+            main, ["run", str(tmp_path / "run.jsonl"), "--key", server.app.verifier_key]
+        )
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("OK: run verified\n")
+    assert "(3 records, 3 valid receipts)" in result.output
+    lines = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
+    records = [DecisionRecord.from_json_obj(line["record"]) for line in lines]
+    assert [r.kind for r in records] == ["tool_call", "constraint_check", "run_closed"]
+    assert [len(r.parent_digests) for r in records] == [0, 1, 1]
+    assert "Paris" not in (tmp_path / "run.jsonl").read_text()
+    assert read_spool(tmp_path / "agent.spool") == ([], [])

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import subprocess
+import sys
 import threading
 import warnings
 from collections.abc import Sequence
@@ -468,3 +470,14 @@ def test_capture_value_modes() -> None:
     committed = capture_value("v", Capture.COMMIT, "actual_outcome")
     assert committed.disclosure is not None and committed.disclosure.value == "v"
     assert committed.digest == committed.value.digest.hex() != digest.digest
+
+
+def test_the_core_sdk_imports_no_framework() -> None:
+    code = (
+        "import sys, ledger_client.sdk, ledger_client.bridges; "
+        "tops = {m.split('.')[0] for m in sys.modules}; "
+        "print(sorted(tops & {'langchain_core', 'opentelemetry'}))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

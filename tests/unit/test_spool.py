@@ -342,7 +342,7 @@ def test_retries_honour_the_servers_hint() -> None:
     s.put(item(1))
     assert s.flush(5)
     times = [c[0] for c in log.calls]
-    assert len(times) == 3 and s.retries == 2
+    assert len(times) == 3 and s.retries == 2 and s.hinted == 1
     assert times[1] - times[0] >= 0.19  # the hint, not the 1 ms backoff
     assert times[2] - times[1] < 0.15
     assert log.connects == 2  # a fresh channel after UNAVAILABLE, none after pushback

@@ -1,0 +1,80 @@
+"""``python tools/bench.py --quick`` runs end to end: a real server, client processes, a report.
+
+The smoke test only checks the shape of the report (every scenario B1..B8, with numbers, the
+command and the date); the figures themselves depend on the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+HEADLINES = {
+    "B1": ["records_per_s", "p99_ms"],
+    "B2": ["records_per_s"],
+    "B3": ["records_per_s"],
+    "B4": ["p99_ms"],
+    "B5": ["unary_per_s", "batched_per_s", "validated"],
+    "B6": ["per_s", "validated"],
+    "B7": ["last_over_first", "peak_2m_over_rss_1m", "disk_bytes_per_entry"],
+    "B8": ["sha256_per_s", "loop_entries_per_s", "b2_fraction"],
+}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
+@pytest.fixture(scope="module")
+def quick_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    tmp = tmp_path_factory.mktemp("bench")
+    out = tmp / "results"
+    cmd = [sys.executable, str(ROOT / "tools" / "bench.py"), "--quick", "--out", str(out)]
+    proc = subprocess.run(
+        [*cmd, "--work-dir", str(tmp)], capture_output=True, text=True, timeout=600, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "# Decision Ledger benchmark" in proc.stdout
+    return json.loads((out / "bench.json").read_text()), out
+
+
+def test_every_scenario_has_its_figures(quick_report: tuple[dict[str, Any], Path]) -> None:
+    report, _ = quick_report
+    scenarios = {s["id"]: s for s in report["scenarios"]}
+    assert sorted(scenarios) == [f"B{i}" for i in range(1, 9)]
+    for sid, names in HEADLINES.items():
+        figures = {f["name"]: f for f in scenarios[sid]["figures"]}
+        for name in names:
+            fig = figures[name]
+            assert _is_number(fig["median"]), f"{sid}.{name} = {fig['median']!r}"
+            assert fig["min"] <= fig["median"] <= fig["max"], f"{sid}.{name}"
+            assert len(fig["runs"]) == report["runs"] == 1
+
+
+def test_sampled_proofs_verify(quick_report: tuple[dict[str, Any], Path]) -> None:
+    report, _ = quick_report
+    for s in report["scenarios"]:
+        for f in s["figures"]:
+            if f["name"] == "validated":
+                assert f["median"] > 0, s["id"]
+            if f["name"] == "invalid":
+                assert f["max"] == 0, s["id"]
+
+
+def test_report_names_its_provenance(quick_report: tuple[dict[str, Any], Path]) -> None:
+    report, out = quick_report
+    assert "tools/bench.py --quick" in report["command"]
+    assert report["date"][:2] == "20"
+    assert report["plan"]["segment"] > 0
+    markdown = (out / "bench.md").read_text()
+    assert report["command"] in markdown
+    assert "| B8 |" in markdown
