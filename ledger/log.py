@@ -36,9 +36,10 @@ from ledger.types import (
     decode_leaf,
 )
 
-__all__ = ["MAX_BATCH", "MAX_PAGE", "Log", "wall_clock_ms"]
+__all__ = ["MAX_BATCH", "MAX_GROUP", "MAX_PAGE", "Log", "wall_clock_ms"]
 
-MAX_BATCH = 10_000
+MAX_BATCH = 10_000  # digests in one append request
+MAX_GROUP = 50_000  # digests in one group commit (many requests)
 MAX_PAGE = 1_000
 
 
@@ -57,7 +58,7 @@ class Log:
         signer: Signer,
         origin: str,
         clock_ms: Callable[[], int] = wall_clock_ms,
-        max_batch: int = MAX_BATCH,
+        max_batch: int = MAX_GROUP,
     ) -> None:
         self._store = store
         self._lock = threading.Lock()

@@ -238,6 +238,31 @@ def subtree_node(begin: int, end: int) -> ProofNode:
     return _range_node(begin, end)
 
 
+def _full(level: int, index: int) -> ProofNode:
+    return ProofNode((NodeID(level, index),))
+
+
+def _path_nodes(level: int, index: int, size: int) -> list[ProofNode]:
+    """Nodes proving the full node ``(level, index)`` is in the tree of ``size``, bottom up.
+
+    The path climbs ``inner`` levels to the *fork*, where it parts from the path to the tree's
+    last leaf: below the fork every sibling is a full node; the fork's right sibling covers
+    ``[end, size)`` and may be ephemeral; above it, only left siblings remain (the set bits of
+    the fork's first leaf). Same output as the RFC 9162 §2.1.3.1 / §2.1.4.1 recursion.
+    """
+    inner = (index ^ (size >> level)).bit_length() - 1
+    nodes = [_full(level + i, (index >> i) ^ 1) for i in range(inner)]
+    fork_level = level + inner
+    begin = (index >> inner) << fork_level
+    end = begin + (1 << fork_level)
+    if end < size:
+        nodes.append(_range_node(end, size))
+    for lvl in range(fork_level + 1, begin.bit_length()):
+        if (begin >> lvl) & 1:
+            nodes.append(_full(lvl, (begin >> lvl) ^ 1))
+    return nodes
+
+
 def inclusion_proof_nodes(index: int, size: int) -> list[ProofNode]:
     """Nodes of the RFC 9162 §2.1.3.1 inclusion path, leaf to root.
 
@@ -245,41 +270,24 @@ def inclusion_proof_nodes(index: int, size: int) -> list[ProofNode]:
     """
     if not 0 <= index < size:
         raise BoundsError(f"inclusion proof needs 0 <= index < size, got {index}, {size}")
-    nodes: list[ProofNode] = []
-    begin, end = 0, size
-    while end - begin > 1:
-        k = _largest_power_of_two_below(end - begin)
-        if index < begin + k:
-            nodes.append(_range_node(begin + k, end))
-            end = begin + k
-        else:
-            nodes.append(_range_node(begin, begin + k))
-            begin += k
-    nodes.reverse()
-    return nodes
+    return _path_nodes(0, index, size)
 
 
 def consistency_proof_nodes(size1: int, size2: int) -> list[ProofNode]:
     """Nodes of the RFC 9162 §2.1.4.1 consistency path from ``size1`` to ``size2``.
 
-    Requires ``0 < size1 <= size2``; for ``size1 == size2`` the proof is empty.
+    Requires ``0 < size1 <= size2``; for ``size1 == size2`` the proof is empty. The proof is
+    the largest full subtree ending at ``size1`` (left out when ``size1`` is a power of two: the
+    old root is that node) followed by that node's inclusion path in the tree of ``size2``.
     """
     if not 0 < size1 <= size2:
         raise BoundsError(f"consistency proof needs 0 < size1 <= size2, got {size1}, {size2}")
-    nodes: list[ProofNode] = []
-    begin, end, m, complete = 0, size2, size1, True
-    while m != end - begin:
-        k = _largest_power_of_two_below(end - begin)
-        if m <= k:
-            nodes.append(_range_node(begin + k, end))
-            end = begin + k
-        else:
-            nodes.append(_range_node(begin, begin + k))
-            begin, m, complete = begin + k, m - k, False
-    if not complete:
-        nodes.append(_range_node(begin, end))
-    nodes.reverse()
-    return nodes
+    if size1 == size2:
+        return []
+    level = (size1 & -size1).bit_length() - 1
+    index = (size1 - 1) >> level
+    nodes = _path_nodes(level, index, size2)
+    return nodes if index == 0 else [_full(level, index), *nodes]
 
 
 def fold_proof_nodes(

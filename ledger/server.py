@@ -35,6 +35,7 @@ from ledger.errors import (
     UnauthenticatedError,
     VerificationError,
 )
+from ledger.log import MAX_BATCH
 from ledger.sequencer import AppendItem
 from ledger.service import LogService
 from ledger.types import Anchor, AppendResult, Entry, InclusionProof, PublishedCheckpoint
@@ -202,7 +203,7 @@ class LedgerServicer:
                 await more.wait()
                 more.clear()
                 while pending:
-                    group = pending[:20_000]
+                    group = pending[:MAX_BATCH]
                     del pending[: len(group)]
                     try:
                         results = await self._service.append(group)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ledger.errors import NotYetPublishedError, PushbackError, ServiceError
-from ledger.log import MAX_BATCH, Log
+from ledger.log import MAX_BATCH, MAX_GROUP, Log
 from ledger.sequencer import AppendItem, validate_items
 from ledger.types import AppendResult, PublishedCheckpoint
 
@@ -51,7 +51,7 @@ class LogService:
         self.log = log
         self._interval = checkpoint_interval
         self._max_pending = max_pending
-        self._group_items = max(group_items, MAX_BATCH)
+        self._group_items = min(max(group_items, MAX_BATCH), MAX_GROUP)
         self._queue: deque[_Request] = deque()
         self._queued_items = 0
         self._wake_writer = asyncio.Event()
@@ -60,6 +60,8 @@ class LogService:
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-writer")
         self._tasks: list[asyncio.Task[None]] = []
         self._accepting = False
+        self._dirty = False
+        self._last_publish = 0.0
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -132,9 +134,17 @@ class LogService:
             await self._wake_writer.wait()
             self._wake_writer.clear()
             while self._queue:
-                group = self._take_group()
-                await self._commit(group)
-                self._wake_publisher.set()
+                await self._commit(self._take_group())
+                self._dirty = True
+                if self._publish_due():
+                    # Publish before the next group takes the writer: a checkpoint never waits
+                    # behind another commit.
+                    await self._publish_once()
+                else:
+                    self._wake_publisher.set()
+
+    def _publish_due(self) -> bool:
+        return asyncio.get_running_loop().time() >= self._last_publish + self._interval
 
     def _take_group(self) -> list[_Request]:
         group: list[_Request] = []
@@ -164,16 +174,24 @@ class LogService:
             at += n
 
     async def _publish_loop(self) -> None:
+        """Publish what the write loop left unpublished, once the interval has passed."""
+        loop = asyncio.get_running_loop()
         while True:
             await self._wake_publisher.wait()
             self._wake_publisher.clear()
+            delay = self._last_publish + self._interval - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if not self._dirty:
+                continue
             try:
                 await self._publish_once()
             except Exception as exc:  # keep serving reads; appends report storage failures
                 _log.error("publishing failed: %s", exc)
-            await asyncio.sleep(self._interval)
 
     async def _publish_once(self) -> None:
+        self._dirty = False
+        self._last_publish = asyncio.get_running_loop().time()
         await self._run(self.log.publish)
         async with self._published:
             self._published.notify_all()

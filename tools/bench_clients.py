@@ -77,6 +77,7 @@ class Outcome:
         self.invalid += other.invalid
         self.first_invalid = self.first_invalid or other.first_invalid
         self.elapsed_s = max(self.elapsed_s, other.elapsed_s)
+        self.cpu_s += other.cpu_s
 
 
 @dataclass(frozen=True, slots=True)

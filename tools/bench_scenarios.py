@@ -57,23 +57,23 @@ def _merge(outcomes: list[Outcome]) -> Outcome:
     total = Outcome()
     for o in outcomes:
         total.merge(o)
-        total.cpu_s += o.cpu_s
     return total
 
 
 class _BigServer:
     """The big log's server; with profiling, a fresh profiled process per measured phase."""
 
-    def __init__(self, bench: Bench, data_dir: Path, label: str) -> None:
+    def __init__(self, bench: Bench, data_dir: Path, run: int) -> None:
         self._bench = bench
+        self._run = run
         self.data_dir = data_dir
-        self.current = bench.start_server(data_dir, label)
+        self.current = bench.start_server(data_dir, f"B7-fill-run{run}")
 
     def phase(self, label: str) -> BenchServer:
         """The server to measure ``label`` on."""
         if self._bench.profile_dir is not None:
             self.current.stop()
-            self.current = self._bench.start_server(self.data_dir, label)
+            self.current = self._bench.start_server(self.data_dir, f"{label}-run{self._run}")
         return self.current
 
 
@@ -212,45 +212,47 @@ class Bench:
         progress(f"  fill {done + seg:,}/{total:,} entries: {rate:,.0f} records/s")
         return rate
 
-    def proofs(self, big: _BigServer, head: Head) -> tuple[dict[str, float], dict[str, float]]:
-        """B5 (unary and batched inclusion proofs) and B6 (consistency proofs) at ``head``."""
+    def _b5(self, big: _BigServer, head: Head) -> dict[str, float]:
+        """B5: unary inclusion proofs (2 x 32 callers), then batched ones (2 x 4 x 1,000)."""
+        progress(f"  B5: inclusion proofs at random sizes <= {head.size:,}")
         common = {"head_size": head.size, "head_root": head.root, "validate": self.plan.validate}
-        b5: dict[str, float] = {"log_size": head.size}
-        b6: dict[str, float] = {}
-        valid = [0, 0]
-        if self.wants("B5"):
-            progress(f"  B5: inclusion proofs at random sizes <= {head.size:,}")
-            server = big.phase("B5-unary")
-            unary = [self._task("inclusion", server, k, threads=32, **common) for k in range(2)]
-            out, cpu, _ = self._timed(server, unary)
-            b5 |= {"unary_per_s": self._rate(out.records), "unary_server_cpu": cpu}
-            b5 |= {"unary_p50_ms": percentile(out.latencies_ms, 50)}
-            b5 |= {"unary_p99_ms": percentile(out.latencies_ms, 99)}
-            valid = [out.validated, out.invalid]
-            server = big.phase("B5-batched")
-            batched = [
-                self._task("inclusions", server, k, threads=4, batch=1_000, **common)
-                for k in range(2)
-            ]
-            out, cpu, _ = self._timed(server, batched)
-            b5 |= {"batched_per_s": self._rate(out.records), "batched_server_cpu": cpu}
-            b5 |= {"batched_p99_ms": percentile(out.latencies_ms, 99)}
-            b5 |= {"validated": valid[0] + out.validated, "invalid": valid[1] + out.invalid}
-        if self.wants("B6"):
-            progress(f"  B6: consistency proofs between random sizes <= {head.size:,}")
-            server = big.phase("B6")
-            tasks = [self._task("consistency", server, k, threads=32, **common) for k in range(2)]
-            out, server_cpu, client_cpu = self._timed(server, tasks)
-            b6 = {
-                "per_s": self._rate(out.records),
-                "p50_ms": percentile(out.latencies_ms, 50),
-                "p99_ms": percentile(out.latencies_ms, 99),
-                "server_cpu": server_cpu,
-                "client_cpu": client_cpu,
-                "validated": out.validated,
-                "invalid": out.invalid,
-            }
-        return (b5 if self.wants("B5") else {}), b6
+        server = big.phase("B5-unary")
+        tasks = [self._task("inclusion", server, k, threads=32, **common) for k in range(2)]
+        unary, unary_cpu, _ = self._timed(server, tasks)
+        server = big.phase("B5-batched")
+        tasks = [
+            self._task("inclusions", server, k, threads=4, batch=1_000, **common) for k in range(2)
+        ]
+        batched, batched_cpu, _ = self._timed(server, tasks)
+        return {
+            "unary_per_s": self._rate(unary.records),
+            "unary_p50_ms": percentile(unary.latencies_ms, 50),
+            "unary_p99_ms": percentile(unary.latencies_ms, 99),
+            "unary_server_cpu": unary_cpu,
+            "batched_per_s": self._rate(batched.records),
+            "batched_p99_ms": percentile(batched.latencies_ms, 99),
+            "batched_server_cpu": batched_cpu,
+            "log_size": head.size,
+            "validated": unary.validated + batched.validated,
+            "invalid": unary.invalid + batched.invalid,
+        }
+
+    def _b6(self, big: _BigServer, head: Head) -> dict[str, float]:
+        """B6: consistency proofs between random sizes (2 x 32 callers)."""
+        progress(f"  B6: consistency proofs between random sizes <= {head.size:,}")
+        common = {"head_size": head.size, "head_root": head.root, "validate": self.plan.validate}
+        server = big.phase("B6")
+        tasks = [self._task("consistency", server, k, threads=32, **common) for k in range(2)]
+        out, server_cpu, client_cpu = self._timed(server, tasks)
+        return {
+            "per_s": self._rate(out.records),
+            "p50_ms": percentile(out.latencies_ms, 50),
+            "p99_ms": percentile(out.latencies_ms, 99),
+            "server_cpu": server_cpu,
+            "client_cpu": client_cpu,
+            "validated": out.validated,
+            "invalid": out.invalid,
+        }
 
     def big_log(self, run: int) -> RunFigures:
         """Fill, B5 and B6 at half size, fill to full size, memory, compaction (B7)."""
@@ -258,15 +260,16 @@ class Bench:
         total = 4 * seg if self.wants("B7") else 2 * seg
         progress(f"run {run} B5/B6/B7: filling a log to {total:,} entries")
         data_dir = self.work / f"run{run}-big"
-        big = _BigServer(self, data_dir, f"B7-fill-run{run}")
+        big = _BigServer(self, data_dir, run)
         entries = 2 * seg
         try:
             rates = [self._fill(big.current, k * seg, total) for k in range(2)]
             head = signed_head(big.current, 2 * seg)
-            b5, b6 = self.proofs(big, head)
+            b5 = self._b5(big, head) if self.wants("B5") else {}
+            b6 = self._b6(big, head) if self.wants("B6") else {}
             half = full = big.current.sample()
             if self.wants("B7"):
-                server = big.phase(f"B7-fill2-run{run}")
+                server = big.phase("B7-fill2")
                 rates += [self._fill(server, k * seg, total) for k in range(2, 4)]
                 entries = signed_head(server, total).size
                 full = server.sample()

@@ -218,3 +218,13 @@ def test_pushback_when_queues_are_full(tmp_path: Path) -> None:
         assert all(h.isdigit() and int(h) > 0 for h in hints)
         # the server is healthy afterwards
         assert log.append([digest(0, "calm")], wait_for_checkpoint=True).checkpoint is not None
+
+
+def test_fast_stream_of_big_messages_is_split_into_valid_groups(tmp_path: Path) -> None:
+    """A stream that outruns the writer piles up more than one request's worth of items."""
+    with running_server(tmp_path) as (_, log, _signer):
+        batches = [[digest(i, f"big{b}") for i in range(500)] for b in range(60)]
+        acks = list(log.stream_append(batches))
+        assert sum(a.count for a in acks) == 30_000
+        assert sum(a.new_entries for a in acks) == 30_000
+        assert all(a.count <= 10_000 for a in acks)
