@@ -108,35 +108,48 @@ def _checkpoint(cp: PublishedCheckpoint) -> pb.Checkpoint:
     return pb.Checkpoint(note=cp.note, origin=cp.origin, size=cp.size, root_hash=cp.root_hash)
 
 
+def _fill_entry(m: Any, e: Entry) -> None:
+    m.index = e.index
+    m.leaf = e.leaf
+    m.leaf_hash = merkle.leaf_hash(e.leaf)
+    m.record_digest = e.record_digest
+    m.timestamp_ms = e.timestamp_ms
+    m.metadata = e.metadata
+
+
 def _entry(e: Entry) -> pb.Entry:
-    return pb.Entry(
-        index=e.index,
-        leaf=e.leaf,
-        leaf_hash=merkle.leaf_hash(e.leaf),
-        record_digest=e.record_digest,
-        timestamp_ms=e.timestamp_ms,
-        metadata=e.metadata,
-    )
+    m = pb.Entry()
+    _fill_entry(m, e)
+    return m
+
+
+def _fill_inclusion(m: Any, p: InclusionProof) -> None:
+    m.index = p.entry.index
+    m.tree_size = p.tree_size
+    m.leaf_hash = p.leaf_hash
+    m.hashes.extend(p.hashes)
+    _fill_entry(m.entry, p.entry)
 
 
 def _inclusion(p: InclusionProof) -> pb.InclusionProof:
-    return pb.InclusionProof(
-        index=p.entry.index,
-        tree_size=p.tree_size,
-        leaf_hash=p.leaf_hash,
-        hashes=list(p.hashes),
-        entry=_entry(p.entry),
-    )
+    m = pb.InclusionProof()
+    _fill_inclusion(m, p)
+    return m
 
 
-def _result(r: AppendResult, proof: Sequence[bytes] = ()) -> pb.AppendResult:
-    return pb.AppendResult(
-        index=r.index,
-        leaf_hash=r.leaf_hash,
-        timestamp_ms=r.timestamp_ms,
-        duplicate=r.duplicate,
-        inclusion_proof=list(proof),
-    )
+def _append_response(
+    results: Sequence[AppendResult], proofs: Sequence[InclusionProof] = ()
+) -> pb.AppendRecordsResponse:
+    """Built with ``add()``: about 2.5x faster than constructing each sub-message (B2)."""
+    response = pb.AppendRecordsResponse()
+    add = response.results.add
+    for r in results:
+        add(
+            index=r.index, leaf_hash=r.leaf_hash, timestamp_ms=r.timestamp_ms, duplicate=r.duplicate
+        )
+    for m, p in zip(response.results, proofs, strict=False):  # proofs only when waited
+        m.inclusion_proof.extend(p.hashes)
+    return response
 
 
 def anchor_message(a: Anchor) -> pb.Anchor:
@@ -174,13 +187,13 @@ class LedgerServicer:
     async def AppendRecords(self, request: Any, context: Any) -> pb.AppendRecordsResponse:
         results = await self._service.append(_items(request.items))
         if not request.wait_for_checkpoint:
-            return pb.AppendRecordsResponse(results=[_result(r) for r in results])
+            return _append_response(results)
         cp = await self._service.wait_for_checkpoint(max(r.index for r in results) + 1)
-        proofs = self._log.inclusion_proofs([r.index for r in results], cp.size)
-        return pb.AppendRecordsResponse(
-            results=[_result(r, p.hashes) for r, p in zip(results, proofs, strict=True)],
-            checkpoint=_checkpoint(cp),
+        response = _append_response(
+            results, self._log.inclusion_proofs([r.index for r in results], cp.size)
         )
+        response.checkpoint.CopyFrom(_checkpoint(cp))
+        return response
 
     async def StreamAppend(
         self, request_iterator: AsyncIterator[Any], context: Any
@@ -243,7 +256,10 @@ class LedgerServicer:
             indexes.append(self._log.index_of(_digest(d, f"record_digests[{i}]")))
         proofs = self._log.inclusion_proofs(indexes, request.tree_size)
         size = proofs[0].tree_size
-        return pb.GetInclusionProofsResponse(tree_size=size, proofs=[_inclusion(p) for p in proofs])
+        response = pb.GetInclusionProofsResponse(tree_size=size)
+        for p in proofs:
+            _fill_inclusion(response.proofs.add(), p)
+        return response
 
     @_guarded
     async def GetConsistencyProof(self, request: Any, context: Any) -> pb.ConsistencyProof:
@@ -253,7 +269,10 @@ class LedgerServicer:
     @_guarded
     async def GetEntries(self, request: Any, context: Any) -> pb.GetEntriesResponse:
         entries = self._log.entries(request.start, request.count)
-        return pb.GetEntriesResponse(entries=[_entry(e) for e in entries])
+        response = pb.GetEntriesResponse()
+        for e in entries:
+            _fill_entry(response.entries.add(), e)
+        return response
 
     @_guarded
     async def GetEntry(self, request: Any, context: Any) -> pb.Entry:
