@@ -172,21 +172,26 @@ class Log:
         for i in indexes:
             self._check_included(i, size)
         plans = [merkle.inclusion_proof_nodes(i, size) for i in indexes]
-        wanted = sorted({part for plan in plans for node in plan for part in node.parts})
-        found = dict(zip(wanted, self._store.get_nodes(wanted), strict=True))
+        # Proofs at one size share their upper nodes: read and fold each distinct node once.
+        distinct = list({node for plan in plans for node in plan})
+        hashes = merkle.fold_proof_nodes(distinct, self._read_nodes)
+        hash_of = dict(zip(distinct, hashes, strict=True))
         leaves = self._store.get_leaves(indexes)
-        proofs = []
-        for i, plan, leaf in zip(indexes, plans, leaves, strict=True):
-            hashes = merkle.fold_proof_nodes(plan, lambda ids: [found[n] for n in ids])
-            proofs.append(
-                InclusionProof(
-                    entry=decode_leaf(i, leaf),
-                    leaf_hash=merkle.leaf_hash(leaf),
-                    tree_size=size,
-                    hashes=tuple(hashes),
-                )
+        return [
+            InclusionProof(
+                entry=decode_leaf(i, leaf),
+                leaf_hash=merkle.leaf_hash(leaf),
+                tree_size=size,
+                hashes=tuple(hash_of[node] for node in plan),
             )
-        return proofs
+            for i, plan, leaf in zip(indexes, plans, leaves, strict=True)
+        ]
+
+    def _read_nodes(self, ids: Sequence[merkle.NodeID]) -> list[bytes]:
+        """One batched read of distinct node ids, answered in the order asked."""
+        unique = list(dict.fromkeys(ids))
+        found = dict(zip(unique, self._store.get_nodes(unique), strict=True))
+        return [found[i] for i in ids]
 
     def inclusion_proof(self, index: int, tree_size: int) -> InclusionProof:
         """One inclusion proof (see ``inclusion_proofs``)."""

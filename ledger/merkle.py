@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from ledger.errors import BoundsError, MalformedHashError, ProofShapeError, RootMismatchError
@@ -91,8 +90,7 @@ class NodeID(NamedTuple):
         return (self.index + 1) << self.level
 
 
-@dataclass(frozen=True, slots=True)
-class ProofNode:
+class ProofNode(NamedTuple):
     """One proof hash: a full node, or an ephemeral node folded from full nodes (left to right)."""
 
     parts: tuple[NodeID, ...]
