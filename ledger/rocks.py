@@ -28,6 +28,7 @@ from rocksdict import (
     Options,
     Rdict,
     WriteBatch,
+    WriteBufferManager,
     WriteOptions,
 )
 
@@ -75,10 +76,17 @@ def _options(memtable_mb: int, cache_mb: int) -> Options:
     opts.set_memtable_whole_key_filtering(True)  # bloom in the memtable too: dedup misses
     opts.set_memtable_prefix_bloom_ratio(0.1)
     opts.set_compression_type(DBCompressionType.none())  # hashes and digests do not compress
+    # One memory budget: memtables are charged to the block cache, which also holds the index
+    # and filter blocks, so RocksDB's memory stays near memtables + cache however big the log.
+    cache = Cache((cache_mb + 2 * memtable_mb) << 20)
+    opts.set_write_buffer_manager(
+        WriteBufferManager.new_write_buffer_manager_with_cache(2 * memtable_mb << 20, False, cache)
+    )
     table = BlockBasedOptions()
     table.set_bloom_filter(10, False)
-    table.set_block_cache(Cache(cache_mb << 20))
+    table.set_block_cache(cache)
     table.set_cache_index_and_filter_blocks(True)
+    table.set_pin_l0_filter_and_index_blocks_in_cache(True)
     opts.set_block_based_table_factory(table)
     return opts
 

@@ -7,7 +7,10 @@ perfect subtrees so that sampled trees of 100,000 leaves stay cheap.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from functools import cache, lru_cache
+
+from ledger.merkle import NodeID
 
 
 def ref_leaf(data: bytes) -> bytes:
@@ -75,3 +78,41 @@ def ref_inclusion(index: int, size: int) -> list[bytes]:
 
 def ref_consistency(size1: int, size2: int) -> list[bytes]:
     return subproof(size1, 0, size2, True)
+
+
+def reference_lookup(nodes: Sequence[NodeID]) -> list[bytes]:
+    """A node-hash lookup backed by the reference (as storage would serve it)."""
+    return [mth(n.begin, n.end) for n in nodes]
+
+
+def _steps(fn: int, sn: int, steps: list[str]) -> tuple[str, ...]:
+    while sn:
+        if fn & 1 or fn == sn:
+            steps.append("L")
+            while not fn & 1 and fn:
+                fn, sn = fn >> 1, sn >> 1
+        else:
+            steps.append("R")
+        fn, sn = fn >> 1, sn >> 1
+    return tuple(steps)
+
+
+def inclusion_walk(index: int, size: int) -> tuple[str, ...] | None:
+    """Left/right steps of the RFC 9162 §2.1.3.2 walk (None when out of bounds).
+
+    Two claims with equal walks are the same computation: a proof binds the path's shape,
+    the signed checkpoint binds the size.
+    """
+    if not 0 <= index < size:
+        return None
+    return _steps(index, size - 1, [])
+
+
+def consistency_walk(size1: int, size2: int) -> tuple[str, ...] | None:
+    """Steps of the RFC 9162 §2.1.4.2 walk (None when the policy refuses the sizes)."""
+    if not 0 < size1 < size2:
+        return None
+    fn, sn = size1 - 1, size2 - 1
+    while fn & 1:
+        fn, sn = fn >> 1, sn >> 1
+    return _steps(fn, sn, ["P" if size1 & (size1 - 1) == 0 else "-"])

@@ -74,7 +74,7 @@ def load_token(data: bytes) -> bytes:
     return token_from_response(der) if _is_response(der) else der
 
 
-def _certificates(paths: Sequence[str], option: str) -> list[x509.Certificate]:
+def load_certificates(paths: Sequence[str], option: str) -> list[x509.Certificate]:
     """Every certificate in the PEM (or DER) files given with ``option``."""
     certs: list[x509.Certificate] = []
     for path in paths:
@@ -179,8 +179,8 @@ def anchor(
     """Check an RFC 3161 token stamping SHA-256 of a checkpoint body."""
 
     def run() -> Outcome:
-        trusted = _certificates(roots, "--tsa-root")
-        extra = _certificates(intermediates, "--tsa-intermediate")
+        trusted = load_certificates(roots, "--tsa-root")
+        extra = load_certificates(intermediates, "--tsa-intermediate")
         checkpoint, details, lines = _checkpoint(read_input(checkpoint_file, "checkpoint"), keys)
         token = load_token(read_input(token_file, "token"))
         digest = imprint_for_checkpoint_body(checkpoint.body_bytes())

@@ -31,6 +31,7 @@ from cryptography import x509
 from ledger.errors import FormatError, InvalidRecordError
 from ledger.jcs import Json, loads_strict
 from ledger.records import DecisionRecord
+from ledger_client.cli_anchor import load_certificates
 from ledger_client.cli_common import EXIT_INVALID, Outcome, finish, json_option
 from ledger_client.cli_notes import MAX_INPUT_BYTES, log_verifiers, read_input
 from ledger_client.receipt import Receipt
@@ -51,17 +52,7 @@ _ORIGIN_HELP = "expected checkpoint origin"
 
 def _roots(paths: Sequence[str]) -> list[x509.Certificate] | None:
     """Every certificate in the ``--tsa-root`` files (PEM or DER); None when none is given."""
-    certs: list[x509.Certificate] = []
-    for path in paths:
-        data = read_input(path, "--tsa-root")
-        try:
-            if b"-----BEGIN" in data:
-                certs += x509.load_pem_x509_certificates(data)
-            else:
-                certs.append(x509.load_der_x509_certificate(data))
-        except ValueError as exc:
-            raise FormatError(f"--tsa-root {path}: not a PEM or DER certificate ({exc})") from None
-    return certs or None
+    return load_certificates(paths, "--tsa-root") or None
 
 
 # --- receipt ----------------------------------------------------------------------------------

@@ -5,57 +5,23 @@ Trees of up to 100,000 leaves, compared with the naive RFC 6962 reference in tes
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from ledger import merkle
 from ledger.errors import VerificationError
-from tests.reference import mth, ref_consistency, ref_inclusion, ref_leaf_hash
+from tests.reference import (
+    consistency_walk,
+    inclusion_walk,
+    mth,
+    ref_consistency,
+    ref_inclusion,
+    ref_leaf_hash,
+)
+from tests.reference import reference_lookup as lookup
 
 MAX_SIZE = 100_000
-
-
-def lookup(nodes: Sequence[merkle.NodeID]) -> list[bytes]:
-    return [mth(n.begin, n.end) for n in nodes]
-
-
-def inclusion_walk(index: int, size: int) -> tuple[str, ...] | None:
-    """Left/right steps of the RFC 9162 §2.1.3.2 walk; equal walks are the same computation."""
-    if not 0 <= index < size:
-        return None
-    steps: list[str] = []
-    fn, sn = index, size - 1
-    while sn:
-        if fn & 1 or fn == sn:
-            steps.append("L")
-            while not fn & 1 and fn:
-                fn, sn = fn >> 1, sn >> 1
-        else:
-            steps.append("R")
-        fn, sn = fn >> 1, sn >> 1
-    return tuple(steps)
-
-
-def consistency_walk(size1: int, size2: int) -> tuple[str, ...] | None:
-    """Steps of the RFC 9162 §2.1.4.2 walk (None when the policy refuses the sizes)."""
-    if not 0 < size1 < size2:
-        return None
-    steps = ["P" if size1 & (size1 - 1) == 0 else "-"]
-    fn, sn = size1 - 1, size2 - 1
-    while fn & 1:
-        fn, sn = fn >> 1, sn >> 1
-    while sn:
-        if fn & 1 or fn == sn:
-            steps.append("L")
-            while not fn & 1 and fn:
-                fn, sn = fn >> 1, sn >> 1
-        else:
-            steps.append("R")
-        fn, sn = fn >> 1, sn >> 1
-    return tuple(steps)
 
 
 def flip(h: bytes, bit: int) -> bytes:

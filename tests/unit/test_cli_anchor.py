@@ -25,6 +25,7 @@ from ledger.checkpoint import sign_checkpoint as sign
 from ledger.timestamp import build_request, imprint_for_checkpoint_body, token_from_response
 from ledger.tsa import TSA_POLICY_OID, TsaAuthority
 from ledger_client.cli import main
+from tests.offline import OFFLINE_PROBE
 from tests.tsa_openssl import OPENSSL, OPENSSL_POLICY, make_pki, openssl_tsa, pem
 
 ORIGIN = "ledger.example.com/agents/2026"
@@ -232,16 +233,7 @@ def test_openssl_made_token(tmp_path: Path, ess_cert_id_alg: str) -> None:
 
 def test_real_subprocess_and_no_grpc_or_rocksdict_import(tmp_path: Path, tsa: TsaAuthority) -> None:
     """The anchor check runs in a fresh interpreter without importing grpc or rocksdict."""
-    probe = (
-        "import sys\n"
-        "from ledger_client.cli import main\n"
-        "try:\n"
-        "    main(sys.argv[1:])\n"
-        "except SystemExit as e:\n"
-        "    bad = [m for m in ('grpc', 'rocksdict', 'google.protobuf') if m in sys.modules]\n"
-        "    print('IMPORTED', bad)\n"
-        "    raise\n"
-    )
+    probe = OFFLINE_PROBE
     args = anchor_args(tmp_path, NOTE, stamp(tsa, CHECKPOINT.body_bytes()), tsa.root_pem())
     proc = subprocess.run(
         [sys.executable, "-c", probe, *args, "--key", LOG.verifier().key_string()],

@@ -22,6 +22,7 @@ from ledger.checkpoint import (
 )
 from ledger.tlogproof import TlogProof
 from ledger_client.cli import main
+from tests.offline import OFFLINE_PROBE
 from tests.reference import leaf_data, mth, ref_inclusion, ref_leaf_hash
 
 ORIGIN = "ledger.example.com/agents/2026"
@@ -305,16 +306,7 @@ def test_tlog_proof_needs_exactly_one_leaf_option(tmp_path: Path) -> None:
 
 def test_real_subprocess_and_no_grpc_or_rocksdict_import(tmp_path: Path) -> None:
     """Both subcommands run in a fresh interpreter without importing grpc or rocksdict."""
-    probe = (
-        "import sys\n"
-        "from ledger_client.cli import main\n"
-        "try:\n"
-        "    main(sys.argv[1:])\n"
-        "except SystemExit as e:\n"
-        "    bad = [m for m in ('grpc', 'rocksdict', 'google.protobuf') if m in sys.modules]\n"
-        "    print('IMPORTED', bad)\n"
-        "    raise\n"
-    )
+    probe = OFFLINE_PROBE
     proof = write(tmp_path, "proof", proof_text())
     for args, stdin in [
         (["checkpoint", "-", "--key", vkey(LOG), "--origin", ORIGIN], signed_by(LOG)),

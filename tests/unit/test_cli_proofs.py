@@ -10,6 +10,7 @@ import sys
 from click.testing import CliRunner
 
 from ledger_client.cli import main
+from tests.offline import OFFLINE_PROBE
 from tests.reference import mth, ref_consistency, ref_inclusion, ref_leaf_hash
 
 
@@ -77,16 +78,7 @@ def test_consistency() -> None:
 
 def test_real_subprocess_and_no_grpc_or_rocksdict_import() -> None:
     """The offline verifier runs in a fresh interpreter without importing grpc or rocksdict."""
-    probe = (
-        "import sys\n"
-        "from ledger_client.cli import main\n"
-        "try:\n"
-        "    main(sys.argv[1:])\n"
-        "except SystemExit as e:\n"
-        "    bad = [m for m in ('grpc', 'rocksdict', 'google.protobuf') if m in sys.modules]\n"
-        "    print('IMPORTED', bad)\n"
-        "    raise\n"
-    )
+    probe = OFFLINE_PROBE
     proc = subprocess.run(
         [sys.executable, "-c", probe, *inclusion_args(3, 9)],
         capture_output=True,

@@ -17,6 +17,7 @@ from ledger.records import DecisionRecord, record_digest
 from ledger.runs import run_closed_record, run_steps
 from ledger_client.cli import main
 from ledger_client.receipt import Receipt
+from tests.offline import OFFLINE_PROBE
 from tests.unit.test_receipt import TIME, World, filler, make_record, tsa, world
 
 RUN = "run-cli"
@@ -231,16 +232,7 @@ def test_malformed_run_input(tmp_path: Path) -> None:
 def test_real_subprocess_and_no_grpc_or_rocksdict_import(tmp_path: Path, command: str) -> None:
     target = receipt_file(tmp_path) if command == "receipt" else jsonl(tmp_path, items())
     signer_key = world().key.key_string() if command == "receipt" else key()
-    probe = (
-        "import sys\n"
-        "from ledger_client.cli import main\n"
-        "try:\n"
-        "    main(sys.argv[1:])\n"
-        "except SystemExit as e:\n"
-        "    bad = [m for m in ('grpc', 'rocksdict', 'google.protobuf') if m in sys.modules]\n"
-        "    print('IMPORTED', bad)\n"
-        "    raise\n"
-    )
+    probe = OFFLINE_PROBE
     args = [command, target, "--key", signer_key, "--tsa-root", root(tmp_path)]
     proc = subprocess.run(
         [sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=60

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
 
 from ledger import merkle
@@ -14,31 +12,18 @@ from ledger.errors import (
     RootMismatchError,
     VerificationError,
 )
-from tests.reference import mth, ref_consistency, ref_inclusion, ref_leaf_hash
+from tests.reference import (
+    inclusion_walk as walk,
+)
+from tests.reference import (
+    mth,
+    ref_consistency,
+    ref_inclusion,
+    ref_leaf_hash,
+)
+from tests.reference import reference_lookup as lookup
 
 MAX = 64
-
-
-def lookup(nodes: Sequence[merkle.NodeID]) -> list[bytes]:
-    """A node-hash lookup backed by the reference (as storage would serve it)."""
-    return [mth(n.begin, n.end) for n in nodes]
-
-
-def walk(index: int, size: int) -> tuple[str, ...] | None:
-    """The sequence of left/right steps RFC 9162 §2.1.3.2 takes (None when out of bounds)."""
-    if not 0 <= index < size:
-        return None
-    steps: list[str] = []
-    fn, sn = index, size - 1
-    while sn:
-        if fn & 1 or fn == sn:
-            steps.append("L")
-            while not fn & 1 and fn:
-                fn, sn = fn >> 1, sn >> 1
-        else:
-            steps.append("R")
-        fn, sn = fn >> 1, sn >> 1
-    return tuple(steps)
 
 
 def inclusion(index: int, size: int) -> list[bytes]:

@@ -43,6 +43,7 @@ from ledger_client.monitor import (
     StateFileError,
     follow,
 )
+from tests.offline import OFFLINE_PROBE
 
 ORIGIN = "ledger.test/monitor"
 SIGNER = Ed25519Signer.generate(ORIGIN)
@@ -741,16 +742,7 @@ def test_cli_loop_until_interrupted(
 
 def test_cli_and_monitor_help_do_not_import_grpc() -> None:
     """``ledger_client.cli`` and ``monitor --help`` load no grpc: the command imports it."""
-    probe = (
-        "import sys\n"
-        "from ledger_client.cli import main\n"
-        "try:\n"
-        "    main(sys.argv[1:])\n"
-        "except SystemExit as e:\n"
-        "    bad = [m for m in ('grpc', 'rocksdict', 'google.protobuf') if m in sys.modules]\n"
-        "    print('IMPORTED', bad)\n"
-        "    raise\n"
-    )
+    probe = OFFLINE_PROBE
     for args in (["--help"], ["monitor", "--help"]):
         proc = subprocess.run(
             [sys.executable, "-c", probe, *args],
