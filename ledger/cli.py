@@ -54,6 +54,25 @@ def keygen(name: str, out: Path | None, force: bool) -> None:
     click.echo(f"signer key written to {path} (mode 0600)", err=True)
 
 
+@main.command("verifier-key")
+@click.option(
+    "--key",
+    "key_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("ledger-data/signer.key"),
+    show_default=True,
+    help="signer key file",
+)
+def verifier_key(key_file: Path) -> None:
+    """Print the verifier key of a signer key file (what third parties verify with)."""
+    from ledger.keys import load_signer
+
+    try:
+        click.echo(load_signer(key_file).verifier().key_string())
+    except LedgerError as exc:
+        _fail(str(exc))
+
+
 def _settings(config: Path | None, **flags: Any) -> Settings:
     try:
         return load_settings(config).with_overrides(**flags)

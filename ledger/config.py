@@ -64,8 +64,8 @@ class Settings:
     listen: str = "127.0.0.1:6962"
     max_pending: int = 200_000
     log_format: str = "text"
-    memtable_mb: int = 32
-    cache_mb: int = 64
+    memtable_mb: int = 16
+    cache_mb: int = 32
     anchor_interval_s: float = 300.0
     embedded_tsa: bool = True
     tsas: tuple[TsaSettings, ...] = field(default=())

@@ -1,6 +1,8 @@
 """RocksDB storage (the only module importing rocksdict): the ``ledger.storage.Store`` contract.
 
-Key layout (one column family, raw bytes, integers big-endian so keys sort numerically):
+Key layout (raw bytes, integers big-endian so keys sort numerically), in four column families:
+``default`` (S, C, A), ``entries`` (E), ``dedup`` (D) and ``nodes`` (N); one WriteBatch spans
+them atomically, so the append-only families never share compactions with the random dedup keys:
 
     key                                   value
     b"S"                                  tree state: last leaf time (8) || compact range
@@ -40,6 +42,9 @@ from ledger.types import Anchor, PublishedCheckpoint
 __all__ = ["RocksStore"]
 
 _STATE = b"S"
+# Column families: the append-only families (entries, nodes: keys grow with the index) compact
+# by cheap trivial moves; only the dedup index (random digests) pays for real compaction.
+_FAMILIES = ("entries", "dedup", "nodes")
 _U64 = 8
 
 
@@ -103,16 +108,27 @@ class RocksStore:
 
     def __init__(self, path: str | Path, *, memtable_mb: int = 32, cache_mb: int = 64) -> None:
         Path(path).mkdir(parents=True, exist_ok=True)
+        opts = _options(memtable_mb, cache_mb)
+        opts.create_missing_column_families(True)
         try:
-            self._db = Rdict(str(path), _options(memtable_mb, cache_mb))
+            self._db = Rdict(str(path), opts, column_families=dict.fromkeys(_FAMILIES, opts))
         except Exception as exc:  # rocksdict raises plain Exception (e.g. the LOCK is held)
             raise StorageError(f"cannot open RocksDB at {path}: {exc}") from exc
+        self._entries = self._db.get_column_family("entries")
+        self._dedup = self._db.get_column_family("dedup")
+        self._nodes = self._db.get_column_family("nodes")
+        self._entries_cf = self._db.get_column_family_handle("entries")
+        self._dedup_cf = self._db.get_column_family_handle("dedup")
+        self._nodes_cf = self._db.get_column_family_handle("nodes")
         self._sync = WriteOptions()
         self._sync.sync = True
         self.path = Path(path)
 
-    def _get_many(self, keys: list[bytes]) -> list[bytes | None]:
-        return cast("list[bytes | None]", self._db.get(cast("list[Any]", keys)))
+    @staticmethod
+    def _get_many(family: Rdict, keys: list[bytes]) -> list[bytes | None]:
+        if not keys:
+            return []
+        return cast("list[bytes | None]", family.get(cast("list[Any]", keys)))
 
     def _scan(self, from_key: bytes, *, backwards: bool = False) -> Iterator[tuple[bytes, bytes]]:
         items = self._db.items(backwards=backwards, from_key=from_key)
@@ -127,29 +143,32 @@ class RocksStore:
     def find_digests(self, digests: Sequence[bytes]) -> list[int | None]:
         if not digests:
             return []
-        found = self._get_many([_digest_key(d) for d in digests])
+        found = self._get_many(self._dedup, [_digest_key(d) for d in digests])
         return [None if v is None else int.from_bytes(v, "big") for v in found]
 
     def commit(self, batch: Batch) -> None:
         wb = WriteBatch(raw_mode=True)
         put = wb.put
+        entries, dedup, nodes = self._entries_cf, self._dedup_cf, self._nodes_cf
         for index, leaf, digest in batch.entries:  # the hot loop: keys built inline
             i = index.to_bytes(8, "big")
-            put(b"E" + i, leaf)
-            put(b"D" + digest, i)
+            put(b"E" + i, leaf, entries)
+            put(b"D" + digest, i, dedup)
         for (level, index), h in batch.nodes:
-            put(b"N" + level.to_bytes(1, "big") + index.to_bytes(8, "big"), h)
+            put(b"N" + level.to_bytes(1, "big") + index.to_bytes(8, "big"), h, nodes)
         wb.put(_STATE, batch.state.to_bytes())
         self._db.write(wb, self._sync)
 
     def get_nodes(self, ids: Sequence[NodeID]) -> list[bytes]:
         if not ids:
             return []
-        keys = [_entry_key(n.index) if n.level == 0 else _node_key(n) for n in ids]
-        found = self._get_many(keys)
+        leaves = iter(
+            self._get_many(self._entries, [_entry_key(n.index) for n in ids if n.level == 0])
+        )
+        inner = iter(self._get_many(self._nodes, [_node_key(n) for n in ids if n.level]))
         found = [
-            leaf_hash(v) if v is not None and n.level == 0 else v
-            for n, v in zip(ids, found, strict=True)
+            (None if (v := next(leaves)) is None else leaf_hash(v)) if n.level == 0 else next(inner)
+            for n in ids
         ]
         hashes = [h for h in found if h is not None]
         if len(hashes) != len(ids):
@@ -160,7 +179,7 @@ class RocksStore:
     def get_leaves(self, indexes: Sequence[int]) -> list[bytes]:
         if not indexes:
             return []
-        found = self._get_many([_entry_key(i) for i in indexes])
+        found = self._get_many(self._entries, [_entry_key(i) for i in indexes])
         leaves = [leaf for leaf in found if leaf is not None]
         if len(leaves) != len(indexes):
             missing = next(i for i, leaf in zip(indexes, found, strict=True) if leaf is None)
@@ -212,7 +231,11 @@ class RocksStore:
 
     def compact(self) -> None:
         """Compact the whole key space (benchmarks report disk bytes per entry after this)."""
-        self._db.compact_range(None, None)
+        for family in (self._db, self._entries, self._dedup, self._nodes):
+            family.compact_range(None, None)
 
     def close(self) -> None:
+        # Column-family views and handles keep the database (and its LOCK) alive: drop them first.
+        del self._entries, self._dedup, self._nodes
+        del self._entries_cf, self._dedup_cf, self._nodes_cf
         self._db.close()

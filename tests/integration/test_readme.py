@@ -20,12 +20,23 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 def test_readme_quick_start_and_walk_through(tmp_path: Path) -> None:
     text = README.read_text()
     assert "make run" in text and "make test" in text
-    assert "ledger append --server 127.0.0.1:6962 --record decision.txt" in text
+    for command in (
+        "VKEY=$(ledger verifier-key)",
+        "ledger append --server 127.0.0.1:6962 --record decision.txt --proof-out proof.txt",
+        'ledger-verify tlog-proof proof.txt --key "$VKEY" --leaf leaf.bin',
+        "ledger anchor --server 127.0.0.1:6962",
+    ):
+        assert command in text, command
     signer = Ed25519Signer.generate(ORIGIN)
     write_signer(tmp_path / "signer.key", signer)
-    server = ServerProcess(tmp_path / "data", tmp_path / "signer.key")
+    server = ServerProcess(tmp_path / "data", tmp_path / "signer.key", "--embedded-tsa")
     try:
-        vkey = server.ready["verifier_key"]
+        shown = subprocess.run(
+            [sys.executable, "-m", "ledger", "verifier-key", "--key", "signer.key"],
+            capture_output=True, text=True, cwd=tmp_path, timeout=60, check=False,
+        )  # fmt: skip
+        vkey = shown.stdout.strip()
+        assert vkey == server.ready["verifier_key"]
         (tmp_path / "decision.txt").write_text('{"any": "bytes"}\n')
         appended = subprocess.run(
             [sys.executable, "-m", "ledger", "append", "--server", server.address, "--record",
@@ -47,5 +58,11 @@ def test_readme_quick_start_and_walk_through(tmp_path: Path) -> None:
             capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
         )  # fmt: skip
         assert bad.returncode == 1
+        anchored = subprocess.run(
+            [sys.executable, "-m", "ledger", "anchor", "--server", server.address],
+            capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
+        )  # fmt: skip
+        assert anchored.returncode == 0, anchored.stderr
+        assert "anchored by embedded-dev" in anchored.stdout
     finally:
         assert server.terminate() == 0
