@@ -198,34 +198,17 @@ class LedgerServicer:
     async def StreamAppend(
         self, request_iterator: AsyncIterator[Any], context: Any
     ) -> AsyncIterator[pb.StreamAppendAck]:
-        pending: list[AppendItem] = []
-        more = asyncio.Event()
-        finished = asyncio.Event()
-
-        async def reader() -> None:
-            async for message in request_iterator:
-                pending.extend(_items(message.items))
-                more.set()
-            finished.set()
-            more.set()
-
-        read_task = asyncio.create_task(reader())
+        buffer = _StreamBuffer()
+        read_task = asyncio.create_task(buffer.fill(request_iterator))
         position = 0
         try:
-            while True:
-                await more.wait()
-                more.clear()
-                while pending:
-                    group = pending[:MAX_BATCH]
-                    del pending[: len(group)]
-                    try:
-                        results = await self._service.append(group)
-                    except LedgerError as exc:
-                        await context.abort(status_of(exc), f"stream position {position}: {exc}")
-                    yield _stream_ack(position, results)
-                    position += len(group)
-                if finished.is_set() and not pending:
-                    break
+            while (group := await buffer.take()) is not None:
+                try:
+                    results = await self._service.append(group)
+                except LedgerError as exc:
+                    await context.abort(status_of(exc), f"stream position {position}: {exc}")
+                yield _stream_ack(position, results)
+                position += len(group)
         finally:
             read_task.cancel()
 
@@ -315,6 +298,46 @@ class LedgerServicer:
             anchors=[anchor_message(a) for a in outcome.anchors],
             failures=list(outcome.failures),
         )
+
+
+class _StreamBuffer:
+    """Items read from a stream, waiting for the writer; bounded, so a producer faster than the
+    log is slowed by gRPC flow control instead of filling the server's memory."""
+
+    LIMIT = 2 * MAX_BATCH
+
+    def __init__(self) -> None:
+        self._items: list[AppendItem] = []
+        self._more = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+        self._finished = False
+
+    async def fill(self, request_iterator: AsyncIterator[Any]) -> None:
+        """Read messages until the client half-closes, pausing while the buffer is full."""
+        try:
+            async for message in request_iterator:
+                self._items.extend(_items(message.items))
+                self._more.set()
+                if len(self._items) >= self.LIMIT:
+                    self._room.clear()
+                    await self._room.wait()
+        finally:
+            self._finished = True
+            self._more.set()
+
+    async def take(self) -> list[AppendItem] | None:
+        """The next group of at most MAX_BATCH items; None once the stream is done."""
+        while not self._items:
+            if self._finished:
+                return None
+            self._more.clear()
+            await self._more.wait()
+        group = self._items[:MAX_BATCH]
+        del self._items[: len(group)]
+        if len(self._items) < self.LIMIT:
+            self._room.set()
+        return group
 
 
 def _is_local_peer(peer: str) -> bool:
