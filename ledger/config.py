@@ -14,8 +14,8 @@ The TOML file has one table per concern; every key is optional:
     log_format = "text"                         # or "json" (JSON lines)
 
     [storage]
-    memtable_mb = 32
-    cache_mb = 64
+    memtable_mb = 16                            # x2, charged to the block cache
+    cache_mb = 32
 
     [anchor]
     interval_s = 300                            # 0 disables the in-server schedule

@@ -117,7 +117,7 @@ def _parse_checkpoint(size: int, value: bytes) -> PublishedCheckpoint:
 class RocksStore:
     """A ``Store`` in a RocksDB directory (one process at a time, as RocksDB requires)."""
 
-    def __init__(self, path: str | Path, *, memtable_mb: int = 32, cache_mb: int = 64) -> None:
+    def __init__(self, path: str | Path, *, memtable_mb: int = 16, cache_mb: int = 32) -> None:
         Path(path).mkdir(parents=True, exist_ok=True)
         opts, dedup = _options(memtable_mb, cache_mb)
         opts.create_missing_column_families(True)
