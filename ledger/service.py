@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ledger.errors import NotYetPublishedError, PushbackError, ServiceError
+from ledger.errors import PushbackError, ServiceError
 from ledger.log import MAX_BATCH, MAX_GROUP, Log
 from ledger.sequencer import AppendItem, validate_items
 from ledger.types import AppendResult, PublishedCheckpoint
@@ -119,9 +119,10 @@ class LogService:
             async with self._published:
                 await asyncio.wait_for(self._published.wait_for(covered), timeout)
         except TimeoutError:
-            raise NotYetPublishedError(
+            # UNAVAILABLE, so clients retry: the entries are durable and appends are idempotent.
+            raise ServiceError(
                 f"no checkpoint covered {size} entries within {timeout:g} s; the entries are "
-                "durable: fetch their proofs after the next checkpoint"
+                "durable: retry (appends are idempotent) or fetch proofs after the next checkpoint"
             ) from None
         latest = self.log.latest_checkpoint()
         assert latest is not None

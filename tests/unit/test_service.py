@@ -1,0 +1,70 @@
+"""The asyncio service around the log: group commit, checkpoint waits, pushback, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+
+import pytest
+
+from ledger.checkpoint import Ed25519Signer
+from ledger.errors import InvalidArgumentError, PushbackError, ServiceError
+from ledger.log import Log
+from ledger.sequencer import AppendItem
+from ledger.service import LogService
+from ledger.storage import MemoryStore
+
+ORIGIN = "ledger.test/service"
+
+
+def items(n: int, salt: str) -> list[AppendItem]:
+    return [AppendItem(hashlib.sha256(f"{salt}{i}".encode()).digest()) for i in range(n)]
+
+
+def service(**kw: float) -> LogService:
+    log = Log(store=MemoryStore(), signer=Ed25519Signer.generate(ORIGIN), origin=ORIGIN)
+    return LogService(log, **kw)  # type: ignore[arg-type]
+
+
+def test_concurrent_appends_share_commits_and_get_a_checkpoint() -> None:
+    async def main() -> None:
+        svc = service(checkpoint_interval=0.01)
+        await svc.start()
+        results = await asyncio.gather(*(svc.append(items(5, f"c{i}")) for i in range(20)))
+        indexes = sorted(r.index for batch in results for r in batch)
+        assert indexes == list(range(100))
+        cp = await svc.wait_for_checkpoint(100, timeout=5)
+        assert cp.size == 100
+        await svc.stop()
+
+    asyncio.run(main())
+
+
+def test_waiting_past_the_timeout_is_a_retryable_service_error() -> None:
+    async def main() -> None:
+        svc = service(checkpoint_interval=0.01)
+        await svc.start()
+        with pytest.raises(ServiceError, match="entries are durable"):
+            await svc.wait_for_checkpoint(10, timeout=0.1)  # nothing will ever cover 10
+        await svc.stop()
+
+    asyncio.run(main())
+
+
+def test_pushback_and_refusals() -> None:
+    async def main() -> None:
+        svc = service(max_pending=10)
+        await svc.start()
+        with pytest.raises(InvalidArgumentError):
+            await svc.append([])
+        with pytest.raises(PushbackError) as info:
+            await svc.append(items(11, "b"))  # more than max_pending at once
+        assert info.value.retry_after > 0
+        await svc.append(items(8, "a"))
+        await svc.stop()
+        with pytest.raises(ServiceError, match="shutting down"):
+            await svc.append(items(1, "late"))
+        assert svc.log.latest_checkpoint() is not None
+        assert svc.log.latest_checkpoint().size == 8  # type: ignore[union-attr]
+
+    asyncio.run(main())
