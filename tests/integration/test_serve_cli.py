@@ -131,3 +131,29 @@ def test_keygen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert again.exit_code == 2 and "exists" in again.output
     other = runner.invoke(main, ["keygen", "x", "--out", "k/x.key"])
     assert other.exit_code == 0 and Path("k/x.key").exists()
+
+
+def test_ledger_tsa_command_serves_verifiable_tokens(tmp_path: Path) -> None:
+    from cryptography import x509
+
+    from ledger.timestamp import imprint_for_checkpoint_body
+    from ledger.tsa import TsaClient
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ledger", "tsa", "--listen", "127.0.0.1:0",
+         "--state-dir", str(tmp_path / "tsa")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        ready = json.loads(proc.stdout.readline())
+        roots = x509.load_pem_x509_certificates(Path(ready["root"]).read_bytes())
+        digest = imprint_for_checkpoint_body(b"ledger.test/tsa\n1\n" + b"A" * 44 + b"\n")
+        token, verified = TsaClient(ready["url"], timeout=10, roots=roots).timestamp(digest)
+        assert token and verified.digest == digest
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    bad = CliRunner().invoke(main, ["tsa", "--listen", "nonsense"])
+    assert bad.exit_code == 2 and "want HOST:PORT" in bad.output
