@@ -73,12 +73,14 @@ def test_anchor_with_openssl_tsa_and_schedule(tmp_path: Path) -> None:
         ):
             out = log.append(digests(5, "o"), wait_for_checkpoint=True)
             assert out.checkpoint is not None
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline and not log.anchored_sizes():
-                time.sleep(0.1)
-            size = log.anchored_sizes()[0]
-            _, anchors = log.anchors(size)
-            assert {a.tsa for a in anchors} == {"openssl", "embedded-dev"}
+            size = out.checkpoint.size
+            deadline = time.monotonic() + 30
+            tsas: set[str] = set()
+            while time.monotonic() < deadline and tsas != {"openssl", "embedded-dev"}:
+                time.sleep(0.1)  # the schedule stores one TSA's anchor after the other
+                if size in log.anchored_sizes():
+                    tsas = {a.tsa for a in log.anchors(size)[1]}
+            assert tsas == {"openssl", "embedded-dev"}
             check_anchor(log, size, "openssl", x509.load_pem_x509_certificates(root_pem))
             check_anchor(log, size, "embedded-dev", embedded_root(data))
 
