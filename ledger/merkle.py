@@ -209,11 +209,6 @@ class CompactRange:
 # --- proof shapes ---------------------------------------------------------------------------
 
 
-def _largest_power_of_two_below(n: int) -> int:
-    """The largest power of two strictly smaller than ``n`` (requires n > 1)."""
-    return 1 << ((n - 1).bit_length() - 1)
-
-
 def _range_node(begin: int, end: int) -> ProofNode:
     """The proof node for subtree ``[begin, end)``: full, or folded from its perfect parts."""
     parts: list[NodeID] = []
