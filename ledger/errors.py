@@ -21,22 +21,38 @@ one table (``ledger.server``) and the CLIs map them to exit codes in one place.
     │   ├── MalformedProofFileError  not a c2sp.org/tlog-proof@v1 file
     │   ├── MalformedReceiptError    not a v1 receipt (names the field)
     │   └── InvalidRecordError       a decision record that breaks the schema (names the field)
-    └── ServiceError                 the log service refusing a request
-        ├── InvalidArgumentError     bad request field (names field and bound)   INVALID_ARGUMENT
-        ├── OutOfRangeError          index / size beyond the log                 OUT_OF_RANGE
+    └── ServiceError                 the log service refusing a request          gRPC status
+        ├── InvalidArgumentError     bad request field; can never succeed        INVALID_ARGUMENT
+        ├── OutOfRangeError          size beyond the latest checkpoint (later)   OUT_OF_RANGE
+        │   └── NotYetPublishedError sequenced, no covering checkpoint yet       OUT_OF_RANGE
         ├── NotFoundError            unknown digest, checkpoint, anchor          NOT_FOUND
-        ├── NotYetPublishedError     sequenced but no covering checkpoint yet    FAILED_PRECONDITION
+        ├── FailedPreconditionError  refused until the operator changes things   FAILED_PRECONDITION
         ├── PushbackError            queues full; carries ``retry_after``        RESOURCE_EXHAUSTED
-        ├── UnauthenticatedError     admin call without the right token          UNAUTHENTICATED
-        └── StorageError             the store failed or holds corrupt data      INTERNAL
+        ├── UnauthenticatedError     missing or bad credentials                  UNAUTHENTICATED
+        ├── PermissionDeniedError    credentials without the needed scope        PERMISSION_DENIED
+        ├── UnavailableError         shutting down, unreachable, timed out       UNAVAILABLE
+        ├── DeadlineExceededError    the call's deadline passed                  DEADLINE_EXCEEDED
+        ├── UnimplementedError       the server does not know the call           UNIMPLEMENTED
+        ├── InternalError            an unexpected server failure                INTERNAL
+        │   └── StorageError         the store failed or holds corrupt data      INTERNAL
+        └── RemoteError              any other status a server answered          (its own)
+
+Each class says whether a retry may succeed (``retryable``; ``is_retryable`` is the one retry
+rule of the SDK, the sender, the monitor and the CLIs). ``ledger.wire`` maps every class to its
+gRPC status in one table and every status back to a class (a test fails for a class without one).
 """
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 __all__ = [
     "BoundsError",
+    "DeadlineExceededError",
+    "FailedPreconditionError",
     "FormatError",
     "InconsistencyError",
+    "InternalError",
     "InvalidArgumentError",
     "InvalidRecordError",
     "LedgerError",
@@ -49,22 +65,37 @@ __all__ = [
     "NotYetPublishedError",
     "OriginMismatchError",
     "OutOfRangeError",
+    "PermissionDeniedError",
     "ProofShapeError",
     "PushbackError",
     "RecordError",
+    "RemoteError",
     "RootMismatchError",
     "ServiceError",
     "SignatureError",
     "StorageError",
     "TimestampError",
     "UnauthenticatedError",
+    "UnavailableError",
+    "UnimplementedError",
     "VerificationError",
     "WitnessError",
+    "is_retryable",
 ]
 
 
 class LedgerError(Exception):
-    """Root of every error the ledger raises on purpose."""
+    """Root of every error the ledger raises on purpose.
+
+    ``retryable``: whether the same request may succeed later without anyone changing it.
+    """
+
+    retryable: ClassVar[bool] = False
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """The one retry rule: a ledger error whose class says a retry may succeed."""
+    return isinstance(exc, LedgerError) and exc.retryable
 
 
 # --- verification: the input parsed, the claim is false -------------------------------------
@@ -174,19 +205,27 @@ class InvalidArgumentError(ServiceError):
 
 
 class OutOfRangeError(ServiceError):
-    """An index or size beyond what the log has published."""
+    """A size beyond what the log has published; it may be there later."""
+
+    retryable = True
+
+
+class NotYetPublishedError(OutOfRangeError):
+    """The entry is sequenced but no published checkpoint covers it yet."""
 
 
 class NotFoundError(ServiceError):
     """An unknown record digest, checkpoint size or anchor."""
 
 
-class NotYetPublishedError(ServiceError):
-    """The entry is sequenced but no published checkpoint covers it yet."""
+class FailedPreconditionError(ServiceError):
+    """Refused until the operator changes something (no TSA configured, a refused token)."""
 
 
 class PushbackError(ServiceError):
     """The log is saturated; retry after ``retry_after`` seconds."""
+
+    retryable = True
 
     def __init__(self, message: str, *, retry_after: float) -> None:
         super().__init__(message)
@@ -194,8 +233,43 @@ class PushbackError(ServiceError):
 
 
 class UnauthenticatedError(ServiceError):
-    """An admin request without valid credentials."""
+    """A request without valid credentials."""
 
 
-class StorageError(ServiceError):
+class PermissionDeniedError(ServiceError):
+    """Valid credentials without the scope the call needs."""
+
+
+class UnavailableError(ServiceError):
+    """The log is shutting down, unreachable, or did not answer in time; retry."""
+
+    retryable = True
+
+
+class DeadlineExceededError(ServiceError):
+    """The call's deadline passed before the answer came."""
+
+    retryable = True
+
+
+class UnimplementedError(ServiceError):
+    """The server does not implement the call (an older server)."""
+
+
+class InternalError(ServiceError):
+    """An unexpected failure inside the server (the server log has the cause)."""
+
+    retryable = True
+
+
+class StorageError(InternalError):
     """The store failed or holds data that contradicts itself."""
+
+
+class RemoteError(ServiceError):
+    """A status the ledger's own table does not produce (CANCELLED, ABORTED, UNKNOWN, ...)."""
+
+    def __init__(self, message: str, *, status: str, retryable: bool) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable  # type: ignore[misc]
