@@ -18,8 +18,9 @@ from collections.abc import Iterable, Sequence
 import grpc
 
 from ledger import errors as e
-from ledger.anchoring import AnchorOutcome, token_certificates, token_imprint
+from ledger.anchoring import AnchorOutcome
 from ledger.limits import RETRY_AFTER_KEY
+from ledger.timestamp import token_certificates, token_imprint
 from ledger.types import (
     Anchor,
     AppendItem,

@@ -24,7 +24,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ledger import records
-from ledger.anchoring import token_certificates
 from ledger.commitments import Disclosure
 from ledger.errors import (
     InconsistencyError,
@@ -33,6 +32,7 @@ from ledger.errors import (
     RecordError,
 )
 from ledger.limits import MAX_ANCHORED_SIZES, MAX_PROOFS_PER_CALL
+from ledger.timestamp import token_certificates
 from ledger.types import Anchor, PublishedCheckpoint, ReceiptBundle
 from ledger_client.receipt import PreviousCheckpoint, Receipt, ReceiptAnchor
 
