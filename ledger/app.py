@@ -21,6 +21,8 @@ from ledger.rocks import RocksStore
 from ledger.server import create_server
 from ledger.service import LogService
 from ledger.tsa_setup import TsaSetup, setup_tsas
+from ledger.types import PublishedCheckpoint
+from ledger.witnessing import Cosigning
 
 __all__ = ["App", "serve", "start_app"]
 
@@ -39,6 +41,7 @@ class App:
     port: int
     anchoring: AnchorSchedule
     tsas: TsaSetup
+    cosigning: Cosigning
 
     @property
     def address(self) -> str:
@@ -55,6 +58,7 @@ class App:
         """Stop taking calls, drain appends, publish a final checkpoint, close the store."""
         await self.server.stop(SHUTDOWN_GRACE_S)
         await self.anchoring.stop()
+        await self.cosigning.stop()
         await self.service.stop()
         self.tsas.close()
         self.store.close()
@@ -72,6 +76,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer) -> App:
             checkpoint_interval=settings.checkpoint_interval_ms / 1000,
             max_pending=settings.max_pending,
         )
+        cosigning = _cosigning(settings, log, service)
         await service.start()
         tsas = setup_tsas(settings)
     except BaseException:
@@ -89,6 +94,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer) -> App:
         store.close()
         raise
     anchoring.start()
+    await cosigning.start()
     return App(
         settings=settings,
         signer=signer,
@@ -98,6 +104,22 @@ async def start_app(settings: Settings, signer: Ed25519Signer) -> App:
         port=port,
         anchoring=anchoring,
         tsas=tsas,
+        cosigning=cosigning,
+    )
+
+
+def _cosigning(settings: Settings, log: Log, service: LogService) -> Cosigning:
+    """Witness submission (``ledger.witnessing``) for the configured ``[[witness]]`` entries."""
+
+    async def wait_for(size: int) -> PublishedCheckpoint:
+        return await service.wait_for_checkpoint(size, timeout=10.0)
+
+    return Cosigning(
+        log=log,
+        witnesses=settings.witnesses,
+        quorum=settings.witness_quorum or len(settings.witnesses),
+        wait_for=wait_for,
+        status_dir=settings.data_dir,
     )
 
 

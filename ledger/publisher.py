@@ -33,6 +33,11 @@ class Publisher:
         """The newest published checkpoint."""
         return self._latest
 
+    def refresh(self, checkpoint: PublishedCheckpoint) -> None:
+        """Adopt a stored checkpoint that gained signature lines (witness cosignatures)."""
+        if self._latest is not None and self._latest.size == checkpoint.size:
+            self._latest = checkpoint
+
     def publish(self, size: int, root_hash: bytes) -> PublishedCheckpoint:
         """Sign and durably store the checkpoint for a durable tree of ``size``."""
         latest = self._latest

@@ -1,0 +1,342 @@
+"""The log asks its witnesses to cosign (c2sp.org/tlog-witness client side, tlog-cosignature).
+
+After each published checkpoint, every configured witness gets ``POST <url>/add-checkpoint``
+with the RFC 9162 §2.1.4 consistency proof from the size it last cosigned (remembered in
+``witnesses.json``; a new witness starts from 0). A ``409`` with ``text/x.tlog.size`` tells the
+witness's real size: the log re-proves from it and asks again. A valid cosignature line (type
+0x04, checked against the configured key) is stored on the checkpoint (``Log.add_cosignatures``:
+same body, more lines), so GetCheckpoint, receipts and ``/checkpoint`` carry it.
+
+Each witness has its own asyncio task and always gets the newest checkpoint (checkpoints that
+came and went while it was busy are skipped: the newer one covers them). Failures are retried
+with exponential backoff (``BACKOFF_S`` doubling to ``MAX_BACKOFF_S``). Nothing here runs on
+the writer thread or holds the log lock while waiting on the network: proofs are read and
+cosignatures stored on a thread of its own, so a slow or dead witness never slows appends or
+publishing. The HTTP client is aiohttp's (already the server extra's HTTP stack): one
+connection pool, per-request timeouts and cancellation without a thread per witness.
+
+Operator view: ``witnesses.json`` in the data folder (rewritten at most once per second) with
+each witness's last cosigned size, its size as last reported, the last error and when, and the
+time from publication to a quorum (``quorum`` of the witnesses) of cosignatures (p50/p99);
+``ledger witnesses --data-dir DIR`` prints it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import aiohttp
+
+from ledger.checkpoint import Checkpoint, CosignatureVerifier, NoteSignature, SignedNote
+from ledger.config import WitnessTarget
+from ledger.errors import FormatError, LedgerError, ServiceError
+from ledger.types import ConsistencyProof, PublishedCheckpoint
+from ledger.witness_core import SIZE_CONTENT_TYPE, build_request
+from ledger.witness_state import write_atomically
+
+__all__ = ["BACKOFF_S", "MAX_BACKOFF_S", "Cosigning", "WitnessStatus", "load_status"]
+
+_log = logging.getLogger("ledger.witnessing")
+BACKOFF_S = 0.2
+MAX_BACKOFF_S = 30.0
+STATUS_FILE = "witnesses.json"
+_MAX_409_PER_ROUND = 3
+_SAMPLES = 10_000
+
+
+class CosigningLog(Protocol):
+    """What witnessing needs from the log."""
+
+    def latest_checkpoint(self) -> PublishedCheckpoint | None: ...
+    def consistency_proof(self, size1: int, size2: int) -> ConsistencyProof: ...
+    def add_cosignatures(
+        self, size: int, signatures: Sequence[NoteSignature]
+    ) -> PublishedCheckpoint: ...
+
+
+@dataclass(slots=True, kw_only=True)
+class WitnessStatus:
+    """What the log knows about one witness (shown to the operator)."""
+
+    name: str
+    url: str
+    key: str
+    cosigned_size: int | None = None  # the last size it cosigned for this log
+    witness_size: int = 0  # its size as it last told us (200 or 409): the next old size
+    last_error: str | None = None
+    last_error_at: float | None = None
+    last_cosigned_at: float | None = None
+    failures: int = 0  # consecutive
+
+
+class _Refused(Exception):
+    """A witness answer that is not a cosignature."""
+
+
+class _Stale(Exception):
+    def __init__(self, size: int) -> None:
+        super().__init__(f"witness is at size {size}")
+        self.size = size
+
+
+def _parse_size(body: str) -> int:
+    text = body.removesuffix("\n")
+    if not text.isdigit() or (len(text) > 1 and text[0] == "0") or "\n" in text:
+        raise _Refused(f"409 with a malformed {SIZE_CONTENT_TYPE} body {body[:40]!r}")
+    return int(text)
+
+
+def _cosignature(body: str, verifier: CosignatureVerifier, checkpoint: Checkpoint) -> NoteSignature:
+    """The witness's valid line among the lines it answered."""
+    for line in body.splitlines():
+        try:
+            sig = NoteSignature.from_line(line)
+        except FormatError:
+            continue
+        if (sig.name, sig.key_id) != (verifier.name, verifier.key_id):
+            continue
+        if verifier.verify(checkpoint.body_bytes(), sig.signature):
+            return sig
+        raise _Refused("its cosignature line does not verify with its configured key")
+    raise _Refused("no cosignature line by its configured key in the answer")
+
+
+class Cosigning:
+    """Per-witness submission tasks around a log (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        log: CosigningLog,
+        witnesses: Sequence[WitnessTarget],
+        quorum: int,
+        wait_for: Callable[[int], Awaitable[PublishedCheckpoint]],
+        status_dir: Path,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if witnesses and not 1 <= quorum <= len(witnesses):
+            raise FormatError(f"witness quorum {quorum} needs 1..{len(witnesses)}")
+        self._log = log
+        self._targets = list(witnesses)
+        self._verifiers = [CosignatureVerifier.from_key_string(w.key) for w in witnesses]
+        self.quorum = quorum
+        self._wait_for = wait_for
+        self._status_path = status_dir / STATUS_FILE
+        self._clock = clock
+        known = _known_sizes(self._status_path)
+        self.status = [
+            WitnessStatus(name=w.name, url=w.url, key=w.key, witness_size=known.get(w.key, 0))
+            for w in witnesses
+        ]
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-witness")
+        self._wake = [asyncio.Event() for _ in witnesses]
+        self._tasks: list[asyncio.Task[None]] = []
+        self._session: aiohttp.ClientSession | None = None
+        self._published: deque[tuple[int, float]] = deque()  # (size, monotonic) awaiting quorum
+        self._cosigners: dict[int, set[int]] = {}  # size -> indexes of witnesses that cosigned
+        self.latencies: deque[float] = deque(maxlen=_SAMPLES)  # seconds, publish -> quorum
+        self._dirty = True
+
+    async def start(self) -> None:
+        """Start the watcher, one task per witness and the status writer."""
+        if not self._targets:
+            return
+        self._session = aiohttp.ClientSession()
+        self._tasks = [asyncio.create_task(self._watch(), name="witness-watch")]
+        self._tasks += [
+            asyncio.create_task(self._serve_witness(i), name=f"witness-{w.name}")
+            for i, w in enumerate(self._targets)
+        ]
+        self._tasks.append(asyncio.create_task(self._write_status_loop(), name="witness-status"))
+
+    async def stop(self) -> None:
+        """Cancel the tasks, write the status one last time, close the HTTP client."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._session is not None:
+            await self._session.close()
+        if self._targets:
+            self._write_status()
+        self._thread.shutdown(wait=True)
+
+    # --- watching publications ---------------------------------------------------------------
+
+    async def _watch(self) -> None:
+        seen = -1
+        while True:
+            try:
+                checkpoint = await self._wait_for(seen + 1)
+            except ServiceError:
+                continue  # no new checkpoint within the wait: wait again
+            if checkpoint.size <= seen:
+                await asyncio.sleep(0.01)
+                continue
+            seen = checkpoint.size
+            if checkpoint.size > 0:
+                self._published.append((checkpoint.size, time.monotonic()))
+                for event in self._wake:
+                    event.set()
+
+    # --- one witness -------------------------------------------------------------------------
+
+    async def _serve_witness(self, i: int) -> None:
+        status = self.status[i]
+        while True:
+            await self._wake[i].wait()
+            self._wake[i].clear()
+            checkpoint = self._log.latest_checkpoint()
+            if checkpoint is None or checkpoint.size == 0:
+                continue
+            if status.cosigned_size is not None and status.cosigned_size >= checkpoint.size:
+                continue
+            try:
+                await self._submit(i, checkpoint)
+            except (_Refused, aiohttp.ClientError, TimeoutError, LedgerError, OSError) as exc:
+                await self._failed(i, exc)
+
+    async def _submit(self, i: int, checkpoint: PublishedCheckpoint) -> None:
+        status = self.status[i]
+        for _ in range(_MAX_409_PER_ROUND):
+            try:
+                line = await self._ask(i, checkpoint, status.witness_size)
+            except _Stale as stale:
+                _log.info("witness %s is at size %d; re-proving", status.name, stale.size)
+                status.witness_size = stale.size
+                self._dirty = True
+                continue
+            await self._attach(i, checkpoint, line)
+            return
+        raise _Refused(f"still 409 after {_MAX_409_PER_ROUND} re-proofs")
+
+    async def _ask(self, i: int, checkpoint: PublishedCheckpoint, old: int) -> NoteSignature:
+        if old > checkpoint.size:
+            raise _Refused(
+                f"the witness cosigned size {old}, larger than this log's checkpoint "
+                f"{checkpoint.size}: was the log rolled back?"
+            )
+        proof: tuple[bytes, ...] = ()
+        if 0 < old < checkpoint.size:
+            loop = asyncio.get_running_loop()
+            found = await loop.run_in_executor(
+                self._thread, self._log.consistency_proof, old, checkpoint.size
+            )
+            proof = found.hashes
+        target = self._targets[i]
+        assert self._session is not None
+        async with self._session.post(
+            target.url.rstrip("/") + "/add-checkpoint",
+            data=build_request(old, proof, checkpoint.note),
+            timeout=aiohttp.ClientTimeout(total=target.timeout_s),
+        ) as response:
+            body = (await response.read()).decode("utf-8", "replace")
+            kind = response.headers.get("Content-Type", "").split(";")[0].strip()
+            if response.status == 409 and kind == SIZE_CONTENT_TYPE:
+                raise _Stale(_parse_size(body))
+            if response.status != 200:
+                raise _Refused(f"HTTP {response.status}: {body.strip()[:300]}")
+        body_text = SignedNote.from_text(checkpoint.note).text
+        return _cosignature(body, self._verifiers[i], Checkpoint.from_text(body_text))
+
+    async def _attach(self, i: int, checkpoint: PublishedCheckpoint, line: NoteSignature) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(
+            self._thread, self._log.add_cosignatures, checkpoint.size, [line]
+        )
+        status = self.status[i]
+        status.cosigned_size = status.witness_size = checkpoint.size
+        status.last_cosigned_at = self._clock()
+        status.failures = 0
+        self._dirty = True
+        self._count(i, checkpoint.size)
+
+    def _count(self, i: int, size: int) -> None:
+        """Record who cosigned ``size``; on reaching the quorum, time every covered checkpoint."""
+        signers = self._cosigners.setdefault(size, set())
+        signers.add(i)
+        if len(signers) != self.quorum:
+            return
+        now = time.monotonic()
+        while self._published and self._published[0][0] <= size:
+            self.latencies.append(now - self._published.popleft()[1])
+        for old in [s for s in self._cosigners if s <= size]:
+            del self._cosigners[old]
+
+    async def _failed(self, i: int, exc: BaseException) -> None:
+        status = self.status[i]
+        status.failures += 1
+        named = isinstance(exc, _Refused | LedgerError)
+        status.last_error = str(exc) if named else f"{type(exc).__name__}: {exc}"
+        status.last_error_at = self._clock()
+        self._dirty = True
+        delay = min(MAX_BACKOFF_S, BACKOFF_S * 2 ** (status.failures - 1))
+        _log.warning(
+            "witness %s: %s (attempt %d; retrying in %.1f s)",
+            status.name, status.last_error, status.failures, delay,
+        )  # fmt: skip
+        await asyncio.sleep(delay)
+        self._wake[i].set()
+
+    # --- operator view -------------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """The operator view: every witness's status and the quorum latency percentiles."""
+        samples = sorted(self.latencies)
+
+        def pct(p: float) -> float | None:
+            if not samples:
+                return None
+            return round(samples[min(len(samples) - 1, int(p * len(samples)))] * 1000, 2)
+
+        return {
+            "quorum": self.quorum,
+            "witnesses": [asdict(s) for s in self.status],
+            "quorum_latency_ms": {"count": len(samples), "p50": pct(0.5), "p99": pct(0.99)},
+        }
+
+    def _write_status(self) -> None:
+        self._dirty = False
+        write_atomically(self._status_path, json.dumps(self.snapshot(), indent=2) + "\n")
+
+    async def _write_status_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(1.0)
+            if self._dirty:
+                try:
+                    await loop.run_in_executor(self._thread, self._write_status)
+                except OSError as exc:
+                    _log.error("cannot write %s: %s", self._status_path, exc)
+
+
+def load_status(folder: Path) -> dict[str, Any]:
+    """The last status the log wrote (FormatError when absent or unreadable)."""
+    path = folder / STATUS_FILE
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise FormatError(f"cannot read {path}: {exc}") from None
+    if not isinstance(doc, dict):
+        raise FormatError(f"{path}: not a witness status file")
+    return doc
+
+
+def _known_sizes(path: Path) -> dict[str, int]:
+    """Each witness key's last reported size from a previous run (empty when unknown)."""
+    try:
+        doc = json.loads(path.read_text())
+        return {w["key"]: int(w["witness_size"]) for w in doc["witnesses"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
