@@ -17,6 +17,11 @@ on the next start with the same spool; the log deduplicates by digest, so each i
 
 ``close`` (and the atexit hook) waits up to ``close_timeout`` for delivery; what is still
 pending stays in the spool for the next start.
+
+Witnesses: ``LedgerClient(..., witnesses=[VKEY, ...], min_witnesses=K)`` makes ``receipt`` and
+``append`` return only receipts whose checkpoint carries K valid cosignatures of those witnesses
+(c2sp.org/tlog-cosignature; ``receipt_fetch.witnessed_receipt``), waiting for them until the
+timeout.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from typing import Any
 
 import grpc
 
+from ledger.checkpoint import CosignatureVerifier
 from ledger.commitments import Disclosure, check_disclosure_in
 from ledger.errors import NotYetPublishedError
 from ledger.jcs import canonical_bytes
@@ -50,7 +56,7 @@ from ledger_client.context import (
 )
 from ledger_client.decorators import UnrecordedDecisionWarning, decision
 from ledger_client.receipt import Receipt
-from ledger_client.receipt_fetch import fetch_receipt
+from ledger_client.receipt_fetch import fetch_receipt, witnessed_receipt
 from ledger_client.remote import RemoteLog
 from ledger_client.sdk_errors import (
     ClientClosedError,
@@ -105,6 +111,8 @@ class LedgerClient:
     ``spool``: the spool file (``None``: in memory, lost with the process, and at most
     ``MEMORY_SPOOL_BYTES`` pending). ``options``: batching, overflow and retry settings.
     ``prefer_anchored``: receipts on the earliest anchored checkpoint when there is one.
+    ``witnesses`` / ``min_witnesses``: receipts only on checkpoints cosigned by that many of
+    those witness keys (default: all of them when any is given).
     ``connect``: builds the ``RemoteLog`` (tests).
     """
 
@@ -120,7 +128,13 @@ class LedgerClient:
         close_timeout: float = 10.0,
         register_atexit: bool = True,
         connect: Callable[[], RemoteLog] | None = None,
+        witnesses: Sequence[str] = (),
+        min_witnesses: int | None = None,
     ) -> None:
+        self.witnesses = [CosignatureVerifier.from_key_string(key) for key in witnesses]
+        self.min_witnesses = len(self.witnesses) if min_witnesses is None else min_witnesses
+        if not 0 <= self.min_witnesses <= len(self.witnesses):
+            raise ValueError(f"min_witnesses {min_witnesses} needs 0..{len(self.witnesses)}")
         self.address = address
         self.options = options or SenderOptions()
         self.spool_disclosures = spool_disclosures
@@ -249,13 +263,20 @@ class LedgerClient:
         fresh = False
         for attempt in range(1_000_000):
             try:
-                return fetch_receipt(
+                found = fetch_receipt(
                     self._remote_log(fresh),
                     digest,
                     record=record,
                     disclosures=disclosures,
                     prefer_anchored=self.prefer_anchored,
                 )
+                if self.min_witnesses == 0:
+                    return found
+                witnessed = witnessed_receipt(
+                    self._remote_log(), found, self.witnesses, self.min_witnesses
+                )
+                if witnessed is not None:
+                    return witnessed
             except NotYetPublishedError:
                 fresh = False
             except grpc.RpcError as exc:
@@ -266,7 +287,8 @@ class LedgerClient:
             if time.monotonic() + pause > deadline:
                 break
             time.sleep(pause)
-        raise TimeoutError(f"no receipt for {digest.hex()} within {timeout} s")
+        quorum = f" cosigned by {self.min_witnesses} witness(es)" if self.min_witnesses else ""
+        raise TimeoutError(f"no receipt{quorum} for {digest.hex()} within {timeout} s")
 
     # --- closing ----------------------------------------------------------------------------
 

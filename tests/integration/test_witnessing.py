@@ -1,0 +1,126 @@
+"""Witnesses over real HTTP: status codes on the wire, concurrent submissions, and a real log
+server that gets its checkpoints cosigned in the background (``ledger.witnessing``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from ledger.checkpoint import (
+    CosignatureSigner,
+    CosignatureVerifier,
+    Ed25519Signer,
+    VerifiedCheckpoint,
+    Verifier,
+    open_checkpoint,
+)
+from ledger.config import WitnessTarget
+from ledger.witness_core import SIZE_CONTENT_TYPE
+from ledger.witness_state import load_records
+from ledger_client.remote import RemoteLog
+from tests.harness import ORIGIN, running_server
+from tests.witness_fixtures import View
+from tests.witness_harness import WitnessThread, post
+
+pytestmark = pytest.mark.integration
+
+
+def digests(n: int, salt: str) -> list[bytes]:
+    return [hashlib.sha256(f"{salt}-{i}".encode()).digest() for i in range(n)]
+
+
+def wait_cosigned(
+    remote: RemoteLog, log_key: Verifier, keys: list[str], k: int, size: int, timeout: float = 20
+) -> VerifiedCheckpoint:
+    """The latest checkpoint once it covers ``size`` and carries ``k`` of ``keys``' lines."""
+    deadline = time.monotonic() + timeout
+    witnesses = [CosignatureVerifier.from_key_string(key) for key in keys]
+    last = None
+    while time.monotonic() < deadline:
+        verified = open_checkpoint(remote.checkpoint().note, [log_key], witnesses=witnesses)
+        last = verified
+        if verified.checkpoint.size >= size and len(verified.cosignatures) >= k:
+            return verified
+        time.sleep(0.05)
+    raise AssertionError(f"no checkpoint >= {size} with {k} cosignatures: last {last}")
+
+
+def test_wire_statuses_and_concurrent_submissions(tmp_path: Path) -> None:
+    signer = Ed25519Signer.generate(ORIGIN)
+    server = WitnessThread(tmp_path / "w", {ORIGIN: [signer.verifier()]})
+    url = server.url + "/add-checkpoint"
+    try:
+        a, b = View(signer, "same"), View(signer, "same")
+        a.grow(5)
+        b.grow(5)
+        assert post(url, a.request(0))[0] == 200
+        a.salt, b.salt = "a", "b"
+        a.grow(5)
+        b.grow(5)
+        with ThreadPoolExecutor(16) as pool:
+            answers = list(
+                pool.map(lambda body: post(url, body), [a.request(5), b.request(5)] * 16)
+            )
+        assert [s for s, _, _ in answers].count(200) == 1
+        stale = [(t, body) for s, t, body in answers if s == 409]
+        assert len(stale) == 31 and all(
+            t == SIZE_CONTENT_TYPE and body == "10\n" for t, body in stale
+        )
+        assert load_records(tmp_path / "w")[ORIGIN].size == 10
+        status, kind, body = post(url, b"old 0\n\nnot a checkpoint\n")
+        assert status == 400 and kind.startswith("text/plain") and body.strip()
+        assert post(url, b"x" * 20_000)[0] == 413
+        status, _, _ = post(server.url + "/nothing-here", b"")
+        assert status == 404
+    finally:
+        server.stop()
+
+
+def test_log_gets_cosigned_in_the_background_and_a_dead_witness_costs_nothing(
+    tmp_path: Path,
+) -> None:
+    signer = Ed25519Signer.generate(ORIGIN)
+    logs = {ORIGIN: [signer.verifier()]}
+    w1, w2 = (
+        WitnessThread(tmp_path / "w1", logs, "w1.test"),
+        WitnessThread(tmp_path / "w2", logs, "w2.test"),
+    )
+    dead_key = CosignatureSigner.generate("w3.test").verifier().key_string()
+    dead = WitnessTarget(name="dead", url="http://127.0.0.1:9", key=dead_key)
+    targets = (
+        WitnessTarget(name="w1", url=w1.url, key=w1.verifier_key),
+        WitnessTarget(name="w2", url=w2.url, key=w2.verifier_key),
+        dead,
+    )
+    keys = [w1.verifier_key, w2.verifier_key]
+    try:
+        with running_server(tmp_path / "log", signer, witnesses=targets, witness_quorum=2) as (
+            _server,
+            remote,
+            _,
+        ):
+            for round_ in range(3):
+                started = time.monotonic()
+                out = remote.append(digests(200, f"r{round_}"), wait_for_checkpoint=True)
+                assert time.monotonic() - started < 2.0  # the dead witness slows nothing
+                assert out.checkpoint is not None
+                verified = wait_cosigned(remote, signer.verifier(), keys, 2, out.checkpoint.size)
+                assert {c.name for c in verified.cosignatures} == {"w1.test", "w2.test"}
+            # receipts read the stored checkpoint of their size: it carries the cosignatures
+            size = verified.checkpoint.size
+            stored = remote.checkpoint(size).note
+            assert stored.count("\u2014 ") == 3
+            time.sleep(1.3)
+            status = json.loads((tmp_path / "log" / "witnesses.json").read_text())
+            by_name = {w["name"]: w for w in status["witnesses"]}
+            assert by_name["w1"]["cosigned_size"] >= size and by_name["w1"]["last_error"] is None
+            assert by_name["dead"]["cosigned_size"] is None and by_name["dead"]["last_error"]
+            assert status["quorum_latency_ms"]["count"] >= 1
+    finally:
+        w1.stop()
+        w2.stop()
