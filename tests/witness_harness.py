@@ -16,7 +16,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -44,7 +44,7 @@ class WitnessThread:
     """A ``Witness`` served by aiohttp on an event loop running in a daemon thread."""
 
     def __init__(
-        self, folder: Path, logs: dict[str, list[Verifier]], name: str = "witness.test/w1"
+        self, folder: Path, logs: Mapping[str, Sequence[Verifier]], name: str = "witness.test/w1"
     ) -> None:
         self.signer = CosignatureSigner.generate(name)
         self.witness = Witness(folder=folder, signer=self.signer, logs=logs, clock=time.time)

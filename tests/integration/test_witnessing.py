@@ -7,22 +7,31 @@ import hashlib
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from ledger import merkle
 from ledger.checkpoint import (
     CosignatureSigner,
     CosignatureVerifier,
     Ed25519Signer,
+    SignedNote,
     VerifiedCheckpoint,
     Verifier,
     open_checkpoint,
 )
 from ledger.config import WitnessTarget
+from ledger.records import DecisionRecord, MemoryWrite, new_record_id
 from ledger.witness_core import SIZE_CONTENT_TYPE
 from ledger.witness_state import load_records
+from ledger_client.cli import main as verify_main
+from ledger_client.receipt import to_tlog_proof
+from ledger_client.receipt_fetch import count_cosignatures, refresh_cosignatures
 from ledger_client.remote import RemoteLog
+from ledger_client.sdk import LedgerClient
 from tests.harness import ORIGIN, running_server
 from tests.witness_fixtures import View
 from tests.witness_harness import WitnessThread, post
@@ -32,6 +41,17 @@ pytestmark = pytest.mark.integration
 
 def digests(n: int, salt: str) -> list[bytes]:
     return [hashlib.sha256(f"{salt}-{i}".encode()).digest() for i in range(n)]
+
+
+def example_record() -> DecisionRecord:
+    return DecisionRecord(
+        record_id=new_record_id(),
+        run_id="witnessed",
+        step=0,
+        time="2026-01-01T00:00:00.000Z",
+        agent="agent-w",
+        payload=MemoryWrite(key="k", value="v", source="user", trust_label="trusted"),
+    )
 
 
 def wait_cosigned(
@@ -121,6 +141,64 @@ def test_log_gets_cosigned_in_the_background_and_a_dead_witness_costs_nothing(
             assert by_name["w1"]["cosigned_size"] >= size and by_name["w1"]["last_error"] is None
             assert by_name["dead"]["cosigned_size"] is None and by_name["dead"]["last_error"]
             assert status["quorum_latency_ms"]["count"] >= 1
+    finally:
+        w1.stop()
+        w2.stop()
+
+
+def test_clients_require_the_quorum(tmp_path: Path) -> None:
+    """The SDK, receipts, tlog-proof and the monitor with --witness / --min-witnesses."""
+    signer = Ed25519Signer.generate(ORIGIN)
+    logs = {ORIGIN: [signer.verifier()]}
+    w1 = WitnessThread(tmp_path / "w1", logs, "w1.test")
+    w2 = WitnessThread(tmp_path / "w2", logs, "w2.test")
+    targets = tuple(
+        WitnessTarget(name=n, url=w.url, key=w.verifier_key) for n, w in (("a", w1), ("b", w2))
+    )
+    keys = [w1.verifier_key, w2.verifier_key]
+    quorum = [*(a for k in keys for a in ("--witness", k)), "--min-witnesses", "2"]
+    vkey = signer.verifier().key_string()
+    try:
+        with running_server(tmp_path / "log", signer, witnesses=targets) as (server, remote, _):
+            sdk = LedgerClient(server.address, witnesses=keys, register_atexit=False)
+            with sdk:
+                record = example_record()
+                receipt = sdk.append(record, timeout=20)
+            verifiers = [CosignatureVerifier.from_key_string(k) for k in keys]
+            assert count_cosignatures(receipt.checkpoint, verifiers) == 2
+            # an early receipt (no cosignatures yet) gains them when refreshed
+            bare = SignedNote.from_text(receipt.checkpoint)
+            early = replace(
+                receipt,
+                checkpoint=SignedNote(text=bare.text, signatures=bare.signatures[:1]).to_text(),
+            )
+            assert count_cosignatures(early.checkpoint, verifiers) == 0
+            refreshed = refresh_cosignatures(remote, early)
+            assert count_cosignatures(refreshed.checkpoint, verifiers) == 2
+            (tmp_path / "r.json").write_text(early.to_json())
+            (tmp_path / "p.txt").write_text(to_tlog_proof(refreshed).to_text())
+            runner = CliRunner()
+            ok = runner.invoke(verify_main, ["receipt", str(tmp_path / "r.json"), "--key", vkey])
+            assert ok.exit_code == 0, ok.output
+            short = runner.invoke(
+                verify_main, ["receipt", str(tmp_path / "r.json"), "--key", vkey, *quorum]
+            )
+            assert short.exit_code == 1 and "0 trusted witness(es)" in short.output
+            (tmp_path / "r.json").write_text(refreshed.to_json())
+            good = runner.invoke(
+                verify_main, ["receipt", str(tmp_path / "r.json"), "--key", vkey, *quorum]
+            )
+            assert good.exit_code == 0 and good.output.count("cosigned by:") == 2, good.output
+            leaf = merkle.leaf_hash(refreshed.leaf).hex()
+            args = ["tlog-proof", str(tmp_path / "p.txt"), "--key", vkey, "--leaf-hash", leaf]
+            proof = runner.invoke(verify_main, [*args, *quorum])
+            assert proof.exit_code == 0, proof.output
+            monitor = runner.invoke(
+                verify_main,
+                ["monitor", "--server", server.address, "--key", vkey, "--once",
+                 "--state", str(tmp_path / "m.json"), *quorum],
+            )  # fmt: skip
+            assert monitor.exit_code == 0, monitor.output
     finally:
         w1.stop()
         w2.stop()
