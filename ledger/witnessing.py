@@ -139,9 +139,12 @@ class Cosigning:
             for w in witnesses
         ]
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-witness")
+        self._reader = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ledger-witness-read")
         self._wake = [asyncio.Event() for _ in witnesses]
         self._tasks: list[asyncio.Task[None]] = []
         self._session: aiohttp.ClientSession | None = None
+        self._pending: list[tuple[int, NoteSignature, asyncio.Future[None]]] = []
+        self._attach_wake = asyncio.Event()
         self._published: deque[tuple[int, float]] = deque()  # (size, monotonic) awaiting quorum
         self._cosigners: dict[int, set[int]] = {}  # size -> indexes of witnesses that cosigned
         self.latencies: deque[float] = deque(maxlen=_SAMPLES)  # seconds, publish -> quorum
@@ -152,7 +155,10 @@ class Cosigning:
         if not self._targets:
             return
         self._session = aiohttp.ClientSession()
-        self._tasks = [asyncio.create_task(self._watch(), name="witness-watch")]
+        self._tasks = [
+            asyncio.create_task(self._watch(), name="witness-watch"),
+            asyncio.create_task(self._attacher(), name="witness-attach"),
+        ]
         self._tasks += [
             asyncio.create_task(self._serve_witness(i), name=f"witness-{w.name}")
             for i, w in enumerate(self._targets)
@@ -171,6 +177,7 @@ class Cosigning:
         if self._targets:
             self._write_status()
         self._thread.shutdown(wait=True)
+        self._reader.shutdown(wait=True)
 
     # --- watching publications ---------------------------------------------------------------
 
@@ -204,7 +211,7 @@ class Cosigning:
                 continue
             try:
                 await self._submit(i, checkpoint)
-            except (_Refused, aiohttp.ClientError, TimeoutError, LedgerError, OSError) as exc:
+            except Exception as exc:  # refused, unreachable, timed out, storage: retry later
                 await self._failed(i, exc)
 
     async def _submit(self, i: int, checkpoint: PublishedCheckpoint) -> None:
@@ -230,8 +237,8 @@ class Cosigning:
         proof: tuple[bytes, ...] = ()
         if 0 < old < checkpoint.size:
             loop = asyncio.get_running_loop()
-            found = await loop.run_in_executor(
-                self._thread, self._log.consistency_proof, old, checkpoint.size
+            found = await loop.run_in_executor(  # a read: never waits for the log lock
+                self._reader, self._log.consistency_proof, old, checkpoint.size
             )
             proof = found.hashes
         target = self._targets[i]
@@ -251,16 +258,42 @@ class Cosigning:
         return _cosignature(body, self._verifiers[i], Checkpoint.from_text(body_text))
 
     async def _attach(self, i: int, checkpoint: PublishedCheckpoint, line: NoteSignature) -> None:
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(
-            self._thread, self._log.add_cosignatures, checkpoint.size, [line]
-        )
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.append((checkpoint.size, line, done))
+        self._attach_wake.set()
+        await done
         status = self.status[i]
         status.cosigned_size = status.witness_size = checkpoint.size
         status.last_cosigned_at = self._clock()
         status.failures = 0
         self._dirty = True
         self._count(i, checkpoint.size)
+
+    async def _attacher(self) -> None:
+        """Store the cosignatures that arrived, one durable write per checkpoint size: lines
+        that come in while a write runs share the next one (fewer synced writes under load)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._attach_wake.wait()
+            self._attach_wake.clear()
+            pending, self._pending = self._pending, []
+            by_size: dict[int, list[tuple[NoteSignature, asyncio.Future[None]]]] = {}
+            for size, line, done in pending:
+                by_size.setdefault(size, []).append((line, done))
+            for size, items in sorted(by_size.items()):
+                lines = [line for line, _ in items]
+                try:
+                    await loop.run_in_executor(
+                        self._thread, self._log.add_cosignatures, size, lines
+                    )
+                except Exception as exc:  # a storage failure: reported to each witness task
+                    for _, done in items:
+                        if not done.done():
+                            done.set_exception(exc)
+                    continue
+                for _, done in items:
+                    if not done.done():
+                        done.set_result(None)
 
     def _count(self, i: int, size: int) -> None:
         """Record who cosigned ``size``; on reaching the quorum, time every covered checkpoint."""

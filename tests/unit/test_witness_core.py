@@ -216,3 +216,20 @@ def test_request_round_trip(signer: Ed25519Signer) -> None:
 
 def test_malformed_checkpoint_is_400(signer: Ed25519Signer, cosigner: CosignatureSigner) -> None:
     assert run(b"old 0\n\nnot a note\n", signer, cosigner).status == 400
+
+
+def test_core_is_pure_and_names_exist() -> None:
+    import subprocess
+    import sys
+
+    from ledger import witness_core
+
+    for name in witness_core.__all__:
+        assert hasattr(witness_core, name), name
+    probe = (
+        "import sys, ledger.witness_core; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in "
+        "('grpc', 'rocksdict', 'google', 'aiohttp', 'socket', 'ledger.witness_state')]; "
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True, timeout=60)
