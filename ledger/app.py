@@ -21,7 +21,6 @@ from ledger.rocks import RocksStore
 from ledger.server import create_server
 from ledger.service import LogService
 from ledger.tsa_setup import TsaSetup, setup_tsas
-from ledger.types import PublishedCheckpoint
 from ledger.witnessing import Cosigning
 
 __all__ = ["App", "serve", "start_app"]
@@ -76,7 +75,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer) -> App:
             checkpoint_interval=settings.checkpoint_interval_ms / 1000,
             max_pending=settings.max_pending,
         )
-        cosigning = _cosigning(settings, log, service)
+        cosigning = _cosigning(settings, log)
         await service.start()
         tsas = setup_tsas(settings)
     except BaseException:
@@ -108,17 +107,12 @@ async def start_app(settings: Settings, signer: Ed25519Signer) -> App:
     )
 
 
-def _cosigning(settings: Settings, log: Log, service: LogService) -> Cosigning:
+def _cosigning(settings: Settings, log: Log) -> Cosigning:
     """Witness submission (``ledger.witnessing``) for the configured ``[[witness]]`` entries."""
-
-    async def wait_for(size: int) -> PublishedCheckpoint:
-        return await service.wait_for_checkpoint(size, timeout=10.0)
-
     return Cosigning(
         log=log,
         witnesses=settings.witnesses,
         quorum=settings.witness_quorum or len(settings.witnesses),
-        wait_for=wait_for,
         status_dir=settings.data_dir,
     )
 

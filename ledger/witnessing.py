@@ -7,17 +7,20 @@ witness's real size: the log re-proves from it and asks again. A valid cosignatu
 0x04, checked against the configured key) is stored on the checkpoint (``Log.add_cosignatures``:
 same body, more lines), so GetCheckpoint, receipts and ``/checkpoint`` carry it.
 
-Each witness has its own asyncio task and always gets the newest checkpoint (checkpoints that
-came and went while it was busy are skipped: the newer one covers them). Failures are retried
-with exponential backoff (``BACKOFF_S`` doubling to ``MAX_BACKOFF_S``). Nothing here runs on
-the writer thread or holds the log lock while waiting on the network: proofs are read and
-cosignatures stored on a thread of its own, so a slow or dead witness never slows appends or
+Witnessing runs on an event loop of its own thread (``ledger-witnessing``), so the gRPC loop's
+load never delays it; it notices a new checkpoint by reading the log's latest every
+``POLL_S``. Each witness has its own task and always gets the newest checkpoint (checkpoints
+that came and went while it was busy are skipped: the newer one covers them). Failures are
+retried with exponential backoff (``BACKOFF_S`` doubling to ``MAX_BACKOFF_S``). Nothing here
+runs on the writer thread or holds the log lock while waiting on the network: proofs are read
+on reader threads, and the cosignatures that arrived are stored together, one durable write per
+checkpoint size, on a thread of their own; so a slow or dead witness never slows appends or
 publishing. The HTTP client is aiohttp's (already the server extra's HTTP stack): one
 connection pool, per-request timeouts and cancellation without a thread per witness.
 
 Operator view: ``witnesses.json`` in the data folder (rewritten at most once per second) with
 each witness's last cosigned size, its size as last reported, the last error and when, and the
-time from publication to a quorum (``quorum`` of the witnesses) of cosignatures (p50/p99);
+time from publication (as seen by the poll) to a quorum of cosignatures (p50/p99);
 ``ledger witnesses --data-dir DIR`` prints it.
 """
 
@@ -27,9 +30,10 @@ import asyncio
 import contextlib
 import json
 import logging
+import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -39,7 +43,7 @@ import aiohttp
 
 from ledger.checkpoint import Checkpoint, CosignatureVerifier, NoteSignature, SignedNote
 from ledger.config import WitnessTarget
-from ledger.errors import FormatError, LedgerError, ServiceError
+from ledger.errors import FormatError, LedgerError
 from ledger.types import ConsistencyProof, PublishedCheckpoint
 from ledger.witness_core import SIZE_CONTENT_TYPE, build_request
 from ledger.witness_state import write_atomically
@@ -51,6 +55,7 @@ BACKOFF_S = 0.2
 MAX_BACKOFF_S = 30.0
 STATUS_FILE = "witnesses.json"
 _MAX_409_PER_ROUND = 3
+POLL_S = 0.005  # how often the cosigning thread looks for a new checkpoint
 _SAMPLES = 10_000
 
 
@@ -120,7 +125,6 @@ class Cosigning:
         log: CosigningLog,
         witnesses: Sequence[WitnessTarget],
         quorum: int,
-        wait_for: Callable[[int], Awaitable[PublishedCheckpoint]],
         status_dir: Path,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -130,7 +134,6 @@ class Cosigning:
         self._targets = list(witnesses)
         self._verifiers = [CosignatureVerifier.from_key_string(w.key) for w in witnesses]
         self.quorum = quorum
-        self._wait_for = wait_for
         self._status_path = status_dir / STATUS_FILE
         self._clock = clock
         known = _known_sizes(self._status_path)
@@ -143,6 +146,9 @@ class Cosigning:
         self._wake = [asyncio.Event() for _ in witnesses]
         self._tasks: list[asyncio.Task[None]] = []
         self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+        self._stopping: asyncio.Event | None = None
         self._pending: list[tuple[int, NoteSignature, asyncio.Future[None]]] = []
         self._attach_wake = asyncio.Event()
         self._published: deque[tuple[int, float]] = deque()  # (size, monotonic) awaiting quorum
@@ -151,9 +157,29 @@ class Cosigning:
         self._dirty = True
 
     async def start(self) -> None:
-        """Start the watcher, one task per witness and the status writer."""
+        """Start the cosigning thread and its event loop (nothing when no witness is set)."""
         if not self._targets:
             return
+        ready = threading.Event()
+        self._loop_thread = threading.Thread(
+            target=lambda: asyncio.run(self._main(ready)), name="ledger-witnessing", daemon=True
+        )
+        self._loop_thread.start()
+        await asyncio.to_thread(ready.wait)
+
+    async def stop(self) -> None:
+        """Stop the cosigning loop (tasks cancelled, status written), then the worker threads."""
+        if self._loop is not None and self._stopping is not None:
+            self._loop.call_soon_threadsafe(self._stopping.set)
+        if self._loop_thread is not None:
+            await asyncio.to_thread(self._loop_thread.join)
+        self._thread.shutdown(wait=True)
+        self._reader.shutdown(wait=True)
+
+    async def _main(self, ready: threading.Event) -> None:
+        """The cosigning loop, on its own thread: the gRPC loop's load never delays it."""
+        self._loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
         self._session = aiohttp.ClientSession()
         self._tasks = [
             asyncio.create_task(self._watch(), name="witness-watch"),
@@ -164,38 +190,30 @@ class Cosigning:
             for i, w in enumerate(self._targets)
         ]
         self._tasks.append(asyncio.create_task(self._write_status_loop(), name="witness-status"))
-
-    async def stop(self) -> None:
-        """Cancel the tasks, write the status one last time, close the HTTP client."""
+        ready.set()
+        await self._stopping.wait()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        if self._session is not None:
-            await self._session.close()
-        if self._targets:
-            self._write_status()
-        self._thread.shutdown(wait=True)
-        self._reader.shutdown(wait=True)
+        await self._session.close()
+        self._write_status()
 
     # --- watching publications ---------------------------------------------------------------
 
     async def _watch(self) -> None:
+        """Notice new checkpoints (a read of the log's latest every ``POLL_S``)."""
         seen = -1
         while True:
-            try:
-                checkpoint = await self._wait_for(seen + 1)
-            except ServiceError:
-                continue  # no new checkpoint within the wait: wait again
-            if checkpoint.size <= seen:
-                await asyncio.sleep(0.01)
-                continue
-            seen = checkpoint.size
-            if checkpoint.size > 0:
-                self._published.append((checkpoint.size, time.monotonic()))
-                for event in self._wake:
-                    event.set()
+            checkpoint = self._log.latest_checkpoint()
+            if checkpoint is not None and checkpoint.size > seen:
+                seen = checkpoint.size
+                if checkpoint.size > 0:
+                    self._published.append((checkpoint.size, time.monotonic()))
+                    for event in self._wake:
+                        event.set()
+            await asyncio.sleep(POLL_S)
 
     # --- one witness -------------------------------------------------------------------------
 
