@@ -155,6 +155,7 @@ class Cosigning:
         self._cosigners: dict[int, set[int]] = {}  # size -> indexes of witnesses that cosigned
         self.latencies: deque[float] = deque(maxlen=_SAMPLES)  # seconds, publish -> quorum
         self._dirty = True
+        self.quorum_size = 0  # the largest checkpoint size cosigned by ``quorum`` witnesses
 
     async def start(self) -> None:
         """Start the cosigning thread and its event loop (nothing when no witness is set)."""
@@ -319,6 +320,7 @@ class Cosigning:
         signers.add(i)
         if len(signers) != self.quorum:
             return
+        self.quorum_size = max(self.quorum_size, size)
         now = time.monotonic()
         while self._published and self._published[0][0] <= size:
             self.latencies.append(now - self._published.popleft()[1])
@@ -353,6 +355,7 @@ class Cosigning:
 
         return {
             "quorum": self.quorum,
+            "quorum_size": self.quorum_size,
             "witnesses": [asdict(s) for s in self.status],
             "quorum_latency_ms": {"count": len(samples), "p50": pct(0.5), "p99": pct(0.99)},
         }

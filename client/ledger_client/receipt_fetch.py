@@ -10,9 +10,9 @@ itself raises the ledger's error tree.
   among the newest ``ANCHORED_SIZES_LIMIT`` anchored sizes), else on the latest checkpoint,
   without anchors.
 * ``upgrade_receipt``: the same record under a newer checkpoint (by default the newest anchored
-  one): a fresh inclusion proof at the new size, plus the old checkpoint, the RFC 9162 §2.1.4
-  consistency proof from it and its anchors as ``previous``, so both stay checkable. Only the
-  checkpoint the receipt is upgraded from is kept.
+  one): a fresh inclusion proof at the new size, plus the old checkpoint (with any cosignatures
+  added since), the RFC 9162 §2.1.4 consistency proof from it and its anchors as ``previous``,
+  so both stay checkable. Only the checkpoint the receipt is upgraded from is kept.
 
 * ``refresh_cosignatures``: the same receipt with the witness cosignatures that the log added
   to its checkpoint since (same checkpoint body; a different root for the size is a fork:
@@ -152,11 +152,14 @@ def _newer(
 def upgrade_receipt(remote: RemoteLog, receipt: Receipt, *, anchored: bool = True) -> Receipt:
     """``receipt`` moved to the newest anchored checkpoint (``anchored=False``: the latest).
 
-    Raises ``NotFoundError`` (``NotYetPublishedError``) when there is no newer one, and
-    ``InconsistencyError`` if the server's leaf at the receipt's index differs from the
-    receipt's (evidence of a rewritten log).
+    The old checkpoint kept in ``previous`` first gains the cosignatures the log added to it
+    since (``refresh_cosignatures``). Raises ``NotFoundError`` (``NotYetPublishedError``) when
+    there is no newer one, and ``InconsistencyError`` if the server's leaf at the receipt's
+    index, or its checkpoint for the receipt's size, differs from the receipt's (evidence of a
+    rewritten log).
     """
     checkpoint, anchors = _newer(remote, receipt.tree_size, anchored)
+    receipt = refresh_cosignatures(remote, receipt)
     return _upgrade_to(remote, receipt, checkpoint, anchors)
 
 
