@@ -23,7 +23,7 @@ from typing import Any
 import click
 
 from ledger.checkpoint import CosignatureSigner, Ed25519Verifier
-from ledger.errors import LedgerError
+from ledger.errors import FormatError, LedgerError
 from ledger.keys import default_key_file, write_signer
 
 __all__ = ["witness", "witnesses"]
@@ -95,6 +95,8 @@ def serve(
     except LedgerError as exc:
         _fail(str(exc))
         raise AssertionError from exc
+    if not settings.logs:
+        _fail("no log to witness: give --log VKEY or [[witness.log]] entries in --config")
 
     def ready(opened: Any, port: int) -> None:
         host = settings.listen.rpartition(":")[0]
@@ -111,7 +113,9 @@ def serve(
 
     try:
         asyncio.run(run_witness(settings, ready))
-    except LedgerError as exc:
+    except FormatError as exc:  # a bad key file, listen address or state file
+        _fail(str(exc))
+    except (LedgerError, OSError) as exc:  # the state folder is in use, the port is taken
         _fail(str(exc), 1)
 
 

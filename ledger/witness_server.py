@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import time
 import tomllib
@@ -36,6 +37,8 @@ from ledger.keys import read_key_text
 from ledger.witness_core import MAX_BODY_BYTES
 from ledger.witness_state import Witness
 
+_log = logging.getLogger("ledger.witness")
+
 __all__ = [
     "LogKeys",
     "WitnessSettings",
@@ -43,6 +46,7 @@ __all__ = [
     "load_witness_settings",
     "open_witness",
     "run_witness",
+    "split_listen",
     "start_witness_server",
 ]
 
@@ -129,7 +133,11 @@ def create_witness_app(witness: Witness, *, prefix: str = "") -> web.Application
     async def add_checkpoint(request: web.Request) -> web.Response:
         body = await request.read()
         loop = asyncio.get_running_loop()
-        decision = await loop.run_in_executor(None, witness.add_checkpoint, body)
+        try:
+            decision = await loop.run_in_executor(None, witness.add_checkpoint, body)
+        except OSError as exc:  # the state could not be stored: nothing was cosigned
+            _log.error("cannot store the witness state: %s", exc)
+            return web.Response(status=503, text="the witness cannot store its state; retry\n")
         return web.Response(
             status=decision.status,
             body=decision.body.encode(),
