@@ -63,6 +63,7 @@ class Log:
     ) -> None:
         self._store = store
         self._lock = threading.Lock()
+        self._cosign_lock = threading.Lock()
         self._max_batch = max_batch
         self._failure: Exception | None = None
         state = store.load_state()
@@ -117,8 +118,11 @@ class Log:
         self, size: int, signatures: Sequence[NoteSignature]
     ) -> PublishedCheckpoint:
         """Add witness cosignature lines to the stored checkpoint of ``size`` (same note text;
-        a witness that already has a line keeps its first one). Durable when it returns."""
-        with self._lock:
+        a witness that already has a line keeps its first one). Durable when it returns.
+
+        It takes its own lock, not the writer's: it rewrites only an existing size, which
+        ``publish`` never touches, so it never waits behind a group commit."""
+        with self._cosign_lock:
             self._raise_if_failed()
             stored = self._store.get_checkpoint(size)
             if stored is None:

@@ -9,7 +9,9 @@ What a store promises (``RocksStore`` in ``ledger.rocks`` is the production one)
   signs two roots for one size. The same checkpoint may be stored again with more signature
   lines (witness cosignatures: same note text, every stored line kept), never with fewer.
 * One writer calls ``commit`` / ``put_*`` at a time; reads may run concurrently with it and see
-  either the state before or after a commit.
+  either the state before or after a commit. The one exception: ``put_checkpoint`` that adds
+  signature lines to a size already stored may run concurrently with the writer (one such
+  call at a time); the writer never writes a size that is already stored.
 * Reads of what the contract says is there (a node of a committed tree, an entry below the
   committed size) raise ``StorageError`` when missing: that is corruption, not absence.
 """

@@ -43,7 +43,7 @@ import aiohttp
 
 from ledger.checkpoint import Checkpoint, CosignatureVerifier, NoteSignature, SignedNote
 from ledger.config import WitnessTarget
-from ledger.errors import FormatError, LedgerError
+from ledger.errors import FormatError, LedgerError, ServiceError
 from ledger.types import ConsistencyProof, PublishedCheckpoint
 from ledger.witness_core import SIZE_CONTENT_TYPE, build_request
 from ledger.witness_state import write_atomically
@@ -84,11 +84,11 @@ class WitnessStatus:
     failures: int = 0  # consecutive
 
 
-class _Refused(Exception):
-    """A witness answer that is not a cosignature."""
+class _Refused(ServiceError):
+    """A witness answer that is not a cosignature (shown as the witness's last error)."""
 
 
-class _Stale(Exception):
+class _Stale(ServiceError):
     def __init__(self, size: int) -> None:
         super().__init__(f"witness is at size {size}")
         self.size = size

@@ -3,6 +3,7 @@ change body), ``[[witness]]`` configuration, and the receipt verifier's witness 
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -110,3 +111,33 @@ def test_receipt_quorum(tmp_path: Path) -> None:
     assert report.to_json_obj()["cosigned_by"] == [
         {"witness": f"w1.test+{w1.key_id.hex()}", "time": NOW}
     ]
+
+
+def test_cosigning_concurrently_with_appends_and_publishing() -> None:
+    """add_cosignatures (own lock) racing the writer: latest is always the newest size, and
+    every stored checkpoint keeps every line it was given."""
+    view = View(log_signer())
+    view.grow(1)
+    w1 = CosignatureSigner.generate("w1.test")
+    stop = threading.Event()
+    cosigned: list[int] = []
+
+    def cosigner() -> None:
+        while not stop.is_set():
+            latest = view.log.latest_checkpoint()
+            assert latest is not None
+            view.log.add_cosignatures(latest.size, [cosign(latest.note, w1)])
+            cosigned.append(latest.size)
+
+    thread = threading.Thread(target=cosigner)
+    thread.start()
+    sizes = [view.grow(3).size for _ in range(300)]
+    stop.set()
+    thread.join()
+    latest = view.log.latest_checkpoint()
+    assert latest is not None and latest.size == sizes[-1]
+    assert len(cosigned) > 10
+    for size in set(cosigned):
+        note = view.log.checkpoint(size).note
+        assert open_checkpoint(note, [view.signer.verifier()], witnesses=[w1.verifier()],
+                               min_witnesses=1).checkpoint.size == size  # fmt: skip
