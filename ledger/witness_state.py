@@ -6,11 +6,12 @@ record (the race the spec warns about): the second one sees the first one's reco
 is written before the cosignature is returned, so a witness that crashes after answering never
 forgets what it cosigned. One process per state folder: an exclusive ``flock`` on ``LOCK``.
 
-Files in the state folder (each replaced atomically: temp file, fsync, rename, fsync folder):
+Files in the state folder:
 
-    state.json      {"format": "ledger-witness-state/v1",
-                     "logs": {origin: {"size": N, "root_hash": base64, "checkpoint": note}}}
-    evidence.json   {"format": "ledger-witness-evidence/v1", "dropped": D,
+    state.jsonl     the latest checkpoint cosigned per log: an append-only journal, one
+                    fdatasync per change (``ledger.witness_journal``)
+    evidence.json   replaced atomically (temp file, fsync, rename, fsync folder):
+                    {"format": "ledger-witness-evidence/v1", "dropped": D,
                      "items": [{"key", "kind", "origin", "time", "detail", "old_size",
                                 "proof": [base64], "cosigned": note, "submitted": note}]}
 
@@ -25,7 +26,6 @@ import base64
 import fcntl
 import json
 import os
-import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -34,6 +34,7 @@ from typing import Any
 from ledger.checkpoint import CosignatureSigner, Verifier
 from ledger.errors import FormatError, StorageError
 from ledger.witness_core import Decision, Evidence, LogRecord, decide, parse_request
+from ledger.witness_journal import STATE_FORMAT, StateJournal, load_records, write_atomically
 
 __all__ = [
     "EVIDENCE_FORMAT",
@@ -45,28 +46,8 @@ __all__ = [
     "write_atomically",
 ]
 
-STATE_FORMAT = "ledger-witness-state/v1"
 EVIDENCE_FORMAT = "ledger-witness-evidence/v1"
 MAX_EVIDENCE = 256
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text``: temp file, fsync, rename, fsync of the folder."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
 
 
 def _read_json(path: Path, fmt: str) -> dict[str, Any] | None:
@@ -79,37 +60,6 @@ def _read_json(path: Path, fmt: str) -> dict[str, Any] | None:
     if not isinstance(doc, dict) or doc.get("format") != fmt:
         raise FormatError(f"{path}: not a {fmt} file")
     return doc
-
-
-def load_records(folder: Path) -> dict[str, LogRecord]:
-    """The latest cosigned checkpoint of every log, from ``state.json`` (empty when absent)."""
-    doc = _read_json(folder / "state.json", STATE_FORMAT)
-    if doc is None:
-        return {}
-    try:
-        return {
-            origin: LogRecord(
-                origin=origin,
-                size=int(item["size"]),
-                root_hash=base64.b64decode(item["root_hash"], validate=True),
-                note=str(item["checkpoint"]),
-            )
-            for origin, item in doc["logs"].items()
-        }
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise FormatError(f"{folder / 'state.json'}: malformed record: {exc}") from None
-
-
-def _records_json(records: Mapping[str, LogRecord]) -> str:
-    logs = {
-        r.origin: {
-            "size": r.size,
-            "root_hash": base64.b64encode(r.root_hash).decode(),
-            "checkpoint": r.note,
-        }
-        for r in records.values()
-    }
-    return json.dumps({"format": STATE_FORMAT, "logs": logs}, indent=2, sort_keys=True) + "\n"
 
 
 def load_evidence(folder: Path) -> dict[str, Any]:
@@ -173,7 +123,7 @@ class Witness:
         self._clock = clock
         self._max_evidence = max_evidence
         try:
-            self._records = load_records(folder)
+            self._journal = StateJournal(folder)
             self._evidence = load_evidence(folder)
         except BaseException:
             self._folder_lock.release()
@@ -183,7 +133,7 @@ class Witness:
     def records(self) -> dict[str, LogRecord]:
         """A copy of the latest cosigned checkpoint per origin."""
         with self._lock:
-            return dict(self._records)
+            return dict(self._journal.records)
 
     def add_checkpoint(self, body: bytes) -> Decision:
         """Answer one add-checkpoint request; the new state is durable before this returns."""
@@ -194,14 +144,12 @@ class Witness:
         with self._lock:
             now = int(self._clock())
             decision = decide(
-                request, logs=self._logs, held=self._records, signer=self._signer, now=now
+                request, logs=self._logs, held=self._journal.records, signer=self._signer, now=now
             )
             if decision.evidence is not None:
                 self._keep(decision.evidence, now)
             if decision.record is not None:
-                records = {**self._records, decision.record.origin: decision.record}
-                write_atomically(self.folder / "state.json", _records_json(records))
-                self._records = records
+                self._journal.put(decision.record)
             return decision
 
     def _keep(self, evidence: Evidence, now: int) -> None:
@@ -217,5 +165,6 @@ class Witness:
         self._evidence = doc
 
     def close(self) -> None:
-        """Release the folder lock."""
+        """Close the journal and release the folder lock."""
+        self._journal.close()
         self._folder_lock.release()

@@ -11,8 +11,11 @@ import pytest
 
 from ledger.checkpoint import CosignatureSigner, Ed25519Signer
 from ledger.errors import FormatError, StorageError
+from ledger.witness_core import LogRecord
 from ledger.witness_state import Witness, load_evidence, load_records
 from tests.witness_fixtures import ORIGIN, View, log_signer
+
+NONE = LogRecord(origin=ORIGIN, size=0, root_hash=b"", note="")
 
 
 def open_witness(folder: Path, signer: Ed25519Signer, **kw: int) -> Witness:
@@ -116,12 +119,50 @@ def test_stale_requests_are_not_evidence(tmp_path: Path) -> None:
 
 
 def test_corrupt_state_file_is_refused(tmp_path: Path) -> None:
-    (tmp_path / "state.json").write_text(json.dumps({"format": "something else"}))
+    (tmp_path / "state.jsonl").write_text(json.dumps({"format": "something else"}) + "\n")
     with pytest.raises(FormatError, match="not a ledger-witness-state/v1"):
         open_witness(tmp_path, log_signer())
     # the folder lock was released: a fixed file opens
-    (tmp_path / "state.json").unlink()
+    (tmp_path / "state.jsonl").unlink()
     open_witness(tmp_path, log_signer()).close()
+
+
+def test_journal_torn_tail_corruption_and_compaction(tmp_path: Path) -> None:
+    signer = log_signer()
+    view = View(signer)
+    witness = open_witness(tmp_path, signer)
+    for _ in range(5):
+        old = witness.records.get(ORIGIN, NONE).size
+        view.grow(2)
+        assert witness.add_checkpoint(view.request(old)).status == 200
+    witness.close()
+    journal = tmp_path / "state.jsonl"
+    good = journal.read_bytes()
+    journal.write_bytes(good + b'{"origin": "ledger.te')  # a crash in the middle of an append
+    assert load_records(tmp_path)[ORIGIN].size == 10
+    again = open_witness(tmp_path, signer)  # cuts the torn line off, appends after it
+    assert journal.read_bytes() == good
+    view.grow(1)
+    assert again.add_checkpoint(view.request(10)).status == 200
+    again.close()
+    assert load_records(tmp_path)[ORIGIN].size == 11
+    lines = journal.read_bytes().split(b"\n")
+    journal.write_bytes(b"\n".join([lines[0], b"{not json}", *lines[1:]]))
+    with pytest.raises(FormatError, match=r"state\.jsonl:2: malformed"):
+        open_witness(tmp_path, signer)
+
+
+def test_journal_compacts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("ledger.witness_journal.COMPACT_AT", 4)
+    signer = log_signer()
+    view = View(signer)
+    witness = open_witness(tmp_path, signer)
+    for old in range(7):
+        view.grow(1)
+        assert witness.add_checkpoint(view.request(old)).status == 200
+    witness.close()
+    assert len((tmp_path / "state.jsonl").read_text().splitlines()) <= 4
+    assert load_records(tmp_path)[ORIGIN].size == 7
 
 
 def test_malformed_body_is_400(tmp_path: Path) -> None:
