@@ -113,11 +113,11 @@ class Decision:
 
 def build_request(old_size: int, proof: Sequence[bytes], note: str) -> bytes:
     """The add-checkpoint body a log sends (inverse of ``parse_request``)."""
-    lines = [f"old {old_size}", *(merkle_b64(h) for h in proof)]
+    lines = [f"old {old_size}", *(_b64(h) for h in proof)]
     return ("\n".join(lines) + "\n\n" + note).encode()
 
 
-def merkle_b64(raw: bytes) -> str:
+def _b64(raw: bytes) -> str:
     """Standard padded base64 of a hash."""
     return base64.b64encode(raw).decode()
 

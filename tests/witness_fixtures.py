@@ -20,7 +20,8 @@ class View:
     def __init__(self, signer: Ed25519Signer, salt: str = "") -> None:
         self.signer = signer
         self.salt = salt
-        self.log = Log(store=MemoryStore(), signer=signer, origin=signer.name)
+        # a fixed clock: views given the same digests have the same leaves (a shared prefix)
+        self.log = Log(store=MemoryStore(), signer=signer, origin=signer.name, clock_ms=lambda: 1)
         self._next = 0
 
     def grow(self, n: int) -> PublishedCheckpoint:

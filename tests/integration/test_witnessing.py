@@ -86,6 +86,7 @@ def test_wire_statuses_and_concurrent_submissions(tmp_path: Path) -> None:
             answers = list(
                 pool.map(lambda body: post(url, body), [a.request(5), b.request(5)] * 16)
             )
+        assert a.log.checkpoint(5).root_hash == b.log.checkpoint(5).root_hash  # both valid
         assert [s for s, _, _ in answers].count(200) == 1
         stale = [(t, body) for s, t, body in answers if s == 409]
         assert len(stale) == 31 and all(

@@ -44,6 +44,8 @@ def test_concurrent_valid_extensions_only_one_wins(tmp_path: Path) -> None:
     16 threads: exactly one is cosigned, the rest see the new size (the spec's race)."""
     signer = log_signer()
     a, b = forked_pair(signer, 5, 5)
+    assert a.log.checkpoint(5).root_hash == b.log.checkpoint(5).root_hash  # both extend it
+    assert a.log.checkpoint(10).root_hash != b.log.checkpoint(10).root_hash
     witness = open_witness(tmp_path, signer)
     assert witness.add_checkpoint(a.request(0, 5)).status == 200
     bodies = [a.request(5), b.request(5)] * 20
@@ -59,6 +61,7 @@ def test_concurrent_valid_extensions_only_one_wins(tmp_path: Path) -> None:
         start.set()
         answers = [f.result() for f in futures]
     assert sorted(s for s, _ in answers).count(200) == 1
+    assert {s for s, _ in answers} == {200, 409}  # both were valid: no 422, only stale sizes
     assert all(body == "10\n" for status, body in answers if status == 409)
     winner = bodies[[s for s, _ in answers].index(200)]
     record = load_records(tmp_path)[ORIGIN]
