@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from ledger.checkpoint import CosignatureVerifier
 from ledger.errors import FormatError
 
 __all__ = ["DEFAULT_ORIGIN", "Settings", "TsaSettings", "WitnessTarget", "load_settings"]
@@ -184,10 +185,15 @@ def _witness(i: int, raw: Any) -> WitnessTarget:
     extra = raw.keys() - {"name", "url", "key", "timeout_s"}
     if extra:
         raise FormatError(f"{where}: unknown key(s) {', '.join(sorted(extra))}")
+    key = _convert(f"{where}.key", raw["key"], str)
+    try:
+        CosignatureVerifier.from_key_string(key)
+    except FormatError as exc:
+        raise FormatError(f"{where}.key: {exc}") from None
     return WitnessTarget(
         name=_convert(f"{where}.name", raw["name"], str),
         url=_convert(f"{where}.url", raw["url"], str),
-        key=_convert(f"{where}.key", raw["key"], str),
+        key=key,
         timeout_s=_convert(f"{where}.timeout_s", raw.get("timeout_s", 10.0), float),
     )
 
@@ -217,4 +223,10 @@ def load_settings(path: Path | None) -> Settings:
                 raise FormatError(f"config {path}: unknown key {table}.{key}")
             name, kind = _TABLES[table][key]
             values[name] = _convert(f"{table}.{key}", value, kind)
-    return Settings().with_overrides(**values)
+    settings = Settings().with_overrides(**values)
+    if not 0 <= settings.witness_quorum <= len(settings.witnesses):
+        raise FormatError(
+            f"config {path}: witnessing.quorum {settings.witness_quorum} needs "
+            f"0..{len(settings.witnesses)} (the number of [[witness]] entries; 0: all)"
+        )
+    return settings

@@ -85,6 +85,13 @@ def test_witness_config(tmp_path: Path) -> None:
     config.write_text('[[witness]]\nname = "w1"\nurl = "http://h:1"\n')
     with pytest.raises(FormatError, match="name, url and key"):
         load_settings(config)
+    config.write_text('[[witness]]\nname = "w1"\nurl = "http://h:1"\nkey = "w+00+AA=="\n')
+    with pytest.raises(FormatError, match=r"witness\[0\]\.key"):
+        load_settings(config)
+    entry = f'[[witness]]\nname = "w"\nurl = "u"\nkey = "{key}"\n'
+    config.write_text(f"[witnessing]\nquorum = 2\n{entry}")
+    with pytest.raises(FormatError, match=r"quorum 2 needs 0\.\.1"):
+        load_settings(config)
 
 
 def test_receipt_quorum(tmp_path: Path) -> None:
