@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import signal
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -34,7 +36,7 @@ from ledger_client.remote import RemoteLog
 from ledger_client.sdk import LedgerClient
 from tests.harness import ORIGIN, running_server
 from tests.witness_fixtures import View
-from tests.witness_harness import WitnessThread, post
+from tests.witness_harness import WitnessProcess, WitnessThread, make_witness_key, post
 
 pytestmark = pytest.mark.integration
 
@@ -203,3 +205,47 @@ def test_clients_require_the_quorum(tmp_path: Path) -> None:
     finally:
         w1.stop()
         w2.stop()
+
+
+def submit_chain(view: View, url: str, progress: dict[str, int]) -> None:
+    """Grow ``view`` and submit each checkpoint until the witness stops answering."""
+    while True:
+        old = progress["acked"]
+        view.grow(3)
+        progress["sent"] = view.log.checkpoint(0).size
+        try:
+            status, _, _ = post(url, view.request(old), timeout=5)
+        except OSError:
+            return  # killed
+        if status != 200:
+            return
+        progress["acked"] = progress["sent"]
+
+
+@pytest.mark.slow
+def test_witness_killed_mid_submissions_never_forgets_a_cosignature(tmp_path: Path) -> None:
+    """SIGKILL a ``ledger witness serve`` while a chain of checkpoints is being cosigned: after
+    restart its size is at least the last one it acknowledged (the state is durable before the
+    answer) and at most the last one sent, and the chain goes on from there."""
+    signer = Ed25519Signer.generate(ORIGIN)
+    key_file, _ = make_witness_key(tmp_path, "killed.test")
+    view = View(signer)
+    acked, sent, listen = 0, 0, "127.0.0.1:0"
+    for cycle in range(4):
+        witness = WitnessProcess(
+            key_file, tmp_path / "state", [signer.verifier().key_string()], listen
+        )
+        listen, url = witness.address, witness.url + "/add-checkpoint"
+        if acked:
+            status, _, body = post(url, view.request(0))
+            assert status == 409 and acked <= int(body) <= sent, (cycle, acked, body, sent)
+            acked = sent = int(body)
+        progress = {"acked": acked, "sent": sent}
+        thread = threading.Thread(target=submit_chain, args=(view, url, progress))
+        thread.start()
+        time.sleep(0.2 + 0.15 * cycle)
+        witness.stop(signal.SIGKILL)
+        thread.join(timeout=10)
+        acked, sent = progress["acked"], progress["sent"]
+        assert acked > 0
+    assert acked <= load_records(tmp_path / "state")[ORIGIN].size <= sent
