@@ -55,6 +55,7 @@ BACKOFF_S = 0.2
 MAX_BACKOFF_S = 30.0
 STATUS_FILE = "witnesses.json"
 _MAX_409_PER_ROUND = 3
+MAX_ANSWER_BYTES = 64 * 1024  # cosignature lines are ~100 bytes each
 POLL_S = 0.005  # how often the cosigning thread looks for a new checkpoint
 _SAMPLES = 10_000
 
@@ -151,7 +152,8 @@ class Cosigning:
         self._stopping: asyncio.Event | None = None
         self._pending: list[tuple[int, NoteSignature, asyncio.Future[None]]] = []
         self._attach_wake = asyncio.Event()
-        self._published: deque[tuple[int, float]] = deque()  # (size, monotonic) awaiting quorum
+        # (size, monotonic) awaiting a quorum; bounded: a dead witness must not grow memory
+        self._published: deque[tuple[int, float]] = deque(maxlen=_SAMPLES)
         self._cosigners: dict[int, set[int]] = {}  # size -> indexes of witnesses that cosigned
         self.latencies: deque[float] = deque(maxlen=_SAMPLES)  # seconds, publish -> quorum
         self._dirty = True
@@ -267,7 +269,10 @@ class Cosigning:
             data=build_request(old, proof, checkpoint.note),
             timeout=aiohttp.ClientTimeout(total=target.timeout_s),
         ) as response:
-            body = (await response.read()).decode("utf-8", "replace")
+            raw = await response.content.read(MAX_ANSWER_BYTES + 1)
+            if len(raw) > MAX_ANSWER_BYTES:
+                raise _Refused(f"HTTP {response.status} answer over {MAX_ANSWER_BYTES} bytes")
+            body = raw.decode("utf-8", "replace")
             kind = response.headers.get("Content-Type", "").split(";")[0].strip()
             if response.status == 409 and kind == SIZE_CONTENT_TYPE:
                 raise _Stale(_parse_size(body))
@@ -318,6 +323,8 @@ class Cosigning:
         """Record who cosigned ``size``; on reaching the quorum, time every covered checkpoint."""
         signers = self._cosigners.setdefault(size, set())
         signers.add(i)
+        if len(self._cosigners) > _SAMPLES:  # sizes that never reached the quorum
+            del self._cosigners[min(self._cosigners)]
         if len(signers) != self.quorum:
             return
         self.quorum_size = max(self.quorum_size, size)
