@@ -102,6 +102,16 @@ def _parse_size(body: str) -> int:
     return int(text)
 
 
+async def _read_capped(response: aiohttp.ClientResponse) -> str:
+    """The answer's text, refusing more than MAX_ANSWER_BYTES (a witness is not trusted)."""
+    raw = b""
+    while chunk := await response.content.read(MAX_ANSWER_BYTES + 1 - len(raw)):
+        raw += chunk
+        if len(raw) > MAX_ANSWER_BYTES:
+            raise _Refused(f"HTTP {response.status} answer over {MAX_ANSWER_BYTES} bytes")
+    return raw.decode("utf-8", "replace")
+
+
 def _cosignature(body: str, verifier: CosignatureVerifier, checkpoint: Checkpoint) -> NoteSignature:
     """The witness's valid line among the lines it answered."""
     for line in body.splitlines():
@@ -269,10 +279,7 @@ class Cosigning:
             data=build_request(old, proof, checkpoint.note),
             timeout=aiohttp.ClientTimeout(total=target.timeout_s),
         ) as response:
-            raw = await response.content.read(MAX_ANSWER_BYTES + 1)
-            if len(raw) > MAX_ANSWER_BYTES:
-                raise _Refused(f"HTTP {response.status} answer over {MAX_ANSWER_BYTES} bytes")
-            body = raw.decode("utf-8", "replace")
+            body = await _read_capped(response)
             kind = response.headers.get("Content-Type", "").split(";")[0].strip()
             if response.status == 409 and kind == SIZE_CONTENT_TYPE:
                 raise _Stale(_parse_size(body))
