@@ -112,3 +112,29 @@ def make_witness_key(folder: Path, name: str) -> tuple[Path, str]:
     path = folder / f"{name.replace('/', '_')}.key"
     write_signer(path, signer)
     return path, signer.verifier().key_string()
+
+
+class FakeWitness:
+    """An HTTP endpoint that answers every add-checkpoint with a fixed (status, type, body)."""
+
+    def __init__(self, status: int, content_type: str, body: bytes) -> None:
+        async def handle(request: web.Request) -> web.Response:
+            await request.read()
+            return web.Response(status=status, body=body, headers={"Content-Type": content_type})
+
+        app = web.Application()
+        app.router.add_post("/add-checkpoint", handle)
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+        self.runner = web.AppRunner(app)
+        asyncio.run_coroutine_threadsafe(self.runner.setup(), self.loop).result(10)
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        asyncio.run_coroutine_threadsafe(site.start(), self.loop).result(10)
+        self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}"
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=10)
+        self.loop.close()

@@ -17,9 +17,11 @@ from click.testing import CliRunner
 
 from ledger import merkle
 from ledger.checkpoint import (
+    Checkpoint,
     CosignatureSigner,
     CosignatureVerifier,
     Ed25519Signer,
+    NoteSignature,
     SignedNote,
     VerifiedCheckpoint,
     Verifier,
@@ -36,7 +38,13 @@ from ledger_client.remote import RemoteLog
 from ledger_client.sdk import LedgerClient
 from tests.harness import ORIGIN, running_server
 from tests.witness_fixtures import View
-from tests.witness_harness import WitnessProcess, WitnessThread, make_witness_key, post
+from tests.witness_harness import (
+    FakeWitness,
+    WitnessProcess,
+    WitnessThread,
+    make_witness_key,
+    post,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -249,3 +257,45 @@ def test_witness_killed_mid_submissions_never_forgets_a_cosignature(tmp_path: Pa
         acked, sent = progress["acked"], progress["sent"]
         assert acked > 0
     assert acked <= load_records(tmp_path / "state")[ORIGIN].size <= sent
+
+
+def test_bad_witness_answers_are_refused_and_reported(tmp_path: Path) -> None:
+    """Garbage, an oversized answer, a malformed size, a line by another key: nothing is
+    attached, each is the witness's last error, and appends go on."""
+    signer = Ed25519Signer.generate(ORIGIN)
+    mine = CosignatureSigner.generate("w.test")
+    key = mine.verifier().key_string()
+    other = CosignatureSigner.generate("w.test")  # same name, another key
+    body = Checkpoint(origin=ORIGIN, size=1, root_hash=b"\0" * 32)
+    foreign = other.cosign(body, 1).to_line().encode() + b"\n"
+    forged = NoteSignature(name=mine.name, key_id=mine.key_id, signature=b"\1" * 72)
+    fakes = {
+        "garbage": FakeWitness(200, "text/plain", b"hello\n"),
+        "huge": FakeWitness(200, "text/plain", b"x" * 100_000),
+        "size": FakeWitness(409, SIZE_CONTENT_TYPE, b"012\n"),
+        "foreign": FakeWitness(200, "text/plain", foreign),
+        "forged": FakeWitness(200, "text/plain", forged.to_line().encode() + b"\n"),
+        "refusing": FakeWitness(403, "text/plain", b"no trusted signature\n"),
+    }
+    targets = tuple(WitnessTarget(name=n, url=f.url, key=key) for n, f in fakes.items())
+    try:
+        with running_server(tmp_path / "log", signer, witnesses=targets, witness_quorum=1) as (
+            _server,
+            remote,
+            _,
+        ):
+            remote.append(digests(10, "x"), wait_for_checkpoint=True)
+            time.sleep(1.5)
+            remote.append(digests(10, "y"), wait_for_checkpoint=True)
+            status = json.loads((tmp_path / "log" / "witnesses.json").read_text())
+            errors = {w["name"]: w["last_error"] for w in status["witnesses"]}
+            assert "no cosignature line" in errors["garbage"]
+            assert "over 65536 bytes" in errors["huge"]
+            assert "malformed" in errors["size"]
+            assert "no cosignature line" in errors["foreign"]
+            assert "does not verify" in errors["forged"]
+            assert errors["refusing"] == "HTTP 403: no trusted signature"
+            assert remote.checkpoint().note.count("\u2014 ") == 1  # only the log's signature
+    finally:
+        for fake in fakes.values():
+            fake.stop()
