@@ -22,6 +22,7 @@ from ledger.rocks import RocksStore
 from ledger.server import create_server
 from ledger.service import LogService
 from ledger.tsa_setup import TsaSetup, setup_tsas
+from ledger.witnessing import Cosigning
 
 __all__ = ["App", "serve", "start_app"]
 
@@ -44,6 +45,7 @@ class App:
     port: int
     anchoring: AnchorSchedule
     tsas: TsaSetup
+    cosigning: Cosigning
 
     @property
     def address(self) -> str:
@@ -60,6 +62,7 @@ class App:
         """Stop taking calls, drain appends, publish a final checkpoint, close the store."""
         await self.server.stop(SHUTDOWN_GRACE_S)
         await self.anchoring.stop()
+        await self.cosigning.stop()
         await self.service.stop()
         self.tsas.close()
         self.store.close()
@@ -77,6 +80,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer) -> App:
             checkpoint_interval=settings.checkpoint_interval_ms / 1000,
             max_pending=settings.max_pending,
         )
+        cosigning = _cosigning(settings, log)
         await service.start()
         tsas = setup_tsas(settings)
     except BaseException:
@@ -94,6 +98,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer) -> App:
         store.close()
         raise
     anchoring.start()
+    await cosigning.start()
     return App(
         settings=settings,
         signer=signer,
@@ -103,6 +108,17 @@ async def start_app(settings: Settings, signer: Ed25519Signer) -> App:
         port=port,
         anchoring=anchoring,
         tsas=tsas,
+        cosigning=cosigning,
+    )
+
+
+def _cosigning(settings: Settings, log: Log) -> Cosigning:
+    """Witness submission (``ledger.witnessing``) for the configured ``[[witness]]`` entries."""
+    return Cosigning(
+        log=log,
+        witnesses=settings.witnesses,
+        quorum=settings.witness_quorum or len(settings.witnesses),
+        status_dir=settings.data_dir,
     )
 
 

@@ -26,6 +26,14 @@ The TOML file has one table per concern; every key is optional:
     roots = ["freetsa-root.pem"]
     intermediates = []
     timeout_s = 10
+
+    [witnessing]
+    quorum = 2                                  # k of the n witnesses below (0: all of them)
+    [[witness]]                                 # c2sp.org/tlog-witness witnesses (repeatable)
+    name = "witness-1"
+    url = "http://127.0.0.1:7380"               # POST <url>/add-checkpoint
+    key = "witness-1+abcd1234+BA..."            # its tlog-cosignature verifier key (type 0x04)
+    timeout_s = 10
 """
 
 from __future__ import annotations
@@ -35,9 +43,10 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from ledger.checkpoint import CosignatureVerifier
 from ledger.errors import FormatError
 
-__all__ = ["DEFAULT_ORIGIN", "Settings", "TsaSettings", "load_settings"]
+__all__ = ["DEFAULT_ORIGIN", "Settings", "TsaSettings", "WitnessTarget", "load_settings"]
 
 DEFAULT_ORIGIN = "ledger.localhost/dev"
 
@@ -50,6 +59,16 @@ class TsaSettings:
     url: str
     roots: tuple[Path, ...]
     intermediates: tuple[Path, ...] = ()
+    timeout_s: float = 10.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WitnessTarget:
+    """One witness the log asks to cosign its checkpoints (``ledger.witnessing``)."""
+
+    name: str
+    url: str
+    key: str  # tlog-cosignature verifier key string
     timeout_s: float = 10.0
 
 
@@ -69,6 +88,8 @@ class Settings:
     anchor_interval_s: float = 300.0
     embedded_tsa: bool = True
     tsas: tuple[TsaSettings, ...] = field(default=())
+    witnesses: tuple[WitnessTarget, ...] = field(default=())
+    witness_quorum: int = 0  # 0: every configured witness
 
     @property
     def signer_key_file(self) -> Path:
@@ -123,6 +144,7 @@ _TABLES: dict[str, dict[str, tuple[str, type]]] = {
         "interval_s": ("anchor_interval_s", float),
         "embedded_tsa": ("embedded_tsa", bool),
     },
+    "witnessing": {"quorum": ("witness_quorum", int)},
 }
 
 
@@ -156,6 +178,26 @@ def _tsa(i: int, raw: Any) -> TsaSettings:
     )
 
 
+def _witness(i: int, raw: Any) -> WitnessTarget:
+    where = f"witness[{i}]"
+    if not isinstance(raw, dict) or not {"name", "url", "key"} <= raw.keys():
+        raise FormatError(f"{where}: want a table with name, url and key")
+    extra = raw.keys() - {"name", "url", "key", "timeout_s"}
+    if extra:
+        raise FormatError(f"{where}: unknown key(s) {', '.join(sorted(extra))}")
+    key = _convert(f"{where}.key", raw["key"], str)
+    try:
+        CosignatureVerifier.from_key_string(key)
+    except FormatError as exc:
+        raise FormatError(f"{where}.key: {exc}") from None
+    return WitnessTarget(
+        name=_convert(f"{where}.name", raw["name"], str),
+        url=_convert(f"{where}.url", raw["url"], str),
+        key=key,
+        timeout_s=_convert(f"{where}.timeout_s", raw.get("timeout_s", 10.0), float),
+    )
+
+
 def load_settings(path: Path | None) -> Settings:
     """Embedded defaults, overlaid with the TOML file at ``path`` when given."""
     if path is None:
@@ -168,6 +210,9 @@ def load_settings(path: Path | None) -> Settings:
         raise FormatError(f"config {path} is not valid TOML: {exc}") from None
     values: dict[str, Any] = {}
     for table, raw in doc.items():
+        if table == "witness" and isinstance(raw, list):
+            values["witnesses"] = tuple(_witness(i, w) for i, w in enumerate(raw))
+            continue
         if table not in _TABLES or not isinstance(raw, dict):
             raise FormatError(f"config {path}: unknown table [{table}]")
         for key, value in raw.items():
@@ -178,4 +223,10 @@ def load_settings(path: Path | None) -> Settings:
                 raise FormatError(f"config {path}: unknown key {table}.{key}")
             name, kind = _TABLES[table][key]
             values[name] = _convert(f"{table}.{key}", value, kind)
-    return Settings().with_overrides(**values)
+    settings = Settings().with_overrides(**values)
+    if not 0 <= settings.witness_quorum <= len(settings.witnesses):
+        raise FormatError(
+            f"config {path}: witnessing.quorum {settings.witness_quorum} needs "
+            f"0..{len(settings.witnesses)} (the number of [[witness]] entries; 0: all)"
+        )
+    return settings

@@ -5,11 +5,22 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Protocol
 
 from ledger.checkpoint import Ed25519Signer
 from ledger.errors import MalformedKeyError
 
-__all__ = ["default_key_file", "load_or_create_signer", "load_signer", "write_signer"]
+__all__ = [
+    "default_key_file",
+    "load_or_create_signer",
+    "load_signer",
+    "read_key_text",
+    "write_signer",
+]
+
+
+class _SecretKey(Protocol):
+    def key_string(self) -> str: ...
 
 
 def default_key_file(name: str) -> Path:
@@ -17,7 +28,7 @@ def default_key_file(name: str) -> Path:
     return Path(re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") + ".key")
 
 
-def write_signer(path: Path, signer: Ed25519Signer, *, overwrite: bool = False) -> None:
+def write_signer(path: Path, signer: _SecretKey, *, overwrite: bool = False) -> None:
     """Write the signer key string to ``path`` with mode 0600 (never world-readable)."""
     flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -29,13 +40,17 @@ def write_signer(path: Path, signer: Ed25519Signer, *, overwrite: bool = False) 
     os.chmod(path, 0o600)
 
 
-def load_signer(path: Path) -> Ed25519Signer:
-    """Read a signer key file."""
+def read_key_text(path: Path) -> str:
+    """The key string in a key file (MalformedKeyError when it cannot be read)."""
     try:
-        text = path.read_text().strip()
+        return path.read_text().strip()
     except OSError as exc:
         raise MalformedKeyError(f"cannot read signer key {path}: {exc.strerror}") from None
-    return Ed25519Signer.from_key_string(text)
+
+
+def load_signer(path: Path) -> Ed25519Signer:
+    """Read a signer key file."""
+    return Ed25519Signer.from_key_string(read_key_text(path))
 
 
 def load_or_create_signer(path: Path, name: str) -> tuple[Ed25519Signer, bool]:

@@ -12,9 +12,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from ledger import merkle
-from ledger.checkpoint import Signer
+from ledger.checkpoint import NoteSignature, SignedNote, Signer, add_signatures
 from ledger.errors import (
     InvalidArgumentError,
     NotFoundError,
@@ -61,6 +62,7 @@ class Log:
     ) -> None:
         self._store = store
         self._lock = threading.Lock()
+        self._cosign_lock = threading.Lock()
         self._max_batch = max_batch
         self._failure: Exception | None = None
         state = store.load_state()
@@ -113,6 +115,28 @@ class Log:
         with self._lock:
             self._raise_if_failed()
             return self._publisher.publish(self._integrator.size, self._integrator.root())
+
+    def add_cosignatures(
+        self, size: int, signatures: Sequence[NoteSignature]
+    ) -> PublishedCheckpoint:
+        """Add witness cosignature lines to the stored checkpoint of ``size`` (same note text;
+        a witness that already has a line keeps its first one). Durable when it returns.
+
+        It takes its own lock, not the writer's: it rewrites only an existing size, which
+        ``publish`` never touches, so it never waits behind a group commit."""
+        with self._cosign_lock:
+            self._raise_if_failed()
+            stored = self._store.get_checkpoint(size)
+            if stored is None:
+                raise NotFoundError(f"size: no checkpoint was published for size {size}")
+            present = {(s.name, s.key_id) for s in SignedNote.from_text(stored.note).signatures}
+            new = [s for s in signatures if (s.name, s.key_id) not in present]
+            if not new:
+                return stored
+            updated = replace(stored, note=add_signatures(stored.note, new))
+            self._store.put_checkpoint(updated)
+            self._publisher.refresh(updated)
+            return updated
 
     def put_anchor(self, anchor: Anchor) -> None:
         """Store a verified anchor for a published checkpoint."""

@@ -7,6 +7,8 @@ size, so even a bug above cannot make the log sign two different roots for one s
 
 from __future__ import annotations
 
+import threading
+
 from ledger.checkpoint import Checkpoint, Signer, sign_checkpoint
 from ledger.storage import Store
 from ledger.types import PublishedCheckpoint
@@ -22,6 +24,7 @@ class Publisher:
         self._signer = signer
         self._origin = origin
         self._latest = store.latest_checkpoint()
+        self._latest_lock = threading.Lock()
 
     @property
     def origin(self) -> str:
@@ -32,6 +35,13 @@ class Publisher:
     def latest(self) -> PublishedCheckpoint | None:
         """The newest published checkpoint."""
         return self._latest
+
+    def refresh(self, checkpoint: PublishedCheckpoint) -> None:
+        """Adopt a stored checkpoint that gained signature lines (witness cosignatures); safe
+        to call from another thread than ``publish``."""
+        with self._latest_lock:
+            if self._latest is not None and self._latest.size == checkpoint.size:
+                self._latest = checkpoint
 
     def publish(self, size: int, root_hash: bytes) -> PublishedCheckpoint:
         """Sign and durably store the checkpoint for a durable tree of ``size``."""
@@ -46,5 +56,6 @@ class Publisher:
             note=sign_checkpoint(body, self._signer),
         )
         self._store.put_checkpoint(published)
-        self._latest = published
+        with self._latest_lock:
+            self._latest = published
         return published

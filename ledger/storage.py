@@ -6,9 +6,12 @@ What a store promises (``RocksStore`` in ``ledger.rocks`` is the production one)
   all of a batch (entries, digest index, tree nodes, tree state) is there or none of it.
 * ``put_checkpoint`` and ``put_anchor`` are durable when they return; a checkpoint for a size
   that already has one with a different root is refused (``StorageError``): the log never
-  signs two roots for one size.
+  signs two roots for one size. The same checkpoint may be stored again with more signature
+  lines (witness cosignatures: same note text, every stored line kept), never with fewer.
 * One writer calls ``commit`` / ``put_*`` at a time; reads may run concurrently with it and see
-  either the state before or after a commit.
+  either the state before or after a commit. The one exception: ``put_checkpoint`` that adds
+  signature lines to a size already stored may run concurrently with the writer (one such
+  call at a time); the writer never writes a size that is already stored.
 * Reads of what the contract says is there (a node of a committed tree, an entry below the
   committed size) raise ``StorageError`` when missing: that is corruption, not absence.
 """
@@ -20,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ledger.checkpoint import SignedNote
 from ledger.errors import StorageError
 from ledger.merkle import CompactRange, NodeID, leaf_hash
 from ledger.types import Anchor, PublishedCheckpoint
@@ -123,7 +127,15 @@ def check_new_checkpoint(old: PublishedCheckpoint | None, new: PublishedCheckpoi
             f"refusing a second checkpoint for size {new.size}: stored root "
             f"{old.root_hash.hex()}, new root {new.root_hash.hex()}"
         )
-    return False
+    if new.note == old.note:
+        return False
+    stored, offered = SignedNote.from_text(old.note), SignedNote.from_text(new.note)
+    if offered.text != stored.text or not set(stored.signatures) <= set(offered.signatures):
+        raise StorageError(
+            f"refusing to rewrite the checkpoint note of size {new.size}: only signature lines "
+            "(cosignatures) may be added to it"
+        )
+    return True
 
 
 class MemoryStore:

@@ -10,6 +10,10 @@ failed (fork, rollback, audit mismatch, bad signature: the evidence is printed; 
 one object whose ``evidence`` holds both checkpoint notes, sizes, roots and proof hashes),
 2 usage, unreadable or mismatched state file, or a server that cannot be reached with ``--once``.
 Without ``--once`` a server error is reported on stderr and retried at the next poll.
+
+With ``--witness VKEY`` (repeatable) and ``--min-witnesses K``, only checkpoints cosigned by K
+of those witnesses (c2sp.org/tlog-cosignature) are trusted; a checkpoint short of the quorum is
+reported and retried at the next poll (with ``--once``: exit 1).
 """
 
 from __future__ import annotations
@@ -24,9 +28,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from ledger.errors import InconsistencyError, ServiceError
+from ledger.errors import InconsistencyError, ServiceError, WitnessError
 from ledger_client.cli_common import EXIT_INVALID, Outcome, finish, json_option
-from ledger_client.cli_notes import log_verifiers
+from ledger_client.cli_notes import log_verifiers, witness_options, witness_policy
 from ledger_client.monitor import (
     Advance,
     FetchedEntry,
@@ -181,7 +185,7 @@ def _poll_forever(mon: Monitor, audit: bool, interval: float, as_json: bool) -> 
         details, lines = describe_poll(result, audit)
         click.echo(json.dumps(details, sort_keys=True) if as_json else " | ".join(lines))
 
-    def on_error(exc: ServiceError) -> None:
+    def on_error(exc: ServiceError | WitnessError) -> None:
         click.echo(f"warning: {exc} (retrying in {interval:g}s)", err=True)
 
     with suppress(KeyboardInterrupt):  # Ctrl-C ends a healthy watch: exit 0
@@ -220,6 +224,7 @@ def _poll_forever(mon: Monitor, audit: bool, interval: float, as_json: bool) -> 
     show_default=True,
     help="seconds per server call",
 )
+@witness_options
 @json_option
 def monitor(
     server: str,
@@ -230,6 +235,8 @@ def monitor(
     full_audit: bool,
     interval: float,
     timeout: float,
+    witnesses: tuple[str, ...],
+    min_witnesses: int | None,
     as_json: bool,
 ) -> None:
     """Follow a log: each new checkpoint must extend the last one trusted (state in --state)."""
@@ -238,6 +245,7 @@ def monitor(
         from ledger_client.remote import RemoteLog  # grpc: only when a server is monitored
 
         verifier = log_verifiers([key])[0]
+        wits, required = witness_policy(witnesses, min_witnesses)
         with RemoteLog(server, timeout=timeout) as log:
             mon = Monitor(
                 source=RemoteSource(log),
@@ -245,6 +253,8 @@ def monitor(
                 store=StateFile(state_path),
                 origin=origin,
                 progress=_progress_bar if full_audit else no_progress,
+                witnesses=wits,
+                min_witnesses=required,
             )
             if once:
                 return _poll_once(mon, full_audit)

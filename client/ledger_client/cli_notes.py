@@ -43,6 +43,8 @@ __all__ = [
     "log_verifiers",
     "read_input",
     "tlog_proof",
+    "witness_options",
+    "witness_policy",
 ]
 
 MAX_INPUT_BYTES = 1 << 20  # notes, proof files and tokens are a few kilobytes
@@ -79,6 +81,28 @@ def log_verifiers(texts: Sequence[str]) -> list[Ed25519Verifier]:
 
 def _witness_verifiers(texts: Sequence[str]) -> list[CosignatureVerifier]:
     return _parse_keys("--witness", texts, CosignatureVerifier.from_key_string)
+
+
+def witness_policy(
+    witnesses: Sequence[str], min_witnesses: int | None
+) -> tuple[list[CosignatureVerifier], int]:
+    """``--witness`` keys (type 0x04) and the number of their cosignatures required."""
+    keys = _witness_verifiers(witnesses)
+    return keys, _quorum(len(keys), min_witnesses)
+
+
+def witness_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--witness VKEY`` (repeatable) and ``--min-witnesses K`` (default 1 with --witness)."""
+    command = click.option(
+        "--min-witnesses", type=click.IntRange(min=0), metavar="K", help="default 1 with --witness"
+    )(command)
+    return click.option(
+        "--witness",
+        "witnesses",
+        multiple=True,
+        metavar="VKEY",
+        help="witness cosigner key (tlog-cosignature, type 0x04); repeat",
+    )(command)
 
 
 def _quorum(witnesses: int, min_witnesses: int | None) -> int:
@@ -140,12 +164,7 @@ def describe_checkpoint(verified: VerifiedCheckpoint) -> tuple[dict[str, Any], l
 @click.argument("file", default="-", metavar="[FILE|-]")
 @click.option("--key", "keys", multiple=True, required=True, metavar="VKEY", help=_KEY_HELP)
 @click.option("--origin", metavar="ORIGIN", help=_ORIGIN_HELP)
-@click.option(
-    "--witness", "witnesses", multiple=True, metavar="VKEY", help="witness key (type 0x04)"
-)
-@click.option(
-    "--min-witnesses", type=click.IntRange(min=0), metavar="K", help="default 1 with --witness"
-)
+@witness_options
 @json_option
 def checkpoint(
     file: str,
@@ -158,8 +177,7 @@ def checkpoint(
     """Check a C2SP signed checkpoint note read from FILE (default: stdin)."""
 
     def run() -> Outcome:
-        logs, wits = log_verifiers(keys), _witness_verifiers(witnesses)
-        required = _quorum(len(wits), min_witnesses)
+        logs, (wits, required) = log_verifiers(keys), witness_policy(witnesses, min_witnesses)
         note = read_input(file, "checkpoint")
         verified = open_checkpoint(
             note, logs, origin=origin, witnesses=wits, min_witnesses=required
@@ -187,6 +205,7 @@ def _leaf_hash(leaf: str | None, leaf_hash: str | None) -> bytes:
     "--leaf", metavar="FILE", help="file holding the raw leaf bytes (hashed as RFC 6962 leaf)"
 )
 @click.option("--leaf-hash", metavar="HASH", help=f"the RFC 6962 leaf hash; {HASH_HELP}")
+@witness_options
 @json_option
 def tlog_proof(
     file: str,
@@ -194,15 +213,19 @@ def tlog_proof(
     origin: str | None,
     leaf: str | None,
     leaf_hash: str | None,
+    witnesses: tuple[str, ...],
+    min_witnesses: int | None,
     as_json: bool,
 ) -> None:
     """Check a c2sp.org/tlog-proof@v1 file: its checkpoint and the leaf's inclusion."""
 
     def run() -> Outcome:
-        logs = log_verifiers(keys)
+        logs, (wits, required) = log_verifiers(keys), witness_policy(witnesses, min_witnesses)
         hashed = _leaf_hash(leaf, leaf_hash)
         proof = TlogProof.from_bytes(read_input(file, "proof file"))
-        verified = open_checkpoint(proof.checkpoint_note, logs, origin=origin)
+        verified = open_checkpoint(
+            proof.checkpoint_note, logs, origin=origin, witnesses=wits, min_witnesses=required
+        )
         tree = verified.checkpoint
         merkle.verify_inclusion(hashed, proof.index, tree.size, proof.proof, tree.root_hash)
         details, lines = describe_checkpoint(verified)

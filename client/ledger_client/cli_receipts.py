@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import NoReturn
 
@@ -33,7 +34,14 @@ from ledger.jcs import Json, loads_strict
 from ledger.records import DecisionRecord
 from ledger_client.cli_anchor import load_certificates
 from ledger_client.cli_common import EXIT_INVALID, Outcome, finish, json_option
-from ledger_client.cli_notes import MAX_INPUT_BYTES, log_verifiers, read_input
+from ledger_client.cli_notes import (
+    MAX_INPUT_BYTES,
+    iso_utc,
+    log_verifiers,
+    read_input,
+    witness_options,
+    witness_policy,
+)
 from ledger_client.receipt import Receipt
 from ledger_client.receipt_verify import (
     ReceiptReport,
@@ -87,6 +95,11 @@ def describe_receipt(report: ReceiptReport) -> list[str]:
         f"index:         {report.index} (tree size {report.tree_size}, {report.origin})",
         f"logged at:     {details['logged_at']} (the log's time, from the leaf)",
         *(f"signed by:     {name}" for name in report.signed_by),
+        *(
+            f"cosigned by:   {c.name}+{c.key_id.hex()} at "
+            f"{iso_utc(datetime.fromtimestamp(c.timestamp, UTC))}"
+            for c in report.cosigned_by
+        ),
         *_anchor_lines(report, details),
     ]
     if report.disclosed:
@@ -102,6 +115,7 @@ def describe_receipt(report: ReceiptReport) -> list[str]:
 @click.option("--key", "keys", multiple=True, required=True, metavar="VKEY", help=_KEY_HELP)
 @click.option("--tsa-root", "roots", multiple=True, metavar="PEM", help=_ROOT_HELP)
 @click.option("--origin", metavar="ORIGIN", help=_ORIGIN_HELP)
+@witness_options
 @json_option
 def receipt(
     file: str,
@@ -109,17 +123,28 @@ def receipt(
     keys: tuple[str, ...],
     roots: tuple[str, ...],
     origin: str | None,
+    witnesses: tuple[str, ...],
+    min_witnesses: int | None,
     as_json: bool,
 ) -> None:
-    """Check a decision-record receipt: record, leaf, proofs, checkpoint, anchors."""
+    """Check a decision-record receipt: record, leaf, proofs, checkpoint, anchors, witnesses."""
 
     def check() -> Outcome:
         verifiers, trusted = log_verifiers(keys), _roots(roots)
+        wits, required = witness_policy(witnesses, min_witnesses)
         parsed = Receipt.from_json(read_input(file, "receipt"))
         record = None
         if record_file is not None:
             record = DecisionRecord.from_json(read_input(record_file, "record"))
-        report = verify_receipt(parsed, verifiers, tsa_roots=trusted, origin=origin, record=record)
+        report = verify_receipt(
+            parsed,
+            verifiers,
+            tsa_roots=trusted,
+            origin=origin,
+            record=record,
+            witnesses=wits,
+            min_witnesses=required,
+        )
         return Outcome("receipt", report.to_json_obj(), describe_receipt(report))
 
     finish("receipt", as_json, check)
@@ -209,15 +234,30 @@ def _fail(as_json: bool, details: dict[str, Json], lines: list[str]) -> NoReturn
 @click.option("--key", "keys", multiple=True, required=True, metavar="VKEY", help=_KEY_HELP)
 @click.option("--tsa-root", "roots", multiple=True, metavar="PEM", help=_ROOT_HELP)
 @click.option("--origin", metavar="ORIGIN", help=_ORIGIN_HELP)
+@witness_options
 @json_option
 def run(
-    path: str, keys: tuple[str, ...], roots: tuple[str, ...], origin: str | None, as_json: bool
+    path: str,
+    keys: tuple[str, ...],
+    roots: tuple[str, ...],
+    origin: str | None,
+    witnesses: tuple[str, ...],
+    min_witnesses: int | None,
+    as_json: bool,
 ) -> None:
     """Check a run (folder of *.json or JSON-lines of {record, receipt}): complete, in order."""
 
     def check() -> Outcome:
         verifiers, trusted = log_verifiers(keys), _roots(roots)
-        verdict = verify_run(load_run(path), verifiers, tsa_roots=trusted, origin=origin)
+        wits, required = witness_policy(witnesses, min_witnesses)
+        verdict = verify_run(
+            load_run(path),
+            verifiers,
+            tsa_roots=trusted,
+            origin=origin,
+            witnesses=wits,
+            min_witnesses=required,
+        )
         details, lines = verdict.to_json_obj(), _describe_run(verdict)
         if not verdict.ok:
             _fail(as_json, details, lines)

@@ -47,13 +47,14 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
 from ledger import merkle
-from ledger.checkpoint import Checkpoint, Ed25519Verifier, open_checkpoint
+from ledger.checkpoint import Checkpoint, Ed25519Verifier, Verifier, open_checkpoint
 from ledger.errors import (
     FormatError,
     InconsistencyError,
     RootMismatchError,
     ServiceError,
     VerificationError,
+    WitnessError,
 )
 from ledger.limits import MAX_PAGE
 
@@ -330,9 +331,13 @@ class Monitor:
         origin: str | None = None,
         progress: ProgressFactory = no_progress,
         page_size: int = PAGE_SIZE,
+        witnesses: Sequence[Verifier] = (),
+        min_witnesses: int = 0,
     ) -> None:
         if page_size < 1:
             raise ValueError(f"page_size {page_size} < 1")
+        self._witnesses = list(witnesses)
+        self._min_witnesses = min_witnesses
         self._source = source
         self._verifier = verifier
         self._store = store
@@ -398,10 +403,17 @@ class Monitor:
             raise StateFileError("state size or root_hash differs from its checkpoint note")
 
     def _fetch(self, state: MonitorState | None) -> _Signed:
-        """The latest checkpoint, signed by the key and for the expected origin."""
+        """The latest checkpoint, signed by the key, for the expected origin, and cosigned by
+        ``min_witnesses`` of the witnesses (else ``WitnessError``: not trusted, state kept)."""
         note = self._source.latest_checkpoint()
         origin = self._origin if state is None else state.origin
-        verified = open_checkpoint(note, [self._verifier], origin=origin)
+        verified = open_checkpoint(
+            note,
+            [self._verifier],
+            origin=origin,
+            witnesses=self._witnesses,
+            min_witnesses=self._min_witnesses,
+        )
         return _Signed(verified.checkpoint, note)
 
     def _save(self, state: MonitorState) -> MonitorState:
@@ -522,15 +534,17 @@ def follow(
     interval: float,
     full_audit: bool = False,
     on_poll: Callable[[PollResult], None] = lambda result: None,
-    on_error: Callable[[ServiceError], None] = lambda error: None,
+    on_error: Callable[[ServiceError | WitnessError], None] = lambda error: None,
     sleep: Callable[[float], None] | None = None,
     max_polls: int | None = None,
 ) -> int:
     """Poll every ``interval`` seconds; return the number of polls made.
 
-    A ``ServiceError`` (server down, request refused) is reported to ``on_error`` and retried at
-    the next poll; a ``VerificationError`` (fork, rollback, bad signature) ends the loop. Runs
-    until interrupted (KeyboardInterrupt propagates) or, when given, ``max_polls`` polls.
+    A ``ServiceError`` (server down, request refused) or a ``WitnessError`` (the latest checkpoint
+    is not cosigned by enough witnesses yet: not trusted) is reported to ``on_error`` and retried
+    at the next poll; any other ``VerificationError`` (fork, rollback, bad signature) ends the
+    loop. Runs until interrupted (KeyboardInterrupt propagates) or, when given, ``max_polls``
+    polls.
     ``sleep`` defaults to ``time.sleep``.
     """
     pause = sleep or time.sleep
@@ -540,7 +554,7 @@ def follow(
             pause(interval)
         try:
             on_poll(monitor.poll(full_audit=full_audit))
-        except ServiceError as exc:
+        except (ServiceError, WitnessError) as exc:
             on_error(exc)
         polls += 1
     return polls

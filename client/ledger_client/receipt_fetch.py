@@ -9,12 +9,22 @@ only). Failures surface as the ledger's error tree (``RemoteLog`` translates sta
   (the tightest "existed by" time the log can prove), else the latest, without anchors.
   ``fetch_receipt`` is the same for one digest.
 * ``upgrade_receipt``: the same record under a newer checkpoint (by default the newest anchored
-  one): a fresh inclusion proof at the new size, plus the old checkpoint, the RFC 9162 §2.1.4
-  consistency proof from it and its anchors as ``previous``, so both stay checkable. Only the
-  checkpoint the receipt is upgraded from is kept.
+  one): a fresh inclusion proof at the new size, plus the old checkpoint (with any cosignatures
+  added since), the RFC 9162 §2.1.4 consistency proof from it and its anchors as ``previous``,
+  so both stay checkable. Only the checkpoint the receipt is upgraded from is kept.
 
-Neither verifies signatures or anchors (the recipient does, with ``verify_receipt``); both check
-that the server's answers fit the request (same record digest, same leaf, right sizes).
+* ``refresh_cosignatures``: the same receipt with the witness cosignatures that the log added
+  to its checkpoint since (same checkpoint body; a different root for the size is a fork:
+  ``InconsistencyError`` with both notes).
+* ``witnessed_receipt``: a receipt whose checkpoint carries ``min_witnesses`` valid
+  cosignatures of the given witnesses: refreshed at its size, else upgraded to the latest
+  checkpoint when that one has them (witnesses skip checkpoints that were superseded while they
+  were busy); None when neither has them yet (ask again later).
+
+These do not verify the log's signatures or anchors (the recipient does, with
+``verify_receipt``); they check that the server's answers fit the request (same record digest,
+same leaf, right sizes). ``witnessed_receipt`` counts only cosignature lines that verify with
+the given witness keys.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ledger import records
+from ledger.checkpoint import SignedNote, Verifier, verify_signatures
 from ledger.commitments import Disclosure
 from ledger.errors import (
     InconsistencyError,
@@ -39,7 +50,14 @@ from ledger_client.receipt import PreviousCheckpoint, Receipt, ReceiptAnchor
 if TYPE_CHECKING:
     from ledger_client.remote import RemoteLog
 
-__all__ = ["fetch_receipt", "fetch_receipts", "upgrade_receipt"]
+__all__ = [
+    "count_cosignatures",
+    "fetch_receipt",
+    "fetch_receipts",
+    "refresh_cosignatures",
+    "upgrade_receipt",
+    "witnessed_receipt",
+]
 
 
 def _receipt_anchors(anchors: Sequence[Anchor]) -> tuple[ReceiptAnchor, ...]:
@@ -88,14 +106,15 @@ def fetch_receipts(
     record_digests: Sequence[bytes],
     *,
     prefer_anchored: bool = True,
+    tree_size: int = 0,
 ) -> list[Receipt]:
     """Receipts of the logged records ``record_digests`` (see the module docstring), one round
-    trip per ``MAX_PROOFS_PER_CALL`` digests. Raises ``NotYetPublishedError`` when no
-    checkpoint covers every entry yet."""
+    trip per ``MAX_PROOFS_PER_CALL`` digests; ``tree_size`` asks for that checkpoint's size.
+    Raises ``NotYetPublishedError`` when no checkpoint covers every entry yet."""
     receipts: list[Receipt] = []
     for at in range(0, len(record_digests), MAX_PROOFS_PER_CALL):
         chunk = record_digests[at : at + MAX_PROOFS_PER_CALL]
-        bundle = remote.receipts(chunk, prefer_anchored=prefer_anchored)
+        bundle = remote.receipts(chunk, tree_size=tree_size, prefer_anchored=prefer_anchored)
         _check_bundle(bundle, chunk)
         anchors = _receipt_anchors(bundle.anchors)
         receipts.extend(
@@ -149,11 +168,20 @@ def _newer(
 def upgrade_receipt(remote: RemoteLog, receipt: Receipt, *, anchored: bool = True) -> Receipt:
     """``receipt`` moved to the newest anchored checkpoint (``anchored=False``: the latest).
 
-    Raises ``NotFoundError`` (``NotYetPublishedError``) when there is no newer one, and
-    ``InconsistencyError`` if the server's leaf at the receipt's index differs from the
-    receipt's (evidence of a rewritten log).
+    The old checkpoint kept in ``previous`` first gains the cosignatures the log added to it
+    since (``refresh_cosignatures``). Raises ``NotFoundError`` (``NotYetPublishedError``) when
+    there is no newer one, and ``InconsistencyError`` if the server's leaf at the receipt's
+    index, or its checkpoint for the receipt's size, differs from the receipt's (evidence of a
+    rewritten log).
     """
     checkpoint, anchors = _newer(remote, receipt.tree_size, anchored)
+    receipt = refresh_cosignatures(remote, receipt)
+    return _upgrade_to(remote, receipt, checkpoint, anchors)
+
+
+def _upgrade_to(
+    remote: RemoteLog, receipt: Receipt, checkpoint: PublishedCheckpoint, anchors: list[Anchor]
+) -> Receipt:
     proof = remote.inclusion_proof(index=receipt.index, tree_size=checkpoint.size)
     if proof.entry.leaf != receipt.leaf:
         raise InconsistencyError(
@@ -175,3 +203,44 @@ def upgrade_receipt(remote: RemoteLog, receipt: Receipt, *, anchored: bool = Tru
         anchors=_receipt_anchors(anchors),
         previous=previous,
     )
+
+
+def refresh_cosignatures(remote: RemoteLog, receipt: Receipt) -> Receipt:
+    """``receipt`` with the checkpoint note the log now serves for its size (more cosignature
+    lines, same body); ``InconsistencyError`` when the log serves another body for the size."""
+    served = remote.checkpoint(receipt.tree_size)
+    old, new = SignedNote.from_text(receipt.checkpoint), SignedNote.from_text(served.note)
+    if served.size != receipt.tree_size or new.text != old.text:
+        raise InconsistencyError(
+            f"the log serves another checkpoint for size {receipt.tree_size} than the receipt's",
+            evidence={"receipt_checkpoint": receipt.checkpoint, "served": served.note},
+        )
+    kept = {(s.name, s.key_id) for s in new.signatures}
+    lines = new.signatures + tuple(s for s in old.signatures if (s.name, s.key_id) not in kept)
+    return replace(receipt, checkpoint=SignedNote(text=new.text, signatures=lines).to_text())
+
+
+def count_cosignatures(note: str, witnesses: Sequence[Verifier]) -> int:
+    """How many of ``witnesses`` have a valid cosignature line on the signed ``note``."""
+    if not witnesses:
+        return 0
+    valid = verify_signatures(SignedNote.from_text(note), witnesses)
+    return len({(s.name, s.key_id) for s in valid})
+
+
+def witnessed_receipt(
+    remote: RemoteLog, receipt: Receipt, witnesses: Sequence[Verifier], min_witnesses: int
+) -> Receipt | None:
+    """``receipt`` on a checkpoint cosigned by ``min_witnesses`` of ``witnesses`` (see the module
+    docstring), or None when no such checkpoint covers it yet."""
+    if count_cosignatures(receipt.checkpoint, witnesses) >= min_witnesses:
+        return receipt
+    refreshed = refresh_cosignatures(remote, receipt)
+    if count_cosignatures(refreshed.checkpoint, witnesses) >= min_witnesses:
+        return refreshed
+    latest = remote.checkpoint()
+    if latest.size <= receipt.tree_size:
+        return None
+    if count_cosignatures(latest.note, witnesses) < min_witnesses:
+        return None
+    return _upgrade_to(remote, refreshed, latest, [])

@@ -33,7 +33,7 @@ from typing import Any
 from cryptography import x509
 
 from ledger import merkle
-from ledger.checkpoint import Checkpoint, Verifier, open_checkpoint
+from ledger.checkpoint import Checkpoint, Cosignature, Verifier, open_checkpoint
 from ledger.errors import (
     BoundsError,
     FormatError,
@@ -109,6 +109,7 @@ class ReceiptReport:
     root_hash: bytes
     logged_at_ms: int  # the log's receive time, from the leaf
     signed_by: tuple[str, ...]
+    cosigned_by: tuple[Cosignature, ...]  # valid lines of the witnesses given (tlog-cosignature)
     record: DecisionRecord | None
     disclosed: tuple[str, ...]
     anchors_checked: bool
@@ -144,6 +145,10 @@ class ReceiptReport:
             "logged_at": _iso(self.logged_at),
             "logged_at_ms": self.logged_at_ms,
             "signed_by": list(self.signed_by),
+            "cosigned_by": [
+                {"witness": f"{c.name}+{c.key_id.hex()}", "time": c.timestamp}
+                for c in self.cosigned_by
+            ],
             "record": _record_summary(self.record),
             "disclosed": list(self.disclosed),
             "anchors_checked": self.anchors_checked,
@@ -271,6 +276,8 @@ def verify_receipt(
     tsa_roots: Sequence[x509.Certificate] | None = None,
     origin: str | None = None,
     record: DecisionRecord | None = None,
+    witnesses: Sequence[Verifier] = (),
+    min_witnesses: int = 0,
 ) -> ReceiptReport:
     """Check every part of ``receipt``; raise a ``VerificationError`` at the first failure.
 
@@ -279,11 +286,19 @@ def verify_receipt(
     by one of ``log_keys`` (its origin is ``origin`` when given) and its size is ``tree_size``;
     the inclusion proof leads from the leaf hash at ``index`` to its root; the previous
     checkpoint (if any) is signed, covers ``index`` and is consistent with the current one; the
-    anchors verify against ``tsa_roots`` (none given: reported ``not_checked``).
+    anchors verify against ``tsa_roots`` (none given: reported ``not_checked``). At least
+    ``min_witnesses`` of ``witnesses`` (tlog-cosignature keys) must have cosigned the checkpoint
+    (``WitnessError``); the previous checkpoint needs only the log's signature.
     """
     used = _check_record(receipt, record)
     logged_ms = _check_leaf(receipt)
-    verified = open_checkpoint(receipt.checkpoint, log_keys, origin=origin)
+    verified = open_checkpoint(
+        receipt.checkpoint,
+        log_keys,
+        origin=origin,
+        witnesses=witnesses,
+        min_witnesses=min_witnesses,
+    )
     checkpoint = verified.checkpoint
     if checkpoint.size != receipt.tree_size:
         raise BoundsError(f"tree_size {receipt.tree_size} != checkpoint size {checkpoint.size}")
@@ -303,6 +318,7 @@ def verify_receipt(
         root_hash=checkpoint.root_hash,
         logged_at_ms=logged_ms,
         signed_by=tuple(f"{s.name}+{s.key_id.hex()}" for s in verified.log_signatures),
+        cosigned_by=verified.cosignatures,
         record=used,
         disclosed=tuple(d.field_path for d in receipt.disclosures),
         anchors_checked=bool(tsa_roots),
@@ -380,6 +396,8 @@ def verify_run(
     *,
     tsa_roots: Sequence[x509.Certificate] | None = None,
     origin: str | None = None,
+    witnesses: Sequence[Verifier] = (),
+    min_witnesses: int = 0,
 ) -> RunVerdict:
     """Check a run: every receipt (``invalid_receipt``), parents logged earlier
     (``parent_logged_later``), and ``check_run`` over the records in log order (receipt index):
@@ -390,7 +408,13 @@ def verify_run(
     for item in ordered:
         try:
             verify_receipt(
-                item.receipt, log_keys, tsa_roots=tsa_roots, origin=origin, record=item.record
+                item.receipt,
+                log_keys,
+                tsa_roots=tsa_roots,
+                origin=origin,
+                record=item.record,
+                witnesses=witnesses,
+                min_witnesses=min_witnesses,
             )
         except VerificationError as exc:
             problems.append(_item_problem("invalid_receipt", str(exc), item))

@@ -17,6 +17,11 @@ on the next start with the same spool; the log deduplicates by digest, so each i
 
 ``close`` (and the atexit hook) waits up to ``close_timeout`` for delivery; what is still
 pending stays in the spool for the next start.
+
+Witnesses: ``LedgerClient(..., witnesses=[VKEY, ...], min_witnesses=K)`` makes ``receipt`` and
+``append`` return only receipts whose checkpoint carries K valid cosignatures of those witnesses
+(c2sp.org/tlog-cosignature; ``receipt_fetch.witnessed_receipt``), waiting for them until the
+timeout.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
+from ledger.checkpoint import CosignatureVerifier
 from ledger.commitments import Disclosure, check_disclosure_in
 from ledger.errors import LedgerError, UnavailableError, is_retryable
 from ledger.jcs import canonical_bytes
@@ -48,7 +54,7 @@ from ledger_client.context import (
 )
 from ledger_client.decorators import UnrecordedDecisionWarning, decision
 from ledger_client.receipt import Receipt
-from ledger_client.receipt_fetch import fetch_receipts
+from ledger_client.receipt_fetch import count_cosignatures, fetch_receipts, witnessed_receipt
 from ledger_client.remote import RemoteLog
 from ledger_client.sdk_errors import (
     ClientClosedError,
@@ -96,6 +102,8 @@ class LedgerClient:
     ``spool``: the spool file (``None``: in memory, lost with the process, and at most
     ``MEMORY_SPOOL_BYTES`` pending). ``options``: batching, overflow and retry settings.
     ``prefer_anchored``: receipts on the earliest anchored checkpoint when there is one.
+    ``witnesses`` / ``min_witnesses``: receipts only on checkpoints cosigned by that many of
+    those witness keys (default: all of them when any is given).
     ``connect``: builds the ``RemoteLog`` (tests).
     """
 
@@ -111,7 +119,13 @@ class LedgerClient:
         close_timeout: float = 10.0,
         register_atexit: bool = True,
         connect: Callable[[], RemoteLog] | None = None,
+        witnesses: Sequence[str] = (),
+        min_witnesses: int | None = None,
     ) -> None:
+        self.witnesses = [CosignatureVerifier.from_key_string(key) for key in witnesses]
+        self.min_witnesses = len(self.witnesses) if min_witnesses is None else min_witnesses
+        if not 0 <= self.min_witnesses <= len(self.witnesses):
+            raise ValueError(f"min_witnesses {min_witnesses} needs 0..{len(self.witnesses)}")
         self.address = address
         self.options = options or SenderOptions()
         self.spool_disclosures = spool_disclosures
@@ -262,13 +276,27 @@ class LedgerClient:
         deadline = time.monotonic() + timeout
 
         def fetch() -> list[Receipt]:
-            return fetch_receipts(self._remote_log(), digests, prefer_anchored=self.prefer_anchored)
+            remote = self._remote_log()
+            found = fetch_receipts(remote, digests, prefer_anchored=self.prefer_anchored)
+            if self.min_witnesses == 0:
+                return found
+            # All share one checkpoint: find a cosigned one for the first, then fetch them all
+            # at its size (the log serves each size's note with the cosignatures it has).
+            first = witnessed_receipt(remote, found[0], self.witnesses, self.min_witnesses)
+            if first is None:
+                raise _NotYet
+            if first.tree_size != found[0].tree_size:
+                found = fetch_receipts(remote, digests, tree_size=first.tree_size)
+            if count_cosignatures(found[0].checkpoint, self.witnesses) < self.min_witnesses:
+                raise _NotYet
+            return found
 
         try:
             return self._retrying(fetch, deadline)
         except TimeoutError:
+            quorum = f" cosigned by {self.min_witnesses} witness(es)" if self.min_witnesses else ""
             raise TimeoutError(
-                f"no receipts for {len(digests)} records within {timeout} s"
+                f"no receipts{quorum} for {len(digests)} records within {timeout} s"
             ) from None
 
     # --- closing ----------------------------------------------------------------------------

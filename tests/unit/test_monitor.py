@@ -21,7 +21,13 @@ import pytest
 from click.testing import CliRunner
 
 from ledger import merkle
-from ledger.checkpoint import Checkpoint, Ed25519Signer, sign_checkpoint
+from ledger.checkpoint import (
+    Checkpoint,
+    CosignatureSigner,
+    Ed25519Signer,
+    add_signatures,
+    sign_checkpoint,
+)
 from ledger.errors import (
     InconsistencyError,
     OriginMismatchError,
@@ -30,6 +36,7 @@ from ledger.errors import (
     SignatureError,
     UnavailableError,
     VerificationError,
+    WitnessError,
 )
 from ledger.types import ConsistencyProof, Entry, PublishedCheckpoint
 from ledger_client import cli_monitor
@@ -535,7 +542,7 @@ class Flaky(FakeLog):
 def test_follow_polls_sleeps_and_retries_service_errors() -> None:
     log = Flaky(leaves(2), failures={2})
     results: list[PollResult] = []
-    errors: list[ServiceError] = []
+    errors: list[ServiceError | WitnessError] = []
     sleeps: list[float] = []
 
     polls = follow(
@@ -758,3 +765,17 @@ def test_cli_and_monitor_help_do_not_import_grpc() -> None:
         assert proc.returncode == 0, proc.stderr
         assert "IMPORTED []" in proc.stdout, proc.stdout
     assert "monitor" in proc.stdout and "--full-audit" in proc.stdout
+
+
+def test_witness_quorum_trusts_only_cosigned_checkpoints() -> None:
+    """With --min-witnesses, a checkpoint short of the quorum is reported, not trusted."""
+    witness = CosignatureSigner.generate("witness.test/monitor")
+    log = FakeLog(leaves(3))
+    store = MemoryStore()
+    mon = monitor(log, store, witnesses=[witness.verifier()], min_witnesses=1)
+    errors: list[ServiceError | WitnessError] = []
+    follow(mon, interval=0, on_error=errors.append, sleep=lambda _: None, max_polls=1)
+    assert store.saved is None and "1 required" in str(errors[0])
+    body = Checkpoint.from_text(log.notes[3].split("\n\n")[0] + "\n")
+    log.notes[3] = add_signatures(log.notes[3], [witness.cosign(body, 1_790_000_000)])
+    assert mon.poll().status == "first-use" and store.saved is not None
