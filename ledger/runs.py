@@ -15,7 +15,15 @@ fault with the record's step, id and digest (``PROBLEM_CODES``):
   whose digest differs (the listed record being absent); ``extra``: a record not listed;
   ``step_mismatch``: a listed digest found at another step;
 * ``reordered``: with ``check_order``, records not in the committed order (all but one longest
-  in-order subsequence are named) or a ``run_closed`` that is not last.
+  in-order subsequence are named) or a ``run_closed`` that is not last;
+* ``after_close``: a record at a step at or after the ``run_closed`` record's step (a run has
+  exactly one closure and it is its last step);
+* ``step_gap``: a step below the closure's that neither a given record nor the closure's list
+  holds (steps run 0, 1, 2, ... without holes). Entries the closure lists but the presenter left
+  out count as held (they are named ``missing``), so the check covers them too.
+
+A closure that lists steps 0 and 2 at step 4 therefore fails with ``step_gap`` at 1 and 3 even
+when the presenter shows only steps 0, 2 and that closure.
 """
 
 from __future__ import annotations
@@ -50,6 +58,8 @@ PROBLEM_CODES = (
     "altered",
     "step_mismatch",
     "reordered",
+    "after_close",
+    "step_gap",
 )
 
 
@@ -140,14 +150,24 @@ def _hex32(digest: bytes, index: int, where: str = "payload.steps") -> str:
     return digest.hex()
 
 
-def check_run(records: Sequence[DecisionRecord], *, check_order: bool = True) -> RunReport:
+def check_run(
+    records: Sequence[DecisionRecord],
+    *,
+    check_order: bool = True,
+    digests: Sequence[str] | None = None,
+) -> RunReport:
     """Check one run: parents exist and come earlier, and ``run_closed`` lists exactly the run.
 
     Pure and total: every problem is reported (``RunReport.problems``), nothing is raised.
     ``records`` are all the run's records including its ``run_closed``; with ``check_order``
-    their order must be the committed one (step order, ``run_closed`` last).
+    their order must be the committed one (step order, ``run_closed`` last). ``digests`` (hex,
+    one per record) saves recomputing them when the caller has them.
     """
-    digests = [record_digest(r).hex() for r in records]
+    if digests is None:
+        digests = [record_digest(r).hex() for r in records]
+    elif len(digests) != len(records):
+        raise ValueError("check_run: one digest per record")
+    digests = list(digests)
     closers = [i for i, r in enumerate(records) if isinstance(r.payload, RunClosed)]
     run_id = records[closers[0] if closers else 0].run_id if records else None
     problems = [
@@ -160,6 +180,8 @@ def check_run(records: Sequence[DecisionRecord], *, check_order: bool = True) ->
     else:
         problems += _extra_closers(records, digests, closers[1:])
         problems += _against_closure(records, digests, closers[0], check_order)
+        problems += _after_close(records, digests, closers[0])
+        problems += _step_gaps(records, closers[0])
     closed_by = digests[closers[0]] if closers else None
     return RunReport(
         run_id=run_id, records=len(records), closed_by=closed_by, problems=tuple(problems)
@@ -273,6 +295,36 @@ def _absent(
         step=entry.step,
         record_digest=entry.record_digest,
     )
+
+
+def _after_close(
+    records: Sequence[DecisionRecord], digests: list[str], closer: int
+) -> list[RunProblem]:
+    """Records at or after the closure's step: the closure is the run's last step. (The
+    closure's own list cannot name such a step: ``ledger.records`` refuses that record.)"""
+    close_step = records[closer].step
+    return [
+        _problem("after_close", f"step {r.step} is not before run_closed (step {close_step})", r, d)
+        for i, (r, d) in enumerate(zip(records, digests, strict=True))
+        if i != closer and r.step >= close_step
+    ]
+
+
+def _step_gaps(records: Sequence[DecisionRecord], closer: int) -> list[RunProblem]:
+    """Steps below the closure's that no given record and no listed entry holds."""
+    closing = records[closer].payload
+    assert isinstance(closing, RunClosed)
+    close_step = records[closer].step
+    held = {r.step for r in records} | {e.step for e in closing.steps}
+    return [
+        RunProblem(
+            code="step_gap",
+            message=f"no record holds step {step} (the run is closed at step {close_step})",
+            step=step,
+        )
+        for step in range(close_step)
+        if step not in held
+    ]
 
 
 def _closer_last(
