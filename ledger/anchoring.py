@@ -6,7 +6,8 @@ cosignatures added later do not change what was stamped. A token is verified (by
 client) before it is stored, by checkpoint size and TSA name. Failures are retried with
 exponential backoff and reported; they never touch the append path, which runs on another
 thread. Whatever one TSA does (an error, garbage, a token that breaks a parser) is recorded as
-that TSA's failure and the next TSA is still asked. ``AnchorSchedule`` runs the anchorer every ``interval`` seconds inside the server.
+that TSA's failure and the next TSA is still asked. ``AnchorSchedule`` runs the anchorer every
+``interval`` seconds inside the server.
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ class Anchorer:
         for attempt in range(1, self._attempts + 1):
             try:
                 token, verified = tsa.source.timestamp(digest)
-            except Exception as exc:  # noqa: BLE001 - one TSA's garbage is that TSA's failure
+            except Exception as exc:
                 reason = _reason(exc)
                 _log.warning("TSA %s attempt %d/%d: %s", tsa.name, attempt, self._attempts, reason)
                 if attempt == self._attempts:

@@ -35,13 +35,8 @@ from ledger_client.cli_anchor import load_certificates
 from ledger_client.cli_common import EXIT_INVALID, Outcome, finish, json_option
 from ledger_client.cli_notes import MAX_INPUT_BYTES, log_verifiers, read_input
 from ledger_client.receipt import Receipt
-from ledger_client.receipt_verify import (
-    ReceiptReport,
-    RunItem,
-    RunVerdict,
-    verify_receipt,
-    verify_run,
-)
+from ledger_client.receipt_verify import VALID, AnchorCheck, ReceiptReport, verify_receipt
+from ledger_client.run_verify import RunItem, RunVerdict, verify_run
 
 __all__ = ["receipt", "run"]
 
@@ -69,9 +64,16 @@ def _anchor_lines(report: ReceiptReport, details: dict[str, Json]) -> list[str]:
         head = "anchored at:   not checked (give --tsa-root PEM to check the anchors)"
     lines = [head]
     for anchor in report.anchors:
-        status = anchor.status.replace("_", " ") + (f": {anchor.detail}" if anchor.detail else "")
-        lines.append(f"  anchor:      {anchor.tsa} over size {anchor.checkpoint_size}, {status}")
+        lines.append(f"  anchor:      over size {anchor.checkpoint_size}, {_anchor_status(anchor)}")
     return lines
+
+
+def _anchor_status(anchor: AnchorCheck) -> str:
+    """Who stamped, as the chain check proved it; the receipt's label only as unauthenticated."""
+    if anchor.status == VALID:
+        return f"valid, signed by {anchor.signer}"
+    status = anchor.status.replace("_", " ") + (f": {anchor.detail}" if anchor.detail else "")
+    return f"{status} (label {anchor.tsa!r}, unauthenticated)"
 
 
 def describe_receipt(report: ReceiptReport) -> list[str]:

@@ -105,7 +105,7 @@ def test_receipts_runs_and_upgrades(tmp_path: Path) -> None:
         code, out = cli("receipt", str(path), *check)
         assert code == 0, out
         assert out["index"] == indexes[1] and out["tree_size"] == first_size
-        assert out["anchors"][0]["tsa"] == "embedded-dev" and out["anchored_by"]
+        assert out["anchors"][0]["unauthenticated_label"] == "embedded-dev" and out["anchored_by"]
         assert out["anchored_at"] >= out["logged_at"][:19]
 
         # the record's digest only, a disclosed field, a wrong record

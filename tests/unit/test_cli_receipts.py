@@ -185,8 +185,8 @@ def test_removed_record_is_missing(tmp_path: Path) -> None:
 
 def test_inserted_record_is_extra(tmp_path: Path) -> None:
     code, out = invoke_json("run", jsonl(tmp_path, [*items(), item(INTRUDER)]), "--key", key())
-    # logged after run_closed, the intruder also makes run_closed not the last record
-    assert code == 1 and codes(out) == ["extra", "reordered"]
+    # logged after run_closed at a later step, the intruder also makes run_closed not last
+    assert code == 1 and codes(out) == ["after_close", "extra", "reordered"]
     named = {p["code"]: p for p in out["problems"]}
     assert named["extra"]["record_id"] == INTRUDER.record_id
     assert named["extra"]["source"] == "run.jsonl:6"
