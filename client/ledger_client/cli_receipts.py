@@ -136,6 +136,11 @@ def _item(obj: Json, source: str) -> RunItem:
     unknown = sorted(set(obj) - {"record", "receipt"})
     if unknown:
         raise FormatError(f"{source}: {unknown[0]}: unknown field (only 'record' and 'receipt')")
+    if obj["receipt"] is None:
+        raise FormatError(
+            f"{source}: no receipt yet (the log had not covered the run): complete the file "
+            "with `ledger receipt run --spool SPOOL --out FILE`"
+        )
     try:
         parsed = Receipt.from_json_obj(obj["receipt"])
         given = obj.get("record")
