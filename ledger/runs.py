@@ -249,11 +249,16 @@ def _against_closure(
 ) -> list[RunProblem]:
     closing = records[closer].payload
     assert isinstance(closing, RunClosed)
-    listed = {entry.record_digest: entry.step for entry in closing.steps}
+    listed: dict[str, int] = {}  # digest -> the first step listing it
+    listed_at: dict[int, str] = {}  # step -> the first digest listed there
+    for entry in closing.steps:
+        listed.setdefault(entry.record_digest, entry.step)
+        listed_at.setdefault(entry.step, entry.record_digest)
     body = [i for i, r in enumerate(records) if not isinstance(r.payload, RunClosed)]
     present = {digests[i]: i for i in body}
-    problems = [_unlisted(records[i], digests[i], closing, present) for i in body]
-    problems += [_absent(entry, records, digests, body, listed) for entry in closing.steps]
+    unlisted_steps = {records[i].step for i in body if digests[i] not in listed}
+    problems = [_unlisted(records[i], digests[i], listed, listed_at, present) for i in body]
+    problems += [_absent(entry, present, unlisted_steps) for entry in closing.steps]
     if check_order:
         problems.append(_closer_last(records, digests, closer))
         problems += _order(records, digests, [i for i in body if digests[i] in listed])
@@ -261,33 +266,31 @@ def _against_closure(
 
 
 def _unlisted(
-    record: DecisionRecord, digest: str, closing: RunClosed, present: Mapping[str, int]
+    record: DecisionRecord,
+    digest: str,
+    listed: Mapping[str, int],
+    listed_at: Mapping[int, str],
+    present: Mapping[str, int],
 ) -> RunProblem | None:
     """A present record that run_closed does not list as it is: altered, extra or misplaced."""
-    for entry in closing.steps:
-        if entry.record_digest == digest:
-            if entry.step == record.step:
-                return None
-            message = f"run_closed lists this record at step {entry.step}"
-            return _problem("step_mismatch", message, record, digest)
-    for entry in closing.steps:
-        if entry.step == record.step and entry.record_digest not in present:
-            message = f"record differs from the one run_closed lists ({entry.record_digest})"
-            return _problem("altered", message, record, digest)
+    step = listed.get(digest)
+    if step is not None:
+        if step == record.step:
+            return None
+        message = f"run_closed lists this record at step {step}"
+        return _problem("step_mismatch", message, record, digest)
+    expected = listed_at.get(record.step)
+    if expected is not None and expected not in present:
+        message = f"record differs from the one run_closed lists ({expected})"
+        return _problem("altered", message, record, digest)
     return _problem("extra", "record is not listed in run_closed", record, digest)
 
 
 def _absent(
-    entry: RunStep,
-    records: Sequence[DecisionRecord],
-    digests: list[str],
-    body: list[int],
-    listed: Mapping[str, int],
+    entry: RunStep, present: Mapping[str, int], unlisted_steps: set[int]
 ) -> RunProblem | None:
     """A listed entry with no record at all (an altered record is reported by ``_unlisted``)."""
-    if entry.record_digest in (digests[i] for i in body):
-        return None
-    if any(records[i].step == entry.step and digests[i] not in listed for i in body):
+    if entry.record_digest in present or entry.step in unlisted_steps:
         return None
     return RunProblem(
         code="missing",

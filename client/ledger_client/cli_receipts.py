@@ -141,10 +141,12 @@ def _item(obj: Json, source: str) -> RunItem:
             f"{source}: no receipt yet (the log had not covered the run): complete the file "
             "with `ledger receipt run --spool SPOOL --out FILE`"
         )
-    try:
-        parsed = Receipt.from_json_obj(obj["receipt"])
+    try:  # ``obj`` comes from loads_strict(..., safe_numbers=True): checked once
+        parsed = Receipt.from_json_obj(obj["receipt"], checked=True)
         given = obj.get("record")
-        record = parsed.record if given is None else DecisionRecord.from_json_obj(given)
+        record = (
+            parsed.record if given is None else DecisionRecord.from_json_obj(given, checked=True)
+        )
     except FormatError as exc:
         raise FormatError(f"{source}: {exc}") from None
     if record is None:
@@ -154,7 +156,7 @@ def _item(obj: Json, source: str) -> RunItem:
 
 def _parse(data: bytes | str, source: str) -> Json:
     try:
-        return loads_strict(data)
+        return loads_strict(data, safe_numbers=True)
     except InvalidRecordError as exc:
         raise FormatError(f"{source}: {exc}") from None
 
