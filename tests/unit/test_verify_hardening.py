@@ -179,6 +179,20 @@ def test_token_from_the_future_via_the_cli(tmp_path: Any) -> None:
     assert datetime.now(UTC).timestamp() * 1000 > T0
 
 
+def test_anchor_command_refuses_a_future_token(tmp_path: Any) -> None:
+    authority = authority_at(datetime.now(UTC) + timedelta(days=30))
+    body = Checkpoint(origin="ledger.test/future", size=3, root_hash=bytes(32)).body_bytes()
+    (tmp_path / "cp.txt").write_bytes(body)
+    (tmp_path / "token.der").write_bytes(stamp(authority, body))
+    (tmp_path / "root.pem").write_bytes(authority.root_pem())
+    result = CliRunner().invoke(main, [
+        "anchor", "--checkpoint", str(tmp_path / "cp.txt"), "--token", str(tmp_path / "token.der"),
+        "--tsa-root", str(tmp_path / "root.pem"), "--json",
+    ])  # fmt: skip
+    out = json.loads(result.stdout)
+    assert result.exit_code == 1 and out["failed_check"] == "anchor-in-future"
+
+
 # --- labels -----------------------------------------------------------------------------------
 
 
