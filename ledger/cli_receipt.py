@@ -211,6 +211,8 @@ def run(
     timeout: float,
 ) -> None:
     """Write or complete a run's receipts file (JSON lines) after the fact, from its spool."""
+    import grpc
+
     from ledger_client.run_receipts import complete_run_receipts, spooled_run
     from ledger_client.sdk import LedgerClient
 
@@ -229,6 +231,8 @@ def run(
             )
     except FormatError as exc:
         _fail(str(exc), 2)
+    except grpc.RpcError as exc:
+        _fail(f"{address}: {exc.code().name}: {exc.details()}", 1)
     except (LedgerError, TimeoutError) as exc:
         _fail(str(exc), 1)
     click.echo(json.dumps({"records": len(lines), "run_id": lines[0].record.run_id if lines
