@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -39,9 +38,9 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 from ledger.commitments import Disclosure
-from ledger.jcs import canonical_bytes
 from ledger.records import DecisionRecord, Outcome, Payload, new_record_id
 from ledger.runs import run_closed_record
+from ledger_client.run_receipts import RunLine, write_run_file
 from ledger_client.sdk_errors import RunStateError
 
 if TYPE_CHECKING:
@@ -265,31 +264,15 @@ class Run:
     def write_pending(self, path: str | Path) -> Path:
         """Write the closed run as JSON lines ``{"record", "receipt": null}``: the log has not
         covered it yet. ``ledger_client.run_receipts`` (``ledger receipt run``) completes it."""
-        lines = [
-            canonical_bytes({"record": entry.record.to_json_obj(), "receipt": None}) + b"\n"
-            for entry in self.entries
-        ]
-        target = Path(path)
-        with open(target, "wb") as out:
-            out.write(b"".join(lines))
-            out.flush()
-            os.fsync(out.fileno())
-        return target
+        return write_run_file(path, [RunLine(record=entry.record) for entry in self.entries])
 
     def write_receipts(
         self, path: str | Path, *, with_disclosures: bool = False, timeout: float = 30.0
     ) -> Path:
-        """Write the run as JSON lines ``{"record", "receipt"}`` (``ledger-verify run`` input)."""
-        target = Path(path)
-        lines = [
-            canonical_bytes({"record": record.to_json_obj(), "receipt": receipt.to_json_obj()})
-            for record, receipt in self.receipts(with_disclosures=with_disclosures, timeout=timeout)
-        ]
-        with open(target, "wb") as out:
-            out.write(b"".join(line + b"\n" for line in lines))
-            out.flush()
-            os.fsync(out.fileno())
-        return target
+        """Write the run as JSON lines ``{"record", "receipt"}`` (``ledger-verify run`` input),
+        replacing ``path`` atomically."""
+        receipts = self.receipts(with_disclosures=with_disclosures, timeout=timeout)
+        return write_run_file(path, [RunLine(record=r, receipt=rc) for r, rc in receipts])
 
 
 # --- the current frame ------------------------------------------------------------------------

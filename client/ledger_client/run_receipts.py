@@ -25,14 +25,17 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ledger.commitments import Disclosure
 from ledger.errors import FormatError, InvalidRecordError
 from ledger.jcs import canonical_bytes, loads_strict
 from ledger.records import DecisionRecord, record_digest
-from ledger_client.context import RecordSink
 from ledger_client.receipt import Receipt
 from ledger_client.spool import read_spool
+
+if TYPE_CHECKING:
+    from ledger_client.context import RecordSink
 
 __all__ = ["RunLine", "complete_run_receipts", "read_run_file", "spooled_run", "write_run_file"]
 
