@@ -74,6 +74,27 @@ def test_fetch_anchor_wait_and_upgrade(tmp_path: Path) -> None:
         assert code == 0 and Receipt.from_json(again.read_bytes()) == moved  # nothing new
 
 
+def test_upgrade_adds_anchors_that_reached_the_same_checkpoint(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with running_server(data, embedded_tsa=True) as (server, log, signer):
+        digest = b"\x07" * 32
+        log.append([digest], wait_for_checkpoint=True)
+        out = tmp_path / "r.json"
+        run_ledger("receipt", "fetch", "--server", server.address, "--digest", digest.hex(),
+                   "--out", str(out))  # fmt: skip
+        before = Receipt.from_json(out.read_bytes())
+        assert not before.anchors
+        assert run_ledger("anchor", "--server", server.address, "--wait")[0] == 0
+        code, text = run_ledger("receipt", "upgrade", str(out), "--server", server.address)
+        assert code == 0, text
+        after = Receipt.from_json(out.read_bytes())
+        assert after.tree_size == before.tree_size and after.previous is None
+        assert after.inclusion_proof == before.inclusion_proof and len(after.anchors) == 1
+        key, root = signer.verifier().key_string(), str(data / "tsa" / "root.pem")
+        code, report = run_verify("receipt", str(out), "--key", key, "--tsa-root", root)
+        assert code == 0 and report["anchors"][0]["status"] == "valid", report
+
+
 def test_bad_input_and_failures(tmp_path: Path) -> None:
     data = tmp_path / "data"
     with running_server(data, embedded_tsa=True) as (server, log, _):
