@@ -32,6 +32,7 @@ from ledger.errors import FormatError, InvalidRecordError
 from ledger.jcs import canonical_bytes, loads_strict
 from ledger.records import DecisionRecord, record_digest
 from ledger_client.receipt import Receipt
+from ledger_client.sdk_errors import SpoolError
 from ledger_client.spool import read_spool
 
 if TYPE_CHECKING:
@@ -67,10 +68,13 @@ def _disclosures(raw: bytes | None) -> tuple[Disclosure, ...]:
 def spooled_run(spool: str | Path, run_id: str | None = None) -> list[RunLine]:
     """The records in ``spool`` (of run ``run_id``; None: of the only run there), step order.
 
-    Raises ``FormatError`` when ``run_id`` is None and the spool holds several runs, or when a
-    spooled record does not parse.
+    Raises ``FormatError`` when ``run_id`` is None and the spool holds several runs, or when the
+    spool or a spooled record does not parse.
     """
-    acked, pending = read_spool(spool)
+    try:
+        acked, pending = read_spool(spool)
+    except SpoolError as exc:
+        raise FormatError(str(exc)) from None
     lines = []
     for item in [*acked, *pending]:
         try:
