@@ -5,7 +5,9 @@ stamped it for a token over SHA-256 of the checkpoint *body* (origin, size, root
 cosignatures added later do not change what was stamped. A token is verified (by the TSA
 client) before it is stored, by checkpoint size and TSA name. Failures are retried with
 exponential backoff and reported; they never touch the append path, which runs on another
-thread. ``AnchorSchedule`` runs the anchorer every ``interval`` seconds inside the server.
+thread. Whatever one TSA does (an error, garbage, a token that breaks a parser) is recorded as
+that TSA's failure and the next TSA is still asked. ``AnchorSchedule`` runs the anchorer every
+``interval`` seconds inside the server.
 """
 
 from __future__ import annotations
@@ -127,10 +129,11 @@ class Anchorer:
         for attempt in range(1, self._attempts + 1):
             try:
                 token, verified = tsa.source.timestamp(digest)
-            except LedgerError as exc:
-                _log.warning("TSA %s attempt %d/%d: %s", tsa.name, attempt, self._attempts, exc)
+            except Exception as exc:
+                reason = _reason(exc)
+                _log.warning("TSA %s attempt %d/%d: %s", tsa.name, attempt, self._attempts, reason)
                 if attempt == self._attempts:
-                    outcome.failures.append(f"{tsa.name}: {exc}")
+                    outcome.failures.append(f"{tsa.name}: {reason}")
                     return
                 self._sleep(delay)
                 delay *= 2
@@ -141,6 +144,11 @@ class Anchorer:
             outcome.anchors.append(anchor)
             _log.info("anchored size %d with %s at %s", size, tsa.name, verified.gen_time)
             return
+
+
+def _reason(exc: Exception) -> str:
+    """Why a TSA failed; an error we did not name (a TSA's garbage) is still only its failure."""
+    return str(exc) if isinstance(exc, LedgerError) else f"unexpected {type(exc).__name__}: {exc}"
 
 
 class AnchorSchedule:

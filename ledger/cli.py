@@ -1,4 +1,4 @@
-"""``ledger``: the operator's CLI (keygen, serve, config show, anchor, tsa).
+"""``ledger``: the operator's CLI (keygen, serve, config show, anchor, tsa, append, receipt).
 
 It only parses and prints; the work lives in ``ledger.app``, ``ledger.keys`` and
 ``ledger.config``. Exit codes: 0 ok, 1 the operation failed, 2 usage or bad input.
@@ -10,12 +10,15 @@ import asyncio
 import json
 import logging
 import sys
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import click
 
 from ledger.cli_append import append
+from ledger.cli_receipt import receipt_group
 from ledger.cli_witness import witness, witnesses
 from ledger.config import DEFAULT_ORIGIN, Settings, load_settings
 from ledger.errors import FormatError, LedgerError
@@ -146,19 +149,26 @@ def serve(config: Path | None, **flags: Any) -> None:
 @click.option("--server", "address", help="HOST:PORT of a running server on this host")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
-def anchor(config: Path | None, address: str | None, data_dir: Path | None, as_json: bool) -> None:
+@click.option("--wait", is_flag=True, help="return once an anchor is stored (asking again)")
+@click.option("--timeout", type=click.FloatRange(0), default=120.0, help="--wait limit, seconds")
+def anchor(
+    config: Path | None,
+    address: str | None,
+    data_dir: Path | None,
+    as_json: bool,
+    wait: bool,
+    timeout: float,
+) -> None:
     """Anchor the latest checkpoint now with every configured TSA (for cron).
 
     With --server, ask the running server (its AnchorNow RPC, localhost only). With
     --data-dir, work on the store directly: only while the server is stopped (RocksDB allows
-    one process per data dir). A checkpoint is never stamped twice by the same TSA.
+    one process per data dir). A checkpoint is never stamped twice by the same TSA. With
+    --wait, ask again (backing off) until an anchor of that checkpoint or a later one is stored.
     """
     if (address is None) == (data_dir is None and config is None):
         _fail("give exactly one of --server ADDR or --data-dir DIR (or --config FILE)")
-    if address is not None:
-        size, stored, failures = _anchor_remote(address)
-    else:
-        size, stored, failures = _anchor_local(_settings(config, data_dir=data_dir))
+    size, stored, failures = _anchor_waiting(config, address, data_dir, wait, timeout)
     if as_json:
         click.echo(json.dumps({"size": size, "anchored": stored, "failures": failures}))
     else:
@@ -166,6 +176,29 @@ def anchor(config: Path | None, address: str | None, data_dir: Path | None, as_j
         for failure in failures:
             click.echo(f"failed: {failure}", err=True)
     sys.exit(1 if failures and not stored else 0)
+
+
+def _anchor_waiting(
+    config: Path | None, address: str | None, data_dir: Path | None, wait: bool, timeout: float
+) -> tuple[int, list[str], list[str]]:
+    from ledger.cli_receipt import anchored_local, anchored_remote, wait_for_anchor
+
+    once: Callable[[], tuple[int, list[str], list[str]]]
+    if address is not None:
+        once, stored_from = partial(_anchor_remote, address), partial(anchored_remote, address)
+    else:
+        settings = _settings(config, data_dir=data_dir)
+        once, stored_from = (
+            partial(_anchor_local, settings),
+            partial(anchored_local, settings.db_dir),
+        )
+    if not wait:
+        return once()
+    try:
+        return wait_for_anchor(once, stored_from, timeout=timeout)
+    except TimeoutError as exc:
+        _fail(str(exc), 1)
+        raise AssertionError from exc
 
 
 def _anchor_remote(address: str) -> tuple[int, list[str], list[str]]:
@@ -239,6 +272,7 @@ def tsa(listen: str, state_dir: Path) -> None:
 main.add_command(append)
 main.add_command(witness)
 main.add_command(witnesses)
+main.add_command(receipt_group)
 
 
 @main.group("config")

@@ -37,6 +37,7 @@ __all__ = [
     "MAX_SAFE_INTEGER",
     "Json",
     "canonical_bytes",
+    "canonical_plain",
     "child_path",
     "index_path",
     "json_type_name",
@@ -225,6 +226,11 @@ def canonical_bytes(obj: object, *, path: str = "", safe_numbers: bool = False) 
         return bytes(rfc8785.dumps(plain))
     except rfc8785.CanonicalizationError as exc:  # pragma: no cover - to_plain checks first
         raise InvalidRecordError(_name(path), str(exc)) from exc
+
+
+def canonical_plain(plain: Json) -> bytes:
+    """RFC 8785 bytes of a value ``to_plain`` already returned (skips checking it again)."""
+    return bytes(rfc8785.dumps(plain))
 
 
 # --- strict parsing ------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any, ClassVar, TypeAlias
+from typing import Any, ClassVar, TypeAlias, cast
 
 from ledger.commitments import (
     Commitment,
@@ -46,6 +46,7 @@ from ledger.jcs import (
     Json,
     Reader,
     canonical_bytes,
+    canonical_plain,
     child_path,
     index_path,
     loads_strict,
@@ -338,9 +339,14 @@ class DecisionRecord:
         return plain
 
     @classmethod
-    def from_json_obj(cls, obj: object) -> DecisionRecord:
-        """Validate a JSON object and build the record (inverse of ``to_json_obj``)."""
-        return cls(**_parse_record(to_plain(obj, safe_numbers=True)))
+    def from_json_obj(cls, obj: object, *, checked: bool = False) -> DecisionRecord:
+        """Validate a JSON object and build the record (inverse of ``to_json_obj``).
+
+        ``checked``: ``obj`` came from ``loads_strict(..., safe_numbers=True)``, so its I-JSON
+        limits need no second pass.
+        """
+        plain = cast(Json, obj) if checked else to_plain(obj, safe_numbers=True)
+        return cls(**_parse_record(plain))
 
     def to_json(self) -> str:
         """RFC 8785 canonical JSON text (the bytes ``record_digest`` hashes, decoded)."""
@@ -348,11 +354,8 @@ class DecisionRecord:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> DecisionRecord:
-        """Strictly parse JSON text and validate it (inverse of ``to_json``).
-
-        ``loads_strict`` already checked the I-JSON limits, so the parse is not checked again.
-        """
-        return cls(**_parse_record(loads_strict(text, safe_numbers=True)))
+        """Strictly parse JSON text and validate it (inverse of ``to_json``)."""
+        return cls.from_json_obj(loads_strict(text, safe_numbers=True), checked=True)
 
 
 # --- validation: each reader takes (JSON value, field path) and returns the typed value ----------
@@ -550,7 +553,7 @@ def _check_cross_field(args: Mapping[str, Any]) -> None:
 
 def record_digest(record: DecisionRecord) -> bytes:
     """SHA-256 of the record's RFC 8785 canonical bytes (32 bytes)."""
-    return hashlib.sha256(canonical_bytes(record.to_json_obj())).digest()
+    return hashlib.sha256(canonical_plain(record.to_json_obj())).digest()  # to_json_obj checks
 
 
 def new_record_id(now_ms: int | None = None, rand: bytes | None = None) -> str:

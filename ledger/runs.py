@@ -15,7 +15,15 @@ fault with the record's step, id and digest (``PROBLEM_CODES``):
   whose digest differs (the listed record being absent); ``extra``: a record not listed;
   ``step_mismatch``: a listed digest found at another step;
 * ``reordered``: with ``check_order``, records not in the committed order (all but one longest
-  in-order subsequence are named) or a ``run_closed`` that is not last.
+  in-order subsequence are named) or a ``run_closed`` that is not last;
+* ``after_close``: a record at a step at or after the ``run_closed`` record's step (a run has
+  exactly one closure and it is its last step);
+* ``step_gap``: a step below the closure's that neither a given record nor the closure's list
+  holds (steps run 0, 1, 2, ... without holes). Entries the closure lists but the presenter left
+  out count as held (they are named ``missing``), so the check covers them too.
+
+A closure that lists steps 0 and 2 at step 4 therefore fails with ``step_gap`` at 1 and 3 even
+when the presenter shows only steps 0, 2 and that closure.
 """
 
 from __future__ import annotations
@@ -51,6 +59,8 @@ PROBLEM_CODES = (
     "altered",
     "step_mismatch",
     "reordered",
+    "after_close",
+    "step_gap",
 )
 
 
@@ -141,14 +151,24 @@ def _hex32(digest: bytes, index: int, where: str = "payload.steps") -> str:
     return digest.hex()
 
 
-def check_run(records: Sequence[DecisionRecord], *, check_order: bool = True) -> RunReport:
+def check_run(
+    records: Sequence[DecisionRecord],
+    *,
+    check_order: bool = True,
+    digests: Sequence[str] | None = None,
+) -> RunReport:
     """Check one run: parents exist and come earlier, and ``run_closed`` lists exactly the run.
 
     Pure and total: every problem is reported (``RunReport.problems``), nothing is raised.
     ``records`` are all the run's records including its ``run_closed``; with ``check_order``
-    their order must be the committed one (step order, ``run_closed`` last).
+    their order must be the committed one (step order, ``run_closed`` last). ``digests`` (hex,
+    one per record) saves recomputing them when the caller has them.
     """
-    digests = [record_digest(r).hex() for r in records]
+    if digests is None:
+        digests = [record_digest(r).hex() for r in records]
+    elif len(digests) != len(records):
+        raise ValueError("check_run: one digest per record")
+    digests = list(digests)
     closers = [i for i, r in enumerate(records) if isinstance(r.payload, RunClosed)]
     run_id = records[closers[0] if closers else 0].run_id if records else None
     problems = [
@@ -161,6 +181,8 @@ def check_run(records: Sequence[DecisionRecord], *, check_order: bool = True) ->
     else:
         problems += _extra_closers(records, digests, closers[1:])
         problems += _against_closure(records, digests, closers[0], check_order)
+        problems += _after_close(records, digests, closers[0])
+        problems += _step_gaps(records, closers[0])
     closed_by = digests[closers[0]] if closers else None
     return RunReport(
         run_id=run_id, records=len(records), closed_by=closed_by, problems=tuple(problems)
@@ -228,11 +250,16 @@ def _against_closure(
 ) -> list[RunProblem]:
     closing = records[closer].payload
     assert isinstance(closing, RunClosed)
-    listed = {entry.record_digest: entry.step for entry in closing.steps}
+    listed: dict[str, int] = {}  # digest -> the first step listing it
+    listed_at: dict[int, str] = {}  # step -> the first digest listed there
+    for entry in closing.steps:
+        listed.setdefault(entry.record_digest, entry.step)
+        listed_at.setdefault(entry.step, entry.record_digest)
     body = [i for i, r in enumerate(records) if not isinstance(r.payload, RunClosed)]
     present = {digests[i]: i for i in body}
-    problems = [_unlisted(records[i], digests[i], closing, present) for i in body]
-    problems += [_absent(entry, records, digests, body, listed) for entry in closing.steps]
+    unlisted_steps = {records[i].step for i in body if digests[i] not in listed}
+    problems = [_unlisted(records[i], digests[i], listed, listed_at, present) for i in body]
+    problems += [_absent(entry, present, unlisted_steps) for entry in closing.steps]
     if check_order:
         problems.append(_closer_last(records, digests, closer))
         problems += _order(records, digests, [i for i in body if digests[i] in listed])
@@ -240,33 +267,31 @@ def _against_closure(
 
 
 def _unlisted(
-    record: DecisionRecord, digest: str, closing: RunClosed, present: Mapping[str, int]
+    record: DecisionRecord,
+    digest: str,
+    listed: Mapping[str, int],
+    listed_at: Mapping[int, str],
+    present: Mapping[str, int],
 ) -> RunProblem | None:
     """A present record that run_closed does not list as it is: altered, extra or misplaced."""
-    for entry in closing.steps:
-        if entry.record_digest == digest:
-            if entry.step == record.step:
-                return None
-            message = f"run_closed lists this record at step {entry.step}"
-            return _problem("step_mismatch", message, record, digest)
-    for entry in closing.steps:
-        if entry.step == record.step and entry.record_digest not in present:
-            message = f"record differs from the one run_closed lists ({entry.record_digest})"
-            return _problem("altered", message, record, digest)
+    step = listed.get(digest)
+    if step is not None:
+        if step == record.step:
+            return None
+        message = f"run_closed lists this record at step {step}"
+        return _problem("step_mismatch", message, record, digest)
+    expected = listed_at.get(record.step)
+    if expected is not None and expected not in present:
+        message = f"record differs from the one run_closed lists ({expected})"
+        return _problem("altered", message, record, digest)
     return _problem("extra", "record is not listed in run_closed", record, digest)
 
 
 def _absent(
-    entry: RunStep,
-    records: Sequence[DecisionRecord],
-    digests: list[str],
-    body: list[int],
-    listed: Mapping[str, int],
+    entry: RunStep, present: Mapping[str, int], unlisted_steps: set[int]
 ) -> RunProblem | None:
     """A listed entry with no record at all (an altered record is reported by ``_unlisted``)."""
-    if entry.record_digest in (digests[i] for i in body):
-        return None
-    if any(records[i].step == entry.step and digests[i] not in listed for i in body):
+    if entry.record_digest in present or entry.step in unlisted_steps:
         return None
     return RunProblem(
         code="missing",
@@ -274,6 +299,36 @@ def _absent(
         step=entry.step,
         record_digest=entry.record_digest,
     )
+
+
+def _after_close(
+    records: Sequence[DecisionRecord], digests: list[str], closer: int
+) -> list[RunProblem]:
+    """Records at or after the closure's step: the closure is the run's last step. (The
+    closure's own list cannot name such a step: ``ledger.records`` refuses that record.)"""
+    close_step = records[closer].step
+    return [
+        _problem("after_close", f"step {r.step} is not before run_closed (step {close_step})", r, d)
+        for i, (r, d) in enumerate(zip(records, digests, strict=True))
+        if i != closer and r.step >= close_step
+    ]
+
+
+def _step_gaps(records: Sequence[DecisionRecord], closer: int) -> list[RunProblem]:
+    """Steps below the closure's that no given record and no listed entry holds."""
+    closing = records[closer].payload
+    assert isinstance(closing, RunClosed)
+    close_step = records[closer].step
+    held = {r.step for r in records} | {e.step for e in closing.steps}
+    return [
+        RunProblem(
+            code="step_gap",
+            message=f"no record holds step {step} (the run is closed at step {close_step})",
+            step=step,
+        )
+        for step in range(close_step)
+        if step not in held
+    ]
 
 
 def _closer_last(

@@ -45,12 +45,12 @@ from datetime import datetime, timedelta
 
 from asn1crypto import tsp
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from ledger.errors import FormatError, MalformedHashError, TimestampError
+from ledger.errors import FormatError, LedgerError, MalformedHashError, TimestampError
 from ledger.limits import HASH_SIZE
 from ledger.timestamp_asn1 import (
     OID_TST_INFO,
@@ -212,6 +212,28 @@ def verify_token(
     _require_sha256(digest)
     if at_time is not None and at_time.tzinfo is None:
         raise FormatError("at_time must be timezone-aware")
+    try:
+        return _verify_token(
+            token_der, digest=digest, nonce=nonce, roots=roots, intermediates=intermediates,
+            at_time=at_time,
+        )  # fmt: skip
+    except LedgerError:
+        raise
+    except (ValueError, TypeError, OverflowError, UnsupportedAlgorithm, x509.InvalidVersion) as exc:
+        # A safety net: the checks above name every failure they know; anything a library
+        # still raises on hostile bytes is reported as input that does not parse, never a crash.
+        raise FormatError(f"token does not parse: {type(exc).__name__}: {exc}") from None
+
+
+def _verify_token(
+    token_der: bytes,
+    *,
+    digest: bytes,
+    nonce: int | None,
+    roots: Sequence[x509.Certificate],
+    intermediates: Sequence[x509.Certificate],
+    at_time: datetime | None,
+) -> VerifiedTimestamp:
     token = parse_signed_token(token_der)
     tst = parse_tst_info(token.econtent)
     _check_tst_info(tst, digest=digest, nonce=nonce)
@@ -333,7 +355,13 @@ def _check_signature(signer: SignerData, cert: x509.Certificate) -> None:
         )
     data = signer.signed_attrs_der or b""
     try:
-        _verify_signature(signer, cert.public_key(), data)
+        key = cert.public_key()
+    except (ValueError, UnsupportedAlgorithm) as exc:
+        raise TimestampError(
+            "signature", f"the signer certificate's public key is unusable: {exc}"
+        ) from None
+    try:
+        _verify_signature(signer, key, data)
     except InvalidSignature:
         raise TimestampError(
             "signature",

@@ -19,12 +19,14 @@ Every failure raises :class:`~ledger.errors.TimestampError` naming the check. Pu
 from __future__ import annotations
 
 import hashlib
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+from cryptography.utils import CryptographyDeprecationWarning
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from ledger.errors import FormatError, TimestampError
@@ -72,8 +74,10 @@ def pool_from(ders: Sequence[bytes]) -> tuple[PoolCert, ...]:
 
 def _load(der: bytes) -> x509.Certificate:
     try:
-        return x509.load_der_x509_certificate(der)
-    except ValueError as exc:
+        with warnings.catch_warnings():  # e.g. a negative serial: refused elsewhere or not used
+            warnings.simplefilter("ignore", CryptographyDeprecationWarning)
+            return x509.load_der_x509_certificate(der)
+    except (ValueError, x509.InvalidVersion) as exc:
         raise FormatError(f"certificate does not parse: {exc}") from exc
 
 
@@ -249,7 +253,7 @@ class _PathBuilder:
             raise TimestampError("chain", f"path search exceeded {MAX_LINK_CHECKS} checks")
         try:
             child.verify_directly_issued_by(issuer)
-        except (ValueError, TypeError, InvalidSignature):
+        except (ValueError, TypeError, InvalidSignature, UnsupportedAlgorithm):
             return False
         return True
 

@@ -9,6 +9,8 @@ note or the bare body; with ``--key`` the note's signature is checked too (``ope
 TimeStampResp, as DER or as base64 text of either. ``timestamp.verify_token`` checks it against
 the ``--tsa-root`` certificates; a failed check (``TimestampError.check``) is reported as
 ``failed_check`` beside ``error`` in the JSON object, still with exit code 1 (``cli_common``).
+A genTime after the current time plus the allowed skew fails ``anchor-in-future``
+(``ledger.timestamp_policy``; with no leaf, there is no lower bound here).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import base64
 import binascii
 import re
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -31,6 +34,7 @@ from ledger.timestamp import (
     token_from_response,
     verify_token,
 )
+from ledger.timestamp_policy import check_gen_time
 from ledger_client.cli_common import Outcome, finish, json_option
 from ledger_client.cli_notes import (
     describe_body,
@@ -185,6 +189,7 @@ def anchor(
         token = load_token(read_input(token_file, "token"))
         digest = imprint_for_checkpoint_body(checkpoint.body_bytes())
         stamp = verify_token(token, digest=digest, roots=trusted, intermediates=extra)
+        check_gen_time(stamp.gen_time, stamp.accuracy, now=datetime.now(UTC))
         stamp_details, stamp_lines = _describe_stamp(stamp)
         return Outcome("anchor", details | stamp_details, lines + stamp_lines)
 

@@ -1,16 +1,21 @@
 """``ledger-verify receipt`` and ``run``: decision-record receipts and whole runs, offline.
 
 * ``receipt FILE [--record FILE] --key VKEY [--tsa-root PEM ...]``: every part of a receipt
-  (``ledger_client.receipt_verify.verify_receipt``), then a short report: record digest, index,
-  tree size, logged at (the leaf's time), anchored at (the earliest valid RFC 3161 genTime) and
-  by which TSA. Without ``--tsa-root`` anchors are reported ``not checked``, never valid.
+  (``ledger_client.receipt_verify.verify_receipt``, with the anchor time policy at the current
+  time), then a short report: record digest, index, tree size, logged at (the leaf's time),
+  anchored at (the earliest valid RFC 3161 genTime) and by whom: the TSA certificate subject the
+  chain check proved. A receipt's own ``tsa`` label is shown only as unauthenticated. Without
+  ``--tsa-root`` anchors are reported ``not checked``, never valid.
 * ``run PATH --key VKEY [--tsa-root PEM ...]``: PATH is a folder of ``*.json`` files or a
   JSON-lines file; each item is ``{"record": <decision record or null>, "receipt": <receipt>}``
   (``record`` may be left out or null when the receipt carries it). Every receipt must verify;
   then, in log order (by receipt index), parents that are present must have been logged earlier
   (``parent_logged_later``) and ``ledger.runs.check_run`` must find the run exactly as its
-  ``run_closed`` record lists it (``missing``, ``extra``, ``altered``, ``reordered``, ...).
-  Problems are named by code with the record's step, id, digest and file (or line).
+  ``run_closed`` record lists it (``missing``, ``extra``, ``altered``, ``reordered``,
+  ``after_close``, ``step_gap``, ...; ``ledger_client.run_verify``). Problems are named by code
+  with the record's step, id, digest and file (or line); ``--json`` adds the per-step
+  ``timeline``. A line whose receipt is ``null`` (the SDK wrote it while the log was down) is
+  input to complete first (exit 2, naming ``ledger receipt run``).
 
 The log order is the order receipts prove; the order of files or lines is not authenticated
 and does not matter. Exit codes as for every subcommand (``cli_common``): 0 valid, 1 a check
@@ -43,13 +48,8 @@ from ledger_client.cli_notes import (
     witness_policy,
 )
 from ledger_client.receipt import Receipt
-from ledger_client.receipt_verify import (
-    ReceiptReport,
-    RunItem,
-    RunVerdict,
-    verify_receipt,
-    verify_run,
-)
+from ledger_client.receipt_verify import VALID, AnchorCheck, ReceiptReport, verify_receipt
+from ledger_client.run_verify import RunItem, RunVerdict, verify_run
 
 __all__ = ["receipt", "run"]
 
@@ -77,9 +77,16 @@ def _anchor_lines(report: ReceiptReport, details: dict[str, Json]) -> list[str]:
         head = "anchored at:   not checked (give --tsa-root PEM to check the anchors)"
     lines = [head]
     for anchor in report.anchors:
-        status = anchor.status.replace("_", " ") + (f": {anchor.detail}" if anchor.detail else "")
-        lines.append(f"  anchor:      {anchor.tsa} over size {anchor.checkpoint_size}, {status}")
+        lines.append(f"  anchor:      over size {anchor.checkpoint_size}, {_anchor_status(anchor)}")
     return lines
+
+
+def _anchor_status(anchor: AnchorCheck) -> str:
+    """Who stamped, as the chain check proved it; the receipt's label only as unauthenticated."""
+    if anchor.status == VALID:
+        return f"valid, signed by {anchor.signer}"
+    status = anchor.status.replace("_", " ") + (f": {anchor.detail}" if anchor.detail else "")
+    return f"{status} (label {anchor.tsa!r}, unauthenticated)"
 
 
 def describe_receipt(report: ReceiptReport) -> list[str]:
@@ -159,10 +166,17 @@ def _item(obj: Json, source: str) -> RunItem:
     unknown = sorted(set(obj) - {"record", "receipt"})
     if unknown:
         raise FormatError(f"{source}: {unknown[0]}: unknown field (only 'record' and 'receipt')")
-    try:
-        parsed = Receipt.from_json_obj(obj["receipt"])
+    if obj["receipt"] is None:
+        raise FormatError(
+            f"{source}: no receipt yet (the log had not covered the run): complete the file "
+            "with `ledger receipt run --spool SPOOL --out FILE`"
+        )
+    try:  # ``obj`` comes from loads_strict(..., safe_numbers=True): checked once
+        parsed = Receipt.from_json_obj(obj["receipt"], checked=True)
         given = obj.get("record")
-        record = parsed.record if given is None else DecisionRecord.from_json_obj(given)
+        record = (
+            parsed.record if given is None else DecisionRecord.from_json_obj(given, checked=True)
+        )
     except FormatError as exc:
         raise FormatError(f"{source}: {exc}") from None
     if record is None:
@@ -172,7 +186,7 @@ def _item(obj: Json, source: str) -> RunItem:
 
 def _parse(data: bytes | str, source: str) -> Json:
     try:
-        return loads_strict(data)
+        return loads_strict(data, safe_numbers=True)
     except InvalidRecordError as exc:
         raise FormatError(f"{source}: {exc}") from None
 

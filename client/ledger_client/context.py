@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -39,9 +38,9 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 from ledger.commitments import Disclosure
-from ledger.jcs import canonical_bytes
 from ledger.records import DecisionRecord, Outcome, Payload, new_record_id
 from ledger.runs import run_closed_record
+from ledger_client.run_receipts import RunLine, write_run_file
 from ledger_client.sdk_errors import RunStateError
 
 if TYPE_CHECKING:
@@ -260,18 +259,18 @@ class Run:
             for entry, receipt in zip(entries, found, strict=True)
         ]
 
-    def write_receipts(self, path: str | Path, *, with_disclosures: bool = False) -> Path:
-        """Write the run as JSON lines ``{"record", "receipt"}`` (``ledger-verify run`` input)."""
-        target = Path(path)
-        lines = [
-            canonical_bytes({"record": record.to_json_obj(), "receipt": receipt.to_json_obj()})
-            for record, receipt in self.receipts(with_disclosures=with_disclosures)
-        ]
-        with open(target, "wb") as out:
-            out.write(b"".join(line + b"\n" for line in lines))
-            out.flush()
-            os.fsync(out.fileno())
-        return target
+    def write_pending(self, path: str | Path) -> Path:
+        """Write the closed run as JSON lines ``{"record", "receipt": null}``: the log has not
+        covered it yet. ``ledger_client.run_receipts`` (``ledger receipt run``) completes it."""
+        return write_run_file(path, [RunLine(record=entry.record) for entry in self.entries])
+
+    def write_receipts(
+        self, path: str | Path, *, with_disclosures: bool = False, timeout: float = 30.0
+    ) -> Path:
+        """Write the run as JSON lines ``{"record", "receipt"}`` (``ledger-verify run`` input),
+        replacing ``path`` atomically."""
+        receipts = self.receipts(with_disclosures=with_disclosures, timeout=timeout)
+        return write_run_file(path, [RunLine(record=r, receipt=rc) for r, rc in receipts])
 
 
 # --- the current frame ------------------------------------------------------------------------
@@ -328,11 +327,17 @@ class RunContext:
     """``with``/``async with`` wrapper of a ``Run``: current on entry, closed on exit."""
 
     def __init__(
-        self, run: Run, *, receipts: str | Path | None = None, with_disclosures: bool = False
+        self,
+        run: Run,
+        *,
+        receipts: str | Path | None = None,
+        with_disclosures: bool = False,
+        receipts_timeout: float = 30.0,
     ) -> None:
         self.run = run
         self.receipts_path = None if receipts is None else Path(receipts)
         self._with_disclosures = with_disclosures
+        self._timeout = receipts_timeout
         self._tokens: list[contextvars.Token[Frame | None]] = []
 
     def __enter__(self) -> Run:
@@ -359,9 +364,17 @@ class RunContext:
         if isinstance(exc, SystemExit) and exc.code in (0, None):
             exc = None  # a normal exit, not a failure
         try:
-            self.run.close(error=exc, wait=self.receipts_path is not None)
+            self.run.close(error=exc, wait=self.receipts_path is not None, timeout=self._timeout)
             if self.receipts_path is not None:
-                self.run.write_receipts(self.receipts_path, with_disclosures=self._with_disclosures)
+                self.run.write_receipts(
+                    self.receipts_path,
+                    with_disclosures=self._with_disclosures,
+                    timeout=self._timeout,
+                )
+        except TimeoutError:
+            if self.receipts_path is not None and self.run.closed is not None:
+                self.run.write_pending(self.receipts_path)
+            raise
         finally:
             _forget(self.run)
 
@@ -375,16 +388,21 @@ def ledger_run(
     receipts: str | Path | None = None,
     with_disclosures: bool = False,
     clock: Callable[[], float] = time.time,
+    receipts_timeout: float = 30.0,
 ) -> RunContext:
     """Open a run of ``agent`` on ``client`` (a ``LedgerClient`` or ``AsyncLedgerClient``).
 
     ``receipts``: on exit, wait for the log to cover the run and write every record with its
     receipt to this JSON-lines file (``ledger-verify run`` reads it); ``with_disclosures`` puts
-    the kept disclosures (clear values and salts) into those receipts.
+    the kept disclosures (clear values and salts) into those receipts. When the log does not
+    cover the run within ``receipts_timeout`` seconds, the file gets the records with
+    ``"receipt": null`` and ``TimeoutError`` is raised; ``ledger receipt run`` completes it.
     """
     sink: RecordSink = client.sync if hasattr(client, "sync") else client
     run = Run(sink, agent=agent, run_id=run_id, model=model, clock=clock)
-    return RunContext(run, receipts=receipts, with_disclosures=with_disclosures)
+    return RunContext(
+        run, receipts=receipts, with_disclosures=with_disclosures, receipts_timeout=receipts_timeout
+    )
 
 
 # --- threads -----------------------------------------------------------------------------------

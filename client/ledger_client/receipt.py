@@ -34,6 +34,8 @@ import base64
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import cast
 
 from ledger import merkle
 from ledger.checkpoint import Checkpoint, SignedNote, decode_b64
@@ -92,10 +94,19 @@ def _b64(raw: bytes) -> str:
 
 def _check_note(note: str, field: str) -> None:
     """Format only: a signed note whose text is a checkpoint (signatures: ``verify_receipt``)."""
+    problem = _note_problem(note)
+    if problem is not None:
+        raise MalformedReceiptError(field, problem)
+
+
+@lru_cache(maxsize=256)
+def _note_problem(note: str) -> str | None:
+    """Why ``note`` is not a checkpoint note (None: it is); many receipts share one note."""
     try:
         Checkpoint.from_text(SignedNote.from_text(note).text)
     except MalformedNoteError as exc:
-        raise MalformedReceiptError(field, str(exc)) from None
+        return str(exc)
+    return None
 
 
 def _check_hashes(hashes: Sequence[bytes], field: str) -> None:
@@ -201,10 +212,14 @@ class Receipt:
         return canonical_bytes(self.to_json_obj()).decode("utf-8")
 
     @classmethod
-    def from_json_obj(cls, obj: object) -> Receipt:
-        """Validate a JSON object and build the receipt (inverse of ``to_json_obj``)."""
+    def from_json_obj(cls, obj: object, *, checked: bool = False) -> Receipt:
+        """Validate a JSON object and build the receipt (inverse of ``to_json_obj``).
+
+        ``checked``: ``obj`` came from ``loads_strict(..., safe_numbers=True)`` (no second pass
+        over its I-JSON limits).
+        """
         try:
-            return _read_receipt(to_plain(obj))
+            return _read_receipt(cast(Json, obj) if checked else to_plain(obj))
         except MalformedReceiptError:
             raise
         except InvalidRecordError as exc:
@@ -214,10 +229,10 @@ class Receipt:
     def from_json(cls, text: str | bytes) -> Receipt:
         """Strictly parse JSON text (no duplicate members, NaN, ...) and validate it."""
         try:
-            obj = loads_strict(text)
+            obj = loads_strict(text, safe_numbers=True)
         except InvalidRecordError as exc:
             raise _nested("", exc) from None
-        return cls.from_json_obj(obj)
+        return cls.from_json_obj(obj, checked=True)
 
 
 # --- reading JSON: each reader takes (JSON value, field path) ------------------------------------

@@ -17,9 +17,16 @@ signature and a configured root decide), and every anchor when no TSA root is gi
 ``untrusted`` and ignored; any other anchor failure rejects the receipt, and at least one
 anchor must verify.
 
-``verify_run`` checks a run of records with their receipts: each receipt, then parents logged
-before children (by receipt index) and ``ledger.runs.check_run`` in log order. The log order is
-the order the receipts prove; the order in which items are given does not matter.
+Anchor time policy (``ledger.timestamp_policy``): a valid anchor's genTime must not precede the
+leaf's time (the stamped checkpoint covers the leaf) and must not lie in the future at ``now``,
+both allowing the token's accuracy and ``skew``; violations are named ``TimestampError`` checks
+``anchor-before-leaf`` / ``anchor-in-future``.
+
+Batches: a ``ReceiptChecker`` verifies many receipts with one set of keys, roots and ``now``.
+It verifies each distinct checkpoint note, consistency proof and anchor token once, caching the
+result keyed by the exact bytes verified (the note text; the token DER, the imprint and the
+intermediate certificates' DER; sizes, roots and proof hashes). ``verify_receipt`` is a checker
+used once. Runs: ``ledger_client.run_verify``.
 """
 
 from __future__ import annotations
@@ -28,12 +35,17 @@ import base64
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from cryptography import x509
 
 from ledger import merkle
-from ledger.checkpoint import Checkpoint, Cosignature, Verifier, open_checkpoint
+from ledger.checkpoint import (
+    Checkpoint,
+    Cosignature,
+    VerifiedCheckpoint,
+    Verifier,
+    open_checkpoint,
+)
 from ledger.errors import (
     BoundsError,
     FormatError,
@@ -41,12 +53,11 @@ from ledger.errors import (
     RecordError,
     StorageError,
     TimestampError,
-    VerificationError,
 )
 from ledger.jcs import Json, index_path
 from ledger.records import DecisionRecord, record_digest, verify_disclosure
-from ledger.runs import RunProblem, RunReport, check_run
-from ledger.timestamp import imprint_for_checkpoint_body, verify_token
+from ledger.timestamp import VerifiedTimestamp, imprint_for_checkpoint_body, verify_token
+from ledger.timestamp_policy import DEFAULT_SKEW, check_gen_time
 from ledger.types import decode_leaf
 from ledger_client.receipt import MalformedReceiptError, Receipt, ReceiptAnchor
 
@@ -55,11 +66,9 @@ __all__ = [
     "UNTRUSTED",
     "VALID",
     "AnchorCheck",
+    "ReceiptChecker",
     "ReceiptReport",
-    "RunItem",
-    "RunVerdict",
     "verify_receipt",
-    "verify_run",
 ]
 
 VALID, NOT_CHECKED, UNTRUSTED = "valid", "not_checked", "untrusted"
@@ -76,7 +85,12 @@ def _iso(moment: datetime | None) -> str | None:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AnchorCheck:
-    """What one anchor showed: ``status`` is ``valid``, ``not_checked`` or ``untrusted``."""
+    """What one anchor showed: ``status`` is ``valid``, ``not_checked`` or ``untrusted``.
+
+    ``signer`` is what the chain check proved (set only when ``valid``); ``tsa`` is the
+    receipt's own label, which nothing authenticates: show ``signer``, never the label, as who
+    stamped (JSON: ``unauthenticated_label``).
+    """
 
     tsa: str  # the receipt's label: unauthenticated
     checkpoint_size: int
@@ -88,7 +102,7 @@ class AnchorCheck:
 
     def to_json_obj(self) -> dict[str, Json]:
         return {
-            "tsa": self.tsa,
+            "unauthenticated_label": self.tsa,
             "checkpoint_size": self.checkpoint_size,
             "status": self.status,
             "gen_time": _iso(self.gen_time),
@@ -119,8 +133,7 @@ class ReceiptReport:
     @property
     def logged_at(self) -> datetime:
         """The log's receive time (the leaf's milliseconds), UTC."""
-        seconds, millis = divmod(self.logged_at_ms, 1000)
-        return datetime.fromtimestamp(seconds, UTC) + timedelta(milliseconds=millis)
+        return _ms_time(self.logged_at_ms)
 
     @property
     def anchored(self) -> AnchorCheck | None:
@@ -170,20 +183,6 @@ def _record_summary(record: DecisionRecord | None) -> Json:
     }
 
 
-def _check_record(receipt: Receipt, given: DecisionRecord | None) -> DecisionRecord | None:
-    for where, record in (("receipt's", receipt.record), ("given", given)):
-        if record is not None and record_digest(record) != receipt.record_digest:
-            raise RecordError(
-                f"the {where} record hashes to {record_digest(record).hex()}, "
-                f"the receipt is for {receipt.record_digest.hex()}"
-            )
-    record = given if given is not None else receipt.record
-    for disclosure in receipt.disclosures:
-        assert record is not None  # Receipt refuses disclosures without a record
-        verify_disclosure(record, disclosure, receipt.record_digest)
-    return record
-
-
 def _check_leaf(receipt: Receipt) -> int:
     try:
         entry = decode_leaf(receipt.index, receipt.leaf)
@@ -197,6 +196,11 @@ def _check_leaf(receipt: Receipt) -> int:
     return entry.timestamp_ms
 
 
+def _ms_time(ms: int) -> datetime:
+    seconds, millis = divmod(ms, 1000)
+    return datetime.fromtimestamp(seconds, UTC) + timedelta(milliseconds=millis)
+
+
 def _intermediates(anchor: ReceiptAnchor, where: str) -> list[x509.Certificate]:
     try:
         return [x509.load_der_x509_certificate(der) for der in anchor.certificates]
@@ -204,69 +208,207 @@ def _intermediates(anchor: ReceiptAnchor, where: str) -> list[x509.Certificate]:
         raise MalformedReceiptError(f"{where}.certificates", f"not DER: {exc}") from None
 
 
-def _check_anchor(
-    anchor: ReceiptAnchor, checkpoint: Checkpoint, roots: Sequence[x509.Certificate], where: str
-) -> AnchorCheck:
-    digest = imprint_for_checkpoint_body(checkpoint.body_bytes())
-    common: dict[str, Any] = {"tsa": anchor.tsa, "checkpoint_size": checkpoint.size}
-    try:
-        stamp = verify_token(
-            anchor.token, digest=digest, roots=roots, intermediates=_intermediates(anchor, where)
-        )
-    except TimestampError as exc:
-        message = str(exc).removeprefix(f"{exc.check}: ")
-        if exc.check == "chain":
-            return AnchorCheck(status=UNTRUSTED, detail=message, **common)
-        raise TimestampError(exc.check, f"{where} ({anchor.tsa}): {message}") from None
-    except FormatError as exc:
-        raise MalformedReceiptError(f"{where}.token", str(exc)) from None
-    return AnchorCheck(
-        status=VALID,
-        gen_time=stamp.gen_time,
-        signer=stamp.signer_subject,
-        tsa_name=stamp.tsa_name,
-        **common,
-    )
+_TokenKey = tuple[bytes, bytes, tuple[bytes, ...]]
+_ConsistencyKey = tuple[int, int, bytes, bytes, tuple[bytes, ...]]
 
 
-def _check_anchors(
-    groups: Sequence[tuple[str, Sequence[ReceiptAnchor], Checkpoint]],
-    roots: Sequence[x509.Certificate] | None,
-) -> tuple[AnchorCheck, ...]:
-    """Every anchor over its checkpoint; with roots, at least one must be valid."""
-    checks = []
-    for where, anchors, checkpoint in groups:
-        for i, anchor in enumerate(anchors):
-            if not roots:
-                checks.append(
-                    AnchorCheck(tsa=anchor.tsa, checkpoint_size=checkpoint.size, status=NOT_CHECKED)
+class ReceiptChecker:
+    """Verifies receipts against fixed log keys, TSA roots, origin and ``now``, caching what
+    many receipts share (module docstring). Not thread-safe; one per invocation."""
+
+    def __init__(
+        self,
+        log_keys: Sequence[Verifier],
+        *,
+        tsa_roots: Sequence[x509.Certificate] | None = None,
+        origin: str | None = None,
+        now: datetime | None = None,
+        skew: timedelta = DEFAULT_SKEW,
+        witnesses: Sequence[Verifier] = (),
+        min_witnesses: int = 0,
+    ) -> None:
+        if now is not None and now.tzinfo is None:
+            raise FormatError("now must be timezone-aware")
+        self.log_keys = tuple(log_keys)
+        self.tsa_roots = tuple(tsa_roots or ())
+        self.origin = origin
+        self.now = now or datetime.now(UTC)
+        self.skew = skew
+        self.witnesses = tuple(witnesses)
+        self.min_witnesses = min_witnesses
+        self._notes: dict[tuple[str, bool], VerifiedCheckpoint] = {}
+        self._tokens: dict[_TokenKey, VerifiedTimestamp] = {}
+        self._consistent: set[_ConsistencyKey] = set()
+
+    # --- cached pieces ------------------------------------------------------------------------
+
+    def open_note(self, note: str, *, quorum: bool = True) -> VerifiedCheckpoint:
+        """``open_checkpoint`` with this checker's keys and origin, once per distinct note;
+        ``quorum``: also require ``min_witnesses`` of the witnesses' cosignatures."""
+        key = (note, quorum)
+        verified = self._notes.get(key)
+        if verified is None:
+            witnesses = self.witnesses if quorum else ()
+            verified = open_checkpoint(
+                note,
+                self.log_keys,
+                origin=self.origin,
+                witnesses=witnesses,
+                min_witnesses=self.min_witnesses if quorum else 0,
+            )
+            self._notes[key] = verified
+        return verified
+
+    def _token(self, anchor: ReceiptAnchor, digest: bytes, where: str) -> VerifiedTimestamp:
+        key = (anchor.token, digest, anchor.certificates)
+        stamp = self._tokens.get(key)
+        if stamp is None:
+            stamp = verify_token(
+                anchor.token,
+                digest=digest,
+                roots=self.tsa_roots,
+                intermediates=_intermediates(anchor, where),
+            )
+            self._tokens[key] = stamp
+        return stamp
+
+    def _consistency(self, old: Checkpoint, new: Checkpoint, proof: tuple[bytes, ...]) -> None:
+        key = (old.size, new.size, old.root_hash, new.root_hash, proof)
+        if key not in self._consistent:
+            merkle.verify_consistency(old.size, new.size, old.root_hash, new.root_hash, proof)
+            self._consistent.add(key)
+
+    # --- parts --------------------------------------------------------------------------------
+
+    def _check_record(
+        self, receipt: Receipt, given: DecisionRecord | None, given_digest: bytes | None
+    ) -> DecisionRecord | None:
+        seen: dict[int, bytes] = {}
+        if given is not None and given_digest is not None:
+            seen[id(given)] = given_digest
+        for where, record in (("receipt's", receipt.record), ("given", given)):
+            if record is None:
+                continue
+            digest = seen.get(id(record))
+            if digest is None:
+                digest = seen[id(record)] = record_digest(record)
+            if digest != receipt.record_digest:
+                raise RecordError(
+                    f"the {where} record hashes to {digest.hex()}, "
+                    f"the receipt is for {receipt.record_digest.hex()}"
                 )
-            else:
-                checks.append(_check_anchor(anchor, checkpoint, roots, index_path(where, i)))
-    if roots and not any(c.status == VALID for c in checks):
-        why = "the receipt carries no anchor" if not checks else "none chains to a given root"
-        raise TimestampError("anchor", f"no anchor verifies against the given TSA roots: {why}")
-    return tuple(checks)
+        record = given if given is not None else receipt.record
+        for disclosure in receipt.disclosures:
+            assert record is not None  # Receipt refuses disclosures without a record
+            verify_disclosure(record, disclosure, receipt.record_digest)
+        return record
 
+    def _check_previous(self, receipt: Receipt, current: Checkpoint) -> Checkpoint | None:
+        """The old checkpoint is signed, covers the entry, and the current one extends it."""
+        previous = receipt.previous
+        if previous is None:
+            return None
+        old = self.open_note(previous.checkpoint, quorum=False).checkpoint  # the log's signature
+        if old.origin != current.origin:
+            raise OriginMismatchError(
+                f"previous checkpoint origin {old.origin!r} != current {current.origin!r}"
+            )
+        if receipt.index >= old.size:
+            raise BoundsError(
+                f"previous checkpoint of size {old.size} does not hold {receipt.index}"
+            )
+        self._consistency(old, current, previous.consistency_proof)
+        return old
 
-def _check_previous(
-    receipt: Receipt, current: Checkpoint, keys: Sequence[Verifier], origin: str | None
-) -> Checkpoint | None:
-    """The old checkpoint is signed, covers the entry, and the current one extends it."""
-    previous = receipt.previous
-    if previous is None:
-        return None
-    old = open_checkpoint(previous.checkpoint, keys, origin=origin).checkpoint
-    if old.origin != current.origin:
-        raise OriginMismatchError(
-            f"previous checkpoint origin {old.origin!r} != current {current.origin!r}"
+    def _check_anchor(
+        self, anchor: ReceiptAnchor, checkpoint: Checkpoint, leaf_time: datetime, where: str
+    ) -> AnchorCheck:
+        digest = imprint_for_checkpoint_body(checkpoint.body_bytes())
+        size = checkpoint.size
+        try:
+            stamp = self._token(anchor, digest, where)
+            check_gen_time(
+                stamp.gen_time, stamp.accuracy, now=self.now, not_before=leaf_time, skew=self.skew
+            )
+        except TimestampError as exc:
+            message = str(exc).removeprefix(f"{exc.check}: ")
+            if exc.check == "chain":
+                return AnchorCheck(
+                    tsa=anchor.tsa, checkpoint_size=size, status=UNTRUSTED, detail=message
+                )
+            raise TimestampError(exc.check, f"{where}: {message}") from None
+        except FormatError as exc:
+            raise MalformedReceiptError(f"{where}.token", str(exc)) from None
+        return AnchorCheck(
+            tsa=anchor.tsa,
+            checkpoint_size=size,
+            status=VALID,
+            gen_time=stamp.gen_time,
+            signer=stamp.signer_subject,
+            tsa_name=stamp.tsa_name,
         )
-    if receipt.index >= old.size:
-        raise BoundsError(f"previous checkpoint of size {old.size} does not hold {receipt.index}")
-    merkle.verify_consistency(
-        old.size, current.size, old.root_hash, current.root_hash, previous.consistency_proof
-    )
-    return old
+
+    def _check_anchors(
+        self, groups: Sequence[tuple[str, Sequence[ReceiptAnchor], Checkpoint]], leaf_time: datetime
+    ) -> tuple[AnchorCheck, ...]:
+        """Every anchor over its checkpoint; with roots, at least one must be valid."""
+        checks = []
+        for where, anchors, checkpoint in groups:
+            for i, anchor in enumerate(anchors):
+                if not self.tsa_roots:
+                    checks.append(
+                        AnchorCheck(
+                            tsa=anchor.tsa, checkpoint_size=checkpoint.size, status=NOT_CHECKED
+                        )
+                    )
+                else:
+                    path = index_path(where, i)
+                    checks.append(self._check_anchor(anchor, checkpoint, leaf_time, path))
+        if self.tsa_roots and not any(c.status == VALID for c in checks):
+            why = "the receipt carries no anchor" if not checks else "none chains to a given root"
+            raise TimestampError("anchor", f"no anchor verifies against the given TSA roots: {why}")
+        return tuple(checks)
+
+    # --- the whole receipt --------------------------------------------------------------------
+
+    def verify(
+        self,
+        receipt: Receipt,
+        *,
+        record: DecisionRecord | None = None,
+        record_digest_known: bytes | None = None,
+    ) -> ReceiptReport:
+        """``verify_receipt`` with this checker's settings (``record_digest_known``: the
+        caller already computed ``record_digest(record)``)."""
+        used = self._check_record(receipt, record, record_digest_known)
+        logged_ms = _check_leaf(receipt)
+        verified = self.open_note(receipt.checkpoint)
+        checkpoint = verified.checkpoint
+        if checkpoint.size != receipt.tree_size:
+            raise BoundsError(f"tree_size {receipt.tree_size} != checkpoint size {checkpoint.size}")
+        leaf_hash = merkle.leaf_hash(receipt.leaf)
+        merkle.verify_inclusion(
+            leaf_hash, receipt.index, checkpoint.size, receipt.inclusion_proof, checkpoint.root_hash
+        )
+        old = self._check_previous(receipt, checkpoint)
+        groups = [("anchors", receipt.anchors, checkpoint)]
+        if old is not None and receipt.previous is not None:
+            groups.append(("previous.anchors", receipt.previous.anchors, old))
+        return ReceiptReport(
+            record_digest=receipt.record_digest,
+            index=receipt.index,
+            tree_size=checkpoint.size,
+            origin=checkpoint.origin,
+            root_hash=checkpoint.root_hash,
+            logged_at_ms=logged_ms,
+            signed_by=tuple(f"{s.name}+{s.key_id.hex()}" for s in verified.log_signatures),
+            cosigned_by=verified.cosignatures,
+            record=used,
+            disclosed=tuple(d.field_path for d in receipt.disclosures),
+            anchors_checked=bool(self.tsa_roots),
+            anchors=self._check_anchors(groups, _ms_time(logged_ms)),
+            previous_size=None if old is None else old.size,
+        )
 
 
 def verify_receipt(
@@ -276,6 +418,8 @@ def verify_receipt(
     tsa_roots: Sequence[x509.Certificate] | None = None,
     origin: str | None = None,
     record: DecisionRecord | None = None,
+    now: datetime | None = None,
+    skew: timedelta = DEFAULT_SKEW,
     witnesses: Sequence[Verifier] = (),
     min_witnesses: int = 0,
 ) -> ReceiptReport:
@@ -286,147 +430,18 @@ def verify_receipt(
     by one of ``log_keys`` (its origin is ``origin`` when given) and its size is ``tree_size``;
     the inclusion proof leads from the leaf hash at ``index`` to its root; the previous
     checkpoint (if any) is signed, covers ``index`` and is consistent with the current one; the
-    anchors verify against ``tsa_roots`` (none given: reported ``not_checked``). At least
+    anchors verify against ``tsa_roots`` (none given: reported ``not_checked``) and meet the
+    anchor time policy at ``now`` (default: the current time) with ``skew``. At least
     ``min_witnesses`` of ``witnesses`` (tlog-cosignature keys) must have cosigned the checkpoint
     (``WitnessError``); the previous checkpoint needs only the log's signature.
     """
-    used = _check_record(receipt, record)
-    logged_ms = _check_leaf(receipt)
-    verified = open_checkpoint(
-        receipt.checkpoint,
+    checker = ReceiptChecker(
         log_keys,
+        tsa_roots=tsa_roots,
         origin=origin,
+        now=now,
+        skew=skew,
         witnesses=witnesses,
         min_witnesses=min_witnesses,
     )
-    checkpoint = verified.checkpoint
-    if checkpoint.size != receipt.tree_size:
-        raise BoundsError(f"tree_size {receipt.tree_size} != checkpoint size {checkpoint.size}")
-    leaf_hash = merkle.leaf_hash(receipt.leaf)
-    merkle.verify_inclusion(
-        leaf_hash, receipt.index, checkpoint.size, receipt.inclusion_proof, checkpoint.root_hash
-    )
-    old = _check_previous(receipt, checkpoint, log_keys, origin)
-    groups = [("anchors", receipt.anchors, checkpoint)]
-    if old is not None and receipt.previous is not None:
-        groups.append(("previous.anchors", receipt.previous.anchors, old))
-    return ReceiptReport(
-        record_digest=receipt.record_digest,
-        index=receipt.index,
-        tree_size=checkpoint.size,
-        origin=checkpoint.origin,
-        root_hash=checkpoint.root_hash,
-        logged_at_ms=logged_ms,
-        signed_by=tuple(f"{s.name}+{s.key_id.hex()}" for s in verified.log_signatures),
-        cosigned_by=verified.cosignatures,
-        record=used,
-        disclosed=tuple(d.field_path for d in receipt.disclosures),
-        anchors_checked=bool(tsa_roots),
-        anchors=_check_anchors(groups, tsa_roots),
-        previous_size=None if old is None else old.size,
-    )
-
-
-# --- runs ----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunItem:
-    """One record of a run with its receipt; ``source`` names where it came from (a file)."""
-
-    source: str
-    record: DecisionRecord
-    receipt: Receipt
-
-    @property
-    def digest(self) -> str:
-        return record_digest(self.record).hex()
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunVerdict:
-    """``verify_run``'s answer: every problem with the source of its record (None: absent)."""
-
-    run: RunReport  # ``check_run`` over the records in log order
-    problems: tuple[tuple[RunProblem, str | None], ...]
-    records: int
-    receipts_valid: int
-    anchors_checked: bool
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-    def to_json_obj(self) -> dict[str, Json]:
-        return {
-            "run_id": self.run.run_id,
-            "records": self.records,
-            "receipts_valid": self.receipts_valid,
-            "anchors_checked": self.anchors_checked,
-            "closed_by": self.run.closed_by,
-            "problems": [{**p.to_json_obj(), "source": source} for p, source in self.problems],
-        }
-
-
-def _item_problem(code: str, message: str, item: RunItem) -> tuple[RunProblem, str]:
-    record = item.record
-    problem = RunProblem(
-        code=code, message=message, step=record.step, record_id=record.record_id,
-        record_digest=item.digest,
-    )  # fmt: skip
-    return problem, item.source
-
-
-def _parents_logged_later(ordered: Sequence[RunItem]) -> list[tuple[RunProblem, str]]:
-    """A parent that is present must have a lower log index than its child."""
-    index_of = {item.digest: item.receipt.index for item in ordered}
-    problems = []
-    for item in ordered:
-        for parent in item.record.parent_digests:
-            logged = index_of.get(parent)
-            if logged is not None and logged >= item.receipt.index:
-                message = f"parent {parent} has log index {logged}, not below {item.receipt.index}"
-                problems.append(_item_problem("parent_logged_later", message, item))
-    return problems
-
-
-def verify_run(
-    items: Sequence[RunItem],
-    log_keys: Sequence[Verifier],
-    *,
-    tsa_roots: Sequence[x509.Certificate] | None = None,
-    origin: str | None = None,
-    witnesses: Sequence[Verifier] = (),
-    min_witnesses: int = 0,
-) -> RunVerdict:
-    """Check a run: every receipt (``invalid_receipt``), parents logged earlier
-    (``parent_logged_later``), and ``check_run`` over the records in log order (receipt index):
-    ``missing``, ``extra``, ``altered``, ``reordered``, ... Never raises on a bad run; malformed
-    input (``FormatError``) still raises."""
-    ordered = sorted(items, key=lambda item: item.receipt.index)
-    problems: list[tuple[RunProblem, str | None]] = []
-    for item in ordered:
-        try:
-            verify_receipt(
-                item.receipt,
-                log_keys,
-                tsa_roots=tsa_roots,
-                origin=origin,
-                record=item.record,
-                witnesses=witnesses,
-                min_witnesses=min_witnesses,
-            )
-        except VerificationError as exc:
-            problems.append(_item_problem("invalid_receipt", str(exc), item))
-    invalid = len(problems)
-    problems += _parents_logged_later(ordered)
-    report = check_run([item.record for item in ordered])
-    source = {item.digest: item.source for item in ordered}
-    problems += [(p, source.get(p.record_digest or "")) for p in report.problems]
-    return RunVerdict(
-        run=report,
-        problems=tuple(problems),
-        records=len(items),
-        receipts_valid=len(items) - invalid,
-        anchors_checked=bool(tsa_roots),
-    )
+    return checker.verify(receipt, record=record)

@@ -79,3 +79,17 @@ def test_report_names_its_provenance(quick_report: tuple[dict[str, Any], Path]) 
     markdown = (out / "bench.md").read_text()
     assert report["command"] in markdown
     assert "| B8 |" in markdown
+
+
+def test_b12_batch_verification_smoke() -> None:
+    """``tools/bench_receipts.py`` (B12) on a small run: every receipt verifies, both paths."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "bench_receipts.py"), "--records", "60",
+         "--per-checkpoint", "20", "--runs", "1", "--json"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout)
+    assert results["records"] == 60 and results["checkpoints"] == 3
+    for name in ("library, anchors", "library, no anchors", "cli, anchors", "cli, no anchors"):
+        assert all(_is_number(v) and v > 0 for v in results[name]["wall"] + results[name]["cpu"])

@@ -24,7 +24,9 @@ def test_readme_quick_start_and_walk_through(tmp_path: Path) -> None:
         "VKEY=$(ledger verifier-key)",
         "ledger append --server 127.0.0.1:6962 --record decision.txt --proof-out proof.txt",
         'ledger-verify tlog-proof proof.txt --key "$VKEY" --leaf leaf.bin',
-        "ledger anchor --server 127.0.0.1:6962",
+        "ledger anchor --server 127.0.0.1:6962 --wait",
+        "ledger receipt fetch --server 127.0.0.1:6962 --leaf leaf.bin --out receipt.json",
+        'ledger-verify receipt receipt.json --key "$VKEY" --tsa-root ledger-data/tsa/root.pem',
     ):
         assert command in text, command
     signer = Ed25519Signer.generate(ORIGIN)
@@ -51,6 +53,7 @@ def test_readme_quick_start_and_walk_through(tmp_path: Path) -> None:
             capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
         )  # fmt: skip
         assert verify.returncode == 0, verify.stderr + verify.stdout
+        leaf = (tmp_path / "leaf.bin").read_bytes()
         (tmp_path / "leaf.bin").write_bytes(b"tampered")
         bad = subprocess.run(
             [sys.executable, "-c", "from ledger_client.cli import main; main()", "tlog-proof",
@@ -58,11 +61,27 @@ def test_readme_quick_start_and_walk_through(tmp_path: Path) -> None:
             capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
         )  # fmt: skip
         assert bad.returncode == 1
+        (tmp_path / "leaf.bin").write_bytes(leaf)
         anchored = subprocess.run(
-            [sys.executable, "-m", "ledger", "anchor", "--server", server.address],
+            [sys.executable, "-m", "ledger", "anchor", "--server", server.address, "--wait"],
             capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
         )  # fmt: skip
         assert anchored.returncode == 0, anchored.stderr
         assert "anchored by embedded-dev" in anchored.stdout
+        fetched = subprocess.run(
+            [sys.executable, "-m", "ledger", "receipt", "fetch", "--server", server.address,
+             "--leaf", "leaf.bin", "--out", "receipt.json"],
+            capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
+        )  # fmt: skip
+        assert fetched.returncode == 0, fetched.stderr
+        assert json.loads(fetched.stdout)["anchors"] == 1
+        root = str(tmp_path / "data" / "tsa" / "root.pem")  # ledger-data/tsa/root.pem
+        checked = subprocess.run(
+            [sys.executable, "-c", "from ledger_client.cli import main; main()", "receipt",
+             "receipt.json", "--key", vkey, "--tsa-root", root],
+            capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
+        )  # fmt: skip
+        assert checked.returncode == 0, checked.stderr + checked.stdout
+        assert "anchored at:" in checked.stdout and "CN=" in checked.stdout
     finally:
         assert server.terminate() == 0

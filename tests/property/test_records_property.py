@@ -279,3 +279,28 @@ def test_check_run_names_every_mutation(n: int, how: str, data: st.DataObject) -
     report = check_run(run)
     assert not report.ok
     assert EXPECTED[how] in {p.code for p in report.problems}
+
+
+@settings(max_examples=60)
+@given(st.integers(2, 9), st.data())
+def test_a_closure_over_any_strict_subset_cannot_pass_as_complete(
+    n: int, data: st.DataObject
+) -> None:
+    """However a presenter picks a subset of a run and a closure listing exactly that subset,
+    the steps it drops are named (``step_gap``), unless it drops only a tail and closes right
+    after it, which is a shorter run, closed at its own last step."""
+    body = chain(n)[:-1]
+    kept = sorted(data.draw(st.sets(st.integers(0, n - 1), min_size=1, max_size=n - 1)))
+    close_step = data.draw(st.integers(max(kept) + 1, n + 2))
+    shown = [body[i] for i in kept]
+    closure = run_closed_record(
+        "run", [(r.step, record_digest(r)) for r in shown], agent="a", time=TIME,
+        step=close_step, parent_digests=[record_digest(shown[-1])],
+    )  # fmt: skip
+    report = check_run([*shown, closure])
+    gaps = sorted(p.step or 0 for p in report.problems if p.code == "step_gap")
+    assert gaps == [s for s in range(close_step) if s not in kept]
+    if gaps:
+        assert not report.ok
+    else:  # a prefix closed at its end: complete as far as the closure says
+        assert kept == list(range(len(kept))) and close_step == len(kept)

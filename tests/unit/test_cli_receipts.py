@@ -181,12 +181,29 @@ def test_removed_record_is_missing(tmp_path: Path) -> None:
     assert codes(out) == ["missing", "missing_parent"]
     missing = next(p for p in out["problems"] if p["code"] == "missing")
     assert missing["step"] == 2 and missing["record_digest"] == record_digest(RECORDS[2]).hex()
+    timeline = {(t["step"], t["kind"]): t["status"] for t in out["timeline"]}
+    assert timeline == {
+        (0, "tool_call"): "verified",
+        (1, "tool_call"): "verified",
+        (2, None): "missing",  # left out by the presenter, listed by the closure
+        (3, "tool_call"): "missing_parent",
+        (4, "run_closed"): "verified",
+    }
+    assert [t["index"] for t in out["timeline"]] == [3, 4, None, 6, 7]
+
+
+def test_complete_run_timeline_is_all_verified(tmp_path: Path) -> None:
+    code, out = invoke_json("run", jsonl(tmp_path, items()), "--key", key())
+    assert code == 0
+    assert [t["status"] for t in out["timeline"]] == ["verified"] * 5
+    assert [t["step"] for t in out["timeline"]] == [0, 1, 2, 3, 4]
+    assert all(t["logged_at_ms"] for t in out["timeline"])
 
 
 def test_inserted_record_is_extra(tmp_path: Path) -> None:
     code, out = invoke_json("run", jsonl(tmp_path, [*items(), item(INTRUDER)]), "--key", key())
-    # logged after run_closed, the intruder also makes run_closed not the last record
-    assert code == 1 and codes(out) == ["extra", "reordered"]
+    # logged after run_closed at a later step, the intruder also makes run_closed not last
+    assert code == 1 and codes(out) == ["after_close", "extra", "reordered"]
     named = {p["code"]: p for p in out["problems"]}
     assert named["extra"]["record_id"] == INTRUDER.record_id
     assert named["extra"]["source"] == "run.jsonl:6"

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PURE = {
     "errors", "limits", "types", "merkle", "note", "checkpoint", "tlogproof", "timestamp",
-    "timestamp_asn1", "timestamp_certs", "records", "jcs", "commitments", "runs", "tiles",
+    "timestamp_asn1", "timestamp_certs", "timestamp_policy", "records", "jcs", "commitments", "runs", "tiles",
 }  # fmt: skip
 ADAPTERS = {"wire", "server", "app", "http", "http_api", "tiles_http"}
 CLIS = {"cli", "__main__"}  # and every ``cli_*`` module

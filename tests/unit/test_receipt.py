@@ -442,6 +442,7 @@ def test_pure_modules_import_neither_grpc_nor_rocksdict() -> None:
     probe = (
         "import sys\n"
         "import ledger_client.receipt, ledger_client.receipt_verify, ledger_client.receipt_fetch\n"
+        "import ledger_client.run_verify, ledger_client.run_receipts, ledger.timestamp_policy\n"
         "print([m for m in ('grpc', 'rocksdict', 'google.protobuf') if m in sys.modules])\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)

@@ -814,8 +814,11 @@ def test_inserted_record_is_extra() -> None:
     run = build_run()
     intruder = make(Handoff(to_agent="x"), step=7, parent_digests=(record_digest(run[1]).hex(),))
     report = check_run([*run[:-1], intruder, run[-1]], check_order=False)
-    assert codes(report) == ["extra"]
-    assert report.problems[0].record_id == intruder.record_id
+    assert codes(report) == ["extra", "after_close"]  # step 7 is after the closure's step 5
+    assert {p.record_id for p in report.problems} == {intruder.record_id}
+    inside = make(Handoff(to_agent="x"), step=2, parent_digests=(record_digest(run[1]).hex(),))
+    inside_report = check_run([*run[:-1], inside, run[-1]], check_order=False)
+    assert "extra" in codes(inside_report) and "after_close" not in codes(inside_report)
     same_step = make(Handoff(to_agent="x"), step=2)
     assert "extra" in codes(check_run([*run, same_step], check_order=False))
 
@@ -852,7 +855,7 @@ def test_other_run_problems() -> None:
     foreign = build_run(2, run="run-2")[0]
     assert "foreign_run" in codes(check_run([*run, foreign], check_order=False))
     second = run_closed_record("run-1", [], agent="a", time=TIME, step=9, record_id=rid(9))
-    assert "multiple_run_closed" in codes(check_run([*run, second], check_order=False))
+    assert {"multiple_run_closed", "after_close"} <= set(codes(check_run([*run, second])))
     late = make(Outcome(), step=0, parent_digests=(record_digest(run[0]).hex(),))
     assert codes(check_run([run[0], late])) == ["duplicate_step", "parent_not_before", "not_closed"]
     report = check_run([])
@@ -865,8 +868,51 @@ def test_step_mismatch_in_a_lying_closure() -> None:
     d0, d1 = (record_digest(r) for r in run)
     closing = run_closed_record("run-1", [(0, d0), (5, d1)], agent="a", time=TIME)
     report = check_run([*run, closing])
-    assert codes(report) == ["step_mismatch"]
+    assert codes(report)[0] == "step_mismatch"
     assert report.problems[0].step == 1 and report.problems[0].record_digest == d1.hex()
+    assert sorted(p.step or 0 for p in report.problems if p.code == "step_gap") == [2, 3, 4]
+
+
+def test_a_second_closure_cannot_cut_the_run() -> None:
+    """Steps 0-2 and a closure at 3 are logged, then a closure at 4 listing only 0 and 2: the
+    presenter shows 0, 2 and the second closure. Steps 1 and 3 are gaps, named."""
+    run = build_run(3)
+    body = run[:-1]
+    cut = run_closed_record(
+        "run-1", [(0, record_digest(body[0])), (2, record_digest(body[2]))],
+        agent="a", time=TIME, step=4, record_id=rid(8),
+    )  # fmt: skip
+    report = check_run([body[0], body[2], cut], check_order=True)
+    gaps = sorted(p.step or 0 for p in report.problems if p.code == "step_gap")
+    assert gaps == [1, 3]
+    assert "missing_parent" in codes(report)  # step 2's parent (step 1) is absent too
+    both = check_run([*run, cut])
+    assert {"multiple_run_closed", "after_close"} <= set(codes(both))
+
+
+def test_closure_must_be_the_last_step() -> None:
+    run = build_run(3)
+    late = make(Outcome(), step=7, parent_digests=(record_digest(run[-1]).hex(),))
+    report = check_run([*run, late])
+    assert "after_close" in codes(report)
+    assert next(p for p in report.problems if p.code == "after_close").step == 7
+    at_close = make(Outcome(), step=3, parent_digests=(record_digest(run[2]).hex(),))
+    assert "after_close" in codes(check_run([*run[:-1], at_close, run[-1]], check_order=False))
+
+
+def test_left_out_records_the_closure_lists_fill_no_gap_but_are_missing() -> None:
+    run = build_run(4)
+    report = check_run([run[0], run[2], run[3], run[-1]])
+    assert "step_gap" not in codes(report)
+    assert [p.step for p in report.problems if p.code == "missing"] == [1]
+
+
+def test_precomputed_digests() -> None:
+    run = build_run(3)
+    given = [record_digest(r).hex() for r in run]
+    assert check_run(run, digests=given) == check_run(run)
+    with pytest.raises(ValueError):
+        check_run(run, digests=given[:1])
 
 
 # --- module hygiene -------------------------------------------------------------------------------

@@ -1,0 +1,179 @@
+"""``ledger receipt fetch | upgrade | run`` and ``ledger anchor --wait`` against a real server.
+
+The server runs in process on port 0 with the embedded TSA (real HTTP, real tokens, RocksDB in
+a temporary folder); the CLIs run in process (``CliRunner``); receipts are checked with
+``ledger-verify receipt`` / ``run`` against the embedded TSA's root.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from ledger.checkpoint import Ed25519Signer
+from ledger.cli import main as ledger
+from ledger.cli_receipt import wait_for_anchor
+from ledger.records import Outcome, ToolCall, record_digest
+from ledger_client.cli import main as verify
+from ledger_client.context import emit, ledger_run
+from ledger_client.receipt import Receipt
+from ledger_client.run_receipts import read_run_file, spooled_run
+from ledger_client.sdk import LedgerClient
+from tests.harness import running_server
+from tests.integration.test_sdk import QUICK, free_port
+
+pytestmark = pytest.mark.integration
+
+
+def run_ledger(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(ledger, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.output
+
+
+def run_verify(*args: str) -> tuple[int, dict[str, Any]]:
+    result = CliRunner().invoke(verify, [*args, "--json"])
+    out: dict[str, Any] = json.loads(result.stdout)
+    return result.exit_code, out
+
+
+def test_fetch_anchor_wait_and_upgrade(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with running_server(data, embedded_tsa=True) as (server, log, signer):
+        key, root = signer.verifier().key_string(), str(data / "tsa" / "root.pem")
+        first, second = (bytes([n]) * 32 for n in (1, 2))
+        log.append([first], wait_for_checkpoint=True)
+        out = tmp_path / "r.json"
+        code, text = run_ledger("receipt", "fetch", "--server", server.address,
+                                "--digest", first.hex(), "--out", str(out))  # fmt: skip
+        assert code == 0 and json.loads(text)["anchors"] == 0, text
+        code, report = run_verify("receipt", str(out), "--key", key, "--tsa-root", root)
+        assert code == 1 and report["failed_check"] == "anchor"  # nothing anchored yet
+        log.append([second], wait_for_checkpoint=True)  # the checkpoint moves on, unanchored
+        code, text = run_ledger("anchor", "--server", server.address, "--wait", "--json")
+        assert code == 0 and json.loads(text)["size"] == 2, text
+        code, text = run_ledger("receipt", "upgrade", str(out), "--server", server.address)
+        assert code == 0, text
+        moved = Receipt.from_json(out.read_bytes())
+        assert moved.tree_size == 2 and moved.previous is not None and moved.anchors
+        code, report = run_verify("receipt", str(out), "--key", key, "--tsa-root", root)
+        assert code == 0 and report["previous_size"] == 1 and report["anchored_by"], report
+        # the checkpoint it was fetched at gets its own anchor later: upgrade adds it in place
+        fresh = tmp_path / "fresh.json"
+        run_ledger("receipt", "fetch", "--server", server.address, "--digest", second.hex(),
+                   "--out", str(fresh))  # fmt: skip
+        assert Receipt.from_json(fresh.read_bytes()).anchors  # size 2 is anchored already
+        assert run_ledger("anchor", "--server", server.address, "--wait")[0] == 0  # skipped
+        again = tmp_path / "again.json"
+        code, text = run_ledger("receipt", "upgrade", str(out), "--server", server.address,
+                                "--out", str(again))  # fmt: skip
+        assert code == 0 and Receipt.from_json(again.read_bytes()) == moved  # nothing new
+
+
+def test_upgrade_adds_anchors_that_reached_the_same_checkpoint(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with running_server(data, embedded_tsa=True) as (server, log, signer):
+        digest = b"\x07" * 32
+        log.append([digest], wait_for_checkpoint=True)
+        out = tmp_path / "r.json"
+        run_ledger("receipt", "fetch", "--server", server.address, "--digest", digest.hex(),
+                   "--out", str(out))  # fmt: skip
+        before = Receipt.from_json(out.read_bytes())
+        assert not before.anchors
+        assert run_ledger("anchor", "--server", server.address, "--wait")[0] == 0
+        code, text = run_ledger("receipt", "upgrade", str(out), "--server", server.address)
+        assert code == 0, text
+        after = Receipt.from_json(out.read_bytes())
+        assert after.tree_size == before.tree_size and after.previous is None
+        assert after.inclusion_proof == before.inclusion_proof and len(after.anchors) == 1
+        key, root = signer.verifier().key_string(), str(data / "tsa" / "root.pem")
+        code, report = run_verify("receipt", str(out), "--key", key, "--tsa-root", root)
+        assert code == 0 and report["anchors"][0]["status"] == "valid", report
+
+
+def test_bad_input_and_failures(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with running_server(data, embedded_tsa=True) as (server, log, _):
+        log.append([b"\x05" * 32], wait_for_checkpoint=True)
+        out = str(tmp_path / "r.json")
+        fetch = ["receipt", "fetch", "--server", server.address, "--out", out]
+        assert run_ledger(*fetch)[0] == 2  # neither --digest nor --leaf
+        assert run_ledger(*fetch, "--digest", "zz")[0] == 2
+        assert run_ledger(*fetch, "--digest", "ab" * 31)[0] == 2
+        (tmp_path / "leaf.bin").write_bytes(b"\x01short")
+        assert run_ledger(*fetch, "--leaf", str(tmp_path / "leaf.bin"))[0] == 2
+        code, text = run_ledger(*fetch, "--digest", "ab" * 32)
+        assert code == 1 and "NOT_FOUND" in text
+        (tmp_path / "bad.json").write_text('{"receipt": 1}')
+        code, text = run_ledger("receipt", "upgrade", str(tmp_path / "bad.json"),
+                                "--server", server.address)  # fmt: skip
+        assert code == 2 and "bad.json" in text
+    unreachable = f"127.0.0.1:{free_port()}"
+    code, text = run_ledger("receipt", "fetch", "--server", unreachable, "--digest", "ab" * 32,
+                            "--out", out)  # fmt: skip
+    assert code == 1 and "UNAVAILABLE" in text
+
+
+def test_wait_for_anchor_retries_and_times_out() -> None:
+    calls: list[int] = []
+    now = [0.0]
+
+    def once() -> tuple[int, list[str], list[str]]:
+        calls.append(1)
+        return 7, (["tsa"] if len(calls) == 3 else []), ["tsa: unreachable"]
+
+    assert wait_for_anchor(once, lambda size: False, timeout=60, sleep=lambda s: None)[1] == ["tsa"]
+    assert len(calls) == 3
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    with pytest.raises(TimeoutError, match=r"size 7.*unreachable"):
+        wait_for_anchor(
+            lambda: (7, [], ["tsa: unreachable"]), lambda size: False, timeout=3,
+            sleep=sleep, clock=lambda: now[0],
+        )  # fmt: skip
+    skipped = wait_for_anchor(lambda: (7, [], []), lambda size: size == 7, timeout=1)
+    assert skipped == (7, [], [])
+
+
+def test_a_run_delivered_after_an_outage_gets_its_receipts(tmp_path: Path) -> None:
+    spool, run_file = tmp_path / "agent.spool", tmp_path / "run.jsonl"
+    down = LedgerClient(f"127.0.0.1:{free_port()}", spool=spool, options=QUICK,
+                        register_atexit=False, close_timeout=0.2)  # fmt: skip
+    context = ledger_run(down, agent="outage-bot", receipts=run_file, receipts_timeout=0.5)
+    with pytest.raises(TimeoutError), context as run:
+        emit(ToolCall(tool="search"))
+        emit(Outcome(), actual_outcome={"ok": True})
+    assert not down.close(0.2)  # the records stay spooled
+    pending = read_run_file(run_file)
+    assert [line.receipt for line in pending] == [None, None, None]
+    assert [line.record.step for line in pending] == [0, 1, 2]
+    some_key = Ed25519Signer.generate("ledger.test/any").verifier().key_string()
+    code, report = run_verify("run", str(run_file), "--key", some_key)
+    assert code == 2 and "no receipt yet" in report["error"]
+    assert [line.digest for line in spooled_run(spool)] == [e.digest for e in run.entries]
+    with running_server(tmp_path / "data") as (server, _, signer):
+        code, text = run_ledger("receipt", "run", "--spool", str(spool), "--server",
+                                server.address, "--out", str(run_file))  # fmt: skip
+        assert code == 0, text
+        assert json.loads(text) == {"records": 3, "run_id": run.run_id, "out": str(run_file)}
+        key = signer.verifier().key_string()
+        code, report = run_verify("run", str(run_file), "--key", key)
+        assert code == 0 and report["records"] == 3, report
+        assert [r["status"] for r in report["timeline"]] == ["verified"] * 3
+        lines = read_run_file(run_file)
+        assert [record_digest(line.record) for line in lines] == [e.digest for e in run.entries]
+
+
+def test_run_command_input_errors(tmp_path: Path) -> None:
+    missing = ["receipt", "run", "--spool", str(tmp_path / "none.spool"), "--out", "x.jsonl"]
+    assert run_ledger(*missing)[0] == 2
+    (tmp_path / "junk.spool").write_bytes(b"not a spool")
+    junk = ["receipt", "run", "--spool", str(tmp_path / "junk.spool"), "--out", "x.jsonl"]
+    code, text = run_ledger(*junk)
+    assert code == 2 and "spool" in text
