@@ -1,5 +1,6 @@
-"""Composing a running log server: store, log, service, gRPC server (and, when configured, the
-anchorer). ``start_app`` is the library entry point (tests bind port 0); ``serve`` blocks until
+"""Composing a running log server: store, log, service, gRPC server, the C2SP tlog-tiles HTTP
+endpoint and static mirror (``ledger.http_tiles``, ``ledger.tiles_mirror``; when configured) and
+the anchorer. ``start_app`` is the library entry point (tests bind port 0); ``serve`` blocks until
 SIGTERM/SIGINT, then drains in-flight appends and publishes a final checkpoint.
 """
 
@@ -16,10 +17,13 @@ import grpc
 from ledger.anchoring import Anchorer, AnchorSchedule
 from ledger.checkpoint import Ed25519Signer
 from ledger.config import Settings
+from ledger.http_tiles import TilesServer, start_tiles_server
 from ledger.log import Log
 from ledger.rocks import RocksStore
 from ledger.server import create_server
 from ledger.service import LogService
+from ledger.tile_reader import TileReader
+from ledger.tiles_mirror import MirrorWorker, TileMirror
 from ledger.tsa_setup import TsaSetup, setup_tsas
 
 __all__ = ["App", "serve", "start_app"]
@@ -39,12 +43,19 @@ class App:
     port: int
     anchoring: AnchorSchedule
     tsas: TsaSetup
+    tiles: TilesServer | None = None
+    mirror: MirrorWorker | None = None
 
     @property
     def address(self) -> str:
         """``host:port`` the server listens on."""
         host = self.settings.listen.rsplit(":", 1)[0]
         return f"{host}:{self.port}"
+
+    @property
+    def tiles_url(self) -> str | None:
+        """Base URL of the tiles endpoint (None when it is off)."""
+        return None if self.tiles is None else self.tiles.url
 
     @property
     def verifier_key(self) -> str:
@@ -54,8 +65,12 @@ class App:
     async def stop(self) -> None:
         """Stop taking calls, drain appends, publish a final checkpoint, close the store."""
         await self.server.stop(SHUTDOWN_GRACE_S)
+        if self.tiles is not None:
+            await self.tiles.stop()
         await self.anchoring.stop()
         await self.service.stop()
+        if self.mirror is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.mirror.stop)
         self.tsas.close()
         self.store.close()
 
@@ -65,16 +80,24 @@ async def start_app(settings: Settings, signer: Ed25519Signer) -> App:
     store = RocksStore(
         settings.db_dir, memtable_mb=settings.memtable_mb, cache_mb=settings.cache_mb
     )
+    mirror: MirrorWorker | None = None
     try:
         log = Log(store=store, signer=signer, origin=settings.origin)
+        reader = TileReader(store=store, published=log.latest_checkpoint)
+        mirror = _start_mirror(settings, reader)
         service = LogService(
             log,
             checkpoint_interval=settings.checkpoint_interval_ms / 1000,
             max_pending=settings.max_pending,
+            on_publish=None if mirror is None else mirror.submit,
         )
         await service.start()
+        if mirror is not None and (latest := log.latest_checkpoint()) is not None:
+            mirror.submit(latest)  # catch up with what was published before this start
         tsas = setup_tsas(settings)
     except BaseException:
+        if mirror is not None:
+            mirror.stop()
         store.close()
         raise
     anchoring = AnchorSchedule(
@@ -86,6 +109,19 @@ async def start_app(settings: Settings, signer: Ed25519Signer) -> App:
     except BaseException:
         tsas.close()
         await service.stop()
+        if mirror is not None:
+            mirror.stop()
+        store.close()
+        raise
+    try:
+        tiles_listen = settings.tiles_address(port)
+        tiles = None if tiles_listen is None else await start_tiles_server(reader, tiles_listen)
+    except BaseException:
+        await server.stop(None)
+        tsas.close()
+        await service.stop()
+        if mirror is not None:
+            mirror.stop()
         store.close()
         raise
     anchoring.start()
@@ -98,7 +134,17 @@ async def start_app(settings: Settings, signer: Ed25519Signer) -> App:
         port=port,
         anchoring=anchoring,
         tsas=tsas,
+        tiles=tiles,
+        mirror=mirror,
     )
+
+
+def _start_mirror(settings: Settings, reader: TileReader) -> MirrorWorker | None:
+    if settings.tiles_dir is None:
+        return None
+    mirror = TileMirror(directory=settings.tiles_dir, reader=reader, origin=settings.origin)
+    mirror.mirrored_size()  # refuse another log's folder now, not on the mirror thread
+    return MirrorWorker(mirror)
 
 
 async def serve(settings: Settings, signer: Ed25519Signer, on_ready: Callable[[App], None]) -> None:

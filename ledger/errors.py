@@ -20,6 +20,8 @@ one table (``ledger.server``) and the CLIs map them to exit codes in one place.
     │   ├── MalformedKeyError        not a C2SP verifier or signer key string
     │   ├── MalformedProofFileError  not a c2sp.org/tlog-proof@v1 file
     │   ├── MalformedReceiptError    not a v1 receipt (names the field)
+    │   ├── MalformedTilePathError   not a canonical C2SP tlog-tiles path            (HTTP 400)
+    │   ├── MalformedTileError       a tile or entry bundle whose bytes do not parse
     │   └── InvalidRecordError       a decision record that breaks the schema (names the field)
     └── ServiceError                 the log service refusing a request
         ├── InvalidArgumentError     bad request field (names field and bound)   INVALID_ARGUMENT
@@ -45,6 +47,8 @@ __all__ = [
     "MalformedNoteError",
     "MalformedProofFileError",
     "MalformedReceiptError",
+    "MalformedTileError",
+    "MalformedTilePathError",
     "NotFoundError",
     "NotYetPublishedError",
     "OriginMismatchError",
@@ -152,6 +156,14 @@ class MalformedReceiptError(FormatError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
+
+
+class MalformedTilePathError(FormatError):
+    """A path that is not a canonical C2SP tlog-tiles tile or entry-bundle path."""
+
+
+class MalformedTileError(FormatError):
+    """A hash tile or entry bundle whose bytes do not parse (wrong length, truncated entry)."""
 
 
 class InvalidRecordError(FormatError):
