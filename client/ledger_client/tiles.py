@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
 from ledger import merkle, tiles
-from ledger.checkpoint import Verifier, VerifiedCheckpoint, open_checkpoint
+from ledger.checkpoint import VerifiedCheckpoint, Verifier, open_checkpoint
 from ledger.errors import BoundsError, NotFoundError, ServiceError
 
 __all__ = ["MAX_BUNDLE_BYTES", "TileClient", "http_fetch"]
@@ -42,7 +42,7 @@ def http_fetch(timeout: float = 30.0) -> Fetch:
     def fetch(url: str) -> bytes:
         request = urllib.request.Request(url, headers={"User-Agent": "ledger-verify"})
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+            with urllib.request.urlopen(request, timeout=timeout) as response:
                 data: bytes = response.read(MAX_BUNDLE_BYTES + 1)
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
@@ -159,7 +159,7 @@ class TileClient:
         return tiles.inclusion_proof(index, size, self.tile_hashes)
 
     def consistency_proof(self, size1: int, size2: int) -> list[bytes]:
-        """RFC 9162 consistency proof from ``size1`` to ``size2``; empty for ``size1`` 0 or equal."""
+        """RFC 9162 consistency proof ``size1`` -> ``size2``; empty for ``size1`` 0 or equal."""
         if size1 == 0 or size1 == size2:
             if size1 > size2:
                 raise BoundsError(f"size1 {size1} > size2 {size2}")
@@ -190,9 +190,7 @@ class TileClient:
         merkle.verify_inclusion(merkle.leaf_hash(leaf), index, size, proof, root_hash)
         return proof
 
-    def verify_consistency(
-        self, size1: int, root1: bytes, size2: int, root2: bytes
-    ) -> list[bytes]:
+    def verify_consistency(self, size1: int, root1: bytes, size2: int, root2: bytes) -> list[bytes]:
         """Build the consistency proof and check it against both roots."""
         proof = self.consistency_proof(size1, size2)
         if size1 > 0:
