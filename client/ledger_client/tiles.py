@@ -9,6 +9,8 @@ any tlog-tiles log such as Tessera's) with the standard library only; no grpc.
   as many entry bundles): full tiles never change; for a partial one the widest seen is kept and
   serves every narrower width. A missing partial tile is fetched as the full tile (C2SP
   tlog-tiles: a partial tile may be gone once the full one exists).
+* ``TileSource``: the client as a ``ledger_client.monitor.LogSource`` (``ledger-verify monitor
+  --tiles URL``).
 * ``base_url`` may be ``http://``, ``https://`` or ``file://`` (a mirror folder read directly).
 * A failed or refused request raises ``ServiceError`` (``NotFoundError`` for a 404), a tile whose
   bytes do not parse ``MalformedTileError``. Nothing fetched is trusted: proofs built from tiles
@@ -22,13 +24,16 @@ import urllib.error
 import urllib.request
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from typing import Generic, TypeVar
 
 from ledger import merkle, tiles
-from ledger.checkpoint import VerifiedCheckpoint, Verifier, open_checkpoint
-from ledger.errors import BoundsError, NotFoundError, ServiceError
+from ledger.checkpoint import Checkpoint, VerifiedCheckpoint, Verifier, open_checkpoint
+from ledger.errors import BoundsError, FormatError, NotFoundError, ServiceError
+from ledger.note import SignedNote
+from ledger_client.monitor import FetchedEntry
 
-__all__ = ["MAX_BUNDLE_BYTES", "TileClient", "http_fetch"]
+__all__ = ["MAX_BUNDLE_BYTES", "TileClient", "TileSource", "http_fetch"]
 
 MAX_BUNDLE_BYTES = tiles.TILE_WIDTH * (2 + tiles.MAX_ENTRY)
 Fetch = Callable[[str], bytes]  # URL -> body; raises NotFoundError / ServiceError
@@ -196,3 +201,31 @@ class TileClient:
         if size1 > 0:
             merkle.verify_consistency(size1, size2, root1, root2, proof)
         return proof
+
+
+class TileSource:
+    """A ``ledger_client.monitor.LogSource`` over tiles: the monitor checks what it returns.
+
+    ``entries`` reads from the tree of the last checkpoint fetched by ``latest_checkpoint``
+    (the monitor audits only up to a checkpoint it fetched and verified).
+    """
+
+    def __init__(self, client: TileClient) -> None:
+        self._client = client
+        self._size = 0
+
+    def latest_checkpoint(self) -> str:
+        note = self._client.checkpoint_note()
+        with suppress(FormatError):  # the monitor verifies the note and reports what is wrong
+            self._size = Checkpoint.from_text(SignedNote.from_text(note).text).size
+        return note
+
+    def consistency_proof(self, size1: int, size2: int) -> Sequence[bytes]:
+        return self._client.consistency_proof(size1, size2)
+
+    def entries(self, start: int, count: int) -> Sequence[FetchedEntry]:
+        count = min(count, self._size - start)
+        if count <= 0:
+            return []
+        leaves = self._client.leaves(start, count, self._size)
+        return [FetchedEntry(index=start + i, leaf=leaf) for i, leaf in enumerate(leaves)]
