@@ -25,6 +25,7 @@ import os
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from pathlib import Path
 
@@ -75,11 +76,13 @@ class TileMirror:
         reader: TileReader,
         origin: str,
         write_file: FileWriter = write_atomically,
+        writers: int = 16,
     ) -> None:
         self.directory = directory
         self._reader = reader
         self._origin = origin
         self._write = write_file
+        self._writers = writers
         self._size: int | None = None
 
     @property
@@ -121,31 +124,42 @@ class TileMirror:
                 f"checkpoint of another origin given to the mirror of {self._origin}"
             )
         folders: set[Path] = set()
-        written = 0
+        jobs: list[tuple[Path, tiles.TileID, int]] = []
         for checkpoint in todo:
             for tile in tiles.new_tiles(size, checkpoint.size):
-                written += self._write_tile(tile, checkpoint.size, folders)
+                path = self.directory / tile.path
+                if path.exists():  # written whole by an earlier update: tiles never change
+                    if progress is not None:
+                        progress(1)
+                    continue
+                self._make_folder(path.parent, folders)
+                jobs.append((path, tile, checkpoint.size))
+            size = checkpoint.size
+        # fsync is what a write costs: run them side by side (journal commits are shared).
+        with ThreadPoolExecutor(max_workers=self._writers, thread_name_prefix="mirror") as pool:
+            for _ in pool.map(self._write_tile, jobs):
                 if progress is not None:
                     progress(1)
-            size = checkpoint.size
         for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
             _fsync_dir(folder)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._write(self.checkpoint_path, todo[-1].note.encode())
         _fsync_dir(self.directory)
         self._size = size
-        return written + 1
+        return len(jobs) + 1
 
-    def _write_tile(self, tile: tiles.TileID, size: int, folders: set[Path]) -> int:
-        path = self.directory / tile.path
-        if path.exists():  # written whole by a previous update: tiles never change
-            return 0
-        if not path.parent.is_dir():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            folders.update(p for p in path.parent.parents if self.directory in (p, *p.parents))
-        folders.add(path.parent)
+    def _make_folder(self, folder: Path, folders: set[Path]) -> None:
+        """Create ``folder``; remember it and its new parents for the fsync before publishing."""
+        if folder in folders:
+            return
+        if not folder.is_dir():
+            folder.mkdir(parents=True, exist_ok=True)
+            folders.update(p for p in folder.parents if self.directory in (p, *p.parents))
+        folders.add(folder)
+
+    def _write_tile(self, job: tuple[Path, tiles.TileID, int]) -> None:
+        path, tile, size = job
         self._write(path, self._reader.read(tile, size))
-        return 1
 
 
 def _size(checkpoint: PublishedCheckpoint) -> int:
