@@ -23,6 +23,7 @@ from ledger_client.receipt import Receipt
 from ledger_client.remote import RemoteLog
 from ledger_client.tiles import TileClient
 from tests.harness import ServerThread, running_server
+from tools.nginx_mirror import find_nginx, run_nginx
 
 pytestmark = pytest.mark.integration
 
@@ -339,3 +340,51 @@ def test_export_from_a_stopped_log(tmp_path: Path) -> None:
     assert signed.size == size and client.root(size) == signed.root_hash
     missing = CliRunner().invoke(ledger_main, ["tiles", "export", "--out", str(out)])
     assert missing.exit_code == 2
+
+
+# --- nginx over the mirror, with the README's server block ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def nginx(log: Log) -> Iterator[str]:
+    if find_nginx() is None:
+        pytest.skip("nginx is not installed (Debian: apt-get install nginx-light; .ci/run does)")
+    with run_nginx(log.mirror) as url:
+        yield url
+
+
+def test_nginx_serves_the_mirror(log: Log, nginx: str) -> None:
+    log.wait_for_mirror(log.remote.checkpoint().size)
+    status, note, headers = _body(nginx, "/checkpoint")
+    assert status == 200 and note.decode() == log.remote.checkpoint().note
+    assert headers["content-type"] == "text/plain; charset=utf-8"
+    assert headers["cache-control"] == "public, max-age=1"
+    status, data, headers = _body(nginx, "/tile/0/000")
+    assert status == 200 and data == _body(log.url, "/tile/0/000")[1]
+    assert headers["content-type"] == "application/octet-stream"
+    assert headers["cache-control"] == "public, max-age=31536000, immutable"
+    assert headers["content-length"] == "8192"
+    assert _get(nginx, "/tile/0/000", "HEAD").status == 200
+    for path in ("/tile/0/x999/999", "/tile/9/000", "/", "/../etc/passwd", "/tile/0/.000.x.tmp"):
+        status, _, headers = _body(nginx, path)
+        assert status in (400, 404), path
+        assert "immutable" not in headers.get("cache-control", ""), path
+
+
+def test_tile_client_over_nginx_matches_grpc(log: Log, nginx: str) -> None:
+    client = TileClient(nginx)
+    signed = client.checkpoint([log.signer.verifier()]).checkpoint
+    size = signed.size
+    assert client.root(size) == signed.root_hash
+    rng = random.Random(3)
+    for _ in range(30):
+        index = rng.randrange(size)
+        (served,) = log.remote.inclusion_proofs([index], tree_size=size)
+        assert client.verify_inclusion(served.entry.leaf, index, size, signed.root_hash) == list(
+            served.hashes
+        )
+    for size1 in log.sizes:
+        if size1 <= size:
+            assert client.consistency_proof(size1, size) == list(
+                log.remote.consistency_proof(size1, size).hashes
+            )
