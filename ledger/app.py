@@ -23,7 +23,7 @@ from ledger.rocks import RocksStore
 from ledger.server import create_server
 from ledger.service import LogService
 from ledger.tile_reader import TileReader
-from ledger.tiles_mirror import MirrorWorker, TileMirror
+from ledger.tiles_mirror_process import MirrorProcess
 from ledger.tsa_setup import TsaSetup, setup_tsas
 
 __all__ = ["App", "serve", "start_app"]
@@ -44,7 +44,7 @@ class App:
     anchoring: AnchorSchedule
     tsas: TsaSetup
     tiles: TilesServer | None = None
-    mirror: MirrorWorker | None = None
+    mirror: MirrorProcess | None = None
 
     @property
     def address(self) -> str:
@@ -80,11 +80,11 @@ async def start_app(settings: Settings, signer: Ed25519Signer) -> App:
     store = RocksStore(
         settings.db_dir, memtable_mb=settings.memtable_mb, cache_mb=settings.cache_mb
     )
-    mirror: MirrorWorker | None = None
+    mirror: MirrorProcess | None = None
     try:
         log = Log(store=store, signer=signer, origin=settings.origin)
         reader = TileReader(store=store, published=log.latest_checkpoint)
-        mirror = _start_mirror(settings, reader)
+        mirror = _start_mirror(settings)
         service = LogService(
             log,
             checkpoint_interval=settings.checkpoint_interval_ms / 1000,
@@ -139,12 +139,15 @@ async def start_app(settings: Settings, signer: Ed25519Signer) -> App:
     )
 
 
-def _start_mirror(settings: Settings, reader: TileReader) -> MirrorWorker | None:
+def _start_mirror(settings: Settings) -> MirrorProcess | None:
     if settings.tiles_dir is None:
         return None
-    mirror = TileMirror(directory=settings.tiles_dir, reader=reader, origin=settings.origin)
-    mirror.mirrored_size()  # refuse another log's folder now, not on the mirror thread
-    return MirrorWorker(mirror)
+    return MirrorProcess(
+        db_dir=settings.db_dir,
+        secondary_dir=settings.data_dir / "tiles-secondary",
+        directory=settings.tiles_dir,
+        origin=settings.origin,
+    )
 
 
 async def serve(settings: Settings, signer: Ed25519Signer, on_ready: Callable[[App], None]) -> None:

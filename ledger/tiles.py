@@ -247,37 +247,52 @@ class TileHashes:
 # --- proofs from tiles -------------------------------------------------------------------------
 
 TileFetch = Callable[[int, int, int], TileHashes]  # (level, index, width) -> hashes of the tile
+TilePeek = Callable[[tuple[int, int]], "TileHashes | None"]  # (level, index) -> cached tile
 
 
 class TileNodeReader:
     """A ``merkle.fold_proof_nodes`` look-up for the tree of ``size``, reading tiles via ``fetch``.
 
-    ``fetch(level, index, width)`` returns the tile at the width it has in the tree of ``size``;
-    it may cache (the planners ask for several nodes of one tile).
+    ``fetch(level, index, width)`` returns the tile at (at least) the width it has in the tree of
+    ``size``; it may cache. ``peek((level, index))``, when given, returns a cached tile (any
+    width) or None without fetching: the hot path of proofs built from a warm cache.
     """
 
-    def __init__(self, size: int, fetch: TileFetch) -> None:
+    def __init__(self, size: int, fetch: TileFetch, peek: TilePeek | None = None) -> None:
         self._size = size
         self._fetch = fetch
+        self._peek = peek
 
     def __call__(self, ids: Sequence[merkle.NodeID]) -> list[bytes]:
-        return [self.node(n) for n in ids]
+        size, fetch, peek = self._size, self._fetch, self._peek
+        out = []
+        for level, index in ids:
+            if (index + 1) << level > size:
+                raise BoundsError(
+                    f"node ({level}, {index}) is not a full node of the tree of {size}"
+                )
+            height = level & 7  # level // TILE_HEIGHT and level % TILE_HEIGHT, inlined
+            first = index << height  # its leftmost descendant at height 8 * (level // 8)
+            key = (level >> 3, first >> 8)
+            tile = None if peek is None else peek(key)
+            if tile is None or (
+                tile.width < TILE_WIDTH and tile.width < tile_width(key[0], key[1], size)
+            ):
+                tile = fetch(key[0], key[1], tile_width(key[0], key[1], size))
+            out.append(tile.levels[height][(first & 255) >> height])
+        return out
 
     def node(self, node: merkle.NodeID) -> bytes:
         """The hash of a full node of the tree of ``size``."""
-        if node.end > self._size:
-            raise BoundsError(f"node {node} is not a full node of the tree of {self._size}")
-        level, height = divmod(node.level, TILE_HEIGHT)
-        first = node.index << height  # index of its leftmost descendant at height 8 * level
-        index, offset = divmod(first, TILE_WIDTH)
-        tile = self._fetch(level, index, tile_width(level, index, self._size))
-        return tile.node(height, offset >> height)
+        return self([node])[0]
 
 
-def inclusion_proof(index: int, size: int, fetch: TileFetch) -> list[bytes]:
+def inclusion_proof(
+    index: int, size: int, fetch: TileFetch, peek: TilePeek | None = None
+) -> list[bytes]:
     """RFC 9162 §2.1.3.1 inclusion proof of leaf ``index`` in the tree of ``size``, from tiles."""
     plan = merkle.inclusion_proof_nodes(index, size)
-    return merkle.fold_proof_nodes(plan, TileNodeReader(size, fetch))
+    return merkle.fold_proof_nodes(plan, TileNodeReader(size, fetch, peek))
 
 
 def consistency_proof(size1: int, size2: int, fetch: TileFetch) -> list[bytes]:

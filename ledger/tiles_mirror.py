@@ -5,27 +5,29 @@ object-store sync or a CDN origin to serve with no Python on the read path.
 tree has that the previous one did not (newly full tiles and the new partial tiles of every
 level, hash tiles and entry bundles), then the newest checkpoint as ``checkpoint``:
 
-* every file is written crash-safely: a temporary file in the same folder, fsync, rename; the
-  folders are fsynced before the checkpoint is renamed into place, so after a crash at any
-  instant a reader never sees a checkpoint whose tiles are missing;
-* full tiles are written once and never rewritten; every partial tile is kept (``.p/W`` for each
-  checkpoint size, as the HTTP endpoint keeps serving it);
+* crash safety: each tile goes to a temporary file in its folder and is renamed into place;
+  then one ``syncfs`` (``sync`` where there is none) makes every tile and folder of the update
+  durable at once (one journal commit per update, not one fsync per file); only then is the
+  checkpoint written (temporary file, fsync, rename, fsync of the folder). So after a crash at
+  any instant a reader never sees a checkpoint whose tiles are missing or torn;
+* full tiles are written once and never rewritten; every partial tile is kept (``.p/W`` for
+  each checkpoint size, as the HTTP endpoint keeps serving it). A tile file found already in
+  place (left by an update that crashed before its checkpoint) is kept when its bytes are right
+  and replaced when a crash tore it;
 * the mirror resumes from the size in its ``checkpoint`` file; a folder holding another log's
-  checkpoint, or a size beyond the log's, is refused.
+  checkpoint is refused.
 
-``MirrorWorker`` runs updates on a thread of its own, after each publish of the server, taking
-every checkpoint queued since its last update at once (so it never falls behind by more than
-one update).
+A running server mirrors from a process of its own (``ledger.tiles_mirror_process``), taking
+every checkpoint published since its last update at once (so it never falls behind by more than
+one update); ``ledger tiles export`` runs the same update on a stopped log.
 """
 
 from __future__ import annotations
 
-import logging
+import ctypes
 import os
 import tempfile
-import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from pathlib import Path
 
@@ -34,28 +36,49 @@ from ledger.errors import StorageError
 from ledger.tile_reader import TileReader
 from ledger.types import PublishedCheckpoint
 
-__all__ = ["MirrorWorker", "TileMirror", "write_atomically"]
+__all__ = ["TileMirror", "write_atomically", "write_renamed"]
 
-_log = logging.getLogger("ledger.mirror")
 FileWriter = Callable[[Path, bytes], None]
 Progress = Callable[[int], None]
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write ``path`` as a whole or not at all: temp file, fsync, rename (the folder is not
-    fsynced here; ``TileMirror`` fsyncs the folders it touched before publishing)."""
+def _temp_then_rename(path: Path, data: bytes, fsync: bool) -> None:
     fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as stream:
             stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
+            if fsync:
+                stream.flush()
+                os.fsync(stream.fileno())
         os.chmod(temp, 0o644)
         os.replace(temp, path)
     except BaseException:
         with suppress(FileNotFoundError):
             os.unlink(temp)
         raise
+
+
+def write_renamed(path: Path, data: bytes) -> None:
+    """Write ``path`` whole or not at all (temp file, rename); durable after ``syncfs``."""
+    _temp_then_rename(path, data, fsync=False)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write ``path`` whole or not at all, its bytes durable: temp file, fsync, rename (the
+    folder is fsynced by the caller)."""
+    _temp_then_rename(path, data, fsync=True)
+
+
+def _sync_filesystem(folder: Path) -> None:
+    """Flush every write to the filesystem holding ``folder`` (Linux ``syncfs``, else ``sync``)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        syncfs = getattr(libc, "syncfs", None)
+        if syncfs is None or syncfs(fd) != 0:
+            os.sync()
+    finally:
+        os.close(fd)
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -75,14 +98,12 @@ class TileMirror:
         directory: Path,
         reader: TileReader,
         origin: str,
-        write_file: FileWriter = write_atomically,
-        writers: int = 16,
+        write_file: FileWriter = write_renamed,
     ) -> None:
         self.directory = directory
         self._reader = reader
         self._origin = origin
         self._write = write_file
-        self._writers = writers
         self._size: int | None = None
 
     @property
@@ -120,85 +141,32 @@ class TileMirror:
         if not todo:
             return 0
         if any(c.origin != self._origin for c in todo):
-            raise StorageError(
-                f"checkpoint of another origin given to the mirror of {self._origin}"
-            )
-        folders: set[Path] = set()
-        jobs: list[tuple[Path, tiles.TileID, int]] = []
+            raise StorageError(f"a checkpoint of another origin for the mirror of {self._origin}")
+        written = 0
         for checkpoint in todo:
             for tile in tiles.new_tiles(size, checkpoint.size):
-                path = self.directory / tile.path
-                if path.exists():  # written whole by an earlier update: tiles never change
-                    if progress is not None:
-                        progress(1)
-                    continue
-                self._make_folder(path.parent, folders)
-                jobs.append((path, tile, checkpoint.size))
-            size = checkpoint.size
-        # fsync is what a write costs: run them side by side (journal commits are shared).
-        with ThreadPoolExecutor(max_workers=self._writers, thread_name_prefix="mirror") as pool:
-            for _ in pool.map(self._write_tile, jobs):
+                written += self._write_tile(tile, checkpoint.size)
                 if progress is not None:
                     progress(1)
-        for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
-            _fsync_dir(folder)
+            size = checkpoint.size
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._write(self.checkpoint_path, todo[-1].note.encode())
+        _sync_filesystem(self.directory)  # every tile and folder above is durable now
+        write_atomically(self.checkpoint_path, todo[-1].note.encode())
         _fsync_dir(self.directory)
         self._size = size
-        return len(jobs) + 1
+        return written + 1
 
-    def _make_folder(self, folder: Path, folders: set[Path]) -> None:
-        """Create ``folder``; remember it and its new parents for the fsync before publishing."""
-        if folder in folders:
-            return
-        if not folder.is_dir():
-            folder.mkdir(parents=True, exist_ok=True)
-            folders.update(p for p in folder.parents if self.directory in (p, *p.parents))
-        folders.add(folder)
-
-    def _write_tile(self, job: tuple[Path, tiles.TileID, int]) -> None:
-        path, tile, size = job
-        self._write(path, self._reader.read(tile, size))
+    def _write_tile(self, tile: tiles.TileID, size: int) -> int:
+        path = self.directory / tile.path
+        data = self._reader.read(tile, size)
+        if path.exists():  # left by an update that crashed before its checkpoint
+            with suppress(OSError):
+                if path.read_bytes() == data:
+                    return 0
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._write(path, data)
+        return 1
 
 
 def _size(checkpoint: PublishedCheckpoint) -> int:
     return checkpoint.size
-
-
-class MirrorWorker:
-    """Runs ``TileMirror.update`` on its own thread for each checkpoint submitted."""
-
-    def __init__(self, mirror: TileMirror) -> None:
-        self.mirror = mirror
-        self._pending: list[PublishedCheckpoint] = []
-        self._wake = threading.Condition()
-        self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="ledger-mirror", daemon=True)
-        self._thread.start()
-
-    def submit(self, checkpoint: PublishedCheckpoint) -> None:
-        """Queue a published checkpoint (cheap: called on the event loop after each publish)."""
-        with self._wake:
-            self._pending.append(checkpoint)
-            self._wake.notify()
-
-    def stop(self, timeout: float = 30.0) -> None:
-        """Mirror what is queued, then stop the thread."""
-        with self._wake:
-            self._stopping = True
-            self._wake.notify()
-        self._thread.join(timeout)
-
-    def _run(self) -> None:
-        while True:
-            with self._wake:
-                while not self._pending and not self._stopping:
-                    self._wake.wait()
-                batch, self._pending = self._pending, []
-                if not batch and self._stopping:
-                    return
-            try:
-                self.mirror.update(batch)
-            except Exception as exc:  # keep the server up; the next update catches up
-                _log.error("tile mirror update failed: %s", exc)

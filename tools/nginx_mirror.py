@@ -58,7 +58,7 @@ def _config(block: str, root: Path, port: int, prefix: Path, workers: int) -> st
         f"{user}worker_processes {workers};\ndaemon off;\npid {prefix / 'nginx.pid'};\n"
         f"error_log {prefix / 'error.log'} warn;\n"
         "events { worker_connections 1024; }\n"
-        f"http {{\n    access_log off;\n{temp}\n{block}}}\n"
+        f"http {{\n    access_log off;\n    keepalive_requests 1000000;\n{temp}\n{block}}}\n"
     )
 
 

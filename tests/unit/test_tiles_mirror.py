@@ -4,7 +4,6 @@ order, and what a crash in the middle leaves (never a checkpoint whose tiles are
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -14,10 +13,12 @@ from ledger.checkpoint import Ed25519Signer
 from ledger.config import Settings, load_settings
 from ledger.errors import NotFoundError, NotYetPublishedError, StorageError
 from ledger.log import Log
+from ledger.rocks import RocksStore
 from ledger.sequencer import AppendItem
 from ledger.storage import MemoryStore
 from ledger.tile_reader import TileReader
-from ledger.tiles_mirror import MirrorWorker, TileMirror, write_atomically
+from ledger.tiles_mirror import TileMirror, write_renamed
+from ledger.tiles_mirror_process import MirrorProcess
 from ledger.types import PublishedCheckpoint
 from ledger_client.tiles import TileClient
 
@@ -103,11 +104,11 @@ def test_a_crash_mid_update_never_publishes_missing_tiles(log: _Fixture, tmp_pat
     def crash_after_ten(path: Path, data: bytes) -> None:
         if len(written) >= 10:
             raise OSError("simulated crash")
-        write_atomically(path, data)
+        write_renamed(path, data)
         written.append(path)
 
     crashing = TileMirror(
-        directory=tmp_path, reader=log.reader, origin=ORIGIN, write_file=crash_after_ten, writers=1
+        directory=tmp_path, reader=log.reader, origin=ORIGIN, write_file=crash_after_ten
     )
     with pytest.raises(OSError, match="simulated"):
         crashing.update([second])
@@ -115,11 +116,16 @@ def test_a_crash_mid_update_never_publishes_missing_tiles(log: _Fixture, tmp_pat
     assert not list(tmp_path.rglob(".*.tmp"))  # no torn files
     client = TileClient(tmp_path.as_uri())
     assert client.root(first.size) == first.root_hash
+    written[-1].write_bytes(b"torn by the crash")  # a tile whose bytes never reached the disk
+    torn = written.pop()
     mtimes = {p: p.stat().st_mtime_ns for p in written}
     # restart: a fresh mirror resumes from its checkpoint file and never rewrites a tile
     TileMirror(directory=tmp_path, reader=log.reader, origin=ORIGIN).update([second])
     assert (tmp_path / "checkpoint").read_text() == second.note
-    assert all(p.stat().st_mtime_ns == m for p, m in mtimes.items())
+    assert all(p.stat().st_mtime_ns == m for p, m in mtimes.items())  # intact: not rewritten
+    assert torn.read_bytes() == log.reader.read(
+        tiles.parse_tile_path(torn.relative_to(tmp_path).as_posix())
+    )
     assert TileClient(tmp_path.as_uri()).root(second.size) == second.root_hash
 
 
@@ -130,17 +136,32 @@ def test_mirror_refuses_another_logs_folder(log: _Fixture, tmp_path: Path) -> No
         mirror.update([log.grow(3)])
 
 
-def test_worker_mirrors_in_the_background(log: _Fixture, tmp_path: Path) -> None:
-    worker = MirrorWorker(TileMirror(directory=tmp_path, reader=log.reader, origin=ORIGIN))
+def test_mirror_process_follows_a_primary(tmp_path: Path) -> None:
+    """The server's mirror child reads a real RocksDB as a secondary and mirrors each checkpoint."""
+    store = RocksStore(tmp_path / "db")
     try:
-        for n in (10, 500, 20):
-            worker.submit(log.grow(n))
-        deadline = time.monotonic() + 10
-        while worker.mirror.mirrored_size() < 530 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        log = Log(store=store, signer=Ed25519Signer.generate(ORIGIN), origin=ORIGIN)
+        child = MirrorProcess(
+            db_dir=tmp_path / "db",
+            secondary_dir=tmp_path / "secondary",
+            directory=tmp_path / "mirror",
+            origin=ORIGIN,
+        )
+        try:
+            for n in (10, 500, 20):
+                log.append([AppendItem(os.urandom(32)) for _ in range(n)])
+                child.submit(log.publish())
+        finally:
+            child.stop()
+        latest = log.latest_checkpoint()
+        assert latest is not None
+        assert (tmp_path / "mirror" / "checkpoint").read_text() == latest.note
+        assert TileClient((tmp_path / "mirror").as_uri()).root(530) == latest.root_hash
+        with pytest.raises(StorageError, match="another log"):
+            MirrorProcess(db_dir=tmp_path / "db", secondary_dir=tmp_path / "secondary",
+                          directory=tmp_path / "mirror", origin="other.example/log")  # fmt: skip
     finally:
-        worker.stop()
-    assert worker.mirror.mirrored_size() == 530
+        store.close()
 
 
 def test_settings_tiles(tmp_path: Path) -> None:
