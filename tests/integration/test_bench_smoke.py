@@ -1,7 +1,7 @@
 """``python tools/bench.py --quick`` runs end to end: a real server, client processes, a report.
 
-The smoke test only checks the shape of the report (every scenario B1..B8, with numbers, the
-command and the date); the figures themselves depend on the machine.
+The smoke test only checks the shape of the report (every scenario B1..B8 and B11, with
+numbers, the command and the date); the figures themselves depend on the machine.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ HEADLINES = {
     "B6": ["per_s", "validated"],
     "B7": ["last_over_first", "peak_2m_over_rss_1m", "disk_bytes_per_entry"],
     "B8": ["sha256_per_s", "loop_entries_per_s", "b2_fraction"],
+    "B11": ["endpoint_per_s", "client_proofs_per_s", "mirror_lag_p99_ms", "validated"],
 }
 
 
@@ -50,7 +51,7 @@ def quick_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, An
 def test_every_scenario_has_its_figures(quick_report: tuple[dict[str, Any], Path]) -> None:
     report, _ = quick_report
     scenarios = {s["id"]: s for s in report["scenarios"]}
-    assert sorted(scenarios) == [f"B{i}" for i in range(1, 9)]
+    assert sorted(scenarios, key=lambda s: int(s[1:])) == [f"B{i}" for i in (*range(1, 9), 11)]
     for sid, names in HEADLINES.items():
         figures = {f["name"]: f for f in scenarios[sid]["figures"]}
         for name in names:
