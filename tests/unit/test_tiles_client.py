@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,9 +27,11 @@ from ledger.sequencer import AppendItem
 from ledger.storage import MemoryStore
 from ledger.tile_reader import TileReader
 from ledger.tiles_mirror import TileMirror
-from ledger.types import PublishedCheckpoint
+from ledger.types import PublishedCheckpoint, decode_leaf
 from ledger_client.cli import main as verify_main
+from ledger_client.receipt import Receipt
 from ledger_client.tiles import TileClient, http_fetch
+from tests.offline import OFFLINE_PROBE
 
 ORIGIN = "ledger.test/tile-client"
 
@@ -153,3 +157,25 @@ def test_proof_hashes_are_what_the_log_serves(mirrored: _Mirrored) -> None:
     )
     with pytest.raises(VerificationError):
         merkle.verify_inclusion(b"\x00" * 32, 1, 2, client.inclusion_proof(1, 2), latest.root_hash)
+
+
+def test_reading_tiles_needs_no_grpc(mirrored: _Mirrored, tmp_path: Path) -> None:
+    """``monitor --tiles`` and ``receipt-fetch`` run without loading grpc, protobuf or rocksdict."""
+    mirrored.grow(300)
+    key = mirrored.signer.verifier().key_string()
+    url = mirrored.folder.as_uri()
+    digest = decode_leaf(7, mirrored.store.get_leaves([7])[0]).record_digest.hex()
+    commands = [
+        ["monitor", "--tiles", url, "--key", key, "--state", str(tmp_path / "s"), "--once",
+         "--full-audit"],
+        ["receipt-fetch", "--tiles", url, "--digest", digest, "--key", key,
+         "--out", str(tmp_path / "r.json")],
+    ]  # fmt: skip
+    for args in commands:
+        proc = subprocess.run(
+            [sys.executable, "-c", OFFLINE_PROBE, *args], capture_output=True, text=True, timeout=60
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "IMPORTED []" in proc.stdout
+    receipt = Receipt.from_json((tmp_path / "r.json").read_text())
+    assert receipt.index == 7 and receipt.tree_size == 300
