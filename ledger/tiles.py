@@ -224,7 +224,8 @@ def decode_entry_bundle(data: bytes, width: int) -> list[bytes]:
 
 class TileHashes:
     """A hash tile with every interior level computed once: ``levels[r]`` holds the full nodes
-    of height ``8L + r`` inside the tile (``width >> r`` of them)."""
+    of height ``8L + r`` inside the tile (``width >> r`` of them), concatenated (one ``bytes``
+    per level, so a big cache of tiles costs the garbage collector nothing to scan)."""
 
     __slots__ = ("levels", "width")
 
@@ -233,15 +234,19 @@ class TileHashes:
             raise MalformedTileError(f"a tile holds 1..{TILE_WIDTH} hashes, got {len(hashes)}")
         self.width = len(hashes)
         level = list(hashes)
-        self.levels = [level]
+        self.levels = [b"".join(level)]
         node = merkle.node_hash
         while len(level) > 1:
             level = [node(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
-            self.levels.append(level)
+            self.levels.append(b"".join(level))
 
     def node(self, height: int, offset: int) -> bytes:
         """The full node ``height`` levels above the tile's base, ``offset`` from its left."""
-        return self.levels[height][offset]
+        at = offset * _HASH
+        found = self.levels[height][at : at + _HASH]
+        if len(found) != _HASH:
+            raise BoundsError(f"no full node {offset} at height {height} in a tile of {self.width}")
+        return found
 
 
 # --- proofs from tiles -------------------------------------------------------------------------
@@ -266,20 +271,23 @@ class TileNodeReader:
     def __call__(self, ids: Sequence[merkle.NodeID]) -> list[bytes]:
         size, fetch, peek = self._size, self._fetch, self._peek
         out = []
+        tile: TileHashes | None = None
+        last = (-1, -1)  # the previous node's tile: a proof path asks for up to 8 in a row
         for level, index in ids:
             if (index + 1) << level > size:
-                raise BoundsError(
-                    f"node ({level}, {index}) is not a full node of the tree of {size}"
-                )
-            height = level & 7  # level // TILE_HEIGHT and level % TILE_HEIGHT, inlined
+                raise BoundsError(f"node ({level}, {index}) is not full in the tree of {size}")
+            height = level & 7  # level % TILE_HEIGHT, and below level // TILE_HEIGHT, inlined
             first = index << height  # its leftmost descendant at height 8 * (level // 8)
             key = (level >> 3, first >> 8)
-            tile = None if peek is None else peek(key)
-            if tile is None or (
-                tile.width < TILE_WIDTH and tile.width < tile_width(key[0], key[1], size)
-            ):
-                tile = fetch(key[0], key[1], tile_width(key[0], key[1], size))
-            out.append(tile.levels[height][(first & 255) >> height])
+            if key != last or tile is None:
+                tile = None if peek is None else peek(key)
+                if tile is None or (
+                    tile.width < TILE_WIDTH and tile.width < tile_width(*key, size)
+                ):
+                    tile = fetch(key[0], key[1], tile_width(key[0], key[1], size))
+                last = key
+            at = ((first & 255) >> height) << 5  # offset * 32 bytes
+            out.append(tile.levels[height][at : at + 32])
         return out
 
     def node(self, node: merkle.NodeID) -> bytes:

@@ -189,7 +189,9 @@ def test_tile_hashes_interior_levels() -> None:
     assert tile.node(8, 0) == merkle.root(leaves)
     assert tile.node(3, 5) == merkle.root(leaves[40:48])
     partial = tiles.TileHashes(leaves[:13])
-    assert len(partial.levels[2]) == 3  # 13 >> 2 full nodes of height 2
+    assert len(partial.levels[2]) == 3 * 32  # 13 >> 2 full nodes of height 2
+    with pytest.raises(BoundsError):
+        partial.node(2, 3)
     with pytest.raises(MalformedTileError):
         tiles.TileHashes([])
 
