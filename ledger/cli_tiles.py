@@ -34,6 +34,8 @@ def _export(data_dir: Path | None, config: Path | None, out: Path) -> tuple[int,
     from ledger.tiles_mirror import TileMirror
 
     settings = load_settings(config).with_overrides(data_dir=data_dir)
+    if not (settings.db_dir / "CURRENT").is_file():
+        raise FormatError(f"{settings.data_dir} holds no log (no RocksDB in {settings.db_dir})")
     store = RocksStore(settings.db_dir)
     try:
         latest = store.latest_checkpoint()

@@ -340,6 +340,10 @@ def test_export_from_a_stopped_log(tmp_path: Path) -> None:
     assert signed.size == size and client.root(size) == signed.root_hash
     missing = CliRunner().invoke(ledger_main, ["tiles", "export", "--out", str(out)])
     assert missing.exit_code == 2
+    nowhere = tmp_path / "nowhere"
+    empty = CliRunner().invoke(ledger_main, ["tiles", "export", "--data-dir", str(nowhere),
+                                             "--out", str(out)])  # fmt: skip
+    assert empty.exit_code == 2 and "holds no log" in empty.output and not nowhere.exists()
 
 
 # --- nginx over the mirror, with the README's server block ---------------------------------------
