@@ -40,6 +40,7 @@ from tools.nginx_mirror import find_nginx, run_nginx
 
 if TYPE_CHECKING:
     from tools.bench_scenarios import Bench, _BigServer
+    from tools.bench_server import BenchServer
 
 __all__ = ["b11_big_log", "b11_mirror_lag"]
 
@@ -63,13 +64,13 @@ def _export(data_dir: Path, out: Path) -> tuple[float, float]:
     return time.perf_counter() - t0, float(json.loads(done.stdout)["files"])
 
 
-def _tile_requests(bench: Bench, server: object, url: str, head: Head) -> tuple[float, float]:
+def _tile_requests(bench: Bench, server: BenchServer, url: str, head: Head) -> tuple[float, float]:
     """Tile GETs/s from two client processes (4 connections each); and p99 per pipeline (ms)."""
     tasks = [
-        bench._task("tiles", server, k, threads=4, batch=PIPELINE, url=url, head_size=head.size)  # type: ignore[arg-type]
+        bench._task("tiles", server, k, threads=4, batch=PIPELINE, url=url, head_size=head.size)
         for k in range(2)
     ]
-    out, _, _ = bench._timed(server, tasks)  # type: ignore[arg-type]
+    out, _, _ = bench._timed(server, tasks)
     if out.errors:
         _progress(f"    {out.errors} tile requests failed: {out.first_error}")
     return bench._rate(out.records), percentile(out.latencies_ms, 99)
@@ -123,22 +124,17 @@ def b11_big_log(bench: Bench, big: _BigServer, head: Head, b5_unary: float) -> d
     figures["endpoint_per_s"], figures["endpoint_p99_ms"] = _tile_requests(
         bench, server, server.tiles_url, head
     )
-    proofs_url = server.tiles_url
     figures["nginx_per_s"] = figures["nginx_p99_ms"] = NAN
     if find_nginx() is None:
         _progress("  B11: nginx is not installed: its figures are left out")
-        nginx_cm = None
+        figures |= _proofs(bench, server.address, server.tiles_url, head)
     else:
-        nginx_cm = run_nginx(run_dir)
-    if nginx_cm is not None:
-        with nginx_cm as nginx_url:
+        with run_nginx(run_dir) as nginx_url:
             _progress("  B11: tile requests on nginx over the mirror")
             figures["nginx_per_s"], figures["nginx_p99_ms"] = _tile_requests(
                 bench, server, nginx_url, head
             )
             figures |= _proofs(bench, server.address, nginx_url, head)
-    else:
-        figures |= _proofs(bench, server.address, proofs_url, head)
     figures["nginx_over_b5"] = figures["nginx_per_s"] / b5_unary if b5_unary else NAN
     shutil.rmtree(run_dir, ignore_errors=True)
     return figures
