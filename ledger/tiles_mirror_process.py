@@ -10,8 +10,8 @@ child's standard input (``MirrorProcess.submit``, cheap, on the event loop); the
 every line queued since its last update at once.
 
 Protocol: the child prints ``{"ready": true}`` (or ``{"error": "..."}`` and exits 1) on stdout
-once the mirror folder is checked; each input line is ``{"size": N, "root": hex, "note": str}``;
-end of input makes it finish what it read and exit 0.
+once the mirror folder is checked; each input line is ``{"size": N}``, a published checkpoint
+whose note the child reads from the store; end of input makes it finish what it read and exit 0.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from ledger.errors import LedgerError, StorageError
+from ledger.rocks import RocksStore
 from ledger.types import PublishedCheckpoint
 
 __all__ = ["MirrorProcess", "main"]
@@ -53,19 +54,21 @@ class MirrorProcess:
         if not answer.get("ready"):
             self.stop()
             raise StorageError(f"tiles dir {directory}: {answer.get('error')}")
+        assert self._proc.stdin is not None
+        self._stdin = self._proc.stdin.fileno()
+        os.set_blocking(self._stdin, False)  # a stuck child must never block the event loop
 
     def submit(self, checkpoint: PublishedCheckpoint) -> None:
-        """Queue a published checkpoint (one short write to the child's pipe)."""
-        line = {
-            "size": checkpoint.size,
-            "root": checkpoint.root_hash.hex(),
-            "note": checkpoint.note,
-        }
+        """Queue a published checkpoint: one non-blocking write of its size to the child's pipe
+        (atomic: far below PIPE_BUF; the child reads the stored note). If the child is thousands
+        of checkpoints behind, the size is dropped (the next update covers its tiles, not its own
+        partial tiles)."""
+        data = (json.dumps({"size": checkpoint.size}) + "\n").encode()
         try:
-            assert self._proc.stdin is not None
-            self._proc.stdin.write(json.dumps(line) + "\n")
-            self._proc.stdin.flush()
-        except (BrokenPipeError, OSError, ValueError) as exc:
+            os.write(self._stdin, data)
+        except BlockingIOError:
+            _log.warning("tile mirror is behind: checkpoint %d left to the next", checkpoint.size)
+        except OSError as exc:
             _log.error("tile mirror process is gone (exit %s): %s", self._proc.poll(), exc)
 
     def stop(self, timeout: float = 120.0) -> None:
@@ -102,18 +105,14 @@ def _read_batch(fd: int, pending: bytearray) -> tuple[list[dict[str, object]], b
     return [json.loads(line) for line in complete if line.strip()], end
 
 
-def _checkpoint(origin: str, line: dict[str, object]) -> PublishedCheckpoint:
-    return PublishedCheckpoint(
-        origin=origin,
-        size=int(str(line["size"])),
-        root_hash=bytes.fromhex(str(line["root"])),
-        note=str(line["note"]),
-    )
+def _checkpoints(store: RocksStore, lines: list[dict[str, object]]) -> list[PublishedCheckpoint]:
+    """The stored checkpoints of the sizes given (the store was caught up first)."""
+    found = [store.get_checkpoint(int(str(line["size"]))) for line in lines]
+    return [c for c in found if c is not None]
 
 
 def main(argv: list[str]) -> int:
     """Run the mirror child: ``DB_DIR SECONDARY_DIR MIRROR_DIR ORIGIN``."""
-    from ledger.rocks import RocksStore
     from ledger.tile_reader import TileReader
     from ledger.tiles_mirror import TileMirror
 
@@ -139,7 +138,7 @@ def main(argv: list[str]) -> int:
             continue
         try:
             store.catch_up()
-            mirror.update([_checkpoint(origin, line) for line in lines])
+            mirror.update(_checkpoints(store, lines))
         except (LedgerError, OSError) as exc:  # keep going: the next update catches up
             _log.error("tile mirror update failed: %s", exc)
     store.close()
