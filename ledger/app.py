@@ -1,5 +1,6 @@
-"""Composing a running log server: store, log, service, gRPC server (and, when configured, the
-anchorer). ``start_app`` is the library entry point (tests bind port 0); ``serve`` blocks until
+"""Composing a running log server: store, log, service, gRPC server, the C2SP tlog-tiles HTTP
+endpoint and static mirror (``ledger.http_tiles``, ``ledger.tiles_mirror``; when configured) and
+the anchorer. ``start_app`` is the library entry point (tests bind port 0); ``serve`` blocks until
 SIGTERM/SIGINT, then drains in-flight appends and publishes a final checkpoint.
 """
 
@@ -17,10 +18,13 @@ import grpc
 from ledger.anchoring import Anchorer, AnchorSchedule
 from ledger.checkpoint import Ed25519Signer
 from ledger.config import Settings
+from ledger.http_tiles import TilesServer, start_tiles_server
 from ledger.log import Log
 from ledger.rocks import RocksStore
 from ledger.server import create_server
 from ledger.service import LogService
+from ledger.tile_reader import TileReader
+from ledger.tiles_mirror_process import MirrorProcess
 from ledger.tsa_setup import TsaSetup, setup_tsas
 from ledger.witnessing import Cosigning
 
@@ -46,12 +50,19 @@ class App:
     anchoring: AnchorSchedule
     tsas: TsaSetup
     cosigning: Cosigning
+    tiles: TilesServer | None = None
+    mirror: MirrorProcess | None = None
 
     @property
     def address(self) -> str:
         """``host:port`` the server listens on."""
         host = self.settings.listen.rsplit(":", 1)[0]
         return f"{host}:{self.port}"
+
+    @property
+    def tiles_url(self) -> str | None:
+        """Base URL of the tiles endpoint (None when it is off)."""
+        return None if self.tiles is None else self.tiles.url
 
     @property
     def verifier_key(self) -> str:
@@ -61,9 +72,13 @@ class App:
     async def stop(self) -> None:
         """Stop taking calls, drain appends, publish a final checkpoint, close the store."""
         await self.server.stop(SHUTDOWN_GRACE_S)
+        if self.tiles is not None:
+            await self.tiles.stop()
         await self.anchoring.stop()
         await self.cosigning.stop()
         await self.service.stop()
+        if self.mirror is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.mirror.stop)
         self.tsas.close()
         self.store.close()
 
@@ -73,17 +88,25 @@ async def start_app(settings: Settings, signer: Ed25519Signer) -> App:
     store = RocksStore(
         settings.db_dir, memtable_mb=settings.memtable_mb, cache_mb=settings.cache_mb
     )
+    mirror: MirrorProcess | None = None
     try:
         log = Log(store=store, signer=signer, origin=settings.origin)
+        reader = TileReader(store=store, published=log.latest_checkpoint)
+        mirror = _start_mirror(settings)
         service = LogService(
             log,
             checkpoint_interval=settings.checkpoint_interval_ms / 1000,
             max_pending=settings.max_pending,
+            on_publish=None if mirror is None else mirror.submit,
         )
         cosigning = _cosigning(settings, log)
         await service.start()
+        if mirror is not None and (latest := log.latest_checkpoint()) is not None:
+            mirror.submit(latest)  # catch up with what was published before this start
         tsas = setup_tsas(settings)
     except BaseException:
+        if mirror is not None:
+            mirror.stop()
         store.close()
         raise
     anchoring = AnchorSchedule(
@@ -95,6 +118,19 @@ async def start_app(settings: Settings, signer: Ed25519Signer) -> App:
     except BaseException:
         tsas.close()
         await service.stop()
+        if mirror is not None:
+            mirror.stop()
+        store.close()
+        raise
+    try:
+        tiles_listen = settings.tiles_address(port)
+        tiles = None if tiles_listen is None else await start_tiles_server(reader, tiles_listen)
+    except BaseException:
+        await server.stop(None)
+        tsas.close()
+        await service.stop()
+        if mirror is not None:
+            mirror.stop()
         store.close()
         raise
     anchoring.start()
@@ -109,6 +145,8 @@ async def start_app(settings: Settings, signer: Ed25519Signer) -> App:
         anchoring=anchoring,
         tsas=tsas,
         cosigning=cosigning,
+        tiles=tiles,
+        mirror=mirror,
     )
 
 
@@ -119,6 +157,17 @@ def _cosigning(settings: Settings, log: Log) -> Cosigning:
         witnesses=settings.witnesses,
         quorum=settings.witness_quorum or len(settings.witnesses),
         status_dir=settings.data_dir,
+    )
+
+
+def _start_mirror(settings: Settings) -> MirrorProcess | None:
+    if settings.tiles_dir is None:
+        return None
+    return MirrorProcess(
+        db_dir=settings.db_dir,
+        secondary_dir=settings.data_dir / "tiles-secondary",
+        directory=settings.tiles_dir,
+        origin=settings.origin,
     )
 
 

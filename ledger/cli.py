@@ -19,6 +19,7 @@ import click
 
 from ledger.cli_append import append
 from ledger.cli_receipt import receipt_group
+from ledger.cli_tiles import tiles_group
 from ledger.cli_witness import witness, witnesses
 from ledger.config import DEFAULT_ORIGIN, Settings, load_settings
 from ledger.errors import FormatError, LedgerError
@@ -101,6 +102,8 @@ config_option = click.option(
 @click.option("--log-format", type=click.Choice(["text", "json"]))
 @click.option("--anchor-interval-s", type=click.FloatRange(0))
 @click.option("--embedded-tsa/--no-embedded-tsa", default=None)
+@click.option("--tiles-listen", help='tlog-tiles HTTP HOST:PORT, or "off" (default: gRPC port + 1)')
+@click.option("--tiles-dir", type=click.Path(file_okay=False, path_type=Path), help="tile mirror")
 def serve(config: Path | None, **flags: Any) -> None:
     """Run the log (embedded defaults: ./ledger-data, a dev key, localhost, embedded TSA)."""
     settings = _settings(config, **flags)
@@ -123,6 +126,7 @@ def serve(config: Path | None, **flags: Any) -> None:
         line = {
             "event": "serving",
             "address": app.address,
+            "tiles_url": app.tiles_url,
             "origin": settings.origin,
             "verifier_key": app.verifier_key,
             "data_dir": str(settings.data_dir),
@@ -273,6 +277,7 @@ main.add_command(append)
 main.add_command(witness)
 main.add_command(witnesses)
 main.add_command(receipt_group)
+main.add_command(tiles_group)
 
 
 @main.group("config")

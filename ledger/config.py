@@ -17,6 +17,10 @@ The TOML file has one table per concern; every key is optional:
     memtable_mb = 16                            # x2, charged to the block cache
     cache_mb = 32
 
+    [tiles]                                     # C2SP tlog-tiles (README "Tiles")
+    listen = ""                                 # "" = 127.0.0.1:<gRPC port + 1>; "off"
+    dir = "ledger-tiles"                        # a static mirror (default: none)
+
     [anchor]
     interval_s = 300                            # 0 disables the in-server schedule
     embedded_tsa = true                         # a development TSA in-process: proves nothing
@@ -87,6 +91,8 @@ class Settings:
     cache_mb: int = 32
     anchor_interval_s: float = 300.0
     embedded_tsa: bool = True
+    tiles_listen: str = ""  # "": 127.0.0.1, next to the gRPC port; "off": no HTTP endpoint
+    tiles_dir: Path | None = None
     tsas: tuple[TsaSettings, ...] = field(default=())
     witnesses: tuple[WitnessTarget, ...] = field(default=())
     witness_quorum: int = 0  # 0: every configured witness
@@ -100,6 +106,15 @@ class Settings:
     def db_dir(self) -> Path:
         """The RocksDB directory."""
         return self.data_dir / "db"
+
+    def tiles_address(self, grpc_port: int) -> str | None:
+        """Where the tiles endpoint listens (None: off); by default 127.0.0.1 at the gRPC port
+        + 1 (port 0 when the gRPC port was picked by the OS)."""
+        if self.tiles_listen == "off":
+            return None
+        if self.tiles_listen:
+            return self.tiles_listen
+        return f"127.0.0.1:{grpc_port + 1 if self.listen.endswith(':' + str(grpc_port)) else 0}"
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values for ``ledger config show``."""
@@ -140,6 +155,7 @@ _TABLES: dict[str, dict[str, tuple[str, type]]] = {
         "log_format": ("log_format", str),
     },
     "storage": {"memtable_mb": ("memtable_mb", int), "cache_mb": ("cache_mb", int)},
+    "tiles": {"listen": ("tiles_listen", str), "dir": ("tiles_dir", Path)},
     "anchor": {
         "interval_s": ("anchor_interval_s", float),
         "embedded_tsa": ("embedded_tsa", bool),

@@ -20,6 +20,8 @@ one table (``ledger.server``) and the CLIs map them to exit codes in one place.
     │   ├── MalformedKeyError        not a C2SP verifier or signer key string
     │   ├── MalformedProofFileError  not a c2sp.org/tlog-proof@v1 file
     │   ├── MalformedReceiptError    not a v1 receipt (names the field)
+    │   ├── MalformedTilePathError   not a canonical C2SP tlog-tiles path            (HTTP 400)
+    │   ├── MalformedTileError       a tile or entry bundle whose bytes do not parse
     │   └── InvalidRecordError       a decision record that breaks the schema (names the field)
     └── ServiceError                 the log service refusing a request          gRPC status
         ├── InvalidArgumentError     bad request field; can never succeed        INVALID_ARGUMENT
@@ -61,6 +63,8 @@ __all__ = [
     "MalformedNoteError",
     "MalformedProofFileError",
     "MalformedReceiptError",
+    "MalformedTileError",
+    "MalformedTilePathError",
     "NotFoundError",
     "NotYetPublishedError",
     "OriginMismatchError",
@@ -183,6 +187,14 @@ class MalformedReceiptError(FormatError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
+
+
+class MalformedTilePathError(FormatError):
+    """A path that is not a canonical C2SP tlog-tiles tile or entry-bundle path."""
+
+
+class MalformedTileError(FormatError):
+    """A hash tile or entry bundle whose bytes do not parse (wrong length, truncated entry)."""
 
 
 class InvalidRecordError(FormatError):

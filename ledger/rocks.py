@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from rocksdict import (
+    AccessType,
     BlockBasedOptions,
     Cache,
     DBCompressionType,
@@ -116,13 +117,27 @@ def _parse_checkpoint(size: int, value: bytes) -> PublishedCheckpoint:
 class RocksStore:
     """A ``Store`` in a RocksDB directory (one process at a time, as RocksDB requires)."""
 
-    def __init__(self, path: str | Path, *, memtable_mb: int = 16, cache_mb: int = 32) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        memtable_mb: int = 16,
+        cache_mb: int = 32,
+        secondary: str | Path | None = None,
+    ) -> None:
+        """Open the store; with ``secondary`` (a folder of its own), as a read-only RocksDB
+        secondary instance beside a running primary (``catch_up`` follows the primary)."""
         Path(path).mkdir(parents=True, exist_ok=True)
         opts, dedup = _options(memtable_mb, cache_mb)
         opts.create_missing_column_families(True)
+        access = AccessType.read_write()
+        if secondary is not None:
+            opts.set_max_open_files(-1)  # a secondary needs every table file open
+            dedup.set_max_open_files(-1)
+            access = AccessType.secondary(str(secondary))
         families = {"entries": opts, "dedup": dedup, "nodes": opts}
         try:
-            self._db = Rdict(str(path), opts, column_families=families)
+            self._db = Rdict(str(path), opts, column_families=families, access_type=access)
         except Exception as exc:  # rocksdict raises plain Exception (e.g. the LOCK is held)
             raise StorageError(f"cannot open RocksDB at {path}: {exc}") from exc
         self._entries = self._db.get_column_family("entries")
@@ -239,6 +254,10 @@ class RocksStore:
             if not sizes or sizes[-1] != size:
                 sizes.append(size)
         return sizes
+
+    def catch_up(self) -> None:
+        """A secondary instance: see what the primary has written since (about 10-80 ms)."""
+        self._db.try_catch_up_with_primary()
 
     def compact(self) -> None:
         """Compact the whole key space (benchmarks report disk bytes per entry after this)."""

@@ -62,8 +62,10 @@ class LogService:
         max_pending: int = 200_000,
         group_items: int = 20_000,
         readers: int = 4,
+        on_publish: Callable[[PublishedCheckpoint], None] | None = None,
     ) -> None:
         self.log = log
+        self._on_publish = on_publish  # called on the loop after each publish; must be quick
         self._interval = checkpoint_interval
         self._max_pending = max_pending
         self._group_items = min(max(group_items, MAX_BATCH), MAX_GROUP)
@@ -274,9 +276,11 @@ class LogService:
     async def _publish_once(self) -> None:
         self._dirty = False
         self._last_publish = asyncio.get_running_loop().time()
-        await self._run(self.log.publish)
+        published = await self._run(self.log.publish)
         async with self._published:
             self._published.notify_all()
+        if self._on_publish is not None:
+            self._on_publish(published)
 
     async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
         """Run ``fn`` on the single writer thread (commits and publishes never overlap)."""

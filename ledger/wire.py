@@ -90,6 +90,8 @@ STATUS_OF: dict[type[e.LedgerError], grpc.StatusCode] = {
     e.MalformedProofFileError: _S.INVALID_ARGUMENT,
     e.MalformedReceiptError: _S.INVALID_ARGUMENT,
     e.InvalidRecordError: _S.INVALID_ARGUMENT,
+    e.MalformedTilePathError: _S.INVALID_ARGUMENT,
+    e.MalformedTileError: _S.INVALID_ARGUMENT,
     # service
     e.ServiceError: _S.UNKNOWN,
     e.InvalidArgumentError: _S.INVALID_ARGUMENT,

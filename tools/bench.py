@@ -13,6 +13,10 @@ min-max, next to the exact command and the date. Scenarios and targets:
     B6  consistency proofs between random sizes           >= 3,000/s unary
     B7  fill to 2M: rate per 500k, RSS at 1M and 2M, disk bytes per entry after compaction
     B8  the limit: SHA-256 calls/s and the in-process append loop; B2 as a fraction of it
+    B11 tlog-tiles: tile requests/s (in-process endpoint, nginx over the mirror) and proofs/s
+        built from a warm tile cache, on B5's log beside B5 unary; mirror lag under B2 load
+                                                          nginx >= 10 x B5 unary; >= 20,000
+                                                          proofs/s; mirror lag p99 <= 1 s
 
 ``--quick`` shrinks everything (20k/40k-entry logs, 1 s windows, 1 run) for a smoke test.
 ``--only B1,B5`` picks scenarios. ``--profile DIR`` runs every server under cProfile (one
@@ -48,7 +52,7 @@ from tools.bench_scenarios import Bench, Plan, progress  # noqa: E402
 __all__ = ["main"]
 
 IDS = tuple(s.id for s in SCENARIOS)
-CLIENT_PROCESSES = 3  # two load processes, plus the B4 probe
+CLIENT_PROCESSES = 4  # two load processes, the B4 probe and B11's tile readers
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:

@@ -42,6 +42,7 @@ class Task:
     head_root: bytes = b""
     validate: int = 0  # proofs: how many answers to verify after the window
     seed: int = 0
+    url: str = ""  # tiles (B11): the tlog-tiles base URL to GET from
 
 
 @dataclass(slots=True)

@@ -19,9 +19,10 @@ import grpc
 from ledger.types import ConsistencyProof, InclusionProof
 from ledger_client.remote import RemoteLog
 from tools.bench_clients import Outcome, Task, Window, sleep_until
+from tools.bench_http import tiles_load
 from tools.bench_verify import Head, Tally, check_consistency, check_inclusion
 
-__all__ = ["fresh_digests", "run_task"]
+__all__ = ["fresh_digests", "in_threads", "run_task"]
 
 PROBE_POLL_S = 0.002
 RETRY_PAUSE_S = 0.05
@@ -69,6 +70,9 @@ def _in_threads(task: Task, body: Callable[[int], Outcome]) -> Outcome:
     for r in results:
         total.merge(r)
     return total
+
+
+in_threads = _in_threads
 
 
 def _timed(task: Task, window: Window, call: Call) -> Outcome:
@@ -257,6 +261,7 @@ LOADS: dict[str, Callable[[Task, RemoteLog, Window], Outcome]] = {
     "inclusion": _inclusion,
     "inclusions": _inclusions,
     "consistency": _consistency,
+    "tiles": lambda task, remote, window: tiles_load(task, window),
 }
 
 

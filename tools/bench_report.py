@@ -1,4 +1,4 @@
-"""The benchmark's scenarios B1..B8, their targets, and the report (JSON and Markdown).
+"""The benchmark's scenarios B1..B8 and B11, their targets, and the report (JSON and Markdown).
 
 Each scenario names its figures; a figure may carry a target (``>=`` or ``<=`` a number) that
 its median across runs is checked against. Figures measured in a run are plain floats keyed by
@@ -189,6 +189,34 @@ SCENARIOS: tuple[Scenario, ...] = (
             Figure("grpc_floor_per_s", "gRPC floor: trivial unary calls", "calls/s"),
             Figure("grpc_floor_server_cpu", "gRPC floor server CPU", "cores"),
             Figure("b1_fraction", "B1 / gRPC floor", "ratio"),
+        ),
+    ),
+    Scenario(
+        "B11",
+        "C2SP tlog-tiles on B5's log: random tile GETs (2 processes x 4 keep-alive connections, "
+        "16 pipelined) on the in-process endpoint and on nginx (1 worker) over the mirror; "
+        "inclusion proofs built client-side from a warm tile cache; mirror lag under B2 load",
+        "nginx >= 10x B5 unary proofs/s in tile requests; client-side proofs >= 20,000/s; "
+        "mirror lag p99 <= 1 s",
+        (
+            Figure("b5_unary_per_s", "B5 unary gRPC proofs, same run", "proofs/s"),
+            Figure("endpoint_per_s", "tile requests, in-process endpoint", "requests/s"),
+            Figure("endpoint_p99_ms", "endpoint p99 per 16 pipelined", "ms"),
+            Figure("nginx_per_s", "tile requests, nginx over the mirror", "requests/s"),
+            Figure("nginx_p99_ms", "nginx p99 per 16 pipelined", "ms"),
+            Figure("nginx_over_b5", "nginx / B5 unary", "ratio", ">=", 10),
+            Figure(
+                "client_proofs_per_s", "proofs from a warm tile cache", "proofs/s", ">=", 20_000
+            ),
+            *_VALID,
+            Figure("export_s", "ledger tiles export of the log", "s"),
+            Figure("export_files", "mirror files", "files"),
+            Figure("mirror_lag_p50_ms", "mirror lag p50", "ms"),
+            Figure("mirror_lag_p99_ms", "mirror lag p99", "ms", "<=", 1_000),
+            Figure("mirror_lag_samples", "checkpoints observed", "checkpoints"),
+            Figure("mirror_b2_records_per_s", "B2 throughput with the mirror on", "records/s"),
+            Figure("mirror_b4_p99_ms", "B4 p99 with mirror and tile readers", "ms", "<=", 150),
+            Figure("mirror_readers_per_s", "tile reads meanwhile", "requests/s"),
         ),
     ),
 )

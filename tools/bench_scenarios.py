@@ -1,10 +1,11 @@
-"""Running the benchmark scenarios B1..B8 once (one "run"): servers, loads, figures.
+"""Running the benchmark scenarios B1..B8 and B11 once (one "run"): servers, loads, figures.
 
 B1..B4 each get a fresh server. B5, B6 and B7 share one log: it is filled in four segments of
 B2-style appends (10,000 digests per call, 8 in flight), B5 and B6 run at half size (the "1M"
 log), memory is read there and at full size, then the server stops and the data dir is
-compacted and measured. B8 runs in this process with no server up. With profiling on, every
-measured phase gets its own (profiled) server process, restarted on the same data dir.
+compacted and measured; B11 (``tools.bench_tiles``) runs on the same log after B5. B8 runs in
+this process with no server up. With profiling on, every measured phase gets its own
+(profiled) server process, restarted on the same data dir.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from tools.bench_local import local_append_rate, sha256_rate
 from tools.bench_report import RunFigures
 from tools.bench_server import BenchServer, make_key, signed_head
 from tools.bench_stats import disk_bytes, percentile
+from tools.bench_tiles import b11_big_log, b11_mirror_lag
 from tools.bench_verify import Head
 
 __all__ = ["Bench", "Plan", "progress"]
@@ -92,12 +94,12 @@ class Bench:
 
     # --- plumbing ---------------------------------------------------------------------------
 
-    def start_server(self, data_dir: Path, label: str) -> BenchServer:
+    def start_server(self, data_dir: Path, label: str, *extra: str) -> BenchServer:
         """A server on ``data_dir`` (its key beside it, created once)."""
         key = data_dir.with_name(data_dir.name + ".key")
         if not key.exists():
             make_key(key)
-        return BenchServer(data_dir, key, profile_dir=self.profile_dir, label=label)
+        return BenchServer(data_dir, key, profile_dir=self.profile_dir, label=label, extra=extra)
 
     @contextmanager
     def _fresh_server(self, run: int, label: str) -> Iterator[BenchServer]:
@@ -301,8 +303,10 @@ class Bench:
         try:
             rates = [self._fill(big.current, k * seg, total) for k in range(2)]
             head = signed_head(big.current, 2 * seg)
-            b5 = self._b5(big, head) if self.wants("B5") else {}
+            b5 = self._b5(big, head) if self.wants("B5", "B11") else {}
             b6 = self._b6(big, head) if self.wants("B6") else {}
+            unary = b5.get("unary_per_s", float("nan"))
+            b11 = b11_big_log(self, big, head, unary) if self.wants("B11") else {}
             half = full = big.current.sample()
             if self.wants("B7"):
                 server = big.phase("B7-fill2")
@@ -313,7 +317,7 @@ class Bench:
             big.current.stop()
         if not self.wants("B7"):
             shutil.rmtree(data_dir, ignore_errors=True)
-            return {"B5": b5, "B6": b6}
+            return {"B5": b5, "B6": b6, "B11": b11}
         b7 = {f"segment{k + 1}_per_s": r for k, r in enumerate(rates)}
         b7 |= {
             "last_over_first": rates[-1] / rates[0],
@@ -327,7 +331,7 @@ class Bench:
         }
         b7 |= self._disk(data_dir, entries)
         shutil.rmtree(data_dir, ignore_errors=True)
-        return {"B5": b5, "B6": b6, "B7": b7}
+        return {"B5": b5, "B6": b6, "B7": b7, "B11": b11}
 
     def _disk(self, data_dir: Path, entries: int) -> dict[str, float]:
         db = data_dir / "db"
@@ -379,8 +383,10 @@ class Bench:
             figures["B4"] = self.checkpoint_latency(run)
         if self.wants("B4R"):
             figures["B4R"] = self.checkpoint_latency_under_reads(run)
-        if self.wants("B5", "B6", "B7"):
+        if self.wants("B5", "B6", "B7", "B11"):
             figures |= {k: v for k, v in self.big_log(run).items() if v}
+        if self.wants("B11"):
+            figures["B11"] = figures.get("B11", {}) | b11_mirror_lag(self, run)
         if self.wants("B8"):
             b8 = self.grpc_floor(run) | self.limit(run)
             b8["b2_fraction"] = figures["B2"]["records_per_s"] / b8["loop_entries_per_s"]

@@ -55,11 +55,11 @@ class BenchServer:
         label: str = "",
         extra: Sequence[str] = (),
     ) -> None:
+        args = [*_serve_args(data_dir, key_file), *extra]
         if profile_dir is None:
-            cmd = [sys.executable, "-m", "ledger", *_serve_args(data_dir, key_file), *extra]
+            cmd = [sys.executable, "-m", "ledger", *args]
         else:
-            prefix = [sys.executable, str(PROFILER), str(profile_dir), label or "server"]
-            cmd = [*prefix, *_serve_args(data_dir, key_file), *extra]
+            cmd = [sys.executable, str(PROFILER), str(profile_dir), label or "server", *args]
         self.log_path = data_dir.with_name(data_dir.name + ".server.log")
         self._log_file = self.log_path.open("w")
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -74,6 +74,7 @@ class BenchServer:
         ready = json.loads(line)
         self.address: str = ready["address"]
         self.verifier_key: str = ready["verifier_key"]
+        self.tiles_url: str = ready.get("tiles_url") or ""
         self.data_dir = data_dir
 
     @property

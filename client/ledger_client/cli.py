@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from ledger_client import cli_anchor, cli_monitor, cli_notes, cli_proofs, cli_receipts
+from ledger_client import cli_anchor, cli_monitor, cli_notes, cli_proofs, cli_receipts, cli_tiles
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -27,5 +27,7 @@ for _command in (
     cli_monitor.monitor,
     cli_receipts.receipt,
     cli_receipts.run,
+    cli_tiles.receipt_fetch,
+    cli_tiles.receipt_upgrade,
 ):
     main.add_command(_command)

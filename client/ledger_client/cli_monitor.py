@@ -1,4 +1,5 @@
-"""``ledger-verify monitor``: follow a log server; exit 1 with evidence on a fork or rollback.
+"""``ledger-verify monitor``: follow a log (gRPC server or C2SP tlog-tiles URL); exit 1 with
+evidence on a fork or rollback.
 
 The checks are ``ledger_client.monitor`` (C2SP tlog-checkpoint signatures and origin, RFC 9162
 §2.1.4 consistency, trust on first use, the optional full audit); this module only parses,
@@ -34,6 +35,7 @@ from ledger_client.cli_notes import log_verifiers, witness_options, witness_poli
 from ledger_client.monitor import (
     Advance,
     FetchedEntry,
+    LogSource,
     Monitor,
     PollResult,
     StateFile,
@@ -196,7 +198,8 @@ def _poll_forever(mon: Monitor, audit: bool, interval: float, as_json: bool) -> 
 
 
 @click.command()
-@click.option("--server", required=True, metavar="HOST:PORT", help="log server (gRPC)")
+@click.option("--server", metavar="HOST:PORT", help="log server (gRPC)")
+@click.option("--tiles", metavar="URL", help="C2SP tlog-tiles URL (http, https, file): no gRPC")
 @click.option("--key", required=True, metavar="VKEY", help="log verifier key name+hexid+base64")
 @click.option(
     "--state",
@@ -227,7 +230,8 @@ def _poll_forever(mon: Monitor, audit: bool, interval: float, as_json: bool) -> 
 @witness_options
 @json_option
 def monitor(
-    server: str,
+    server: str | None,
+    tiles: str | None,
     key: str,
     state_path: Path,
     origin: str | None,
@@ -239,25 +243,37 @@ def monitor(
     min_witnesses: int | None,
     as_json: bool,
 ) -> None:
-    """Follow a log: each new checkpoint must extend the last one trusted (state in --state)."""
+    """Follow a log: each new checkpoint must extend the last one trusted (state in --state).
+
+    Reads the log over gRPC (--server) or from its C2SP tlog-tiles (--tiles URL).
+    """
+    if (server is None) == (tiles is None):
+        raise click.UsageError("give exactly one of --server HOST:PORT or --tiles URL")
+
+    def watch(source: LogSource) -> Outcome:
+        wits, required = witness_policy(witnesses, min_witnesses)
+        mon = Monitor(
+            source=source,
+            verifier=log_verifiers([key])[0],
+            store=StateFile(state_path),
+            origin=origin,
+            progress=_progress_bar if full_audit else no_progress,
+            witnesses=wits,
+            min_witnesses=required,
+        )
+        if once:
+            return _poll_once(mon, full_audit)
+        return _poll_forever(mon, full_audit, interval, as_json)
 
     def run() -> Outcome:
+        if tiles is not None:
+            from ledger_client.tiles import TileClient, TileSource
+
+            return watch(TileSource(TileClient(tiles, timeout=timeout)))
         from ledger_client.remote import RemoteLog  # grpc: only when a server is monitored
 
-        verifier = log_verifiers([key])[0]
-        wits, required = witness_policy(witnesses, min_witnesses)
+        assert server is not None
         with RemoteLog(server, timeout=timeout) as log:
-            mon = Monitor(
-                source=RemoteSource(log),
-                verifier=verifier,
-                store=StateFile(state_path),
-                origin=origin,
-                progress=_progress_bar if full_audit else no_progress,
-                witnesses=wits,
-                min_witnesses=required,
-            )
-            if once:
-                return _poll_once(mon, full_audit)
-            return _poll_forever(mon, full_audit, interval, as_json)
+            return watch(RemoteSource(log))
 
     finish("monitor", as_json, _reporting_evidence(as_json, run))

@@ -1,7 +1,7 @@
 """``python tools/bench.py --quick`` runs end to end: a real server, client processes, a report.
 
-The smoke test only checks the shape of the report (every scenario B1..B8, with numbers, the
-command and the date); the figures themselves depend on the machine.
+The smoke test only checks the shape of the report (every scenario B1..B8 and B11, with
+numbers, the command and the date); the figures themselves depend on the machine.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ HEADLINES = {
     "B6": ["per_s", "validated"],
     "B7": ["last_over_first", "peak_2m_over_rss_1m", "disk_bytes_per_entry"],
     "B8": ["sha256_per_s", "loop_entries_per_s", "b2_fraction"],
+    "B11": ["endpoint_per_s", "client_proofs_per_s", "mirror_lag_p99_ms", "validated"],
 }
 
 

@@ -11,9 +11,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PURE = {
     "errors", "limits", "types", "merkle", "note", "checkpoint", "tlogproof", "timestamp",
-    "timestamp_asn1", "timestamp_certs", "timestamp_policy", "records", "jcs", "commitments", "runs", "tiles",
+    "timestamp_asn1", "timestamp_certs", "timestamp_policy", "records", "jcs", "commitments",
+    "runs", "tiles", "witness_core",
 }  # fmt: skip
-ADAPTERS = {"wire", "server", "app", "http", "http_api", "tiles_http"}
+ADAPTERS = {"wire", "server", "app", "http_tiles", "http_metrics", "witness_server"}
 CLIS = {"cli", "__main__"}  # and every ``cli_*`` module
 EXTERNAL = ("grpc", "google", "rocksdict")
 
