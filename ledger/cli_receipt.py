@@ -115,17 +115,66 @@ def receipt_group() -> None:
 
 @receipt_group.command("fetch")
 @_SERVER
+@click.option("--tiles", "tiles_url", help="read the log's C2SP tiles at this URL instead")
+@click.option("--index", type=click.IntRange(min=0), help="the entry's index (with --tiles)")
+@click.option("--key", "key", help="the log's verifier key (with --tiles: checks the checkpoint)")
 @click.option("--digest", help="record digest, 64 hex digits")
 @click.option("--leaf", type=click.Path(dir_okay=False, path_type=Path), help="raw v1 leaf file")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
-def fetch(address: str, digest: str | None, leaf: Path | None, out: Path) -> None:
-    """Fetch the receipt of a logged record (earliest anchored checkpoint that covers it)."""
-    from ledger_client.receipt_fetch import fetch_receipt
+def fetch(
+    address: str,
+    tiles_url: str | None,
+    index: int | None,
+    key: str | None,
+    digest: str | None,
+    leaf: Path | None,
+    out: Path,
+) -> None:
+    """Fetch the receipt of a logged record: over gRPC (--server, by --digest or --leaf) on the
+    earliest anchored checkpoint that covers it; or from the log's tiles (--tiles URL --index I
+    --key VKEY) on the latest checkpoint, without anchors. Tiles have no digest index, so the
+    entry's index is needed there (its leaf names the digest; --digest/--leaf are checked)."""
+    if tiles_url is not None:
+        receipt = _fetch_from_tiles(tiles_url, index, key, digest, leaf)
+    else:
+        if index is not None or key is not None:
+            _fail("--index and --key go with --tiles", 2)
+        from ledger_client.receipt_fetch import fetch_receipt
 
-    value = _digest(digest, leaf)
-    receipt: Receipt = _remote_call(address, lambda remote: fetch_receipt(remote, value))
+        value = _digest(digest, leaf)
+        receipt = _remote_call(address, lambda remote: fetch_receipt(remote, value))
     out.write_text(receipt.to_json())
     click.echo(_summary(receipt, out))
+
+
+def _fetch_from_tiles(
+    url: str, index: int | None, key: str | None, digest: str | None, leaf: Path | None
+) -> Receipt:
+    from ledger.types import decode_leaf
+    from ledger_client.cli_notes import log_verifiers
+    from ledger_client.receipt_tiles import fetch_receipt_from_tiles
+    from ledger_client.tiles import TileClient
+
+    if index is None or key is None:
+        _fail("--tiles needs --index I (tiles have no digest index) and --key VKEY", 2)
+    try:
+        verifiers = log_verifiers([key])
+    except (click.BadParameter, LedgerError) as exc:
+        _fail(str(exc), 2)
+    client = TileClient(url)
+    try:
+        if digest is None and leaf is None:
+            size = client.checkpoint(verifiers).checkpoint.size
+            if index >= size:
+                _fail(f"--index {index}: the latest checkpoint has size {size}", 1)
+            value = decode_leaf(index, client.leaves(index, 1, size)[0]).record_digest
+        else:
+            value = _digest(digest, leaf)
+        return fetch_receipt_from_tiles(client, value, verifiers=verifiers, index=index)
+    except FormatError as exc:
+        _fail(str(exc), 2)
+    except (LedgerError, OSError) as exc:
+        _fail(str(exc), 1)
 
 
 # --- upgrade ----------------------------------------------------------------------------------

@@ -177,3 +177,31 @@ def test_run_command_input_errors(tmp_path: Path) -> None:
     junk = ["receipt", "run", "--spool", str(tmp_path / "junk.spool"), "--out", "x.jsonl"]
     code, text = run_ledger(*junk)
     assert code == 2 and "spool" in text
+
+
+def test_fetch_from_tiles_by_index(tmp_path: Path) -> None:
+    """``ledger receipt fetch --tiles URL --index I``: no gRPC, no digest index; the receipt
+    verifies offline (no anchors: tiles carry none)."""
+    data = tmp_path / "data"
+    with running_server(data) as (server, log, signer):
+        digests = [bytes([n]) * 32 for n in range(1, 6)]
+        log.append(digests, wait_for_checkpoint=True)
+        url, key = server.app.tiles_url, signer.verifier().key_string()
+        assert url is not None
+        out = tmp_path / "r.json"
+        code, text = run_ledger("receipt", "fetch", "--tiles", url, "--index", "3", "--key", key,
+                                "--out", str(out))  # fmt: skip
+        assert code == 0, text
+        receipt = Receipt.from_json(out.read_text())
+        assert receipt.record_digest == digests[3] and receipt.index == 3
+        assert run_verify("receipt", str(out), "--key", key)[0] == 0
+        fetch = ["receipt", "fetch", "--tiles", url, "--key", key, "--out", str(out)]
+        code, text = run_ledger(*fetch)
+        assert code == 2 and "--index" in text  # tiles have no digest index
+        code, text = run_ledger(*fetch, "--index", "3", "--digest", digests[0].hex())
+        assert code == 1 and "is not record_digest" in text
+        assert run_ledger(*fetch, "--index", "99")[0] == 1
+        assert run_ledger(*fetch, "--index", "1")[0] == 0  # the digest comes from the leaf
+        code, text = run_ledger("receipt", "fetch", "--server", server.address, "--index", "1",
+                                "--digest", digests[0].hex(), "--out", str(out))  # fmt: skip
+        assert code == 2 and "go with --tiles" in text
