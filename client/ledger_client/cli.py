@@ -9,7 +9,15 @@ from __future__ import annotations
 
 import click
 
-from ledger_client import cli_anchor, cli_monitor, cli_notes, cli_proofs, cli_receipts
+from ledger_client import (
+    cli_anchor,
+    cli_audit,
+    cli_index,
+    cli_monitor,
+    cli_notes,
+    cli_proofs,
+    cli_receipts,
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -27,5 +35,7 @@ for _command in (
     cli_monitor.monitor,
     cli_receipts.receipt,
     cli_receipts.run,
+    *cli_audit.COMMANDS,
+    *cli_index.COMMANDS,
 ):
     main.add_command(_command)

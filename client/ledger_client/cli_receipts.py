@@ -28,12 +28,14 @@ from typing import NoReturn
 import click
 from cryptography import x509
 
+from ledger.checkpoint import Verifier
 from ledger.errors import FormatError, InvalidRecordError
 from ledger.jcs import Json, loads_strict
 from ledger.records import DecisionRecord
 from ledger_client.cli_anchor import load_certificates
 from ledger_client.cli_common import EXIT_INVALID, Outcome, finish, json_option
 from ledger_client.cli_notes import MAX_INPUT_BYTES, log_verifiers, read_input
+from ledger_client.disclose import describe_disclosures, disclosed_values
 from ledger_client.receipt import Receipt
 from ledger_client.receipt_verify import (
     ReceiptReport,
@@ -43,7 +45,7 @@ from ledger_client.receipt_verify import (
     verify_run,
 )
 
-__all__ = ["receipt", "run"]
+__all__ = ["receipt", "run", "run_timeline"]
 
 _KEY_HELP = "log verifier key name+hexid+base64 (type 0x01); repeat for several"
 _ROOT_HELP = "trusted TSA root certificate(s), PEM; repeat. Without it anchors are not checked"
@@ -120,7 +122,10 @@ def receipt(
         if record_file is not None:
             record = DecisionRecord.from_json(read_input(record_file, "record"))
         report = verify_receipt(parsed, verifiers, tsa_roots=trusted, origin=origin, record=record)
-        return Outcome("receipt", report.to_json_obj(), describe_receipt(report))
+        details = {**report.to_json_obj(), "disclosures": disclosed_values(parsed)}
+        return Outcome(
+            "receipt", details, [*describe_receipt(report), *describe_disclosures(parsed)]
+        )
 
     finish("receipt", as_json, check)
 
@@ -175,6 +180,21 @@ def load_run(path: str) -> list[RunItem]:
     return items
 
 
+def run_timeline(
+    items: Sequence[RunItem],
+    verifiers: Sequence[Verifier],
+    roots: Sequence[x509.Certificate] | None,
+    origin: str | None,
+) -> tuple[list[Json], list[str]]:
+    """The run's timeline rows (``ledger_client.timeline``) as JSON and as a text table."""
+    from ledger_client.audit_verify import VerifyCache, audit_run
+    from ledger_client.timeline import format_timeline, timeline
+
+    cache = VerifyCache(verifiers, tsa_roots=roots, origin=origin)
+    rows = timeline(audit_run(items, cache))
+    return [r.to_json_obj() for r in rows], ["timeline:", *format_timeline(rows)]
+
+
 def _describe_run(verdict: RunVerdict) -> list[str]:
     run = verdict.run
     lines = [
@@ -209,16 +229,26 @@ def _fail(as_json: bool, details: dict[str, Json], lines: list[str]) -> NoReturn
 @click.option("--key", "keys", multiple=True, required=True, metavar="VKEY", help=_KEY_HELP)
 @click.option("--tsa-root", "roots", multiple=True, metavar="PEM", help=_ROOT_HELP)
 @click.option("--origin", metavar="ORIGIN", help=_ORIGIN_HELP)
+@click.option("--timeline", is_flag=True, help="one row per record (ledger_client.timeline)")
 @json_option
 def run(
-    path: str, keys: tuple[str, ...], roots: tuple[str, ...], origin: str | None, as_json: bool
+    path: str,
+    keys: tuple[str, ...],
+    roots: tuple[str, ...],
+    origin: str | None,
+    timeline: bool,
+    as_json: bool,
 ) -> None:
     """Check a run (folder of *.json or JSON-lines of {record, receipt}): complete, in order."""
 
     def check() -> Outcome:
         verifiers, trusted = log_verifiers(keys), _roots(roots)
-        verdict = verify_run(load_run(path), verifiers, tsa_roots=trusted, origin=origin)
+        items = load_run(path)
+        verdict = verify_run(items, verifiers, tsa_roots=trusted, origin=origin)
         details, lines = verdict.to_json_obj(), _describe_run(verdict)
+        if timeline:
+            details["timeline"], rows = run_timeline(items, verifiers, trusted, origin)
+            lines += rows
         if not verdict.ok:
             _fail(as_json, details, lines)
         return Outcome("run", details, lines)

@@ -18,6 +18,15 @@ passing anything by hand, through a ``contextvars.ContextVar`` that holds the cu
   started from. So sequential calls chain, nested calls are the parents of their caller's
   record, and calls run in parallel (threads, ``asyncio.gather``) are all parents of the next
   record (fan-in). A parent always has a lower step than its child.
+* Lineage (``ledger_client.links``): with ``links="data"`` (the default) a decorated call's frame
+  starts from the call's *inputs* (``parents=`` and the records whose returned values it was
+  given), not from its caller's frontier, and its record does not join the run's root frontier:
+  parents follow data flow. ``links="sequence"`` keeps the step-order chain described above
+  (framework bridges always use it: callbacks carry no data flow). ``emit(..., parents=[...])``
+  names a record's parents exactly, in either mode; they may be records of other runs.
+* Disclosures stay private: ``write_receipts`` puts into the shared receipts only the field
+  paths asked for (``disclose=``); ``write_disclosures`` writes all of them to a separate file
+  (mode 0600; format in ``ledger_client.disclose``).
 * Propagation: asyncio tasks copy the context, so they see their creator's frame. Threads do
   not: use ``ContextThreadPoolExecutor`` (or ``contextvars.copy_context().run``). A thread
   with no frame joins the run at its root if exactly one run is open in the process.
@@ -42,6 +51,7 @@ from ledger.commitments import Disclosure
 from ledger.jcs import canonical_bytes
 from ledger.records import DecisionRecord, Outcome, Payload, new_record_id
 from ledger.runs import run_closed_record
+from ledger_client.links import ValueLinks, parent_digests
 from ledger_client.sdk_errors import RunStateError
 
 if TYPE_CHECKING:
@@ -58,6 +68,7 @@ __all__ = [
     "emit",
     "error_name",
     "ledger_run",
+    "private_path",
     "rfc3339",
 ]
 
@@ -120,13 +131,16 @@ class RunEntry:
 class Frame:
     """A place in a run's DAG: the run, the enclosing frame, and the frontier (hex digests)."""
 
-    __slots__ = ("heads", "parent", "run", "start")
+    __slots__ = ("data", "heads", "parent", "run", "start")
 
-    def __init__(self, run: Run, parent: Frame | None, heads: tuple[str, ...]) -> None:
+    def __init__(
+        self, run: Run, parent: Frame | None, heads: tuple[str, ...], *, data: bool = False
+    ) -> None:
         self.run = run
         self.parent = parent
         self.start = heads
         self.heads = heads
+        self.data = data  # started from data-flow inputs (module docstring, "Lineage")
 
 
 class Run:
@@ -140,8 +154,13 @@ class Run:
         run_id: str | None = None,
         model: str | None = None,
         clock: Callable[[], float] = time.time,
+        links: str = "data",
     ) -> None:
+        if links not in ("data", "sequence"):
+            raise ValueError(f"links={links!r}: want 'data' or 'sequence'")
         self.sink = sink
+        self.links = links
+        self.values = ValueLinks()
         self.agent = agent
         self.model = model
         self.run_id = run_id or new_record_id()
@@ -157,11 +176,15 @@ class Run:
         with self._lock:
             return [*self._entries, *([self.closed] if self.closed else [])]
 
-    def child(self, parent: Frame | None = None) -> Frame:
-        """A new frame inside ``parent`` (default: the root), starting at its frontier."""
+    def child(self, parent: Frame | None = None, *, inputs: tuple[str, ...] | None = None) -> Frame:
+        """A new frame inside ``parent`` (default: the root), starting at its frontier, or, in
+        a ``links="data"`` run when ``inputs`` (hex digests) are given, at those inputs."""
         parent = parent or self.root
         with self._lock:
-            return Frame(self, parent, parent.heads)
+            if inputs is None or self.links != "data":
+                extra = tuple(h for h in inputs or () if h not in parent.heads)
+                return Frame(self, parent, (*parent.heads, *extra))
+            return Frame(self, parent, inputs, data=True)
 
     def emit(
         self,
@@ -169,11 +192,15 @@ class Run:
         *,
         frame: Frame | None = None,
         disclosures: Sequence[Disclosure] = (),
+        parents: Sequence[object] | None = None,
         **fields: Any,
     ) -> RunEntry:
-        """Emit a record in ``frame`` (default: the root): parents are its frontier."""
+        """Emit a record in ``frame`` (default: the root): parents are ``parents`` when given
+        (records, receipts, digests, tracked values; ``ledger_client.links``), else its
+        frontier."""
+        named = None if parents is None else parent_digests(parents, self.values)
         with self._lock:
-            return self._emit(frame or self.root, payload, tuple(disclosures), fields)
+            return self._emit(frame or self.root, payload, tuple(disclosures), fields, named)
 
     def finish(
         self,
@@ -187,6 +214,8 @@ class Run:
         with self._lock:
             entry = self._emit(frame, payload, tuple(disclosures), fields)
             outer = frame.parent or self.root
+            if frame.data and outer is self.root:
+                return entry  # data flow: a call at the root does not become everyone's parent
             digest = entry.digest.hex()
             outer.heads = (*(h for h in outer.heads if h not in frame.start), digest)
             return entry
@@ -200,7 +229,12 @@ class Run:
                 outer.heads = (*kept, *(h for h in frame.heads if h not in kept))
 
     def _emit(
-        self, frame: Frame, payload: Payload, disclosures: tuple[Disclosure, ...], fields: Any
+        self,
+        frame: Frame,
+        payload: Payload,
+        disclosures: tuple[Disclosure, ...],
+        fields: Any,
+        parents: tuple[str, ...] | None = None,
     ) -> RunEntry:
         if self.closed is not None:
             raise RunStateError(f"run {self.run_id} is closed; no more records")
@@ -211,7 +245,7 @@ class Run:
             run_id=self.run_id,
             step=len(self._entries),
             time=rfc3339(self._clock()),
-            parent_digests=frame.heads,
+            parent_digests=frame.heads if parents is None else parents,
             payload=payload,
             **fields,
         )
@@ -236,44 +270,77 @@ class Run:
                 outcome = {"error": error_name(error)}
                 self._emit(self.root, Outcome(), (), {"actual_outcome": outcome})
             steps = [(e.record.step, e.digest) for e in self._entries]
-            parents = [bytes.fromhex(h) for h in self.root.heads] if self.root.heads else None
+            parents = [bytes.fromhex(h) for h in self._closing_parents()] or None
             record = run_closed_record(
                 self.run_id, steps, agent=self.agent, time=rfc3339(self._clock()),
                 parent_digests=parents, model=self.model,
             )  # fmt: skip
             self.closed = RunEntry(record, self.sink.submit(record))
         _forget(self)
+        self.values.clear()
         if wait and not self.sink.flush(timeout, checkpoint=True):
             raise TimeoutError(f"run {self.run_id}: the log did not acknowledge it in {timeout} s")
         return self.closed
 
+    def _closing_parents(self) -> tuple[str, ...]:
+        """``run_closed``'s parents: the root frontier, or with data links every record that
+        no other record names as a parent (the sinks of the graph)."""
+        if self.links != "data":
+            return self.root.heads
+        named = {p for e in self._entries for p in e.record.parent_digests}
+        return tuple(h for e in self._entries if (h := e.digest.hex()) not in named)
+
     def receipts(
-        self, *, with_disclosures: bool = False, timeout: float = 30.0
+        self, *, disclose: Sequence[str] = (), timeout: float = 30.0
     ) -> list[tuple[DecisionRecord, Receipt]]:
-        """Every record of the closed run with its receipt (close with ``wait=True`` first)."""
+        """Every record of the closed run with its receipt (close with ``wait=True`` first).
+
+        ``disclose``: field paths (e.g. ``parameters.url``) whose kept disclosures go into the
+        receipts; every other clear value and salt stays out."""
         if self.closed is None:
             raise RunStateError(f"run {self.run_id} is still open")
         out = []
         for entry in self.entries:
-            shown = entry.disclosures if with_disclosures else ()
+            shown = tuple(d for d in entry.disclosures if d.field_path in disclose)
             receipt = self.sink.receipt(
                 entry.digest, record=entry.record, disclosures=shown, timeout=timeout
             )
             out.append((entry.record, receipt))
         return out
 
-    def write_receipts(self, path: str | Path, *, with_disclosures: bool = False) -> Path:
-        """Write the run as JSON lines ``{"record", "receipt"}`` (``ledger-verify run`` input)."""
-        target = Path(path)
+    def write_receipts(self, path: str | Path, *, disclose: Sequence[str] = ()) -> Path:
+        """Write the run as JSON lines ``{"record", "receipt"}`` (``ledger-verify run`` input);
+        ``disclose``: as for ``receipts``."""
         lines = [
             canonical_bytes({"record": record.to_json_obj(), "receipt": receipt.to_json_obj()})
-            for record, receipt in self.receipts(with_disclosures=with_disclosures)
+            for record, receipt in self.receipts(disclose=disclose)
         ]
-        with open(target, "wb") as out:
-            out.write(b"".join(line + b"\n" for line in lines))
-            out.flush()
-            os.fsync(out.fileno())
-        return target
+        return _write_synced(Path(path), lines, mode=0o644)
+
+    def write_disclosures(self, path: str | Path) -> Path | None:
+        """Write every kept disclosure to the private file ``path`` (mode 0600), one line per
+        record ``{"record_digest", "disclosures"}``; None (no file) when there are none."""
+        lines = [
+            canonical_bytes(
+                {
+                    "record_digest": e.digest.hex(),
+                    "disclosures": [d.to_json_obj() for d in e.disclosures],
+                }
+            )
+            for e in self.entries
+            if e.disclosures
+        ]
+        return _write_synced(Path(path), lines, mode=0o600) if lines else None
+
+
+def _write_synced(target: Path, lines: list[bytes], *, mode: int) -> Path:
+    descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    os.fchmod(descriptor, mode)
+    with os.fdopen(descriptor, "wb") as out:
+        out.write(b"".join(line + b"\n" for line in lines))
+        out.flush()
+        os.fsync(out.fileno())
+    return target
 
 
 # --- the current frame ------------------------------------------------------------------------
@@ -315,12 +382,19 @@ def leave_frame(token: contextvars.Token[Frame | None]) -> None:
     _FRAME.reset(token)
 
 
-def emit(payload: Payload, *, disclosures: Sequence[Disclosure] = (), **fields: Any) -> RunEntry:
-    """Emit a record in the current frame (e.g. a ``ToolSelection`` inside a decorated call)."""
+def emit(
+    payload: Payload,
+    *,
+    disclosures: Sequence[Disclosure] = (),
+    parents: Sequence[object] | None = None,
+    **fields: Any,
+) -> RunEntry:
+    """Emit a record in the current frame (e.g. a ``ToolSelection`` inside a decorated call);
+    ``parents``: its parents exactly (``Run.emit``), else the frame's frontier."""
     frame = current_frame()
     if frame is None:
         raise RunStateError("no ledger run is open here; use `with ledger_run(...)`")
-    return frame.run.emit(payload, frame=frame, disclosures=disclosures, **fields)
+    return frame.run.emit(payload, frame=frame, disclosures=disclosures, parents=parents, **fields)
 
 
 # --- ledger_run --------------------------------------------------------------------------------
@@ -330,11 +404,19 @@ class RunContext:
     """``with``/``async with`` wrapper of a ``Run``: current on entry, closed on exit."""
 
     def __init__(
-        self, run: Run, *, receipts: str | Path | None = None, with_disclosures: bool = False
+        self,
+        run: Run,
+        *,
+        receipts: str | Path | None = None,
+        disclose: Sequence[str] = (),
+        disclosures: str | Path | None = None,
     ) -> None:
         self.run = run
         self.receipts_path = None if receipts is None else Path(receipts)
-        self._with_disclosures = with_disclosures
+        self._disclose = tuple(disclose)
+        if disclosures is None and self.receipts_path is not None:
+            disclosures = private_path(self.receipts_path)
+        self.disclosures_path = None if disclosures is None else Path(disclosures)
         self._tokens: list[contextvars.Token[Frame | None]] = []
 
     def __enter__(self) -> Run:
@@ -362,8 +444,10 @@ class RunContext:
             exc = None  # a normal exit, not a failure
         try:
             self.run.close(error=exc, wait=self.receipts_path is not None)
+            if self.disclosures_path is not None:
+                self.run.write_disclosures(self.disclosures_path)
             if self.receipts_path is not None:
-                self.run.write_receipts(self.receipts_path, with_disclosures=self._with_disclosures)
+                self.run.write_receipts(self.receipts_path, disclose=self._disclose)
         finally:
             _forget(self.run)
 
@@ -375,18 +459,29 @@ def ledger_run(
     run_id: str | None = None,
     model: str | None = None,
     receipts: str | Path | None = None,
-    with_disclosures: bool = False,
+    disclose: Sequence[str] = (),
+    disclosures: str | Path | None = None,
+    links: str = "data",
     clock: Callable[[], float] = time.time,
 ) -> RunContext:
     """Open a run of ``agent`` on ``client`` (a ``LedgerClient`` or ``AsyncLedgerClient``).
 
     ``receipts``: on exit, wait for the log to cover the run and write every record with its
-    receipt to this JSON-lines file (``ledger-verify run`` reads it); ``with_disclosures`` puts
-    the kept disclosures (clear values and salts) into those receipts.
+    receipt to this JSON-lines file (``ledger-verify run`` reads it). The kept disclosures
+    (clear values and salts of commitments) go to the private file ``disclosures`` (default:
+    beside the receipts, ``<name>.disclosures.jsonl``, mode 0600), and into the shared receipts
+    only for the field paths in ``disclose``. ``links``: ``"data"`` (parents follow data flow)
+    or ``"sequence"`` (step order), see the module docstring.
     """
     sink: RecordSink = client.sync if hasattr(client, "sync") else client
-    run = Run(sink, agent=agent, run_id=run_id, model=model, clock=clock)
-    return RunContext(run, receipts=receipts, with_disclosures=with_disclosures)
+    run = Run(sink, agent=agent, run_id=run_id, model=model, clock=clock, links=links)
+    return RunContext(run, receipts=receipts, disclose=disclose, disclosures=disclosures)
+
+
+def private_path(receipts: Path) -> Path:
+    """Where a run's private disclosures go by default (``run.jsonl``: beside it, in
+    ``run.disclosures.jsonl``)."""
+    return receipts.with_name(f"{receipts.stem}.disclosures.jsonl")
 
 
 # --- threads -----------------------------------------------------------------------------------
