@@ -159,13 +159,6 @@ class RecordCheck:
         return None if when is None else iso_ms(int(when.timestamp() * 1000))
 
 
-def _leaf_time(receipt: Receipt, digest: bytes) -> int:
-    entry = decode_leaf(receipt.index, receipt.leaf)
-    if entry.record_digest != digest:
-        raise VerificationError(f"leaf {receipt.index} logs another record digest")
-    return entry.timestamp_ms
-
-
 def _anchor_status(
     receipt: Receipt, body: bytes, cache: VerifyCache
 ) -> tuple[str, datetime | None]:
@@ -190,6 +183,8 @@ def _parts(item: RunItem, digest: bytes, cache: VerifyCache, got: dict[str, Any]
     """Check in order, recording in ``got`` how far we got; raises on the first failure."""
     receipt = item.receipt
     got["record_status"] = FAILED
+    leaf = decode_leaf(receipt.index, receipt.leaf)  # its time is shown even if checks fail
+    got["logged_at_ms"] = leaf.timestamp_ms
     if receipt.previous is not None:
         verify_receipt(receipt, cache.log_keys, tsa_roots=cache.tsa_roots, origin=cache.origin)
     if digest != receipt.record_digest:
@@ -198,7 +193,8 @@ def _parts(item: RunItem, digest: bytes, cache: VerifyCache, got: dict[str, Any]
         raise VerificationError("the receipt carries a different record")
     for disclosure in receipt.disclosures:
         check_disclosure_in(item.record.to_json_obj(), disclosure)
-    got["logged_at_ms"] = _leaf_time(receipt, digest)
+    if leaf.record_digest != digest:
+        raise VerificationError(f"leaf {receipt.index} logs another record digest")
     got.update(record_status=VALID, checkpoint=FAILED)
     verified = cache.checkpoint(receipt.checkpoint)
     checkpoint = verified.checkpoint

@@ -1,0 +1,202 @@
+"""The auditor's commands on real receipts of an in-memory log (tests/audit_world.py):
+``run --timeline``, ``lineage``, ``report --html``, ``index`` / ``query``, ``disclose``."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from ledger_client.cli import main
+from ledger_client.receipt import Receipt
+from tests.audit_world import SUPPORT, URL, build, tamper, write_runs
+from tests.offline import OFFLINE_PROBE
+
+RUNS = build()
+KEY = RUNS.world.key.key_string()
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+def invoke_json(*args: str) -> tuple[int, dict[str, Any]]:
+    code, out = invoke(*args, "--json")
+    return code, json.loads(out)
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    return write_runs(tmp_path / "runs", RUNS)
+
+
+def test_timeline_rows_text_and_json(files: dict[str, Path]) -> None:
+    args = ["run", str(files["support"]), "--key", KEY, "--tsa-root", str(files["root"])]
+    code, out = invoke_json(*args, "--timeline")
+    assert code == 0, out
+    rows = out["timeline"]
+    assert [r["step"] for r in rows] == [0, 1, 2, 3, 4, 5]
+    assert [r["kind"] for r in rows][:2] == ["tool_call", "memory_write"]
+    assert rows[1]["trust_label"] == "untrusted" and rows[1]["parents"][0]["step"] == 0
+    assert rows[4]["label"] == "refund" and {p["step"] for p in rows[4]["parents"]} == {2, 3}
+    assert all(r["verified"] and r["why_not"] is None for r in rows)
+    assert rows[0]["checks"] == {
+        "record": "valid", "checkpoint": "valid", "inclusion": "valid",
+        "witnesses": "not_checked", "anchor": "valid", "anchored_at": rows[0]["checks"]["anchored_at"],
+    }  # fmt: skip
+    assert rows[0]["checks"]["anchored_at"].endswith("Z") and rows[0]["index"] == 2
+    code, text = invoke(*args, "--timeline")
+    assert code == 0 and "step  time" in text and "tool/decision" in text
+    assert re.search(r"\n4 +\S+ +tool_call +refund +#3, #2 +6 +yes", text), text
+
+
+def test_timeline_names_what_failed(files: dict[str, Path]) -> None:
+    tamper(files["support"], line=3)
+    code, out = invoke_json("run", str(files["support"]), "--key", KEY, "--timeline")
+    assert code == 1
+    verdicts = [(r["step"], r["verified"]) for r in out["timeline"]]
+    assert verdicts == [(0, True), (1, True), (2, True), (3, False), (4, False), (5, True)]
+    assert "missing_parent" in out["timeline"][4]["why_not"]  # it rests on the altered record
+    assert out["timeline"][3]["why_not"].startswith("receipt: the record hashes to")
+    code, text = invoke("run", str(files["support"]), "--key", KEY, "--timeline")
+    assert code == 1 and "invalid_receipt" in text and "altered" in text
+    assert re.search(r"\n3 +.*NO: receipt: the record hashes to", text), text
+
+
+def test_lineage_of_a_tainted_memory_write_crosses_runs(files: dict[str, Path]) -> None:
+    folder = str(files["support"].parent)
+    code, out = invoke_json("lineage", folder, "--key", KEY, "--tainted")
+    assert code == 0, out
+    found = [(r["kind"], r["label"], r["depth"]) for r in out["records"]]
+    assert found == [
+        ("memory_write", "note <- web", 0),
+        ("parameter_construction", "refund", 1),
+        ("tool_call", "refund", 2),
+        ("outcome", "", 3),  # the review run rests on the refund: another run
+    ]
+    assert {r["run_id"] for r in out["records"]} == {SUPPORT, RUNS.review[0].run_id}
+    assert all(r["verified"] for r in out["records"]) and out["unknown_parents"] == []
+    policy = RUNS.digest(RUNS.support[2])
+    code, out = invoke_json("lineage", folder, "--key", KEY, "--from", policy[:10])
+    assert code == 0 and [r["label"] for r in out["records"]] == ["policy <- db", "refund", ""]
+
+
+def test_lineage_reports_unknown_parents_and_failures(files: dict[str, Path]) -> None:
+    review = RUNS.digest(RUNS.review[0])
+    args = ["lineage", str(files["review"]), "--key", KEY, "--from", review, "--ancestors"]
+    code, out = invoke_json(*args)
+    assert code == 1 and out["unknown_parents"] == [
+        {"child": review, "parent": RUNS.digest(RUNS.support[4])}
+    ]
+    code, text = invoke(*args)
+    assert code == 1 and "unknown parent" in text
+    tamper(files["support"], line=3)
+    code, out = invoke_json("lineage", str(files["support"].parent), "--key", KEY, "--tainted")
+    assert code == 1
+    bad = [r for r in out["records"] if not r["verified"]]
+    assert [r["kind"] for r in bad] == ["parameter_construction"]
+    code, out = invoke_json("lineage", str(files["review"]), "--key", KEY)
+    assert code == 2 and "exactly one of" in out["error"]
+    code, out = invoke_json("lineage", str(files["review"]), "--key", KEY, "--from", "abcd")
+    assert code == 2 and "no record" in out["error"]
+
+
+def test_report_is_self_contained_and_shows_problems(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
+    page = tmp_path / "report.html"
+    args = ["report", str(files["support"].parent), "--key", KEY, "--tsa-root", str(files["root"])]
+    code, out = invoke_json(*args, "--html", str(page))
+    assert code == 0 and out["runs"] == 2
+    html = page.read_text()
+    assert "default-src 'none'" in html and "<script" not in html
+    assert re.findall(r"(?:src|href)=", html) == []
+    assert set(re.findall(r"https?://[^\"]*", html)) == {"http://www.w3.org/2000/svg"}
+    assert SUPPORT in html and "fetch_page" in html and "untrusted" in html
+    assert "all 2 run(s) verified" in html and "NOT VERIFIED" not in html
+    tamper(files["support"], line=3)
+    code, out = invoke_json(*args, "--html", str(page))
+    assert code == 1 and out["failing_runs"] == [SUPPORT]
+    html = page.read_text()
+    assert "run NOT verified" in html and "altered" in html and "invalid_receipt" in html
+
+
+def test_index_is_incremental_and_queries_filter(files: dict[str, Path], tmp_path: Path) -> None:
+    db, folder = str(tmp_path / "audit.sqlite"), str(files["support"].parent)
+    index = ["index", folder, "--db", db, "--key", KEY, "--tsa-root", str(files["root"])]
+    code, out = invoke_json(*index)
+    assert code == 0 and (out["indexed"], out["records"], out["skipped"]) == (2, 8, 0)
+    assert (out["checkpoints"], out["tokens"]) == (1, 1)  # shared across both runs
+    code, out = invoke_json(*index)
+    assert (out["indexed"], out["skipped"]) == (0, 2)
+    tamper(files["support"], line=3)
+    os.utime(files["support"], ns=(1, 1))
+    code, out = invoke_json(*index)
+    assert (out["indexed"], out["skipped"], out["failed_runs"]) == (1, 1, 1)
+
+    def query(*args: str) -> list[dict[str, Any]]:
+        code, out = invoke_json("query", "--db", db, *args)
+        assert code == 0, out
+        return list(out["records"])
+
+    assert [r["label"] for r in query("--trust", "untrusted")] == ["note <- web"]
+    assert [r["step"] for r in query("--status", "failed")] == [3, 4]
+    assert len(query("--agent", "reviewer")) == 2
+    assert [r["step"] for r in query("--kind", "tool_call", "--tool", "refund")] == [4]
+    assert len(query("--since", "2000-01-01T00:00:00Z", "--until", "2100-01-01T00:00:00Z")) == 8
+    assert query("--since", "2100-01-01T00:00:00Z") == []
+    assert len(query("--run", SUPPORT, "--limit", "2")) == 2
+    code, text = invoke("query", "--db", db, "--trust", "untrusted")
+    assert code == 0 and "memory_write" in text and "untrusted" in text
+    assert invoke("query", "--db", db, "--since", "yesterday")[0] == 2
+    assert invoke("query", "--db", str(tmp_path / "none.sqlite"))[0] == 2
+    files["review"].unlink()
+    code, out = invoke_json(*index)
+    assert out["removed"] == 1
+    rows = sqlite3.connect(db).execute("SELECT count(*) FROM records").fetchone()
+    assert rows == (6,)
+
+
+def test_disclose_one_field_and_verify_it(files: dict[str, Path], tmp_path: Path) -> None:
+    out_file = tmp_path / "r2.json"
+    fetch = RUNS.digest(RUNS.support[0])
+    code, out = invoke_json(
+        "disclose", str(files["support"]), "--digest", fetch[:12], "--path", "parameters.url",
+        "--out", str(out_file),
+    )  # fmt: skip
+    assert code == 0, out
+    assert out["disclosed"] == [{"field_path": "parameters.url", "value": URL}]
+    opened = Receipt.from_json(out_file.read_text())
+    assert [d.field_path for d in opened.disclosures] == ["parameters.url"]
+    code, shown = invoke_json("receipt", str(out_file), "--key", KEY)
+    assert code == 0 and shown["disclosures"] == [{"field_path": "parameters.url", "value": URL}]
+    code, text = invoke("receipt", str(out_file), "--key", KEY)
+    assert code == 0 and f'parameters.url = "{URL}"' in text
+    forged = json.loads(out_file.read_text())
+    forged["disclosures"][0]["value"] = "https://elsewhere.example"
+    out_file.write_text(json.dumps(forged))
+    assert invoke("receipt", str(out_file), "--key", KEY)[0] == 1
+    code, out = invoke_json(
+        "disclose", str(files["support"]), "--digest", fetch[:12], "--path", "parameters.query",
+        "--out", str(out_file),
+    )  # fmt: skip
+    assert code == 2 and "no disclosure for 'parameters.query'" in out["error"]
+
+
+def test_audit_commands_stay_offline(files: dict[str, Path], tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", OFFLINE_PROBE, "report", str(files["support"]), "--key", KEY,
+         "--html", str(tmp_path / "r.html")],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "IMPORTED []" in done.stdout
