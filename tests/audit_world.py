@@ -63,10 +63,8 @@ def build() -> Runs:
         SUPPORT, 1, MemoryWrite(key="note", value=page, source="web", trust_label="untrusted"),
         [fetch],
     )  # fmt: skip
-    policy = _record(
-        SUPPORT, 2, MemoryWrite(key="policy", value="limit 100", source="db", trust_label="trusted"),
-        [],
-    )  # fmt: skip
+    rule = MemoryWrite(key="policy", value="limit 100", source="db", trust_label="trusted")
+    policy = _record(SUPPORT, 2, rule, [])
     plan = _record(SUPPORT, 3, ParameterConstruction(tool="refund"), [memory])
     refund = _record(SUPPORT, 4, ToolCall(tool="refund"), [plan, policy])
     body = [fetch, memory, policy, plan, refund]

@@ -119,7 +119,7 @@ def test_sequence_links_keep_the_step_chain() -> None:
     with ledger_run(sink, agent="a", links="sequence"):
         remember(fetch("u"))
         policy()
-    f, m, p, closed = sink.records
+    _, m, p, closed = sink.records
     assert p.parent_digests == (sink.hex(m),)
     assert closed.parent_digests == (sink.hex(p),)
 
