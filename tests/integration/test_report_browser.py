@@ -53,7 +53,10 @@ def report(tmp_path: Path, name: str, runs: Path, root: Path, key: str) -> tuple
 
 
 def near(counts: dict[tuple[int, int, int], int], colour: tuple[int, int, int]) -> int:
-    return sum(n for c, n in counts.items() if max(abs(a - b) for a, b in zip(c, colour)) <= 3)
+    def close(c: tuple[int, int, int]) -> bool:
+        return max(abs(a - b) for a, b in zip(c, colour, strict=True)) <= 3
+
+    return sum(n for c, n in counts.items() if close(c))
 
 
 def test_report_renders_in_chromium(tmp_path: Path) -> None:
