@@ -9,7 +9,13 @@ run checks) and stores one row per record; ``ledger-verify query --db audit.sqli
 Incremental: a file whose size and modification time (ns) are unchanged since it was indexed
 is skipped; a changed file is re-verified and its rows replaced; rows of files that are gone
 are deleted. The verification settings (keys, TSA roots, origin, witnesses) are fingerprinted;
-other settings than last time re-index everything. Each file is one transaction.
+other settings than last time re-index everything. Rows are written in transactions of
+``_BATCH`` files (WAL journal): an interrupted index loses at most the files of the open
+transaction, which the next run re-indexes, never a half-written file.
+
+Files are read with ``ledger_client.audit_load.load_run_fast`` and verified by ``workers``
+processes (default: one per core), each with its own ``VerifyCache`` (``CacheSpec`` builds it),
+so each distinct checkpoint and token is verified at most once per process.
 
 Schema (``SCHEMA``): ``files(path, size, mtime_ns, run_id, agent, records, verified,
 problems)``, ``records(path, run_id, agent, step, kind, tool, label, time, logged_at_ms,
@@ -21,17 +27,25 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cryptography import x509
+
+from ledger.checkpoint import CosignatureVerifier
 from ledger.errors import FormatError
+from ledger.note import Ed25519Verifier
+from ledger_client.audit_load import load_run_fast
 from ledger_client.audit_verify import RunAudit, VerifyCache, audit_run
-from ledger_client.receipt_verify import RunItem
 from ledger_client.timeline import label_of, outcome_of, timeline, trust_of
 
-__all__ = ["SCHEMA", "AuditIndex", "IndexStats"]
+__all__ = ["SCHEMA", "AuditIndex", "CacheSpec", "IndexStats"]
+
+_BATCH = 256  # files per transaction
+_CHUNK = 16  # files per task sent to a worker process
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -83,12 +97,89 @@ class IndexStats:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class CacheSpec:
+    """What a worker process needs to build its ``VerifyCache`` (picklable)."""
+
+    keys: tuple[str, ...]
+    roots_der: tuple[bytes, ...]
+    origin: str | None
+    witnesses: tuple[str, ...]
+
+    def build(self) -> VerifyCache:
+        return VerifyCache(
+            [Ed25519Verifier.from_key_string(k) for k in self.keys],
+            tsa_roots=[x509.load_der_x509_certificate(d) for d in self.roots_der] or None,
+            origin=self.origin,
+            witnesses=[CosignatureVerifier.from_key_string(w) for w in self.witnesses],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Done:
+    """One file's outcome, as plain rows (sent back from a worker process)."""
+
+    key: str
+    size: int
+    mtime_ns: int
+    file_row: tuple[Any, ...]
+    records: list[tuple[Any, ...]]
+    problems: list[tuple[Any, ...]]
+    ok: bool
+    readable: bool
+    checks: tuple[int, int]  # checkpoints and tokens verified for this file
+
+
+_CACHE: list[VerifyCache] = []  # the worker's cache (one per process)
+
+
+def _start_worker(spec: CacheSpec) -> None:
+    _CACHE[:] = [spec.build()]
+
+
+def _audit_file(job: tuple[str, int, int]) -> _Done:
+    key, size, mtime_ns = job
+    cache = _CACHE[0]
+    before = (cache.stats["checkpoints"], cache.stats["tokens"])
+    try:
+        audit = audit_run(load_run_fast(key), cache)
+    except (FormatError, OSError) as exc:
+        problem = (key, None, "unreadable", None, None, str(exc))
+        row: tuple[Any, ...] = (key, size, mtime_ns, None, None, 0, 0, 1)
+        return _Done(key, size, mtime_ns, row, [], [problem], False, False, (0, 0))
+    used = (cache.stats["checkpoints"] - before[0], cache.stats["tokens"] - before[1])
+    row = (key, size, mtime_ns, audit.run_id, audit.agent, len(audit.checks), int(audit.ok),
+           len(audit.problems))  # fmt: skip
+    problems = [
+        (key, audit.run_id, p.code, p.step, p.record_digest, p.message) for p, _ in audit.problems
+    ]
+    return _Done(key, size, mtime_ns, row, _record_rows(key, audit), problems, audit.ok, True, used)
+
+
+def _record_rows(key: str, audit: RunAudit) -> list[tuple[Any, ...]]:
+    rows = []
+    for row in timeline(audit):
+        record, check = row.check.record, row.check
+        rows.append(
+            (
+                key, record.run_id, record.agent, record.step, record.kind,
+                getattr(record.payload, "tool", None), label_of(record), record.time,
+                check.logged_at_ms, check.index, check.digest, trust_of(record),
+                outcome_of(record), int(row.verified), row.why_not,
+                json.dumps(list(record.parent_digests)),
+            )
+        )  # fmt: skip
+    return rows
+
+
 class AuditIndex:
     """The SQLite file at ``db`` (created when missing); use as a context manager."""
 
     def __init__(self, db: str | Path) -> None:
         try:
             self.db = sqlite3.connect(str(db), isolation_level=None)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(SCHEMA)
         except sqlite3.DatabaseError as exc:
             raise FormatError(f"{db}: not an audit index ({exc})") from None
@@ -103,111 +194,79 @@ class AuditIndex:
         row = self.db.execute("SELECT value FROM meta WHERE key = 'settings'").fetchone()
         if row is not None and row[0] == fingerprint:
             return
-        with self._transaction():
+        with _Transaction(self.db):
             for table in ("files", "records", "problems"):
                 self.db.execute(f"DELETE FROM {table}")
             self.db.execute("INSERT OR REPLACE INTO meta VALUES ('settings', ?)", (fingerprint,))
 
-    def _transaction(self) -> Any:
-        return _Transaction(self.db)
-
     def index(
         self,
         runs: Sequence[Path],
-        cache: VerifyCache,
-        load: Callable[[Path], Sequence[RunItem]],
+        spec: CacheSpec,
         *,
         fingerprint: str,
+        workers: int = 1,
         progress: Callable[[int], None] | None = None,
-    ) -> IndexStats:
-        """Verify and index ``runs`` (module docstring); ``load`` reads one run file."""
+    ) -> tuple[IndexStats, dict[str, int]]:
+        """Verify and index ``runs`` (module docstring) with ``workers`` processes; the stats
+        and how many distinct checkpoints and tokens were verified."""
         self._settings(fingerprint)
         stats = IndexStats()
         known = {
             path: (size, mtime)
             for path, size, mtime in self.db.execute("SELECT path, size, mtime_ns FROM files")
         }
-        seen = set()
-        for n, path in enumerate(runs, 1):
-            key = str(path)
-            seen.add(key)
+        todo = []
+        for path in runs:
             stat = path.stat()
-            if known.get(key) == (stat.st_size, stat.st_mtime_ns):
+            if known.get(str(path)) == (stat.st_size, stat.st_mtime_ns):
                 stats.skipped += 1
             else:
-                self._index_one(path, key, stat.st_size, stat.st_mtime_ns, cache, load, stats)
+                todo.append((str(path), stat.st_size, stat.st_mtime_ns))
+        verified = {"checkpoints": 0, "tokens": 0}
+        for n, done in enumerate(self._audit(todo, spec, workers), 1):
+            self._store(done, stats, verified, commit=n % _BATCH == 0 or n == len(todo))
             if progress is not None:
-                progress(n)
-        gone = [p for p in known if p not in seen]
-        with self._transaction():
+                progress(stats.skipped + n)
+        gone = [p for p in known if p not in {str(r) for r in runs}]
+        with _Transaction(self.db):
             for path in gone:
                 self._delete(path)
         stats.removed = len(gone)
-        return stats
+        return stats, verified
+
+    def _audit(
+        self, todo: list[tuple[str, int, int]], spec: CacheSpec, workers: int
+    ) -> Iterator[_Done]:
+        if workers <= 1 or len(todo) < 2 * _CHUNK:
+            _start_worker(spec)
+            yield from map(_audit_file, todo)
+            return
+        with ProcessPoolExecutor(workers, initializer=_start_worker, initargs=(spec,)) as pool:
+            yield from pool.map(_audit_file, todo, chunksize=_CHUNK)
+
+    def _store(
+        self, done: _Done, stats: IndexStats, verified: dict[str, int], *, commit: bool
+    ) -> None:
+        if not self.db.in_transaction:
+            self.db.execute("BEGIN")
+        self._delete(done.key)
+        self.db.execute("INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?)", done.file_row)
+        marks = ", ".join("?" * len(_RECORD_COLUMNS))
+        self.db.executemany(f"INSERT INTO records VALUES ({marks})", done.records)
+        self.db.executemany("INSERT INTO problems VALUES (?, ?, ?, ?, ?, ?)", done.problems)
+        if commit:
+            self.db.execute("COMMIT")
+        stats.indexed += done.readable
+        stats.unreadable += not done.readable
+        stats.records += len(done.records)
+        stats.failed_runs += done.readable and not done.ok
+        verified["checkpoints"] += done.checks[0]
+        verified["tokens"] += done.checks[1]
 
     def _delete(self, path: str) -> None:
         for table in ("files", "records", "problems"):
             self.db.execute(f"DELETE FROM {table} WHERE path = ?", (path,))
-
-    def _index_one(
-        self,
-        path: Path,
-        key: str,
-        size: int,
-        mtime_ns: int,
-        cache: VerifyCache,
-        load: Callable[[Path], Sequence[RunItem]],
-        stats: IndexStats,
-    ) -> None:
-        try:
-            audit: RunAudit | None = audit_run(load(path), cache)
-            error = None
-        except (FormatError, OSError) as exc:
-            audit, error = None, str(exc)
-            stats.unreadable += 1
-        with self._transaction():
-            self._delete(key)
-            if audit is None:
-                self.db.execute(
-                    "INSERT INTO files VALUES (?, ?, ?, NULL, NULL, 0, 0, 1)", (key, size, mtime_ns)
-                )
-                self.db.execute(
-                    "INSERT INTO problems VALUES (?, NULL, 'unreadable', NULL, NULL, ?)",
-                    (key, error),
-                )
-                return
-            self._insert(key, size, mtime_ns, audit)
-        stats.indexed += 1
-        stats.records += len(audit.checks)
-        stats.failed_runs += 0 if audit.ok else 1
-
-    def _insert(self, key: str, size: int, mtime_ns: int, audit: RunAudit) -> None:
-        rows = []
-        for row in timeline(audit):
-            record, check = row.check.record, row.check
-            rows.append(
-                (
-                    key, record.run_id, record.agent, record.step, record.kind,
-                    getattr(record.payload, "tool", None), label_of(record), record.time,
-                    check.logged_at_ms, check.index, check.digest, trust_of(record),
-                    outcome_of(record), int(row.verified), row.why_not,
-                    json.dumps(list(record.parent_digests)),
-                )
-            )  # fmt: skip
-        marks = ", ".join("?" * len(_RECORD_COLUMNS))
-        self.db.executemany(f"INSERT INTO records VALUES ({marks})", rows)
-        self.db.executemany(
-            "INSERT INTO problems VALUES (?, ?, ?, ?, ?, ?)",
-            [
-                (key, audit.run_id, p.code, p.step, p.record_digest, p.message)
-                for p, _ in audit.problems
-            ],
-        )
-        self.db.execute(
-            "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (key, size, mtime_ns, audit.run_id, audit.agent, len(audit.checks),
-             int(audit.ok), len(audit.problems)),
-        )  # fmt: skip
 
     def query(
         self, where: Sequence[tuple[str, Sequence[object]]], limit: int

@@ -268,7 +268,7 @@ class RunAudit:
 def audit_run(items: Sequence[RunItem], cache: VerifyCache) -> RunAudit:
     """Every record checked (``check_item``), then the run checks (module docstring)."""
     ordered = sorted(items, key=lambda item: item.receipt.index)
-    digests = [record_digest(item.record) for item in ordered]
+    digests = [_digest_of(item) for item in ordered]
     checks = [check_item(item, cache, d) for item, d in zip(ordered, digests, strict=True)]
     problems: list[tuple[RunProblem, str | None]] = []
     for check in checks:
@@ -281,7 +281,7 @@ def audit_run(items: Sequence[RunItem], cache: VerifyCache) -> RunAudit:
             if logged is not None and logged >= check.index:
                 message = f"parent {parent} is logged at index {logged}, not before {check.index}"
                 problems.append((_problem("parent_logged_later", message, check), check.source))
-    report = check_run([item.record for item in ordered])
+    report = check_run([item.record for item in ordered], digests=digests)
     source = {c.digest: c.source for c in checks}
     problems += [(p, source.get(p.record_digest or "")) for p in report.problems]
     return RunAudit(
@@ -291,6 +291,12 @@ def audit_run(items: Sequence[RunItem], cache: VerifyCache) -> RunAudit:
         problems=tuple(problems),
         external_parents=report.external_parents,
     )
+
+
+def _digest_of(item: RunItem) -> bytes:
+    """The record digest (``audit_load.LoadedItem`` computed it while reading)."""
+    known = getattr(item, "known_digest", None)
+    return known if isinstance(known, bytes) else record_digest(item.record)
 
 
 def _problem(code: str, message: str, check: RecordCheck) -> RunProblem:

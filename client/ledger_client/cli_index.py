@@ -13,19 +13,20 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import click
+from cryptography.hazmat.primitives.serialization import Encoding
 
 from ledger.errors import FormatError
-from ledger_client.audit_index import AuditIndex
+from ledger_client.audit_index import AuditIndex, CacheSpec
 from ledger_client.audit_verify import iso_ms
 from ledger_client.cli_audit import make_cache, verification_options
 from ledger_client.cli_common import Outcome, finish, json_option
-from ledger_client.cli_receipts import load_run
 from ledger_client.run_files import run_paths
 
 __all__ = ["COMMANDS", "index", "query"]
@@ -46,6 +47,8 @@ def _progress(total: int) -> Any:
 @click.argument("dirs", nargs=-1, required=True, metavar="DIR...")
 @click.option("--db", required=True, metavar="FILE", help="the SQLite index (created if missing)")
 @verification_options
+@click.option("--workers", type=click.IntRange(0, 64), default=0,
+              help="processes verifying files (default 0: one per core)")  # fmt: skip
 @json_option
 def index(
     dirs: tuple[str, ...],
@@ -54,28 +57,35 @@ def index(
     roots: tuple[str, ...],
     origin: str | None,
     witnesses: tuple[str, ...],
+    workers: int,
     as_json: bool,
 ) -> None:
     """Verify and index the run files under DIR into an SQLite database (incrementally)."""
 
     def check() -> Outcome:
-        cache = make_cache(keys, roots, origin, witnesses)
+        cache = make_cache(keys, roots, origin, witnesses)  # checks the options (exit 2)
+        spec = CacheSpec(
+            keys=tuple(keys),
+            roots_der=tuple(c.public_bytes(Encoding.DER) for c in cache.tsa_roots or ()),
+            origin=origin,
+            witnesses=tuple(witnesses),
+        )
         paths = [p.resolve() for p in run_paths(dirs)]
         with AuditIndex(db) as store:
-            stats = store.index(
+            stats, verified = store.index(
                 paths,
-                cache,
-                lambda p: load_run(str(p)),
+                spec,
                 fingerprint=_fingerprint(tuple(sorted(keys)), tuple(roots), origin, witnesses),
+                workers=workers or os.cpu_count() or 1,
                 progress=_progress(len(paths)),
             )
-        details: dict[str, Any] = {**stats.to_json_obj(), "db": db, **cache.stats}
+        details: dict[str, Any] = {**stats.to_json_obj(), "db": db, **verified}
         lines = [
             f"runs: {stats.indexed} indexed, {stats.skipped} unchanged, {stats.removed} removed, "
             f"{stats.unreadable} unreadable",
             f"records indexed: {stats.records}; runs not verified: {stats.failed_runs}",
-            f"distinct checkpoints verified: {cache.stats['checkpoints']}, "
-            f"anchor tokens verified: {cache.stats['tokens']}",
+            f"distinct checkpoints verified: {verified['checkpoints']}, "
+            f"anchor tokens verified: {verified['tokens']}",
         ]
         return Outcome("index", details, lines)
 

@@ -31,6 +31,7 @@ exports the inclusion part as c2sp.org/tlog-proof@v1.
 from __future__ import annotations
 
 import base64
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -89,8 +90,11 @@ def _b64(raw: bytes) -> str:
     return base64.b64encode(raw).decode()
 
 
+@functools.lru_cache(maxsize=256)
 def _check_note(note: str, field: str) -> None:
-    """Format only: a signed note whose text is a checkpoint (signatures: ``verify_receipt``)."""
+    """Format only: a signed note whose text is a checkpoint (signatures: ``verify_receipt``).
+
+    Memoised: receipts of many records share a few checkpoints (errors are not cached)."""
     try:
         Checkpoint.from_text(SignedNote.from_text(note).text)
     except MalformedNoteError as exc:

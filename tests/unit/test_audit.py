@@ -202,3 +202,22 @@ def test_audit_commands_stay_offline(files: dict[str, Path], tmp_path: Path) -> 
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "IMPORTED []" in done.stdout
+
+
+def test_fast_reader_matches_the_strict_one(files: dict[str, Path]) -> None:
+    from ledger.errors import FormatError
+    from ledger.records import record_digest
+    from ledger_client.audit_load import LoadedItem, load_run_fast
+    from ledger_client.cli_receipts import load_run
+
+    fast, strict = load_run_fast(files["support"]), load_run(str(files["support"]))
+    assert [(i.source, i.record, i.receipt) for i in fast] == [
+        (i.source, i.record, i.receipt) for i in strict
+    ]
+    assert all(
+        isinstance(i, LoadedItem) and i.known_digest == record_digest(i.record) for i in fast
+    )
+    broken = files["support"].parent / "broken.jsonl"
+    broken.write_text(files["support"].read_text().replace('"receipt"', '"receipts"', 1))
+    with pytest.raises(FormatError, match=r"broken.jsonl:1: expected an object with 'receipt'"):
+        load_run_fast(broken)
