@@ -33,7 +33,7 @@ th,td{border:1px solid #d0d7de;padding:3px 6px;text-align:left;vertical-align:to
 th{background:#f0f3f6} tr.fail td{background:#fff0ef}
 tr.taint td:first-child{border-left:4px solid #e36209}
 td.v{color:#10591c} td.x{color:#b71c1c;font-weight:600} td.n{color:#777}
-code{font-size:11px} .legend span{display:inline-block;margin-right:14px}
+td.nw{white-space:nowrap} code{font-size:11px} .legend span{display:inline-block;margin-right:14px}
 svg text{font:11px sans-serif}
 """
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -133,8 +133,9 @@ def _row(row: TimelineRow) -> str:
     )
     cells = [
         f"<td>{record.step}</td>",
-        f"<td>{escape(record.time)}<br><span class=meta>log {escape(_log_time(row))}</span></td>",
-        f"<td>{escape(record.kind)}</td>",
+        f'<td class="nw">{escape(record.time)}<br>'
+        f"<span class=meta>log {escape(_log_time(row))}</span></td>",
+        f'<td class="nw">{escape(record.kind)}</td>',
         f"<td>{escape(label_of(record))}</td>",
         f"<td>{escape(trust_of(record) or '')}</td>",
         f"<td>{escape(row.parent_text() or '-')}</td>",
