@@ -42,7 +42,7 @@ _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 def _status_cell(status: str) -> str:
     css = {"valid": "v", "failed": "x", "untrusted": "x"}.get(status.split(" ")[0], "n")
     if status[:1].isdigit():
-        css = "v"
+        css = "n" if status.startswith("0 ") else "v"
     return f'<td class="{css}">{escape(status.replace("_", " "))}</td>'
 
 

@@ -221,3 +221,32 @@ def test_fast_reader_matches_the_strict_one(files: dict[str, Path]) -> None:
     broken.write_text(files["support"].read_text().replace('"receipt"', '"receipts"', 1))
     with pytest.raises(FormatError, match=r"broken.jsonl:1: expected an object with 'receipt'"):
         load_run_fast(broken)
+
+
+def test_witness_column_counts_cosignatures_when_keys_are_given(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
+    from ledger.checkpoint import Checkpoint, CosignatureSigner, SignedNote
+
+    witness = CosignatureSigner.generate("witness.example/w1")
+    lines = []
+    for line in files["review"].read_text().splitlines():
+        obj = json.loads(line)
+        note = obj["receipt"]["checkpoint"]
+        checkpoint = Checkpoint.from_text(SignedNote.from_text(note).text)
+        obj["receipt"]["checkpoint"] = (
+            note + witness.cosign(checkpoint, 1_750_000_000).to_line() + "\n"
+        )
+        lines.append(json.dumps(obj))
+    files["review"].write_text("\n".join(lines) + "\n")
+    page = tmp_path / "w.html"
+    args = ["report", str(files["review"]), "--key", KEY, "--html", str(page)]
+    assert invoke(*args)[0] == 0
+    assert "not checked" in page.read_text() and "1 cosigned" not in page.read_text()
+    assert invoke(*args, "--witness", witness.verifier().key_string())[0] == 0
+    assert page.read_text().count("1 cosigned") == 2
+    other = CosignatureSigner.generate("witness.example/w2").verifier().key_string()
+    assert invoke(*args, "--witness", other)[0] == 0
+    assert page.read_text().count("0 cosigned") == 2
+    code, out = invoke_json(*args, "--witness", "nonsense")
+    assert code == 2 and "--witness" in out["error"]
