@@ -250,3 +250,14 @@ def test_witness_column_counts_cosignatures_when_keys_are_given(
     assert page.read_text().count("0 cosigned") == 2
     code, out = invoke_json(*args, "--witness", "nonsense")
     assert code == 2 and "--witness" in out["error"]
+
+
+def test_public_names_exist() -> None:
+    import importlib
+
+    for name in ("audit_index", "audit_load", "audit_verify", "cli_audit", "cli_index",
+                 "disclose", "lineage", "links", "otel_span", "report_html", "run_files",
+                 "timeline"):  # fmt: skip
+        module = importlib.import_module(f"ledger_client.{name}")
+        for public in module.__all__:
+            assert hasattr(module, public), f"{name}.{public}"
