@@ -24,8 +24,9 @@ error
 chains                  no record: a frame, so what runs inside links up correctly
 ======================  ======================================================================
 
-Values are captured as by ``@decision`` (``ledger_client.capture``): digests in ``evidence`` by
-default; ``capture="content"`` or ``"commit"`` adds them in clear or as commitments. The handler
+Values are captured as by ``@decision`` (``ledger_client.capture``): salted commitments by
+default (``capture="commit"``, the disclosures kept by the SDK); ``"digest"`` puts unsalted
+digests in ``evidence`` (guessable for low-entropy values), ``"content"`` the values in clear. The handler
 runs inline (``run_inline``) so records keep the order of events, and raises recording errors
 (``raise_error``) rather than losing a record quietly. When an event arrives while no ledger
 run is open (and no run was given), nothing can be recorded: the handler says so once, with an
@@ -83,7 +84,7 @@ class LedgerCallbackHandler(BaseCallbackHandler):  # type: ignore[misc,unused-ig
     run_inline = True
 
     def __init__(
-        self, run: Run | None = None, *, capture: str = "digest", raise_error: bool = True
+        self, run: Run | None = None, *, capture: str = "commit", raise_error: bool = True
     ) -> None:
         super().__init__()
         self.raise_error = raise_error
