@@ -28,9 +28,9 @@ Values are captured as by ``@decision`` (``ledger_client.capture``): salted comm
 default (``capture="commit"``, the disclosures kept by the SDK); ``"digest"`` puts unsalted
 digests in ``evidence`` (guessable for low-entropy values), ``"content"`` the values in clear.
 The handler runs inline (``run_inline``) so records keep the order of events, and raises
-recording errors (``raise_error``) rather than losing a record quietly. When an event arrives while no ledger
-run is open (and no run was given), nothing can be recorded: the handler says so once, with an
-``UnrecordedDecisionWarning`` (and a log line), instead of staying silent.
+recording errors (``raise_error``) rather than losing a record quietly. When an event arrives
+while no ledger run is open (and no run was given), nothing can be recorded: the handler says so
+once, with an ``UnrecordedDecisionWarning`` (and a log line), instead of staying silent.
 """
 
 from __future__ import annotations
