@@ -45,6 +45,7 @@ from ledger_client.lineage import Lineage, LineageResult
 from ledger_client.receipt import Receipt
 from ledger_client.report_html import render_report
 from ledger_client.run_files import run_paths
+from ledger_client.timeline import label_of
 
 __all__ = ["COMMANDS", "disclose", "lineage", "make_cache", "report", "verification_options"]
 
@@ -108,7 +109,8 @@ def _lineage_lines(result: LineageResult) -> list[str]:
         verdict = (
             "verified" if node.verified else f"NOT VERIFIED: {c.error or '; '.join(node.problems)}"
         )
-        tool = f" {node.to_json_obj()['label']}" if node.to_json_obj()["label"] else ""
+        label = label_of(r)
+        tool = f" {label}" if label else ""
         lines.append(
             f"  [{node.depth}] {r.kind}{tool} (step {r.step}, run {r.run_id}, agent {r.agent}) "
             f"time {r.time} index {c.index} {c.digest[:16]}: {verdict}"

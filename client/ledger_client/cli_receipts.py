@@ -11,6 +11,7 @@
   (``parent_logged_later``) and ``ledger.runs.check_run`` must find the run exactly as its
   ``run_closed`` record lists it (``missing``, ``extra``, ``altered``, ``reordered``, ...).
   Problems are named by code with the record's step, id, digest and file (or line).
+  ``--timeline`` adds one row per record (``ledger_client.timeline``), also in ``--json``.
 
 The log order is the order receipts prove; the order of files or lines is not authenticated
 and does not matter. Exit codes as for every subcommand (``cli_common``): 0 valid, 1 a check
@@ -28,7 +29,6 @@ from typing import NoReturn
 import click
 from cryptography import x509
 
-from ledger.checkpoint import Verifier
 from ledger.errors import FormatError, InvalidRecordError
 from ledger.jcs import Json, loads_strict
 from ledger.records import DecisionRecord
@@ -44,8 +44,9 @@ from ledger_client.receipt_verify import (
     verify_receipt,
     verify_run,
 )
+from ledger_client.timeline import run_timeline
 
-__all__ = ["receipt", "run", "run_timeline"]
+__all__ = ["receipt", "run"]
 
 _KEY_HELP = "log verifier key name+hexid+base64 (type 0x01); repeat for several"
 _ROOT_HELP = "trusted TSA root certificate(s), PEM; repeat. Without it anchors are not checked"
@@ -178,21 +179,6 @@ def load_run(path: str) -> list[RunItem]:
     if not items:
         raise FormatError(f"{path}: no records found")
     return items
-
-
-def run_timeline(
-    items: Sequence[RunItem],
-    verifiers: Sequence[Verifier],
-    roots: Sequence[x509.Certificate] | None,
-    origin: str | None,
-) -> tuple[list[Json], list[str]]:
-    """The run's timeline rows (``ledger_client.timeline``) as JSON and as a text table."""
-    from ledger_client.audit_verify import VerifyCache, audit_run
-    from ledger_client.timeline import format_timeline, timeline
-
-    cache = VerifyCache(verifiers, tsa_roots=roots, origin=origin)
-    rows = timeline(audit_run(items, cache))
-    return [r.to_json_obj() for r in rows], ["timeline:", *format_timeline(rows)]
 
 
 def _describe_run(verdict: RunVerdict) -> list[str]:

@@ -11,14 +11,27 @@ the index (``ledger_client.audit_index``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cryptography import x509
+
+from ledger.checkpoint import Verifier
 from ledger.jcs import Json
 from ledger.records import DecisionRecord
-from ledger_client.audit_verify import RecordCheck, RunAudit, iso_ms
+from ledger_client.audit_verify import RecordCheck, RunAudit, VerifyCache, audit_run, iso_ms
+from ledger_client.receipt_verify import RunItem
 
-__all__ = ["TimelineRow", "format_timeline", "label_of", "outcome_of", "timeline", "trust_of"]
+__all__ = [
+    "TimelineRow",
+    "format_timeline",
+    "label_of",
+    "outcome_of",
+    "run_timeline",
+    "timeline",
+    "trust_of",
+]
 
 
 def label_of(record: DecisionRecord) -> str:
@@ -149,3 +162,14 @@ def format_timeline(rows: list[TimelineRow]) -> list[str]:
         "  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
         for row in table
     ]
+
+
+def run_timeline(
+    items: Sequence[RunItem],
+    verifiers: Sequence[Verifier],
+    roots: Sequence[x509.Certificate] | None,
+    origin: str | None,
+) -> tuple[list[Json], list[str]]:
+    """One run's timeline rows as JSON and as a text table (``ledger-verify run --timeline``)."""
+    rows = timeline(audit_run(items, VerifyCache(verifiers, tsa_roots=roots, origin=origin)))
+    return [r.to_json_obj() for r in rows], ["timeline:", *format_timeline(rows)]
