@@ -149,44 +149,37 @@ def check_run(
     records: Sequence[DecisionRecord],
     *,
     check_order: bool = True,
-    digests: Sequence[bytes] | None = None,
+    record_digests: Sequence[bytes] | None = None,
 ) -> RunReport:
     """Check one run: parents exist and come earlier, and ``run_closed`` lists exactly the run.
 
     Pure and total: every problem is reported (``RunReport.problems``), nothing is raised.
     ``records`` are all the run's records including its ``run_closed``; with ``check_order``
-    their order must be the committed one (step order, ``run_closed`` last). ``digests``: the
-    records' digests when the caller has them already (a large index saves recomputing them).
+    their order must be the committed one (step order, ``run_closed`` last).
+    ``record_digests``: the records' digests when the caller has them (saves recomputing).
     """
-    if digests is None:
-        digests = [record_digest(r) for r in records]
-    elif len(digests) != len(records):
-        raise ValueError(f"{len(digests)} digests for {len(records)} records")
-    hexes = [d.hex() for d in digests]  # the caller computed them (``digests``) or we do
+    digests = [d.hex() for d in record_digests or [record_digest(r) for r in records]]
+    if len(digests) != len(records):
+        raise ValueError(f"{len(digests)} record digests for {len(records)} records")
     closers = [i for i, r in enumerate(records) if isinstance(r.payload, RunClosed)]
     run_id = records[closers[0] if closers else 0].run_id if records else None
-    listed = {
-        e.record_digest for i in closers[:1] for e in _closing(records[i]).steps
-    }  # what the run says it holds; an absent parent outside it belongs to another run
-    external = _external(records, hexes, listed) if closers else set()
+    listed = {e.record_digest for i in closers[:1] for e in _closing(records[i]).steps}
+    external = _external(records, digests, listed) if closers else set()  # in other runs
     problems = [
-        *_foreign(records, hexes, run_id),
-        *_duplicates(records, hexes),
-        *_parents(records, hexes, external),
+        *_foreign(records, digests, run_id),
+        *_duplicates(records, digests),
+        *_parents(records, digests, external),
     ]
     if not closers:
         problems.append(RunProblem(code="not_closed", message="the run has no run_closed record"))
     else:
-        problems += _extra_closers(records, hexes, closers[1:])
-        problems += _against_closure(records, hexes, closers[0], check_order)
-    closed_by = hexes[closers[0]] if closers else None
+        problems += _extra_closers(records, digests, closers[1:])
+        problems += _against_closure(records, digests, closers[0], check_order)
+    closed_by = digests[closers[0]] if closers else None
     return RunReport(
-        run_id=run_id,
-        records=len(records),
-        closed_by=closed_by,
-        problems=tuple(problems),
+        run_id=run_id, records=len(records), closed_by=closed_by, problems=tuple(problems),
         external_parents=tuple(sorted(external)),
-    )
+    )  # fmt: skip
 
 
 def _closing(record: DecisionRecord) -> RunClosed:

@@ -281,7 +281,7 @@ def audit_run(items: Sequence[RunItem], cache: VerifyCache) -> RunAudit:
             if logged is not None and logged >= check.index:
                 message = f"parent {parent} is logged at index {logged}, not before {check.index}"
                 problems.append((_problem("parent_logged_later", message, check), check.source))
-    report = check_run([item.record for item in ordered], digests=digests)
+    report = check_run([item.record for item in ordered], record_digests=digests)
     source = {c.digest: c.source for c in checks}
     problems += [(p, source.get(p.record_digest or "")) for p in report.problems]
     return RunAudit(
