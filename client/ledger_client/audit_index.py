@@ -228,7 +228,8 @@ class AuditIndex:
             self._store(done, stats, verified, commit=n % _BATCH == 0 or n == len(todo))
             if progress is not None:
                 progress(stats.skipped + n)
-        gone = [p for p in known if p not in {str(r) for r in runs}]
+        present = {str(r) for r in runs}
+        gone = [p for p in known if p not in present]
         with _Transaction(self.db):
             for path in gone:
                 self._delete(path)
