@@ -189,7 +189,8 @@ def _parts(item: RunItem, digest: bytes, cache: VerifyCache, got: dict[str, Any]
         verify_receipt(receipt, cache.log_keys, tsa_roots=cache.tsa_roots, origin=cache.origin)
     if digest != receipt.record_digest:
         raise VerificationError(f"the record hashes to {digest.hex()}, not the receipt's digest")
-    if receipt.record is not None and receipt.record != item.record:
+    inner = receipt.record
+    if inner is not None and inner is not item.record and record_digest(inner) != digest:
         raise VerificationError("the receipt carries a different record")
     for disclosure in receipt.disclosures:
         check_disclosure_in(item.record.to_json_obj(), disclosure)
