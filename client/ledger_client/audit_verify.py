@@ -13,8 +13,10 @@ bytes and the checkpoint body it stamps); thousands of runs logged under a few c
 cost one signature and one token check per checkpoint, plus a digest and an inclusion proof per
 record. A receipt with a ``previous`` checkpoint is checked whole by ``verify_receipt``.
 
-``audit_run`` adds the run-level checks: ``ledger.runs.check_run`` over the records in log
-order, and parents present in the run logged before their children (``parent_logged_later``).
+``audit_run`` adds the run-level problems: those ``verify_run`` found when given (the report and
+the timeline), else the same checks made here with the shared cache (the index):
+``ledger.runs.check_run`` over the records in log order, and parents present in the run logged
+before their children (``parent_logged_later``).
 Witness cosignatures are counted when witness keys are given; otherwise ``not checked``.
 """
 
@@ -32,7 +34,7 @@ from ledger.checkpoint import VerifiedCheckpoint, Verifier, open_checkpoint
 from ledger.commitments import check_disclosure_in
 from ledger.errors import FormatError, LedgerError, TimestampError, VerificationError
 from ledger.records import DecisionRecord, record_digest
-from ledger.runs import RunProblem, check_run
+from ledger.runs import RunProblem, RunReport, check_run
 from ledger.timestamp import imprint_for_checkpoint_body, verify_token
 from ledger.types import decode_leaf
 from ledger_client.receipt import Receipt, ReceiptAnchor
@@ -266,11 +268,37 @@ class RunAudit:
         return [p for p, _ in self.problems if p.record_digest == digest]
 
 
-def audit_run(items: Sequence[RunItem], cache: VerifyCache) -> RunAudit:
-    """Every record checked (``check_item``), then the run checks (module docstring)."""
+def audit_run(
+    items: Sequence[RunItem],
+    cache: VerifyCache,
+    *,
+    run_problems: Sequence[tuple[RunProblem, str | None]] | None = None,
+) -> RunAudit:
+    """Every record checked (``check_item``), then the run checks (module docstring).
+
+    ``run_problems``: the problems ``receipt_verify.verify_run`` found for these items (the
+    report and the timeline pass them, so they show exactly what ``ledger-verify run``
+    reports); without them the same checks are made here, sharing the cache (the index)."""
     ordered = sorted(items, key=lambda item: item.receipt.index)
     digests = [_digest_of(item) for item in ordered]
     checks = [check_item(item, cache, d) for item, d in zip(ordered, digests, strict=True)]
+    report = check_run([item.record for item in ordered], record_digests=digests)
+    if run_problems is None:
+        run_problems = _run_problems(checks, report)
+    return RunAudit(
+        run_id=report.run_id,
+        agent=ordered[0].record.agent if ordered else None,
+        checks=tuple(checks),
+        problems=tuple(run_problems),
+        external_parents=report.external_parents,
+    )
+
+
+def _run_problems(
+    checks: Sequence[RecordCheck], report: RunReport
+) -> list[tuple[RunProblem, str | None]]:
+    """``verify_run``'s checks over already checked records: invalid receipts, parents logged
+    later than their children, and ``check_run``'s problems."""
     problems: list[tuple[RunProblem, str | None]] = []
     for check in checks:
         if check.error is not None:
@@ -282,16 +310,9 @@ def audit_run(items: Sequence[RunItem], cache: VerifyCache) -> RunAudit:
             if logged is not None and logged >= check.index:
                 message = f"parent {parent} is logged at index {logged}, not before {check.index}"
                 problems.append((_problem("parent_logged_later", message, check), check.source))
-    report = check_run([item.record for item in ordered], record_digests=digests)
     source = {c.digest: c.source for c in checks}
     problems += [(p, source.get(p.record_digest or "")) for p in report.problems]
-    return RunAudit(
-        run_id=report.run_id,
-        agent=ordered[0].record.agent if ordered else None,
-        checks=tuple(checks),
-        problems=tuple(problems),
-        external_parents=report.external_parents,
-    )
+    return problems
 
 
 def _digest_of(item: RunItem) -> bytes:

@@ -31,7 +31,7 @@ from ledger.checkpoint import CosignatureVerifier
 from ledger.errors import FormatError
 from ledger.jcs import Json, canonical_bytes, loads_strict
 from ledger.records import DecisionRecord, record_digest
-from ledger_client.audit_verify import VerifyCache, audit_run
+from ledger_client.audit_verify import RunAudit, VerifyCache, audit_run
 from ledger_client.cli_anchor import load_certificates
 from ledger_client.cli_common import EXIT_INVALID, Outcome, finish, json_option
 from ledger_client.cli_notes import log_verifiers, read_input
@@ -43,6 +43,7 @@ from ledger_client.disclose import (
 )
 from ledger_client.lineage import Lineage, LineageResult
 from ledger_client.receipt import Receipt
+from ledger_client.receipt_verify import RunItem, verify_run
 from ledger_client.report_html import render_report
 from ledger_client.run_files import run_paths
 from ledger_client.timeline import label_of
@@ -170,6 +171,12 @@ def lineage(
 # --- report -----------------------------------------------------------------------------------
 
 
+def _audit(items: Sequence[RunItem], cache: VerifyCache) -> RunAudit:
+    """The run audited, with the problems ``ledger-verify run`` reports (``verify_run``)."""
+    verdict = verify_run(items, cache.log_keys, tsa_roots=cache.tsa_roots, origin=cache.origin)
+    return audit_run(items, cache, run_problems=verdict.problems)
+
+
 @click.command("report")
 @click.argument("runs", nargs=-1, required=True, metavar="RUNS...")
 @verification_options
@@ -188,7 +195,7 @@ def report(
 
     def check() -> Outcome:
         cache = make_cache(keys, roots, origin, witnesses)
-        audits = [(str(p), audit_run(load_run(str(p)), cache)) for p in run_paths(runs)]
+        audits = [(str(p), _audit(load_run(str(p)), cache)) for p in run_paths(runs)]
         page = render_report(
             audits, anchors_checked=bool(cache.tsa_roots), witnesses_checked=bool(witnesses)
         )

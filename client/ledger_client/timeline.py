@@ -21,7 +21,7 @@ from ledger.checkpoint import Verifier
 from ledger.jcs import Json
 from ledger.records import DecisionRecord
 from ledger_client.audit_verify import RecordCheck, RunAudit, VerifyCache, audit_run, iso_ms
-from ledger_client.receipt_verify import RunItem
+from ledger_client.receipt_verify import RunItem, verify_run
 
 __all__ = [
     "TimelineRow",
@@ -170,6 +170,9 @@ def run_timeline(
     roots: Sequence[x509.Certificate] | None,
     origin: str | None,
 ) -> tuple[list[Json], list[str]]:
-    """One run's timeline rows as JSON and as a text table (``ledger-verify run --timeline``)."""
-    rows = timeline(audit_run(items, VerifyCache(verifiers, tsa_roots=roots, origin=origin)))
+    """One run's timeline rows as JSON and as a text table (``ledger-verify run --timeline``),
+    with the problems ``verify_run`` finds."""
+    verdict = verify_run(items, verifiers, tsa_roots=roots, origin=origin)
+    cache = VerifyCache(verifiers, tsa_roots=roots, origin=origin)
+    rows = timeline(audit_run(items, cache, run_problems=verdict.problems))
     return [r.to_json_obj() for r in rows], ["timeline:", *format_timeline(rows)]

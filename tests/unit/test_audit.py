@@ -261,3 +261,17 @@ def test_public_names_exist() -> None:
         module = importlib.import_module(f"ledger_client.{name}")
         for public in module.__all__:
             assert hasattr(module, public), f"{name}.{public}"
+
+
+def test_index_checks_find_what_verify_run_finds(files: dict[str, Path]) -> None:
+    from ledger_client.audit_verify import VerifyCache, audit_run
+    from ledger_client.cli_receipts import load_run
+    from ledger_client.receipt_verify import verify_run
+
+    tamper(files["support"], line=3)
+    for path in (files["support"], files["review"]):
+        items = load_run(str(path))
+        verdict = verify_run(items, [RUNS.world.key])
+        audit = audit_run(items, VerifyCache([RUNS.world.key]))
+        mine = sorted((p.code, p.step, p.record_digest) for p, _ in audit.problems)
+        assert mine == sorted((p.code, p.step, p.record_digest) for p, _ in verdict.problems)
