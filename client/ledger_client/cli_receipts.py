@@ -190,6 +190,8 @@ def _describe_run(verdict: RunVerdict) -> list[str]:
     ]
     if not verdict.anchors_checked:
         lines.append("anchors:       not checked (give --tsa-root PEM to check them)")
+    for parent in run.external_parents:  # lineage across runs: `ledger-verify lineage`
+        lines.append(f"parent in another run: {parent}")
     for problem, source in verdict.problems:
         where = "run" if problem.step is None else f"step {problem.step}"
         origin = f" [{source}]" if source else ""
@@ -232,6 +234,7 @@ def run(
         items = load_run(path)
         verdict = verify_run(items, verifiers, tsa_roots=trusted, origin=origin)
         details, lines = verdict.to_json_obj(), _describe_run(verdict)
+        details["external_parents"] = list(verdict.run.external_parents)
         if timeline:
             details["timeline"], rows = run_timeline(items, verifiers, trusted, origin)
             lines += rows

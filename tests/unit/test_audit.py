@@ -275,3 +275,10 @@ def test_index_checks_find_what_verify_run_finds(files: dict[str, Path]) -> None
         audit = audit_run(items, VerifyCache([RUNS.world.key]))
         mine = sorted((p.code, p.step, p.record_digest) for p, _ in audit.problems)
         assert mine == sorted((p.code, p.step, p.record_digest) for p, _ in verdict.problems)
+
+
+def test_run_names_parents_in_other_runs(files: dict[str, Path]) -> None:
+    code, out = invoke_json("run", str(files["review"]), "--key", KEY)
+    assert code == 0 and out["external_parents"] == [RUNS.digest(RUNS.support[4])]
+    code, text = invoke("run", str(files["review"]), "--key", KEY)
+    assert code == 0 and f"parent in another run: {RUNS.digest(RUNS.support[4])}" in text
