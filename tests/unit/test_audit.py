@@ -282,3 +282,29 @@ def test_run_names_parents_in_other_runs(files: dict[str, Path]) -> None:
     assert code == 0 and out["external_parents"] == [RUNS.digest(RUNS.support[4])]
     code, text = invoke("run", str(files["review"]), "--key", KEY)
     assert code == 0 and f"parent in another run: {RUNS.digest(RUNS.support[4])}" in text
+
+
+def test_receipt_disclose_opens_exactly_the_paths_asked() -> None:
+    from ledger.commitments import commit
+    from ledger.errors import MalformedReceiptError, RecordError
+    from ledger_client.receipt_verify import verify_receipt
+    from tests.audit_world import item as item_of
+
+    fetch, memory = RUNS.support[0], RUNS.support[1]
+    kept = RUNS.disclosures[RUNS.digest(fetch)]
+    receipt = Receipt.from_json_obj(item_of(RUNS, fetch)["receipt"])
+    assert receipt.disclosures == ()
+    opened = receipt.disclose(["parameters.url"], kept)
+    assert [(d.field_path, d.value) for d in opened.disclosures] == [("parameters.url", URL)]
+    assert verify_receipt(opened, [RUNS.world.key]).disclosed == ("parameters.url",)
+    assert opened.disclose([]).disclosures == ()  # from its own: nothing asked, nothing open
+    with pytest.raises(MalformedReceiptError, match=r"no disclosure for 'payload\.value'"):
+        receipt.disclose(["payload.value"], kept)
+    _, wrong = commit("https://elsewhere.example", field_path="parameters.url")
+    with pytest.raises(RecordError, match=r"parameters\.url"):
+        receipt.disclose(["parameters.url"], [wrong])
+    other = Receipt.from_json_obj(item_of(RUNS, memory)["receipt"])
+    both = [*kept, *RUNS.disclosures[RUNS.digest(memory)]]
+    assert [d.field_path for d in other.disclose(["payload.value"], both).disclosures] == [
+        "payload.value"
+    ]
