@@ -205,8 +205,10 @@ def test_audit_commands_stay_offline(files: dict[str, Path], tmp_path: Path) -> 
 
 
 def test_fast_reader_matches_the_strict_one(files: dict[str, Path]) -> None:
+    from dataclasses import fields
+
     from ledger.errors import FormatError
-    from ledger.records import record_digest
+    from ledger.records import DecisionRecord, record_digest
     from ledger_client.audit_load import LoadedItem, load_run_fast
     from ledger_client.cli_receipts import load_run
 
@@ -217,6 +219,9 @@ def test_fast_reader_matches_the_strict_one(files: dict[str, Path]) -> None:
     assert all(
         isinstance(i, LoadedItem) and i.known_digest == record_digest(i.record) for i in fast
     )
+    for record in RUNS.support:  # parsed once (no second validation), equal to the original
+        again = DecisionRecord.from_json_obj(record.to_json_obj())
+        assert again == record and all(hasattr(again, f.name) for f in fields(DecisionRecord))
     broken = files["support"].parent / "broken.jsonl"
     broken.write_text(files["support"].read_text().replace('"receipt"', '"receipts"', 1))
     with pytest.raises(FormatError, match=r"broken.jsonl:1: expected an object with 'receipt'"):
