@@ -343,10 +343,14 @@ class DecisionRecord:
         """Validate a JSON object and build the record (inverse of ``to_json_obj``).
 
         ``checked``: ``obj`` came from ``loads_strict(..., safe_numbers=True)``, so its I-JSON
-        limits need no second pass.
-        """
+        limits need no second pass. Validated once: ``_parse_record`` returns every field
+        already normalised, so the second parse ``__post_init__`` makes for direct
+        construction is skipped (an index reads hundreds of thousands of records)."""
         plain = cast(Json, obj) if checked else to_plain(obj, safe_numbers=True)
-        return cls(**_parse_record(plain))
+        record = object.__new__(cls)
+        for name, value in _parse_record(plain).items():
+            object.__setattr__(record, name, value)
+        return record
 
     def to_json(self) -> str:
         """RFC 8785 canonical JSON text (the bytes ``record_digest`` hashes, decoded)."""

@@ -10,6 +10,9 @@ fault with the record's step, id and digest (``PROBLEM_CODES``):
 * ``foreign_run``: a record of another run (the run id is the ``run_closed`` record's);
 * ``duplicate_record`` / ``duplicate_step``: the same record twice / two records at one step;
 * ``missing_parent`` / ``parent_not_before``: a parent digest absent / not at an earlier step;
+  a parent that is absent *and* not listed in the ``run_closed`` record is a link to a record
+  of another run (data-flow lineage, by digest): not a problem, it is in
+  ``RunReport.external_parents`` for cross-run checks (``ledger-verify lineage``);
 * ``not_closed`` / ``multiple_run_closed``: no ``run_closed`` record / more than one;
 * ``missing``: a listed (step, digest) with no record; ``altered``: a record at a listed step
   whose digest differs (the listed record being absent); ``extra``: a record not listed;
@@ -92,6 +95,7 @@ class RunReport:
     records: int
     closed_by: str | None
     problems: tuple[RunProblem, ...]
+    external_parents: tuple[str, ...] = ()  # parents in other runs (module docstring)
 
     @property
     def ok(self) -> bool:
@@ -104,6 +108,7 @@ class RunReport:
             "records": self.records,
             "closed_by": self.closed_by,
             "problems": [p.to_json_obj() for p in self.problems],
+            "external_parents": list(self.external_parents),
         }
 
 
@@ -171,10 +176,12 @@ def check_run(
     digests = list(digests)
     closers = [i for i, r in enumerate(records) if isinstance(r.payload, RunClosed)]
     run_id = records[closers[0] if closers else 0].run_id if records else None
+    listed = {e.record_digest for i in closers[:1] for e in _closing(records[i]).steps}
+    external = _external(records, digests, listed) if closers else set()  # in other runs
     problems = [
         *_foreign(records, digests, run_id),
         *_duplicates(records, digests),
-        *_parents(records, digests),
+        *_parents(records, digests, external),
     ]
     if not closers:
         problems.append(RunProblem(code="not_closed", message="the run has no run_closed record"))
@@ -185,8 +192,19 @@ def check_run(
         problems += _step_gaps(records, closers[0])
     closed_by = digests[closers[0]] if closers else None
     return RunReport(
-        run_id=run_id, records=len(records), closed_by=closed_by, problems=tuple(problems)
-    )
+        run_id=run_id, records=len(records), closed_by=closed_by, problems=tuple(problems),
+        external_parents=tuple(sorted(external)),
+    )  # fmt: skip
+
+
+def _closing(record: DecisionRecord) -> RunClosed:
+    assert isinstance(record.payload, RunClosed)
+    return record.payload
+
+
+def _external(records: Sequence[DecisionRecord], digests: list[str], listed: set[str]) -> set[str]:
+    present = set(digests)
+    return {p for r in records for p in r.parent_digests if p not in present and p not in listed}
 
 
 def _problem(code: str, message: str, record: DecisionRecord, digest: str) -> RunProblem:
@@ -225,11 +243,15 @@ def _duplicates(records: Sequence[DecisionRecord], digests: list[str]) -> list[R
     return problems
 
 
-def _parents(records: Sequence[DecisionRecord], digests: list[str]) -> list[RunProblem]:
+def _parents(
+    records: Sequence[DecisionRecord], digests: list[str], external: set[str]
+) -> list[RunProblem]:
     step_of = {d: r.step for r, d in zip(records, digests, strict=True)}
     problems: list[RunProblem] = []
     for r, d in zip(records, digests, strict=True):
         for parent in r.parent_digests:
+            if parent in external:
+                continue
             if parent not in step_of:
                 problems.append(_problem("missing_parent", f"parent {parent} is absent", r, d))
             elif step_of[parent] >= r.step:

@@ -15,7 +15,8 @@ anyone holding the same value can recompute it. Rules of ``jsonable``:
 * anything else: ``repr(value)`` (give such values a ``to_json_obj`` for a stable digest).
 
 A plain digest of a low-entropy value (``"yes"``, a small number) can be guessed by whoever
-sees the record; ``Capture.COMMIT`` uses salted commitments (``ledger.commitments``) instead.
+sees the record; ``Capture.COMMIT`` (the default of ``@decision`` and the bridges) uses salted
+commitments (``ledger.commitments``) instead.
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ _MAX_DEPTH = 48
 class Capture(StrEnum):
     """What of a decorated function's arguments and result goes into its record."""
 
-    DIGEST = "digest"  # evidence digests only (the default)
-    COMMIT = "commit"  # salted commitments in the record; disclosures kept by the SDK
+    DIGEST = "digest"  # unsalted evidence digests only: guessable for low-entropy values
+    COMMIT = "commit"  # salted commitments in the record; disclosures kept by the SDK (default)
     CONTENT = "content"  # the values themselves, in clear
 
 

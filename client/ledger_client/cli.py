@@ -9,7 +9,16 @@ from __future__ import annotations
 
 import click
 
-from ledger_client import cli_anchor, cli_monitor, cli_notes, cli_proofs, cli_receipts, cli_tiles
+from ledger_client import (
+    cli_anchor,
+    cli_audit,
+    cli_index,
+    cli_monitor,
+    cli_notes,
+    cli_proofs,
+    cli_receipts,
+    cli_tiles,
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -29,5 +38,7 @@ for _command in (
     cli_receipts.run,
     cli_tiles.receipt_fetch,
     cli_tiles.receipt_upgrade,
+    *cli_audit.COMMANDS,
+    *cli_index.COMMANDS,
 ):
     main.add_command(_command)

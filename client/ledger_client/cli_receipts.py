@@ -16,6 +16,7 @@
   with the record's step, id, digest and file (or line); ``--json`` adds the per-step
   ``timeline``. A line whose receipt is ``null`` (the SDK wrote it while the log was down) is
   input to complete first (exit 2, naming ``ledger receipt run``).
+  ``--timeline`` adds one row per record with its checks (``ledger_client.timeline``).
 
 The log order is the order receipts prove; the order of files or lines is not authenticated
 and does not matter. Exit codes as for every subcommand (``cli_common``): 0 valid, 1 a check
@@ -47,9 +48,11 @@ from ledger_client.cli_notes import (
     witness_options,
     witness_policy,
 )
+from ledger_client.disclose import describe_disclosures, disclosed_values
 from ledger_client.receipt import Receipt
 from ledger_client.receipt_verify import VALID, AnchorCheck, ReceiptReport, verify_receipt
 from ledger_client.run_verify import RunItem, RunVerdict, verify_run
+from ledger_client.timeline import run_timeline
 
 __all__ = ["receipt", "run"]
 
@@ -152,7 +155,10 @@ def receipt(
             witnesses=wits,
             min_witnesses=required,
         )
-        return Outcome("receipt", report.to_json_obj(), describe_receipt(report))
+        details = {**report.to_json_obj(), "disclosures": disclosed_values(parsed)}
+        return Outcome(
+            "receipt", details, [*describe_receipt(report), *describe_disclosures(parsed)]
+        )
 
     finish("receipt", as_json, check)
 
@@ -223,6 +229,8 @@ def _describe_run(verdict: RunVerdict) -> list[str]:
     ]
     if not verdict.anchors_checked:
         lines.append("anchors:       not checked (give --tsa-root PEM to check them)")
+    for parent in run.external_parents:  # lineage across runs: `ledger-verify lineage`
+        lines.append(f"parent in another run: {parent}")
     for problem, source in verdict.problems:
         where = "run" if problem.step is None else f"step {problem.step}"
         origin = f" [{source}]" if source else ""
@@ -249,6 +257,7 @@ def _fail(as_json: bool, details: dict[str, Json], lines: list[str]) -> NoReturn
 @click.option("--tsa-root", "roots", multiple=True, metavar="PEM", help=_ROOT_HELP)
 @click.option("--origin", metavar="ORIGIN", help=_ORIGIN_HELP)
 @witness_options
+@click.option("--timeline", is_flag=True, help="one row per record (ledger_client.timeline)")
 @json_option
 def run(
     path: str,
@@ -257,6 +266,7 @@ def run(
     origin: str | None,
     witnesses: tuple[str, ...],
     min_witnesses: int | None,
+    timeline: bool,
     as_json: bool,
 ) -> None:
     """Check a run (folder of *.json or JSON-lines of {record, receipt}): complete, in order."""
@@ -264,8 +274,9 @@ def run(
     def check() -> Outcome:
         verifiers, trusted = log_verifiers(keys), _roots(roots)
         wits, required = witness_policy(witnesses, min_witnesses)
+        items = load_run(path)
         verdict = verify_run(
-            load_run(path),
+            items,
             verifiers,
             tsa_roots=trusted,
             origin=origin,
@@ -273,6 +284,12 @@ def run(
             min_witnesses=required,
         )
         details, lines = verdict.to_json_obj(), _describe_run(verdict)
+        details["external_parents"] = list(verdict.run.external_parents)
+        if timeline:
+            details["timeline"], rows = run_timeline(
+                items, verifiers, trusted, origin, problems=verdict.problems, witnesses=wits
+            )
+            lines += rows
         if not verdict.ok:
             _fail(as_json, details, lines)
         return Outcome("run", details, lines)

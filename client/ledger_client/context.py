@@ -18,6 +18,15 @@ passing anything by hand, through a ``contextvars.ContextVar`` that holds the cu
   started from. So sequential calls chain, nested calls are the parents of their caller's
   record, and calls run in parallel (threads, ``asyncio.gather``) are all parents of the next
   record (fan-in). A parent always has a lower step than its child.
+* Lineage (``ledger_client.links``): with ``links="data"`` (the default) a decorated call's frame
+  starts from the call's *inputs* (``parents=`` and the records whose returned values it was
+  given), not from its caller's frontier, and its record does not join the run's root frontier:
+  parents follow data flow. ``links="sequence"`` keeps the step-order chain described above
+  (framework bridges always use it: callbacks carry no data flow). ``emit(..., parents=[...])``
+  names a record's parents exactly, in either mode; they may be records of other runs.
+* Disclosures stay private: ``write_receipts`` puts into the shared receipts only the field
+  paths asked for (``disclose=``); ``write_disclosures`` writes all of them to a separate file
+  (mode 0600; format in ``ledger_client.disclose``).
 * Propagation: asyncio tasks copy the context, so they see their creator's frame. Threads do
   not: use ``ContextThreadPoolExecutor`` (or ``contextvars.copy_context().run``). A thread
   with no frame joins the run at its root if exactly one run is open in the process.
@@ -27,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -38,8 +48,10 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 from ledger.commitments import Disclosure
+from ledger.jcs import canonical_bytes
 from ledger.records import DecisionRecord, Outcome, Payload, new_record_id
 from ledger.runs import run_closed_record
+from ledger_client.links import ValueLinks, parent_digests
 from ledger_client.run_receipts import RunLine, write_run_file
 from ledger_client.sdk_errors import RunStateError
 
@@ -57,6 +69,7 @@ __all__ = [
     "emit",
     "error_name",
     "ledger_run",
+    "private_path",
     "rfc3339",
 ]
 
@@ -112,13 +125,16 @@ class RunEntry:
 class Frame:
     """A place in a run's DAG: the run, the enclosing frame, and the frontier (hex digests)."""
 
-    __slots__ = ("heads", "parent", "run", "start")
+    __slots__ = ("data", "heads", "parent", "run", "start")
 
-    def __init__(self, run: Run, parent: Frame | None, heads: tuple[str, ...]) -> None:
+    def __init__(
+        self, run: Run, parent: Frame | None, heads: tuple[str, ...], *, data: bool = False
+    ) -> None:
         self.run = run
         self.parent = parent
         self.start = heads
         self.heads = heads
+        self.data = data  # started from data-flow inputs (module docstring, "Lineage")
 
 
 class Run:
@@ -132,8 +148,13 @@ class Run:
         run_id: str | None = None,
         model: str | None = None,
         clock: Callable[[], float] = time.time,
+        links: str = "data",
     ) -> None:
+        if links not in ("data", "sequence"):
+            raise ValueError(f"links={links!r}: want 'data' or 'sequence'")
         self.sink = sink
+        self.links = links
+        self.values = ValueLinks()
         self.agent = agent
         self.model = model
         self.run_id = run_id or new_record_id()
@@ -149,11 +170,15 @@ class Run:
         with self._lock:
             return [*self._entries, *([self.closed] if self.closed else [])]
 
-    def child(self, parent: Frame | None = None) -> Frame:
-        """A new frame inside ``parent`` (default: the root), starting at its frontier."""
+    def child(self, parent: Frame | None = None, *, inputs: tuple[str, ...] | None = None) -> Frame:
+        """A new frame inside ``parent`` (default: the root), starting at its frontier, or, in
+        a ``links="data"`` run when ``inputs`` (hex digests) are given, at those inputs."""
         parent = parent or self.root
         with self._lock:
-            return Frame(self, parent, parent.heads)
+            if inputs is None or self.links != "data":
+                extra = tuple(h for h in inputs or () if h not in parent.heads)
+                return Frame(self, parent, (*parent.heads, *extra))
+            return Frame(self, parent, inputs, data=True)
 
     def emit(
         self,
@@ -161,11 +186,15 @@ class Run:
         *,
         frame: Frame | None = None,
         disclosures: Sequence[Disclosure] = (),
+        parents: Sequence[object] | None = None,
         **fields: Any,
     ) -> RunEntry:
-        """Emit a record in ``frame`` (default: the root): parents are its frontier."""
+        """Emit a record in ``frame`` (default: the root): parents are ``parents`` when given
+        (records, receipts, digests, tracked values; ``ledger_client.links``), else its
+        frontier."""
+        named = None if parents is None else parent_digests(parents, self.values)
         with self._lock:
-            return self._emit(frame or self.root, payload, tuple(disclosures), fields)
+            return self._emit(frame or self.root, payload, tuple(disclosures), fields, named)
 
     def finish(
         self,
@@ -179,6 +208,8 @@ class Run:
         with self._lock:
             entry = self._emit(frame, payload, tuple(disclosures), fields)
             outer = frame.parent or self.root
+            if frame.data and outer is self.root:
+                return entry  # data flow: a call at the root does not become everyone's parent
             digest = entry.digest.hex()
             outer.heads = (*(h for h in outer.heads if h not in frame.start), digest)
             return entry
@@ -192,7 +223,12 @@ class Run:
                 outer.heads = (*kept, *(h for h in frame.heads if h not in kept))
 
     def _emit(
-        self, frame: Frame, payload: Payload, disclosures: tuple[Disclosure, ...], fields: Any
+        self,
+        frame: Frame,
+        payload: Payload,
+        disclosures: tuple[Disclosure, ...],
+        fields: Any,
+        parents: tuple[str, ...] | None = None,
     ) -> RunEntry:
         if self.closed is not None:
             raise RunStateError(f"run {self.run_id} is closed; no more records")
@@ -203,7 +239,7 @@ class Run:
             run_id=self.run_id,
             step=len(self._entries),
             time=rfc3339(self._clock()),
-            parent_digests=frame.heads,
+            parent_digests=frame.heads if parents is None else parents,
             payload=payload,
             **fields,
         )
@@ -228,21 +264,33 @@ class Run:
                 outcome = {"error": error_name(error)}
                 self._emit(self.root, Outcome(), (), {"actual_outcome": outcome})
             steps = [(e.record.step, e.digest) for e in self._entries]
-            parents = [bytes.fromhex(h) for h in self.root.heads] if self.root.heads else None
+            parents = [bytes.fromhex(h) for h in self._closing_parents()] or None
             record = run_closed_record(
                 self.run_id, steps, agent=self.agent, time=rfc3339(self._clock()),
                 parent_digests=parents, model=self.model,
             )  # fmt: skip
             self.closed = RunEntry(record, self.sink.submit(record))
         _forget(self)
+        self.values.clear()
         if wait and not self.sink.flush(timeout, checkpoint=True):
             raise TimeoutError(f"run {self.run_id}: the log did not acknowledge it in {timeout} s")
         return self.closed
 
+    def _closing_parents(self) -> tuple[str, ...]:
+        """``run_closed``'s parents: the root frontier, or with data links every record that
+        no other record names as a parent (the sinks of the graph)."""
+        if self.links != "data":
+            return self.root.heads
+        named = {p for e in self._entries for p in e.record.parent_digests}
+        return tuple(h for e in self._entries if (h := e.digest.hex()) not in named)
+
     def receipts(
-        self, *, with_disclosures: bool = False, timeout: float = 30.0
+        self, *, disclose: Sequence[str] = (), timeout: float = 30.0
     ) -> list[tuple[DecisionRecord, Receipt]]:
-        """Every record of the closed run with its receipt (close with ``wait=True`` first)."""
+        """Every record of the closed run with its receipt (close with ``wait=True`` first).
+
+        ``disclose``: field paths (e.g. ``parameters.url``) whose kept disclosures go into the
+        receipts; every other clear value and salt stays out."""
         if self.closed is None:
             raise RunStateError(f"run {self.run_id} is still open")
         entries = self.entries
@@ -253,7 +301,7 @@ class Run:
                 replace(
                     receipt,
                     record=entry.record,
-                    disclosures=entry.disclosures if with_disclosures else (),
+                    disclosures=tuple(d for d in entry.disclosures if d.field_path in disclose),
                 ),
             )
             for entry, receipt in zip(entries, found, strict=True)
@@ -265,12 +313,38 @@ class Run:
         return write_run_file(path, [RunLine(record=entry.record) for entry in self.entries])
 
     def write_receipts(
-        self, path: str | Path, *, with_disclosures: bool = False, timeout: float = 30.0
+        self, path: str | Path, *, disclose: Sequence[str] = (), timeout: float = 30.0
     ) -> Path:
         """Write the run as JSON lines ``{"record", "receipt"}`` (``ledger-verify run`` input),
-        replacing ``path`` atomically."""
-        receipts = self.receipts(with_disclosures=with_disclosures, timeout=timeout)
+        replacing ``path`` atomically; ``disclose``: as for ``receipts``."""
+        receipts = self.receipts(disclose=disclose, timeout=timeout)
         return write_run_file(path, [RunLine(record=r, receipt=rc) for r, rc in receipts])
+
+    def write_disclosures(self, path: str | Path) -> Path | None:
+        """Write every kept disclosure to the private file ``path`` (mode 0600), one line per
+        record ``{"record_digest", "disclosures"}``; None (no file) when there are none."""
+        lines = [
+            canonical_bytes(
+                {
+                    "record_digest": e.digest.hex(),
+                    "disclosures": [d.to_json_obj() for d in e.disclosures],
+                }
+            )
+            for e in self.entries
+            if e.disclosures
+        ]
+        return _write_private(Path(path), lines) if lines else None
+
+
+def _write_private(target: Path, lines: list[bytes]) -> Path:
+    """Write ``lines`` to ``target``, readable by its owner only (0600), and fsync it."""
+    descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(descriptor, 0o600)
+    with os.fdopen(descriptor, "wb") as out:
+        out.write(b"".join(line + b"\n" for line in lines))
+        out.flush()
+        os.fsync(out.fileno())
+    return target
 
 
 # --- the current frame ------------------------------------------------------------------------
@@ -312,12 +386,19 @@ def leave_frame(token: contextvars.Token[Frame | None]) -> None:
     _FRAME.reset(token)
 
 
-def emit(payload: Payload, *, disclosures: Sequence[Disclosure] = (), **fields: Any) -> RunEntry:
-    """Emit a record in the current frame (e.g. a ``ToolSelection`` inside a decorated call)."""
+def emit(
+    payload: Payload,
+    *,
+    disclosures: Sequence[Disclosure] = (),
+    parents: Sequence[object] | None = None,
+    **fields: Any,
+) -> RunEntry:
+    """Emit a record in the current frame (e.g. a ``ToolSelection`` inside a decorated call);
+    ``parents``: its parents exactly (``Run.emit``), else the frame's frontier."""
     frame = current_frame()
     if frame is None:
         raise RunStateError("no ledger run is open here; use `with ledger_run(...)`")
-    return frame.run.emit(payload, frame=frame, disclosures=disclosures, **fields)
+    return frame.run.emit(payload, frame=frame, disclosures=disclosures, parents=parents, **fields)
 
 
 # --- ledger_run --------------------------------------------------------------------------------
@@ -331,13 +412,17 @@ class RunContext:
         run: Run,
         *,
         receipts: str | Path | None = None,
-        with_disclosures: bool = False,
+        disclose: Sequence[str] = (),
+        disclosures: str | Path | None = None,
         receipts_timeout: float = 30.0,
     ) -> None:
         self.run = run
         self.receipts_path = None if receipts is None else Path(receipts)
-        self._with_disclosures = with_disclosures
+        self._disclose = tuple(disclose)
         self._timeout = receipts_timeout
+        if disclosures is None and self.receipts_path is not None:
+            disclosures = private_path(self.receipts_path)
+        self.disclosures_path = None if disclosures is None else Path(disclosures)
         self._tokens: list[contextvars.Token[Frame | None]] = []
 
     def __enter__(self) -> Run:
@@ -365,18 +450,23 @@ class RunContext:
             exc = None  # a normal exit, not a failure
         try:
             self.run.close(error=exc, wait=self.receipts_path is not None, timeout=self._timeout)
+            self._write_disclosures()
             if self.receipts_path is not None:
                 self.run.write_receipts(
-                    self.receipts_path,
-                    with_disclosures=self._with_disclosures,
-                    timeout=self._timeout,
+                    self.receipts_path, disclose=self._disclose, timeout=self._timeout
                 )
         except TimeoutError:
-            if self.receipts_path is not None and self.run.closed is not None:
-                self.run.write_pending(self.receipts_path)
+            if self.run.closed is not None:
+                self._write_disclosures()
+                if self.receipts_path is not None:
+                    self.run.write_pending(self.receipts_path)
             raise
         finally:
             _forget(self.run)
+
+    def _write_disclosures(self) -> None:
+        if self.disclosures_path is not None:
+            self.run.write_disclosures(self.disclosures_path)
 
 
 def ledger_run(
@@ -386,23 +476,38 @@ def ledger_run(
     run_id: str | None = None,
     model: str | None = None,
     receipts: str | Path | None = None,
-    with_disclosures: bool = False,
+    disclose: Sequence[str] = (),
+    disclosures: str | Path | None = None,
+    links: str = "data",
     clock: Callable[[], float] = time.time,
     receipts_timeout: float = 30.0,
 ) -> RunContext:
     """Open a run of ``agent`` on ``client`` (a ``LedgerClient`` or ``AsyncLedgerClient``).
 
     ``receipts``: on exit, wait for the log to cover the run and write every record with its
-    receipt to this JSON-lines file (``ledger-verify run`` reads it); ``with_disclosures`` puts
-    the kept disclosures (clear values and salts) into those receipts. When the log does not
-    cover the run within ``receipts_timeout`` seconds, the file gets the records with
+    receipt to this JSON-lines file (``ledger-verify run`` reads it). The kept disclosures
+    (clear values and salts of commitments) go to the private file ``disclosures`` (default:
+    beside the receipts, ``<name>.disclosures.jsonl``, mode 0600), and into the shared receipts
+    only for the field paths in ``disclose``. ``links``: ``"data"`` (parents follow data flow)
+    or ``"sequence"`` (step order), see the module docstring. When the log does not cover the
+    run within ``receipts_timeout`` seconds, the receipts file gets the records with
     ``"receipt": null`` and ``TimeoutError`` is raised; ``ledger receipt run`` completes it.
     """
     sink: RecordSink = client.sync if hasattr(client, "sync") else client
-    run = Run(sink, agent=agent, run_id=run_id, model=model, clock=clock)
+    run = Run(sink, agent=agent, run_id=run_id, model=model, clock=clock, links=links)
     return RunContext(
-        run, receipts=receipts, with_disclosures=with_disclosures, receipts_timeout=receipts_timeout
+        run,
+        receipts=receipts,
+        disclose=disclose,
+        disclosures=disclosures,
+        receipts_timeout=receipts_timeout,
     )
+
+
+def private_path(receipts: Path) -> Path:
+    """Where a run's private disclosures go by default (``run.jsonl``: beside it, in
+    ``run.disclosures.jsonl``)."""
+    return receipts.with_name(f"{receipts.stem}.disclosures.jsonl")
 
 
 # --- threads -----------------------------------------------------------------------------------

@@ -4,11 +4,17 @@ DESIGN.md "Decision record (v1)". The record goes to the run that is current whe
 is called (``ledger_client.context``): its step is the next of the run, its parents are the
 records the call depended on (those emitted inside it, else the caller's previous ones).
 
-* Arguments and result (``capture``, see ``ledger_client.capture``): ``"digest"`` (default)
-  puts ``evidence = {"arguments": <digest>, "result": <digest>}`` and nothing else;
-  ``"content"`` also puts the arguments in ``parameters`` and the result in
-  ``actual_outcome``; ``"commit"`` puts salted commitments there instead (no plain digests),
-  and the SDK keeps the disclosures (clear value and salt) for receipts.
+* Arguments and result (``capture``, see ``ledger_client.capture``): ``"commit"`` (default)
+  puts salted commitments in ``parameters`` (one per argument) and ``actual_outcome`` (no
+  plain digests), and the SDK keeps the disclosures (clear value and salt) privately;
+  ``"digest"`` puts ``evidence = {"arguments": <digest>, "result": <digest>}`` and nothing
+  else: unsalted, so a low-entropy value ("yes", a small number, an e-mail address from a
+  known list) can be guessed from its digest; ``"content"`` puts the values in clear.
+* Parents (``ledger_client.links``): ``parents=`` (a list of records, receipts, digests or
+  tracked values, or a callable taking the bound arguments and returning one) plus the records
+  whose returned values are among the arguments; the call's result is tracked in turn.
+* Inside an active OpenTelemetry span (``opentelemetry`` already imported by the application),
+  the record's ``otel`` holds that span's trace and span ids unless ``otel=`` is given.
 * ``kind`` chooses the payload. Fields it needs are taken from the keyword arguments of
   ``decision`` or derived: ``tool_call`` (tool = the function's name, inputs used = the
   arguments' digest, outputs generated = the result's), ``parameter_construction`` (tool),
@@ -41,6 +47,8 @@ from ledger.commitments import Disclosure
 from ledger.records import KINDS, PAYLOAD_FIELDS, PAYLOAD_TYPES, Outcome, Payload
 from ledger_client.capture import Capture, CapturedValue, capture_arguments, capture_value
 from ledger_client.context import Frame, current_frame, enter_frame, error_name, leave_frame
+from ledger_client.links import ParentsSpec, parent_digests
+from ledger_client.otel_span import current_otel
 from ledger_client.sdk_errors import ClientError
 
 __all__ = ["RECORD_FIELDS", "UnrecordedDecisionWarning", "decision"]
@@ -64,11 +72,14 @@ class _Spec:
     kind: str
     name: str | None
     capture: Capture
+    parents: ParentsSpec
     payload_fields: Mapping[str, Any]
     record_fields: Mapping[str, Any]
 
 
-def _spec(kind: str, name: str | None, capture: str, fields: Mapping[str, Any]) -> _Spec:
+def _spec(
+    kind: str, name: str | None, capture: str, parents: ParentsSpec, fields: Mapping[str, Any]
+) -> _Spec:
     if kind not in KINDS or kind == "run_closed":
         raise ValueError(f"kind {kind!r}: want one of {[k for k in KINDS if k != 'run_closed']}")
     payload_names = PAYLOAD_FIELDS[kind]
@@ -82,6 +93,7 @@ def _spec(kind: str, name: str | None, capture: str, fields: Mapping[str, Any]) 
         kind=kind,
         name=name,
         capture=Capture(capture),
+        parents=parents,
         payload_fields={k: v for k, v in fields.items() if k in payload_names},
         record_fields={k: v for k, v in fields.items() if k in RECORD_FIELDS},
     )
@@ -117,11 +129,17 @@ class _Call:
     def __init__(self, spec: _Spec, label: str, frame: Frame, arguments: Mapping[str, Any]):
         self.spec, self.label = spec, label
         self.run = frame.run
-        self.frame = self.run.child(frame)
+        self.frame = self.run.child(frame, inputs=self._inputs(arguments))
         self.args_digest, self.parameters, self.disclosures = capture_arguments(
             arguments, spec.capture
         )
         self._token = enter_frame(self.frame)
+
+    def _inputs(self, arguments: Mapping[str, Any]) -> tuple[str, ...]:
+        given = self.spec.parents
+        named = given(arguments) if callable(given) else given or ()
+        found = self.run.values.found_in(arguments)
+        return parent_digests([*named, *found], self.run.values)
 
     def _evidence(self, result_digest: str | None) -> dict[str, str]:
         if self.spec.capture is Capture.COMMIT:
@@ -145,13 +163,16 @@ class _Call:
         disclosures: list[Disclosure] = [*self.disclosures]
         if out.disclosure is not None:
             disclosures.append(out.disclosure)
-        self.run.finish(self.frame, payload, disclosures=disclosures, **fields)
+        entry = self.run.finish(self.frame, payload, disclosures=disclosures, **fields)
+        self.run.values.track(result, entry.digest.hex())
 
     def _record_fields(self, result: object, out: CapturedValue, path: str) -> dict[str, Any]:
         fields: dict[str, Any] = {"parameters": self.parameters}
         if path == "actual_outcome" and out.value is not None:
             fields["actual_outcome"] = out.value
         user = _resolve(self.spec.record_fields, result)
+        if "otel" not in user and (span := current_otel()) is not None:
+            user["otel"] = span
         evidence = {**self._evidence(out.digest), **user.pop("evidence", {})}
         return {**fields, **user, "evidence": evidence}
 
@@ -166,6 +187,7 @@ class _Call:
                 evidence=self._evidence(None),
                 parameters=self.parameters,
                 actual_outcome=outcome,
+                **({"otel": span} if (span := current_otel()) is not None else {}),
             )
         except ClientError:
             _log.exception("could not record the failure of %s", self.label)
@@ -194,10 +216,15 @@ def _arguments(sig: inspect.Signature, args: Any, kwargs: Any) -> dict[str, Any]
 
 
 def decision(
-    kind: str = "tool_call", *, name: str | None = None, capture: str = "digest", **fields: Any
+    kind: str = "tool_call",
+    *,
+    name: str | None = None,
+    capture: str = "commit",
+    parents: ParentsSpec = None,
+    **fields: Any,
 ) -> Callable[[_F], _F]:
     """Record each call of the decorated function as a ``kind`` decision (module docstring)."""
-    spec = _spec(kind, name, capture, fields)
+    spec = _spec(kind, name, capture, parents, fields)
 
     def wrap(fn: _F) -> _F:
         if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):

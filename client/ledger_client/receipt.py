@@ -33,13 +33,13 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import cast
 
 from ledger import merkle
 from ledger.checkpoint import Checkpoint, SignedNote, decode_b64
-from ledger.commitments import Disclosure
+from ledger.commitments import Disclosure, check_disclosure_in
 from ledger.errors import (
     InvalidRecordError,
     MalformedNoteError,
@@ -210,6 +210,31 @@ class Receipt:
     def to_json(self) -> str:
         """RFC 8785 canonical JSON text (deterministic: equal receipts give equal text)."""
         return canonical_bytes(self.to_json_obj()).decode("utf-8")
+
+    def disclose(
+        self, paths: Sequence[str], disclosures: Sequence[Disclosure] | None = None
+    ) -> Receipt:
+        """A copy of this receipt that discloses exactly the field ``paths`` and nothing else.
+
+        The disclosures come from ``disclosures`` (e.g. the SDK's private file) or else from
+        this receipt; each is checked against the record's commitment. ``MalformedReceiptError``
+        names a path with no disclosure; ``RecordError`` one whose value does not open it.
+        """
+        if self.record is None:
+            raise MalformedReceiptError("record", "disclosing a field needs the record")
+        source = self.disclosures if disclosures is None else tuple(disclosures)
+        by_path = {d.field_path: d for d in source}
+        missing = [p for p in paths if p not in by_path]
+        if missing:
+            known = ", ".join(sorted(by_path)) or "none"
+            raise MalformedReceiptError(
+                "disclosures", f"no disclosure for {missing[0]!r} (known paths: {known})"
+            )
+        chosen = tuple(by_path[p] for p in dict.fromkeys(paths))
+        obj = self.record.to_json_obj()
+        for disclosure in chosen:
+            check_disclosure_in(obj, disclosure)
+        return replace(self, disclosures=chosen)
 
     @classmethod
     def from_json_obj(cls, obj: object, *, checked: bool = False) -> Receipt:

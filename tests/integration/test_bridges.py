@@ -76,7 +76,7 @@ def test_langchain_agent_becomes_decision_records() -> None:
 
     sink = Sink()
     with ledger_run(sink, agent="lc-agent"):
-        assert langchain_agent(LedgerCallbackHandler()) == "It rains."
+        assert langchain_agent(LedgerCallbackHandler(capture="digest")) == "It rains."
     assert kinds(sink) == ["tool_selection", "tool_call", "memory_write", "outcome", "run_closed"]
     select, call, memory, answer, _ = sink.records
     assert [(c.id, c.action, c.rank) for c in select.candidates] == [("c1", "search", 1)]
@@ -144,7 +144,7 @@ def test_langchain_agent_actions_and_retrievers() -> None:
             return [Document(page_content=f"note about {query}")]
 
     sink = Sink()
-    handler = LedgerCallbackHandler()
+    handler = LedgerCallbackHandler(capture="digest")
     with ledger_run(sink, agent="lc"):
         manager = CallbackManager.configure([handler])
         agent = manager.on_chain_start({"name": "AgentExecutor"}, {"input": "q"})
@@ -219,7 +219,7 @@ def test_otel_spans_become_decision_records() -> None:
 
     sink = Sink()
     with ledger_run(sink, agent="otel-agent"):
-        seen = otel_agent(tracer_with(LedgerSpanProcessor()))
+        seen = otel_agent(tracer_with(LedgerSpanProcessor(capture="digest")))
     assert kinds(sink) == [
         "tool_selection", "tool_call", "memory_write", "outcome", "outcome", "handoff",
         "run_closed",
@@ -257,7 +257,7 @@ def test_otel_spans_inside_a_decorated_call_are_its_parents() -> None:
     pytest.importorskip("opentelemetry.sdk")
     from ledger_client.bridges.otel import LedgerSpanProcessor
 
-    tracer = tracer_with(LedgerSpanProcessor())
+    tracer = tracer_with(LedgerSpanProcessor(capture="digest"))
 
     @decision("plan", name="turn", steps=("look up",))
     def turn() -> None:
@@ -279,7 +279,7 @@ def test_spans_outside_any_run_are_ignored() -> None:
     pytest.importorskip("opentelemetry.sdk")
     from ledger_client.bridges.otel import LedgerSpanProcessor
 
-    tracer = tracer_with(LedgerSpanProcessor())
+    tracer = tracer_with(LedgerSpanProcessor(capture="digest"))
     with tracer.start_as_current_span(
         "execute_tool", attributes={"gen_ai.operation.name": "execute_tool"}
     ):

@@ -105,7 +105,7 @@ def test_threaded_agent_run_verifies(tmp_path: Path) -> None:
     with running_server(tmp_path / "data") as (server, _, _):
         client = LedgerClient(server.address, spool=tmp_path / "a.spool", options=QUICK)
         run_file = tmp_path / "run.jsonl"
-        with ledger_run(client, agent="threaded", receipts=run_file) as run:
+        with ledger_run(client, agent="threaded", receipts=run_file, links="sequence") as run:
             for _ in range(3):
                 threaded_step(4)
         assert client.close(5)

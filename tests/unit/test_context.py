@@ -79,7 +79,7 @@ def assert_run_ok(sink: Sink) -> None:
     assert isinstance(sink.records[-1].payload, RunClosed)
 
 
-@decision("tool_call")
+@decision("tool_call", capture="digest")
 def search(query: str) -> list[str]:
     return [f"{query}-1", f"{query}-2"]
 
@@ -97,7 +97,7 @@ def plan(goal: str) -> list[str]:
 
 def test_sequential_and_nested_calls() -> None:
     sink = Sink()
-    with ledger_run(sink, agent="a", run_id="run-1") as run:
+    with ledger_run(sink, agent="a", run_id="run-1", links="sequence") as run:
         plan("weather")
         search("after")
     s, c, p, s2, closed = sink.records
@@ -132,7 +132,7 @@ def test_threads_fan_in_with_the_context_executor() -> None:
     sink = Sink()
     started = threading.Barrier(4, timeout=5)
 
-    @decision("tool_call", name="fetch")
+    @decision("tool_call", name="fetch", capture="digest")
     def fetch(n: int) -> int:
         started.wait()  # all four calls have begun before any ends
         return n * n
@@ -147,7 +147,7 @@ def test_threads_fan_in_with_the_context_executor() -> None:
             values = list(pool.map(fetch, range(4)))
         return summarize(values)
 
-    with ledger_run(sink, agent="a"):
+    with ledger_run(sink, agent="a", links="sequence"):
         step()
         step()
     fetches = sink.by_kind("tool_call")
@@ -205,7 +205,7 @@ def test_asyncio_tasks_fan_in() -> None:
         return "agent-b"
 
     async def agent() -> Run:
-        async with ledger_run(sink, agent="a") as run:
+        async with ledger_run(sink, agent="a", links="sequence") as run:
             await delegate(["x", "y", "z"])
             await asyncio.create_task(delegate(["w"]))
         return run
@@ -224,11 +224,11 @@ def test_asyncio_tasks_fan_in() -> None:
 def test_an_exception_becomes_an_outcome_record() -> None:
     sink = Sink()
 
-    @decision("tool_call", name="flaky")
+    @decision("tool_call", name="flaky", capture="digest")
     def flaky(n: int) -> int:
         raise ValueError("secret detail")
 
-    with ledger_run(sink, agent="a"):
+    with ledger_run(sink, agent="a", links="sequence"):
         with pytest.raises(ValueError):
             flaky(1)
         search("next")
@@ -313,7 +313,7 @@ def test_capture_commit_keeps_clear_values_out_of_the_record() -> None:
 def test_memory_write_and_callable_fields() -> None:
     sink = Sink()
 
-    @decision("memory_write", trust_label="untrusted", source="tool:web")
+    @decision("memory_write", trust_label="untrusted", source="tool:web", capture="digest")
     def remember(fact: str) -> str:
         return fact
 
@@ -411,7 +411,7 @@ def test_methods_leave_self_out() -> None:
     sink = Sink()
 
     class Agent:
-        @decision("tool_call", name="m")
+        @decision("tool_call", name="m", capture="digest")
         def m(self, x: int) -> int:
             return x
 

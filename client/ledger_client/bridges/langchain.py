@@ -24,14 +24,19 @@ error
 chains                  no record: a frame, so what runs inside links up correctly
 ======================  ======================================================================
 
-Values are captured as by ``@decision`` (``ledger_client.capture``): digests in ``evidence`` by
-default; ``capture="content"`` or ``"commit"`` adds them in clear or as commitments. The handler
-runs inline (``run_inline``) so records keep the order of events, and raises recording errors
-(``raise_error``) rather than losing a record quietly.
+Values are captured as by ``@decision`` (``ledger_client.capture``): salted commitments by
+default (``capture="commit"``, the disclosures kept by the SDK); ``"digest"`` puts unsalted
+digests in ``evidence`` (guessable for low-entropy values), ``"content"`` the values in clear.
+The handler runs inline (``run_inline``) so records keep the order of events, and raises
+recording errors (``raise_error``) rather than losing a record quietly. When an event arrives
+while no ledger run is open (and no run was given), nothing can be recorded: the handler says so
+once, with an ``UnrecordedDecisionWarning`` (and a log line), instead of staying silent.
 """
 
 from __future__ import annotations
 
+import logging
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
@@ -43,10 +48,12 @@ from ledger.records import Candidate, MemoryWrite, Outcome, Termination, ToolCal
 from ledger_client.bridges import SpanTracker, captured_fields
 from ledger_client.capture import Capture, CapturedValue, capture_value
 from ledger_client.context import Run
+from ledger_client.decorators import UnrecordedDecisionWarning
 
 __all__ = ["MEMORY_EVENT", "LedgerCallbackHandler"]
 
 MEMORY_EVENT = "ledger.memory_write"
+_log = logging.getLogger("ledger_client.bridges.langchain")
 
 
 def _name(serialized: Mapping[str, Any] | None, kwargs: Mapping[str, Any], default: str) -> str:
@@ -77,12 +84,26 @@ class LedgerCallbackHandler(BaseCallbackHandler):  # type: ignore[misc,unused-ig
     run_inline = True
 
     def __init__(
-        self, run: Run | None = None, *, capture: str = "digest", raise_error: bool = True
+        self, run: Run | None = None, *, capture: str = "commit", raise_error: bool = True
     ) -> None:
         super().__init__()
         self.raise_error = raise_error
         self.capture = Capture(capture)
         self.spans = SpanTracker(run)
+        self._warned = False
+
+    def _unrecorded(self, event: str) -> None:
+        """Say once per handler that events go unrecorded because no ledger run is open."""
+        if self._warned:
+            return
+        self._warned = True
+        message = (
+            f"LedgerCallbackHandler: no ledger run is open, so the {event} event (and any "
+            "other until a run opens) is not recorded; open one with `with ledger_run(...)` "
+            "or pass run=..."
+        )
+        _log.warning(message)
+        warnings.warn(message, UnrecordedDecisionWarning, stacklevel=3)
 
     def _in(self, value: object, name: str) -> dict[str, CapturedValue]:
         return {name: capture_value(value, self.capture, child_path("parameters", name))}
@@ -93,7 +114,8 @@ class LedgerCallbackHandler(BaseCallbackHandler):  # type: ignore[misc,unused-ig
     def _start(
         self, run_id: UUID, parent_run_id: UUID | None, kind: str, name: str, **info: Any
     ) -> None:
-        self.spans.open(run_id, parent_run_id, name=name, kind=kind, **info)
+        if self.spans.open(run_id, parent_run_id, name=name, kind=kind, **info) is None:
+            self._unrecorded(kind)
 
     # --- chains: frames only -----------------------------------------------------------------
 
@@ -235,8 +257,10 @@ class LedgerCallbackHandler(BaseCallbackHandler):  # type: ignore[misc,unused-ig
 
     def _emit_in(self, run_id: UUID, payload: Any, **fields: Any) -> None:
         frame = self.spans.frame_of(run_id)
-        if frame is not None:
-            frame.run.emit(payload, frame=frame, **fields)
+        if frame is None:
+            self._unrecorded(payload.KIND)
+            return
+        frame.run.emit(payload, frame=frame, **fields)
 
     def on_agent_action(self, action: Any, *, run_id: UUID, **kwargs: Any) -> None:
         tool = str(getattr(action, "tool", "tool"))

@@ -29,7 +29,8 @@ anything else                  no record: a frame, so spans inside it link up co
 ``ledger.kind`` may be ``tool_call``, ``llm``, ``handoff``, ``memory_write`` or ``outcome``
 (a plain ``outcome`` record with the span's otel ids). Records are emitted when spans end
 (children before parents), in the run current where the outermost tracked span started, or in
-the ``run`` given.
+the ``run`` given. Values are captured as by ``@decision``: salted commitments by default
+(``capture="commit"``); ``"digest"`` (unsalted, guessable) and ``"content"`` as there.
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ def _error_type(span: ReadableSpan) -> str:
 class LedgerSpanProcessor(SpanProcessor):  # type: ignore[misc,unused-ignore]
     """OpenTelemetry spans to decision records (module docstring)."""
 
-    def __init__(self, run: Run | None = None, *, capture: str = "digest") -> None:
+    def __init__(self, run: Run | None = None, *, capture: str = "commit") -> None:
         self.capture = Capture(capture)
         self.spans = SpanTracker(run)
 

@@ -1,0 +1,65 @@
+"""The README's auditor walk-through, run for real: the agent from the README against
+``ledger serve`` (a subprocess), then every command of its command block, in a shell."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ledger.checkpoint import Ed25519Signer
+from ledger.keys import write_signer
+from tests.harness import ORIGIN, ServerProcess
+
+pytestmark = pytest.mark.integration
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def block(marker: str) -> str:
+    """The fenced code block right after ``<!-- audit-walkthrough:MARKER -->``."""
+    text = README.read_text()
+    found = re.search(rf"<!-- audit-walkthrough:{marker} -->\n```\w+\n(.*?)```", text, re.S)
+    assert found, f"README has no audit-walkthrough:{marker} block"
+    return found.group(1)
+
+
+def test_readme_audit_walkthrough(tmp_path: Path) -> None:
+    (tmp_path / "audit_agent.py").write_text(block("agent"))
+    signer = Ed25519Signer.generate(ORIGIN)
+    write_signer(tmp_path / "signer.key", signer)
+    server = ServerProcess(tmp_path / "data", tmp_path / "signer.key")
+    try:
+        bin_dir = str(Path(sys.executable).parent)
+        env = {
+            **os.environ,
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "LEDGER": server.address,
+            "VKEY": server.ready["verifier_key"],
+        }
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", block("commands")],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+    finally:
+        server.terminate()
+    out = done.stdout
+    assert done.returncode == 0, done.stderr + out
+    # the timeline: the refund rests on its plan, which rests on the untrusted memory write
+    assert re.search(r"\n1 +\S+ +memory_write +remember <- web +#0 +\d+ +yes", out), out
+    assert re.search(r"\n4 +\S+ +parameter_construction +refund +#1 ", out), out
+    assert re.search(r"\n3 +\S+ +constraint_check +policy-loaded passed +#2 ", out), out
+    # the lineage of the tainted write reaches the reviewer's run
+    lineage = out[out.index("OK: lineage verified") : out.index("OK: report verified")]
+    assert "tool_call refund" in lineage and "agent reviewer" in lineage
+    assert "policy" not in lineage and "fetch_page" not in lineage
+    html = (tmp_path / "report.html").read_text()
+    assert "all 2 run(s) verified" in html and "support-bot" in html
+    assert "memory_write" in out and "untrusted" in out  # the query
+    assert 'parameters.url = "https://forum.example/refunds"' in out
+    private = tmp_path / "runs" / "support.disclosures.jsonl"
+    assert private.stat().st_mode & 0o077 == 0
+    assert "forum.example" not in (tmp_path / "runs" / "support.jsonl").read_text()
