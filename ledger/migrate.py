@@ -1,4 +1,4 @@
-"""Convert a data dir of the per-entry layout to the tile layout (``ledger.tiles``), in place.
+"""Convert a data dir of the per-entry layout to the tile layout (``ledger.tile_layout``), in place.
 
 The per-entry layout kept one value per entry (``E`` || index), one per dedup digest
 (``D`` || digest) and one per tree node (``N`` || level || index), either in column families
@@ -27,7 +27,7 @@ from ledger.errors import StorageError
 from ledger.merkle import CompactRange, leaf_hash
 from ledger.rocks import FAMILIES, INDEX_BYTES, LAYOUT, OLD_FAMILIES, RocksStore, open_rdict
 from ledger.storage import TreeState
-from ledger.tiles import TileWriter
+from ledger.tile_layout import TileWriter, frame
 
 __all__ = ["migrate"]
 
@@ -56,7 +56,7 @@ def _rebuild(db: Rdict, families: list[str], state: TreeState, note: Callable[[s
         nonlocal writer
         first = compact.size
         nodes = compact.extend([leaf_hash(leaf) for leaf in chunk], with_leaves=False)
-        values, writer = writer.plan(first, chunk, nodes)
+        values, writer = writer.plan(first, [frame(leaf) for leaf in chunk], nodes)
         wb = WriteBatch(raw_mode=True)
         for key, value in values.items():
             wb.put(key, value, tree)

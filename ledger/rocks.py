@@ -1,14 +1,14 @@
 """RocksDB storage (the only module importing rocksdict): the ``ledger.storage.Store`` contract.
 
 Key layout (raw bytes, integers big-endian so keys sort numerically), in three column families:
-``default`` (S, V, C, A), ``tree`` (B, T: the ``ledger.tiles`` layout) and ``digests`` (the
+``default`` (S, V, C, A), ``tree`` (B, T: the ``ledger.tile_layout`` layout) and ``digests`` (the
 dedup index); one WriteBatch spans them atomically:
 
     key                                   value
     b"S"                                  tree state: last leaf time (8) || compact range
     b"V"                                  layout version: b"tiles-1"
     b"B" || bundle index (8)              entry bundle: (uint16 length || v1 leaf) per entry
-    b"T" || tile level (1) || index (8)   tile rows (``ledger.tiles``): hashes, 32 bytes each
+    b"T" || tile level (1) || index (8)   tile rows (``ledger.tile_layout``): hashes, 32 bytes each
     record digest (32)                    index (6)                    (dedup index)
     b"C" || size (8)                      root hash (32) || signed note (UTF-8)
     b"A" || size (8) || TSA name (UTF-8)  genTime ms (8) || DER TimeStampToken
@@ -43,7 +43,7 @@ from rocksdict import (
 from ledger.errors import StorageError
 from ledger.merkle import NodeID
 from ledger.storage import Batch, TreeState, check_new_checkpoint
-from ledger.tiles import TileReader, TileWriter
+from ledger.tile_layout import TileReader, TileWriter
 from ledger.types import Anchor, PublishedCheckpoint
 
 __all__ = ["LAYOUT", "OLD_FAMILIES", "RocksStore", "open_rdict"]
@@ -190,15 +190,13 @@ class RocksStore:
         return [None if v is None else int.from_bytes(v, "big") for v in found]
 
     def commit(self, batch: Batch) -> None:
-        entries = batch.entries
-        first = entries[0][0] if entries else batch.state.size
-        values, writer = self._writer.plan(first, [leaf for _, leaf, _ in entries], batch.nodes)
+        values, writer = self._writer.plan(batch.first, batch.entries, batch.nodes)
         wb = WriteBatch(raw_mode=True)
         put = wb.put
         tree, digests = self._tree_cf, self._digests_cf
         for key, value in values.items():
             put(key, value, tree)
-        for index, _, digest in entries:  # the hot loop: one dedup key per entry
+        for index, digest in enumerate(batch.digests, batch.first):  # one dedup key per entry
             put(digest, index.to_bytes(INDEX_BYTES, "big"), digests)
         put(_STATE, batch.state.to_bytes())
         self._db.write(wb, self._nosync)  # holds the GIL ...

@@ -11,7 +11,7 @@ What a store promises (``RocksStore`` in ``ledger.rocks`` is the production one)
   either the state before or after a commit.
 * Reads of what the contract says is there (a node of a committed tree, an entry below the
   committed size) raise ``StorageError`` when missing: that is corruption, not absence.
-* Layout (``ledger.tiles``, the same in every store): entries live in tlog-tiles entry bundles
+* Layout (``ledger.tile_layout``, the same in every store): entries live in tlog-tiles entry bundles
   and the tree in tile values, so a commit writes O(entries / 256 + tile levels) values plus
   one dedup key per entry; full bundles and tiles are written once, the right-edge partial ones
   are rewritten by the commit that extends them.
@@ -30,7 +30,7 @@ from typing import Protocol
 
 from ledger.errors import StorageError
 from ledger.merkle import CompactRange, NodeID
-from ledger.tiles import TileReader, TileWriter
+from ledger.tile_layout import TileReader, TileWriter
 from ledger.types import Anchor, PublishedCheckpoint
 
 __all__ = ["Batch", "MemoryStore", "Store", "TreeState", "check_new_checkpoint"]
@@ -63,10 +63,14 @@ class TreeState:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Batch:
-    """One group commit: new entries (index, leaf, record digest), the full nodes of level >= 1
-    they complete, and the new state. A level-0 node is the leaf hash of its entry."""
+    """One group commit: new entries from index ``first``, each framed as in an entry bundle
+    (uint16 length || v1 leaf, ``ledger.tile_layout.frame``), their record digests, the full
+    nodes of height >= 1 they complete, and the new state. A height-0 node is the leaf hash of
+    its entry."""
 
-    entries: Sequence[tuple[int, bytes, bytes]]
+    first: int
+    entries: Sequence[bytes]
+    digests: Sequence[bytes]
     nodes: Sequence[tuple[NodeID, bytes]]
     state: TreeState
 
@@ -155,7 +159,7 @@ class MemoryStore:
         self._lock = threading.Lock()
         self._fault = fault or (lambda _point: None)
         self._state = TreeState()
-        self._values: dict[bytes, bytes] = {}  # bundles and tiles (``ledger.tiles`` keys)
+        self._values: dict[bytes, bytes] = {}  # bundles and tiles (``ledger.tile_layout`` keys)
         self._digests: dict[bytes, int] = {}
         self._checkpoints: dict[int, PublishedCheckpoint] = {}
         self._anchors: dict[tuple[int, str], Anchor] = {}
@@ -174,14 +178,12 @@ class MemoryStore:
 
     def commit(self, batch: Batch) -> None:
         self._fault("commit")
-        first = batch.entries[0][0] if batch.entries else self._state.size
-        leaves = [leaf for _, leaf, _ in batch.entries]
-        values, writer = self._writer.plan(first, leaves, batch.nodes)
+        values, writer = self._writer.plan(batch.first, batch.entries, batch.nodes)
         with self._lock:
             self._values.update(values)
             for key in values:
                 self.writes[key] = self.writes.get(key, 0) + 1
-            for index, _, digest in batch.entries:
+            for index, digest in enumerate(batch.digests, batch.first):
                 self._digests[digest] = index
             self._state = batch.state
             self._writer = writer

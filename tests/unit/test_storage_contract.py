@@ -16,6 +16,7 @@ from ledger.errors import StorageError
 from ledger.integrator import Integrator
 from ledger.merkle import CompactRange, NodeID
 from ledger.storage import Batch, MemoryStore, Store, TreeState
+from ledger.tile_layout import frame
 from ledger.types import Anchor, PublishedCheckpoint, encode_leaf
 
 Reopen = Callable[[], Store]
@@ -51,11 +52,17 @@ def digest(i: int) -> bytes:
 
 
 def batch_of(start: int, count: int, compact: CompactRange) -> tuple[Batch, CompactRange]:
-    indexes = range(start, start + count)
-    entries = [(i, encode_leaf(digest(i), 1000 + i), digest(i)) for i in indexes]
-    nodes, new = Integrator(compact).integrate([merkle.leaf_hash(leaf) for _, leaf, _ in entries])
+    leaves = [encode_leaf(digest(i), 1000 + i) for i in range(start, start + count)]
+    return commit_of(start, leaves, compact, [digest(i) for i in range(start, start + count)])
+
+
+def commit_of(
+    start: int, leaves: list[bytes], compact: CompactRange, digests: list[bytes]
+) -> tuple[Batch, CompactRange]:
+    nodes, new = Integrator(compact).integrate([merkle.leaf_hash(leaf) for leaf in leaves])
     state = TreeState(compact=new, last_timestamp_ms=9)
-    return Batch(entries=entries, nodes=nodes, state=state), new
+    entries = [frame(leaf) for leaf in leaves]
+    return Batch(first=start, entries=entries, digests=digests, nodes=nodes, state=state), new
 
 
 ORIGIN = "ledger.test/contract"
@@ -163,7 +170,7 @@ def test_reads_run_concurrently_with_the_writer(reopen: Reopen) -> None:
     assert errors == []
 
 
-# --- the tile layout (ledger/tiles.py): tiles and entry bundles as served -------------------
+# --- the tile layout (ledger/tile_layout.py): tiles and entry bundles as served -------------
 
 
 def leaf_hashes_of(n: int) -> list[bytes]:
@@ -233,15 +240,13 @@ def test_every_full_node_is_served_from_the_tiles(reopen: Reopen) -> None:
 
 def test_entries_with_metadata_round_trip(reopen: Reopen) -> None:
     store = reopen()
-    entries = [(i, encode_leaf(digest(i), 5, b"m" * (i % 4) * 100), digest(i)) for i in range(9)]
-    nodes, compact = Integrator(CompactRange()).integrate(
-        [merkle.leaf_hash(leaf) for _, leaf, _ in entries]
-    )
-    store.commit(Batch(entries=entries, nodes=nodes, state=TreeState(compact=compact)))
+    leaves = [encode_leaf(digest(i), 5, b"m" * (i % 4) * 100) for i in range(9)]
+    batch, _ = commit_of(0, leaves, CompactRange(), [digest(i) for i in range(9)])
+    store.commit(batch)
     store = reopen()
-    assert store.get_leaves(range(9)) == [leaf for _, leaf, _ in entries]
+    assert store.get_leaves(range(9)) == leaves
     bundle = store.get_entry_bundles([(0, 5)])[0]
-    assert bundle == b"".join(len(leaf).to_bytes(2, "big") + leaf for _, leaf, _ in entries[:5])
+    assert bundle == b"".join(len(leaf).to_bytes(2, "big") + leaf for leaf in leaves[:5])
 
 
 def test_full_tiles_and_bundles_are_written_once() -> None:

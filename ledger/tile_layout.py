@@ -38,6 +38,7 @@ __all__ = [
     "TileWriter",
     "bundle_key",
     "encode_bundle",
+    "frame",
     "split_bundle",
     "tile_key",
 ]
@@ -45,6 +46,7 @@ __all__ = [
 TILE_HEIGHT = 8
 TILE_WIDTH = 1 << TILE_HEIGHT
 _PLAIN = 43  # a v1 leaf without metadata: version (1) || time (8) || digest (32) || length (2)
+_PLAIN_LOW = bytes([_PLAIN & 0xFF])
 _FRAMES = tuple(n.to_bytes(2, "big") for n in range(_PLAIN + MAX_METADATA + 1))
 _sha256 = hashlib.sha256
 
@@ -88,20 +90,31 @@ def _base(value: bytes, level: int) -> int:
 # --- entry bundles ---------------------------------------------------------------------------
 
 
+def frame(leaf: bytes) -> bytes:
+    """One entry as an entry bundle holds it: uint16 length || leaf."""
+    return _FRAMES[len(leaf)] + leaf
+
+
 def encode_bundle(leaves: Iterable[bytes]) -> bytes:
     """Entries in the tlog-tiles bundle format (uint16 length || leaf, each)."""
     frames = _FRAMES
     return b"".join([frames[len(leaf)] + leaf for leaf in leaves])
 
 
+def _uniform(value: bytes) -> bool:
+    """True when every entry of the bundle is a leaf without metadata (43 bytes): then every
+    frame the parse meets reads 43, so entry ``k`` is at ``45 k`` (checked in C, not a loop)."""
+    n = len(value) // (_PLAIN + 2)
+    return (
+        len(value) == n * (_PLAIN + 2)
+        and value[1 :: _PLAIN + 2] == _PLAIN_LOW * n
+        and value[0 :: _PLAIN + 2] == bytes(n)
+    )
+
+
 def split_bundle(value: bytes) -> list[bytes]:
     """The leaves of a bundle, in order (fast when no entry carries metadata)."""
-    n = len(value) // (_PLAIN + 2)
-    if (
-        len(value) == n * (_PLAIN + 2)
-        and value[1 :: _PLAIN + 2] == b"\x2b" * n
-        and value[0 :: _PLAIN + 2] == bytes(n)
-    ):  # every frame reads 43, so the uniform split is the parse
+    if _uniform(value):
         return [value[i + 2 : i + _PLAIN + 2] for i in range(0, len(value), _PLAIN + 2)]
     leaves, at = [], 0
     while at < len(value):
@@ -178,13 +191,13 @@ class TileWriter:
     def plan(
         self,
         first: int,
-        leaves: Sequence[bytes],
+        entries: Sequence[bytes],
         nodes: Iterable[tuple[NodeID, bytes]],
     ) -> tuple[dict[bytes, bytes], TileWriter]:
-        """The values to write for entries ``first..`` and the nodes (height >= 1) they complete,
-        and the writer after them."""
+        """The values to write for framed entries ``first..`` (see ``frame``) and the nodes
+        (height >= 1) they complete, and the writer after them."""
         writes: dict[bytes, bytes] = {}
-        bundle = self._add_leaves(first, leaves, writes)
+        bundle = self._add_entries(first, entries, writes)
         tiles = {lvl: tile.copy() for lvl, tile in self._tiles.items()}
         for (height, index), h in nodes:
             lvl, row = height >> 3, height & 7
@@ -202,18 +215,18 @@ class TileWriter:
                 tile.dirty = False
         return writes, TileWriter(bundle, tiles)
 
-    def _add_leaves(
-        self, first: int, leaves: Sequence[bytes], writes: dict[bytes, bytes]
+    def _add_entries(
+        self, first: int, entries: Sequence[bytes], writes: dict[bytes, bytes]
     ) -> _Bundle:
         bundle = _Bundle(self._bundle.index, bytearray(self._bundle.data))
         at = 0
-        while at < len(leaves):
+        while at < len(entries):
             index = first + at
             n = index >> TILE_HEIGHT
             if n != bundle.index:
                 bundle = _Bundle(n, bytearray())
-            take = min(len(leaves) - at, TILE_WIDTH - (index & (TILE_WIDTH - 1)))
-            bundle.data += encode_bundle(leaves[at : at + take])
+            take = min(len(entries) - at, TILE_WIDTH - (index & (TILE_WIDTH - 1)))
+            bundle.data += b"".join(entries[at : at + take])
             writes[bundle_key(n)] = bytes(bundle.data)
             at += take
         return bundle
@@ -245,16 +258,22 @@ class TileReader:
             return []
         keys = [bundle_key(i >> TILE_HEIGHT) for i in indexes]
         values = self._values(keys, "entry bundle")
-        split: dict[bytes, list[bytes]] = {}
+        split: dict[bytes, list[bytes] | None] = {}  # None: uniform, sliced in place
         out = []
+        step = _PLAIN + 2
         for i, key in zip(indexes, keys, strict=True):
-            leaves = split.get(key)
-            if leaves is None:
-                leaves = split[key] = split_bundle(values[key])
+            value = values[key]
+            if key not in split:
+                split[key] = None if _uniform(value) else split_bundle(value)
+            leaves = split[key]
             pos = i & (TILE_WIDTH - 1)
-            if pos >= len(leaves):
+            if leaves is None:
+                leaf = value[pos * step + 2 : (pos + 1) * step]
+            else:
+                leaf = leaves[pos] if pos < len(leaves) else b""
+            if not leaf:
                 raise StorageError(f"missing entry {i}")
-            out.append(leaves[pos])
+            out.append(leaf)
         return out
 
     def nodes(self, ids: Sequence[NodeID]) -> list[bytes]:
