@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from rocksdict import (
+    AccessType,
     BlockBasedOptions,
     Cache,
     DBCompressionType,
@@ -138,18 +139,56 @@ def _check_layout(path: Path, opts: Options) -> None:
 
 
 class RocksStore:
-    """A ``Store`` in a RocksDB directory (one process at a time, as RocksDB requires)."""
+    """A ``Store`` in a RocksDB directory (one writing process at a time, as RocksDB requires).
 
-    def __init__(self, path: str | Path, *, memtable_mb: int = 16, cache_mb: int = 32) -> None:
-        Path(path).mkdir(parents=True, exist_ok=True)
+    ``RocksStore.secondary`` opens a read-only view for reader processes (RocksDB secondary
+    instance): it sees what the writer had made durable at its last ``catch_up``.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        memtable_mb: int = 16,
+        cache_mb: int = 32,
+        secondary: str | Path | None = None,
+    ) -> None:
         opts, dedup = _options(memtable_mb, cache_mb)
-        opts.create_missing_column_families(True)
-        _check_layout(Path(path), opts)
-        self._db = open_rdict(path, {"tree": opts, "digests": dedup}, opts)
+        self.read_only = secondary is not None
+        if secondary is None:
+            Path(path).mkdir(parents=True, exist_ok=True)
+            opts.create_missing_column_families(True)
+            _check_layout(Path(path), opts)
+            self._db = open_rdict(path, {"tree": opts, "digests": dedup}, opts)
+        else:
+            opts.set_max_open_files(-1)  # a secondary must keep every file open to catch up
+            families = {"tree": opts, "digests": dedup}
+            access = AccessType.secondary(str(secondary))
+            try:
+                self._db = Rdict(str(path), opts, column_families=families, access_type=access)
+            except Exception as exc:
+                raise StorageError(f"cannot open {path} as a secondary: {exc}") from exc
         self._tree = self._db.get_column_family("tree")
         self._digests = self._db.get_column_family("digests")
         self._tree_cf = self._db.get_column_family_handle("tree")
         self._digests_cf = self._db.get_column_family_handle("digests")
+        self._check_version(Path(path))
+        self._nosync = WriteOptions()
+        self._nosync.sync = False
+        self._reader = TileReader(self._lookup)
+        self._writer = TileWriter.load(self.load_state().size, self._lookup)
+        self.path = Path(path)
+
+    @classmethod
+    def secondary(cls, path: str | Path, scratch: str | Path, **kw: int) -> RocksStore:
+        """A read-only view of the data dir at ``path`` (``scratch``: its own info logs)."""
+        return cls(path, secondary=scratch, **kw)
+
+    def catch_up(self) -> None:
+        """A secondary: see what the writer has made durable since (10-80 ms)."""
+        self._db.try_catch_up_with_primary()
+
+    def _check_version(self, path: Path) -> None:
         version = cast("bytes | None", self._db.get(_VERSION))
         if version is None and self._db.get(_STATE) is not None:
             self.close()
@@ -157,16 +196,15 @@ class RocksStore:
                 f"{path} has a tree state but no layout version; convert it with "
                 f"`ledger migrate-storage --db {path}`"
             )
-        if version is None:
+        if version is None and not self.read_only:
             self._db.put(_VERSION, LAYOUT, _synced())
-        elif version != LAYOUT:
+        elif version not in (None, LAYOUT):
             self.close()
             raise StorageError(f"{path}: unknown storage layout {version!r}")
-        self._nosync = WriteOptions()
-        self._nosync.sync = False
-        self._reader = TileReader(self._lookup)
-        self._writer = TileWriter.load(self.load_state().size, self._lookup)
-        self.path = Path(path)
+
+    def _refuse_writes(self) -> None:
+        if self.read_only:
+            raise StorageError("a secondary (reader) store does not write; append to the writer")
 
     def _lookup(self, keys: list[bytes]) -> list[bytes | None]:
         if not keys:
@@ -190,6 +228,7 @@ class RocksStore:
         return [None if v is None else int.from_bytes(v, "big") for v in found]
 
     def commit(self, batch: Batch) -> None:
+        self._refuse_writes()
         values, writer = self._writer.plan(batch.first, batch.entries, batch.nodes)
         wb = WriteBatch(raw_mode=True)
         put = wb.put
@@ -218,6 +257,7 @@ class RocksStore:
     # --- checkpoints and anchors -------------------------------------------------------------
 
     def put_checkpoint(self, checkpoint: PublishedCheckpoint) -> None:
+        self._refuse_writes()
         if check_new_checkpoint(self.get_checkpoint(checkpoint.size), checkpoint):
             value = checkpoint.root_hash + checkpoint.note.encode()
             self._db.put(_checkpoint_key(checkpoint.size), value, _synced())
@@ -234,6 +274,7 @@ class RocksStore:
         return None
 
     def put_anchor(self, anchor: Anchor) -> None:
+        self._refuse_writes()
         value = _u64(anchor.gen_time_ms) + anchor.token
         self._db.put(_anchor_key(anchor.size, anchor.tsa), value, _synced())
 

@@ -269,3 +269,33 @@ def test_full_tiles_and_bundles_are_written_once() -> None:
     store.commit(b)
     for key in full:
         assert store.writes[key] == snapshot[key]  # untouched once full
+
+
+def test_a_secondary_sees_what_it_caught_up_to_and_never_writes(tmp_path: Path) -> None:
+    """Reader processes: a RocksDB secondary serves the state of its last catch-up only."""
+    pytest.importorskip("rocksdict")
+    from ledger.rocks import RocksStore
+
+    primary = RocksStore(tmp_path / "db")
+    try:
+        b, compact = batch_of(0, 300, CompactRange())
+        primary.commit(b)
+        primary.put_checkpoint(checkpoint(300, compact.root()))
+        reader = RocksStore.secondary(tmp_path / "db", tmp_path / "reader")
+        try:
+            assert reader.load_state().size == 300
+            b, compact = batch_of(300, 100, compact)
+            primary.commit(b)
+            primary.put_checkpoint(checkpoint(400, compact.root()))
+            latest = reader.latest_checkpoint()
+            assert latest is not None and latest.size == 300  # not caught up yet
+            reader.catch_up()
+            latest = reader.latest_checkpoint()
+            assert latest is not None and latest.size == 400
+            assert reader.get_tiles([(0, 1, 144)]) == primary.get_tiles([(0, 1, 144)])
+            with pytest.raises(StorageError, match="append to the writer"):
+                reader.commit(batch_of(400, 1, compact)[0])
+        finally:
+            reader.close()
+    finally:
+        primary.close()
