@@ -232,8 +232,11 @@ def subtree_node(begin: int, end: int) -> ProofNode:
     return _range_node(begin, end)
 
 
+_new = tuple.__new__  # a named tuple without its Python-level __new__ (proof planning is hot)
+
+
 def _full(level: int, index: int) -> ProofNode:
-    return ProofNode((NodeID(level, index),))
+    return _new(ProofNode, ((_new(NodeID, (level, index)),),))
 
 
 def _path_nodes(level: int, index: int, size: int) -> list[ProofNode]:

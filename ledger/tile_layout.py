@@ -49,6 +49,7 @@ _PLAIN = 43  # a v1 leaf without metadata: version (1) || time (8) || digest (32
 _PLAIN_LOW = bytes([_PLAIN & 0xFF])
 _FRAMES = tuple(n.to_bytes(2, "big") for n in range(_PLAIN + MAX_METADATA + 1))
 _sha256 = hashlib.sha256
+_INDEX_MASK = (1 << 56) - 1
 
 Lookup = Callable[[list[bytes]], list[bytes | None]]
 """A batched read: the value of each key, or None (one multi-get in RocksDB)."""
@@ -277,26 +278,34 @@ class TileReader:
         return out
 
     def nodes(self, ids: Sequence[NodeID]) -> list[bytes]:
-        """Hashes of full nodes (any height; height 0 is the leaf hash of the entry)."""
+        """Hashes of full nodes (any height; height 0 is the leaf hash of the entry).
+
+        Proofs ask for thousands of nodes in a few hundred values: each value's key and base
+        width are worked out once, each node is then two shifts and a slice.
+        """
         if not ids:
             return []
         leaf_ids = [j for h, j in ids if h == 0]
         leaf_hashes = iter([_sha256(b"\x00" + leaf).digest() for leaf in self.leaves(leaf_ids)])
-        where = [_locate(h, j) for h, j in ids if h]
-        values = self._values([w[0] for w in where], "tile value") if where else {}
+        # a tile value as one integer: level (above bit 56) and tile index
+        tiles = {(h >> 3) << 56 | j >> (TILE_HEIGHT - (h & 7)) for h, j in ids if h}
+        keys = {t: tile_key(t >> 56, t & _INDEX_MASK) for t in tiles}
+        values = self._values(list(keys.values()), "tile value") if keys else {}
+        bases = {t: _base(values[key], t >> 56) for t, key in keys.items()}
         out = []
-        inner = iter(where)
         for h, j in ids:
             if h == 0:
                 out.append(next(leaf_hashes))
                 continue
-            key, level, row, pos = next(inner)
-            value = values[key]
-            base = _base(value, level)
-            if pos >= base >> row:
+            level, row = h >> 3, h & 7
+            t = level << 56 | j >> (TILE_HEIGHT - row)
+            pos = j & ((TILE_WIDTH >> row) - 1)
+            stored = row - 1 if level == 0 else row
+            base = bases[t]
+            if pos >= base >> stored:
                 raise StorageError(f"missing tree node {NodeID(h, j)}")
-            at = (_OFFSETS[base][row] + pos) * HASH_SIZE
-            out.append(value[at : at + HASH_SIZE])
+            at = (_OFFSETS[base][stored] + pos) * HASH_SIZE
+            out.append(values[keys[t]][at : at + HASH_SIZE])
         return out
 
     def tiles(self, ids: Sequence[tuple[int, int, int]]) -> list[bytes]:
@@ -337,11 +346,3 @@ class TileReader:
             cut = len(value) if len(leaves) == width else sum(len(x) + 2 for x in leaves[:width])
             out.append(value[:cut])
         return out
-
-
-def _locate(height: int, index: int) -> tuple[bytes, int, int, int]:
-    """Key, tile level, stored row and position of full node ``(height, index)``, height >= 1."""
-    level, row = height >> 3, height & 7
-    n = index >> (TILE_HEIGHT - row)
-    pos = index & ((TILE_WIDTH >> row) - 1)
-    return tile_key(level, n), level, row - 1 if level == 0 else row, pos

@@ -16,6 +16,7 @@ compaction. Variants:
     smallbase   level, 32 MiB level base and 8 MiB files: compactions rewrite less at a time
                 (the log's choice, ``ledger.rocks``)
     shortsmall  short and smallbase together
+    smallmem    smallbase with 4 MiB memtables (a smaller skiplist: cheaper random inserts)
 
 Figures are noisy on a shared machine; run it on a quiet one for the record.
 """
@@ -98,6 +99,9 @@ def _variant(name: str) -> tuple[Options, int]:
         key = 16
     elif name == "smallbase":
         _small_levels(opts)
+    elif name == "smallmem":
+        _small_levels(opts)
+        opts.set_write_buffer_size(4 << 20)
     elif name == "shortsmall":
         key = 16
         _small_levels(opts)
