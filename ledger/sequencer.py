@@ -147,11 +147,11 @@ class Sequencer:
 
     def _known(self, items: Sequence[AppendItem]) -> dict[bytes, AppendResult]:
         """Results for digests the durable log already holds (original index, leaf and time)."""
-        digests = list(dict.fromkeys([item[0] for item in items]))
+        digests = [item[0] for item in items]
         found = self._store.find_digests(digests)
-        hits = [(d, i) for d, i in zip(digests, found, strict=True) if i is not None]
-        if not hits:
+        if found.count(None) == len(found):  # the common case: every digest is new
             return {}
+        hits = list({d: i for d, i in zip(digests, found, strict=True) if i is not None}.items())
         leaves = self._store.get_leaves([i for _, i in hits])
         known = {}
         for (digest, index), leaf in zip(hits, leaves, strict=True):
