@@ -78,7 +78,10 @@ def _options(memtable_mb: int, cache_mb: int) -> tuple[Options, Options]:
     merges; with level compaction and the default 256 MiB level 1, every L0 -> L1 compaction
     rewrites all of a growing L1, so the append rate falls as the log grows; a 32 MiB level
     base with 8 MiB files and dynamic level sizes bounds what one compaction rewrites, which
-    kept the rate flat to 2M keys. Shorter keys save disk but need collision handling.
+    kept the rate flat to 2M keys; memtables of a quarter of ``memtable_mb`` (4 MiB by default)
+    make the random inserts of the write, which hold the GIL, about 40% cheaper (a smaller
+    skiplist) for the same total compaction work. Shorter keys save disk but need collision
+    handling.
 
     Memtables are charged to the block cache, which also holds the index and filter blocks,
     so RocksDB's memory stays near memtables + cache however big the log grows.
@@ -90,6 +93,7 @@ def _options(memtable_mb: int, cache_mb: int) -> tuple[Options, Options]:
     opts = _family_options(memtable_mb, cache, budget)
     opts.set_compression_type(DBCompressionType.lz4())  # bundles repeat a batch's leaf prefix
     dedup = _family_options(memtable_mb, cache, budget)
+    dedup.set_write_buffer_size(max(memtable_mb // 4, 2) << 20)
     dedup.set_max_bytes_for_level_base(32 << 20)
     dedup.set_target_file_size_base(8 << 20)
     dedup.set_level_compaction_dynamic_level_bytes(True)
