@@ -160,11 +160,12 @@ class _Tile:
 class TileWriter:
     """The right edge of the layout (partial bundle and tiles), and the values a commit writes.
 
-    ``plan`` works on a copy; ``adopt`` switches to it once the commit is durable, so a failed
-    commit leaves the writer exactly where the durable store is.
+    ``plan`` works on copies and returns the writer after the commit; a store keeps the old one
+    until the commit is durable, so a failed commit leaves it exactly where the durable store is.
     """
 
-    def __init__(self, bundle: _Bundle, tiles: dict[int, _Tile]) -> None:
+    def __init__(self, size: int, bundle: _Bundle, tiles: dict[int, _Tile]) -> None:
+        self.size = size
         self._bundle = bundle
         self._tiles = tiles
 
@@ -181,13 +182,17 @@ class TileWriter:
         tiles = {}
         for lvl, value in zip(levels, values[1:], strict=True):
             rows = _rows(lvl)
+            width = (size >> (TILE_HEIGHT * lvl)) & (TILE_WIDTH - 1)
             base = _base(value, lvl) if value else 0
+            if base != (width >> 1 if lvl == 0 else width):
+                raise StorageError(f"the right-edge tile at level {lvl} does not match size {size}")
             offsets = _OFFSETS[base]
             tile = tiles[lvl] = _Tile.empty(size >> (TILE_HEIGHT * (lvl + 1)))
             first = TILE_HEIGHT - rows
             for k in range(rows):
-                tile.rows[first + k] += (value or b"")[offsets[k] * 32 : offsets[k + 1] * 32]
-        return cls(_Bundle(size >> TILE_HEIGHT, bundle), tiles)
+                at, end = offsets[k] * HASH_SIZE, offsets[k + 1] * HASH_SIZE
+                tile.rows[first + k] += (value or b"")[at:end]
+        return cls(size, _Bundle(size >> TILE_HEIGHT, bundle), tiles)
 
     def plan(
         self,
@@ -197,6 +202,8 @@ class TileWriter:
     ) -> tuple[dict[bytes, bytes], TileWriter]:
         """The values to write for framed entries ``first..`` (see ``frame``) and the nodes
         (height >= 1) they complete, and the writer after them."""
+        if first != self.size:
+            raise StorageError(f"a commit from index {first} does not extend a tree of {self.size}")
         writes: dict[bytes, bytes] = {}
         bundle = self._add_entries(first, entries, writes)
         tiles = {lvl: tile.copy() for lvl, tile in self._tiles.items()}
@@ -214,7 +221,7 @@ class TileWriter:
             if tile.dirty:
                 writes[tile_key(lvl, tile.index)] = tile.value(lvl)
                 tile.dirty = False
-        return writes, TileWriter(bundle, tiles)
+        return writes, TileWriter(first + len(entries), bundle, tiles)
 
     def _add_entries(
         self, first: int, entries: Sequence[bytes], writes: dict[bytes, bytes]
