@@ -17,6 +17,7 @@ import click
 
 from ledger.cli_append import append
 from ledger.cli_migrate import migrate_storage
+from ledger.cli_reader import serve_reader
 from ledger.config import DEFAULT_ORIGIN, Settings, load_settings
 from ledger.errors import FormatError, LedgerError
 from ledger.keys import default_key_file, load_or_create_signer, write_signer
@@ -238,6 +239,7 @@ def tsa(listen: str, state_dir: Path) -> None:
 
 main.add_command(append)
 main.add_command(migrate_storage)
+main.add_command(serve_reader)
 
 
 @main.group("config")

@@ -1,12 +1,9 @@
-"""Reader processes, prototyped and measured: ``python tools/bench_readers.py [--entries N]``.
+"""Reader processes, measured: ``python tools/bench_readers.py [--entries N]``.
 
-A *reader* (``python tools/bench_readers.py serve DB SCRATCH``) opens a running log's data dir
-as a RocksDB secondary (``RocksStore.secondary``), builds a ``Log`` over it and serves the read
-RPCs with the log's own gRPC servicer on its own port (a separate read port: appends must
-reach the writer, so a reader refuses them with FAILED_PRECONDITION). Every ``--interval`` it
-catches up with the writer and swaps in a ``Log`` opened on the caught-up view: the newest
-checkpoint a reader answers for is the newest it has caught up to, and opening the ``Log``
-re-checks that checkpoint's root against the stored tree (the recovery check).
+A reader is ``ledger serve-reader`` (``ledger.reader``): it opens a running log's data dir as a
+RocksDB secondary and serves the read RPCs on its own port (appends must reach the writer, so
+a reader refuses them with FAILED_PRECONDITION); every 100 ms it catches up and swaps in a
+``Log`` opened on the caught-up view, so it never answers for a checkpoint newer than that.
 
 The measurement starts ``ledger serve``, fills it with ``--entries`` (B2-style appends), then
 drives B5's batched proof load (2 x 4 callers x 1,000 proofs per call, random sizes, sampled
@@ -18,7 +15,6 @@ on a shared 2-core machine (the writer, the readers and the clients share the co
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import shutil
@@ -27,53 +23,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ledger.checkpoint import Ed25519Signer  # noqa: E402
-from ledger.errors import FailedPreconditionError  # noqa: E402
-from ledger.log import Log  # noqa: E402
 from ledger.rocks import RocksStore  # noqa: E402
-from ledger.sequencer import AppendItem  # noqa: E402
-from ledger.server import create_server  # noqa: E402
-from ledger.service import LogService  # noqa: E402
-from ledger.types import AppendResult  # noqa: E402
 
 __all__ = ["main"]
-
-
-class ReaderService(LogService):
-    """A ``LogService`` that only reads (its writer and publisher are never started)."""
-
-    async def append(self, items: Sequence[AppendItem]) -> list[AppendResult]:
-        raise FailedPreconditionError("this is a read-only reader; append to the writer's port")
-
-
-async def serve(db: Path, scratch: Path, origin: str, interval: float) -> None:
-    """Serve reads from a secondary of ``db`` until SIGTERM, catching up every ``interval``."""
-    store = RocksStore.secondary(db, scratch)
-    signer = Ed25519Signer.generate(origin)  # never used: a reader does not publish
-
-    def fresh_log() -> Log:
-        store.catch_up()
-        return Log(store=store, signer=signer, origin=origin)
-
-    service = ReaderService(await asyncio.to_thread(fresh_log))
-    server, port = await create_server(service, "127.0.0.1:0")
-    stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    print(json.dumps({"address": f"127.0.0.1:{port}"}), flush=True)
-    while not stop.is_set():
-        try:
-            await asyncio.wait_for(stop.wait(), interval)
-        except TimeoutError:
-            service.log = await asyncio.to_thread(fresh_log)
-    await server.stop(1)
-    store.close()
 
 
 def catch_up_ms(db: Path, scratch: Path, seconds: float) -> list[float]:
@@ -93,20 +51,17 @@ def catch_up_ms(db: Path, scratch: Path, seconds: float) -> list[float]:
 
 
 class Reader:
-    """A reader process (``serve``) on a data dir."""
+    """A ``ledger serve-reader`` process on a data dir."""
 
-    def __init__(self, db: Path, scratch: Path, origin: str) -> None:
-        cmd = [sys.executable, __file__, "serve", str(db), str(scratch), "--origin", origin]
+    def __init__(self, data_dir: Path) -> None:
+        cmd = [sys.executable, "-m", "ledger", "serve-reader", "--data-dir", str(data_dir),
+               "--listen", "127.0.0.1:0"]  # fmt: skip
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         self.address: str = json.loads(self.proc.stdout.readline())["address"]
 
-    def sample(self) -> object:
-        from tools.bench_stats import proc_sample
-
-        return proc_sample(self.proc.pid)
-
     def stop(self) -> None:
+        """SIGTERM and wait."""
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(timeout=60)
 
@@ -114,7 +69,7 @@ class Reader:
 def measure(entries: int, duration: float, work: Path) -> dict[str, float]:
     """The writer alone, one reader, two readers: batched proofs/s; catch-up times."""
     from tools.bench_clients import ClientPool, Task, sleep_until
-    from tools.bench_server import ORIGIN, BenchServer, make_key, signed_head
+    from tools.bench_server import BenchServer, make_key, signed_head
     from tools.bench_stats import percentile
 
     data = work / "data"
@@ -158,10 +113,10 @@ def measure(entries: int, duration: float, work: Path) -> dict[str, float]:
                 return sum(o.records for o in outs) / duration
 
             figures["writer_proofs_per_s"] = proofs([writer.address, writer.address])
-            one = Reader(data / "db", work / "r1", ORIGIN)
+            one = Reader(data)
             try:
                 figures["one_reader_proofs_per_s"] = proofs([one.address, one.address])
-                two = Reader(data / "db", work / "r2", ORIGIN)
+                two = Reader(data)
                 try:
                     figures["two_readers_proofs_per_s"] = proofs([one.address, two.address])
                 finally:
@@ -197,20 +152,11 @@ def measure(entries: int, duration: float, work: Path) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: ``serve`` (a reader process) or the measurement."""
+    """Entry point."""
     parser = argparse.ArgumentParser(prog="tools/bench_readers.py", description=__doc__)
-    sub = parser.add_subparsers(dest="command")
-    srv = sub.add_parser("serve", help="run one reader process")
-    srv.add_argument("db", type=Path)
-    srv.add_argument("scratch", type=Path)
-    srv.add_argument("--origin", required=True)
-    srv.add_argument("--interval", type=float, default=0.1)
     parser.add_argument("--entries", type=int, default=1_000_000)
     parser.add_argument("--duration", type=float, default=5.0)
     args = parser.parse_args(argv)
-    if args.command == "serve":
-        asyncio.run(serve(args.db, args.scratch, args.origin, args.interval))
-        return 0
     work = Path(tempfile.mkdtemp(prefix="ledger-readers-"))
     try:
         figures = measure(args.entries, args.duration, work)
