@@ -18,6 +18,8 @@ from typing import Any
 import click
 
 from ledger.cli_append import append
+from ledger.cli_migrate import migrate_storage
+from ledger.cli_reader import serve_reader
 from ledger.cli_receipt import receipt_group
 from ledger.cli_tiles import tiles_group
 from ledger.cli_witness import witness, witnesses
@@ -278,6 +280,8 @@ main.add_command(witness)
 main.add_command(witnesses)
 main.add_command(receipt_group)
 main.add_command(tiles_group)
+main.add_command(migrate_storage)
+main.add_command(serve_reader)
 
 
 @main.group("config")

@@ -27,7 +27,7 @@ from ledger.integrator import Integrator
 from ledger.limits import HASH_SIZE, MAX_ANCHORED_SIZES, MAX_GROUP, MAX_PAGE
 from ledger.publisher import Publisher
 from ledger.sequencer import Sequencer, validate_items
-from ledger.storage import Batch, Store, TreeState
+from ledger.storage import Store, TreeState
 from ledger.types import (
     Anchor,
     AppendItem,
@@ -102,7 +102,7 @@ class Log:
             nodes, compact = self._integrator.integrate(sequenced.leaf_hashes)
             state = TreeState(compact=compact, last_timestamp_ms=sequenced.last_timestamp_ms)
             try:
-                self._store.commit(Batch(entries=sequenced.entries, nodes=nodes, state=state))
+                self._store.commit(sequenced.batch(nodes, state))
             except Exception as exc:
                 self._failure = exc
                 raise StorageError(f"commit failed; the log stops appending: {exc}") from exc

@@ -151,10 +151,11 @@ class CompactRange:
         stack = self._hashes
         pop, push = stack.pop, stack.append
         sha256, prefix = _sha256, _NODE_PREFIX
+        node = tuple.__new__  # NodeID(level, i) without the named tuple's Python-level __new__
         index = self._size
         for leaf in leaves:
             if with_leaves:
-                add((NodeID(0, index), leaf))
+                add((node(NodeID, (0, index)), leaf))
             h = leaf
             level = 0
             i = index
@@ -162,7 +163,7 @@ class CompactRange:
                 h = sha256(prefix + pop() + h).digest()
                 level += 1
                 i >>= 1
-                add((NodeID(level, i), h))
+                add((node(NodeID, (level, i)), h))
             push(h)
             index += 1
         self._size = index
@@ -231,8 +232,11 @@ def subtree_node(begin: int, end: int) -> ProofNode:
     return _range_node(begin, end)
 
 
+_new = tuple.__new__  # a named tuple without its Python-level __new__ (proof planning is hot)
+
+
 def _full(level: int, index: int) -> ProofNode:
-    return ProofNode((NodeID(level, index),))
+    return _new(ProofNode, ((_new(NodeID, (level, index)),),))
 
 
 def _path_nodes(level: int, index: int, size: int) -> list[ProofNode]:

@@ -1,20 +1,26 @@
 """RocksDB storage (the only module importing rocksdict): the ``ledger.storage.Store`` contract.
 
-Key layout (raw bytes, integers big-endian so keys sort numerically), in four column families:
-``default`` (S, C, A), ``entries`` (E), ``dedup`` (D) and ``nodes`` (N); one WriteBatch spans
-them atomically, so the append-only families never share compactions with the random dedup keys:
+Key layout (raw bytes, integers big-endian so keys sort numerically), in three column families:
+``default`` (S, V, C, A), ``tree`` (B, T: the ``ledger.tile_layout`` layout) and ``digests`` (the
+dedup index); one WriteBatch spans them atomically:
 
     key                                   value
     b"S"                                  tree state: last leaf time (8) || compact range
-    b"E" || index (8)                     leaf bytes (v1 leaf, see ``ledger.types``)
-    b"D" || record digest (32)            index (8)                    (dedup index)
-    b"N" || level (1) || index (8)        node hash (32)      (full subtrees, level >= 1; a
-                                                               level-0 node is the hash of E)
+    b"V"                                  layout version: b"tiles-1"
+    b"B" || bundle index (8)              entry bundle: (uint16 length || v1 leaf) per entry
+    b"T" || tile level (1) || index (8)   tile rows (``ledger.tile_layout``): hashes, 32 bytes each
+    record digest (32)                    index (6)                    (dedup index)
     b"C" || size (8)                      root hash (32) || signed note (UTF-8)
     b"A" || size (8) || TSA name (UTF-8)  genTime ms (8) || DER TimeStampToken
 
-Each group commit is one ``WriteBatch`` written with ``sync=True``; whole-key bloom filters
-keep dedup misses to about one probe; memtables are capped so RSS does not grow with the log.
+A group commit is one ``WriteBatch``: the right-edge bundle and tile values it extends, the
+full ones it completes, one dedup key per entry, the state. It is written without sync and the
+WAL is then synced with ``flush_wal(True)``, which releases the GIL during the fsync (the
+write itself holds it); ``commit`` returns only after the sync, so it is durable when it returns.
+The dedup index is a whole-key bloom-filtered family of random 32-byte keys (the alternatives
+measured are in ``tools/bench_dedup.py`` and the README); memtables are capped so RSS does not
+grow with the log. Data dirs of the earlier per-entry layout are refused with a message naming
+``ledger migrate-storage`` (``ledger.migrate``), which converts them in place.
 """
 
 from __future__ import annotations
@@ -36,32 +42,24 @@ from rocksdict import (
 )
 
 from ledger.errors import StorageError
-from ledger.merkle import NodeID, leaf_hash
+from ledger.merkle import NodeID
 from ledger.storage import Batch, TreeState, check_new_checkpoint
+from ledger.tile_layout import TileReader, TileWriter
 from ledger.types import Anchor, PublishedCheckpoint
 
-__all__ = ["RocksStore"]
+__all__ = ["LAYOUT", "OLD_FAMILIES", "RocksStore", "open_rdict"]
 
 _STATE = b"S"
-# Column families: the append-only families (entries, nodes: keys grow with the index) compact
-# by cheap trivial moves; only the dedup index (random digests) pays for real compaction.
+_VERSION = b"V"
+LAYOUT = b"tiles-1"
+OLD_FAMILIES = ("entries", "nodes", "dedup")  # the per-entry layout before tiles
+FAMILIES = ("tree", "digests")
 _U64 = 8
+INDEX_BYTES = 6  # dedup values: indexes below 2**48
 
 
 def _u64(n: int) -> bytes:
     return n.to_bytes(_U64, "big")
-
-
-def _entry_key(index: int) -> bytes:
-    return b"E" + _u64(index)
-
-
-def _digest_key(digest: bytes) -> bytes:
-    return b"D" + digest
-
-
-def _node_key(node: NodeID) -> bytes:
-    return b"N" + node.level.to_bytes(1, "big") + _u64(node.index)
 
 
 def _checkpoint_key(size: int) -> bytes:
@@ -73,8 +71,17 @@ def _anchor_key(size: int, tsa: str) -> bytes:
 
 
 def _options(memtable_mb: int, cache_mb: int) -> tuple[Options, Options]:
-    """Options for the append-only families and for the dedup family, sharing one memory budget
-    (universal compaction for dedup was measured: faster at first, then long full merges).
+    """Options for the tree family and for the dedup family, sharing one memory budget.
+
+    The dedup family's random keys are what compaction pays for. Measured alternatives
+    (``tools/bench_dedup.py``, README): universal compaction is fast at first, then long full
+    merges; with level compaction and the default 256 MiB level 1, every L0 -> L1 compaction
+    rewrites all of a growing L1, so the append rate falls as the log grows; a 32 MiB level
+    base with 8 MiB files and dynamic level sizes bounds what one compaction rewrites, which
+    kept the rate flat to 2M keys; memtables of a quarter of ``memtable_mb`` (4 MiB by default)
+    make the random inserts of the write, which hold the GIL, about 40% cheaper (a smaller
+    skiplist) for the same total compaction work. Shorter keys save disk but need collision
+    handling.
 
     Memtables are charged to the block cache, which also holds the index and filter blocks,
     so RocksDB's memory stays near memtables + cache however big the log grows.
@@ -84,7 +91,12 @@ def _options(memtable_mb: int, cache_mb: int) -> tuple[Options, Options]:
         2 * memtable_mb << 20, False, cache
     )
     opts = _family_options(memtable_mb, cache, budget)
+    opts.set_compression_type(DBCompressionType.lz4())  # bundles repeat a batch's leaf prefix
     dedup = _family_options(memtable_mb, cache, budget)
+    dedup.set_write_buffer_size(max(memtable_mb // 4, 2) << 20)
+    dedup.set_max_bytes_for_level_base(32 << 20)
+    dedup.set_target_file_size_base(8 << 20)
+    dedup.set_level_compaction_dynamic_level_bytes(True)
     return opts, dedup
 
 
@@ -114,8 +126,37 @@ def _parse_checkpoint(size: int, value: bytes) -> PublishedCheckpoint:
     )
 
 
+def open_rdict(path: str | Path, families: dict[str, Options], opts: Options) -> Rdict:
+    """Open a RocksDB directory with these column families (``StorageError`` when it cannot)."""
+    try:
+        return Rdict(str(path), opts, column_families=families)
+    except Exception as exc:  # rocksdict raises plain Exception (e.g. the LOCK is held)
+        raise StorageError(f"cannot open RocksDB at {path}: {exc}") from exc
+
+
+def _check_layout(path: Path, opts: Options) -> None:
+    """Refuse a data dir of the per-entry layout (it needs ``ledger migrate-storage``)."""
+    if not (path / "CURRENT").exists():
+        return
+    try:
+        families = Rdict.list_cf(str(path), opts)
+    except Exception as exc:
+        raise StorageError(f"cannot open RocksDB at {path}: {exc}") from exc
+    old = sorted(set(families) & set(OLD_FAMILIES))
+    if old or ("tree" not in families and len(families) > 1):
+        raise StorageError(
+            f"{path} holds the earlier per-entry storage layout (column families "
+            f"{', '.join(old) or ', '.join(families)}); convert it with "
+            f"`ledger migrate-storage --db {path}` (stop the server first)"
+        )
+
+
 class RocksStore:
-    """A ``Store`` in a RocksDB directory (one process at a time, as RocksDB requires)."""
+    """A ``Store`` in a RocksDB directory (one writing process at a time, as RocksDB requires).
+
+    ``RocksStore.secondary`` opens a read-only view for reader processes (RocksDB secondary
+    instance): it sees what the writer had made durable at its last ``catch_up``.
+    """
 
     def __init__(
         self,
@@ -125,36 +166,63 @@ class RocksStore:
         cache_mb: int = 32,
         secondary: str | Path | None = None,
     ) -> None:
-        """Open the store; with ``secondary`` (a folder of its own), as a read-only RocksDB
-        secondary instance beside a running primary (``catch_up`` follows the primary)."""
-        Path(path).mkdir(parents=True, exist_ok=True)
         opts, dedup = _options(memtable_mb, cache_mb)
-        opts.create_missing_column_families(True)
-        access = AccessType.read_write()
-        if secondary is not None:
-            opts.set_max_open_files(-1)  # a secondary needs every table file open
-            dedup.set_max_open_files(-1)
+        self.read_only = secondary is not None
+        if secondary is None:
+            Path(path).mkdir(parents=True, exist_ok=True)
+            opts.create_missing_column_families(True)
+            _check_layout(Path(path), opts)
+            self._db = open_rdict(path, {"tree": opts, "digests": dedup}, opts)
+        else:
+            opts.set_max_open_files(-1)  # a secondary must keep every file open to catch up
+            families = {"tree": opts, "digests": dedup}
             access = AccessType.secondary(str(secondary))
-        families = {"entries": opts, "dedup": dedup, "nodes": opts}
-        try:
-            self._db = Rdict(str(path), opts, column_families=families, access_type=access)
-        except Exception as exc:  # rocksdict raises plain Exception (e.g. the LOCK is held)
-            raise StorageError(f"cannot open RocksDB at {path}: {exc}") from exc
-        self._entries = self._db.get_column_family("entries")
-        self._dedup = self._db.get_column_family("dedup")
-        self._nodes = self._db.get_column_family("nodes")
-        self._entries_cf = self._db.get_column_family_handle("entries")
-        self._dedup_cf = self._db.get_column_family_handle("dedup")
-        self._nodes_cf = self._db.get_column_family_handle("nodes")
-        self._sync = WriteOptions()
-        self._sync.sync = True
+            try:
+                self._db = Rdict(str(path), opts, column_families=families, access_type=access)
+            except Exception as exc:
+                raise StorageError(f"cannot open {path} as a secondary: {exc}") from exc
+        self._tree = self._db.get_column_family("tree")
+        self._digests = self._db.get_column_family("digests")
+        self._tree_cf = self._db.get_column_family_handle("tree")
+        self._digests_cf = self._db.get_column_family_handle("digests")
+        self._check_version(Path(path))
+        self._nosync = WriteOptions()
+        self._nosync.sync = False
+        self._reader = TileReader(self._lookup)
+        self._writer = TileWriter.load(self.load_state().size, self._lookup)
         self.path = Path(path)
 
-    @staticmethod
-    def _get_many(family: Rdict, keys: list[bytes]) -> list[bytes | None]:
+    @classmethod
+    def secondary(cls, path: str | Path, scratch: str | Path, **kw: int) -> RocksStore:
+        """A read-only view of the data dir at ``path`` (``scratch``: its own info logs)."""
+        return cls(path, secondary=scratch, **kw)
+
+    def catch_up(self) -> None:
+        """A secondary: see what the writer has made durable since (10-80 ms)."""
+        self._db.try_catch_up_with_primary()
+
+    def _check_version(self, path: Path) -> None:
+        version = cast("bytes | None", self._db.get(_VERSION))
+        if version is None and self._db.get(_STATE) is not None:
+            self.close()
+            raise StorageError(
+                f"{path} has a tree state but no layout version; convert it with "
+                f"`ledger migrate-storage --db {path}`"
+            )
+        if version is None and not self.read_only:
+            self._db.put(_VERSION, LAYOUT, _synced())
+        elif version not in (None, LAYOUT):
+            self.close()
+            raise StorageError(f"{path}: unknown storage layout {version!r}")
+
+    def _refuse_writes(self) -> None:
+        if self.read_only:
+            raise StorageError("a secondary (reader) store does not write; append to the writer")
+
+    def _lookup(self, keys: list[bytes]) -> list[bytes | None]:
         if not keys:
             return []
-        return cast("list[bytes | None]", family.get(cast("list[Any]", keys)))
+        return cast("list[bytes | None]", self._tree.get(cast("list[Any]", keys)))
 
     def _scan(self, from_key: bytes, *, backwards: bool = False) -> Iterator[tuple[bytes, bytes]]:
         items = self._db.items(backwards=backwards, from_key=from_key)
@@ -169,55 +237,43 @@ class RocksStore:
     def find_digests(self, digests: Sequence[bytes]) -> list[int | None]:
         if not digests:
             return []
-        found = self._get_many(self._dedup, [_digest_key(d) for d in digests])
+        found = cast("list[bytes | None]", self._digests.get(list(digests)))
         return [None if v is None else int.from_bytes(v, "big") for v in found]
 
     def commit(self, batch: Batch) -> None:
+        self._refuse_writes()
+        values, writer = self._writer.plan(batch.first, batch.entries, batch.nodes)
         wb = WriteBatch(raw_mode=True)
         put = wb.put
-        entries, dedup, nodes = self._entries_cf, self._dedup_cf, self._nodes_cf
-        for index, leaf, digest in batch.entries:  # the hot loop: keys built inline
-            i = index.to_bytes(8, "big")
-            put(b"E" + i, leaf, entries)
-            put(b"D" + digest, i, dedup)
-        for (level, index), h in batch.nodes:
-            put(b"N" + level.to_bytes(1, "big") + index.to_bytes(8, "big"), h, nodes)
-        wb.put(_STATE, batch.state.to_bytes())
-        self._db.write(wb, self._sync)
+        tree, digests = self._tree_cf, self._digests_cf
+        for key, value in values.items():
+            put(key, value, tree)
+        for index, digest in enumerate(batch.digests, batch.first):  # one dedup key per entry
+            put(digest, index.to_bytes(INDEX_BYTES, "big"), digests)
+        put(_STATE, batch.state.to_bytes())
+        self._db.write(wb, self._nosync)  # holds the GIL ...
+        self._db.flush_wal(True)  # ... the fsync does not; durable before anyone is told
+        self._writer = writer
 
     def get_nodes(self, ids: Sequence[NodeID]) -> list[bytes]:
-        if not ids:
-            return []
-        leaves = iter(
-            self._get_many(self._entries, [_entry_key(n.index) for n in ids if n.level == 0])
-        )
-        inner = iter(self._get_many(self._nodes, [_node_key(n) for n in ids if n.level]))
-        found = [
-            (None if (v := next(leaves)) is None else leaf_hash(v)) if n.level == 0 else next(inner)
-            for n in ids
-        ]
-        hashes = [h for h in found if h is not None]
-        if len(hashes) != len(ids):
-            missing = next(n for n, h in zip(ids, found, strict=True) if h is None)
-            raise StorageError(f"missing tree node {missing}")
-        return hashes
+        return self._reader.nodes(ids)
 
     def get_leaves(self, indexes: Sequence[int]) -> list[bytes]:
-        if not indexes:
-            return []
-        found = self._get_many(self._entries, [_entry_key(i) for i in indexes])
-        leaves = [leaf for leaf in found if leaf is not None]
-        if len(leaves) != len(indexes):
-            missing = next(i for i, leaf in zip(indexes, found, strict=True) if leaf is None)
-            raise StorageError(f"missing entry {missing}")
-        return leaves
+        return self._reader.leaves(indexes)
+
+    def get_tiles(self, ids: Sequence[tuple[int, int, int]]) -> list[bytes]:
+        return self._reader.tiles(ids)
+
+    def get_entry_bundles(self, ids: Sequence[tuple[int, int]]) -> list[bytes]:
+        return self._reader.bundles(ids)
 
     # --- checkpoints and anchors -------------------------------------------------------------
 
     def put_checkpoint(self, checkpoint: PublishedCheckpoint) -> None:
+        self._refuse_writes()
         if check_new_checkpoint(self.get_checkpoint(checkpoint.size), checkpoint):
             value = checkpoint.root_hash + checkpoint.note.encode()
-            self._db.put(_checkpoint_key(checkpoint.size), value, self._sync)
+            self._db.put(_checkpoint_key(checkpoint.size), value, _synced())
 
     def get_checkpoint(self, size: int) -> PublishedCheckpoint | None:
         value = cast("bytes | None", self._db.get(_checkpoint_key(size)))
@@ -231,8 +287,9 @@ class RocksStore:
         return None
 
     def put_anchor(self, anchor: Anchor) -> None:
+        self._refuse_writes()
         value = _u64(anchor.gen_time_ms) + anchor.token
-        self._db.put(_anchor_key(anchor.size, anchor.tsa), value, self._sync)
+        self._db.put(_anchor_key(anchor.size, anchor.tsa), value, _synced())
 
     def get_anchors(self, size: int) -> list[Anchor]:
         prefix = b"A" + _u64(size)
@@ -255,17 +312,20 @@ class RocksStore:
                 sizes.append(size)
         return sizes
 
-    def catch_up(self) -> None:
-        """A secondary instance: see what the primary has written since (about 10-80 ms)."""
-        self._db.try_catch_up_with_primary()
-
     def compact(self) -> None:
         """Compact the whole key space (benchmarks report disk bytes per entry after this)."""
-        for family in (self._db, self._entries, self._dedup, self._nodes):
+        for family in (self._db, self._tree, self._digests):
             family.compact_range(None, None)
 
     def close(self) -> None:
         # Column-family views and handles keep the database (and its LOCK) alive: drop them first.
-        del self._entries, self._dedup, self._nodes
-        del self._entries_cf, self._dedup_cf, self._nodes_cf
+        for name in ("_tree", "_digests", "_tree_cf", "_digests_cf"):
+            if hasattr(self, name):
+                delattr(self, name)
         self._db.close()
+
+
+def _synced() -> WriteOptions:
+    opts = WriteOptions()
+    opts.sync = True
+    return opts

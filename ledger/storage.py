@@ -14,6 +14,14 @@ What a store promises (``RocksStore`` in ``ledger.rocks`` is the production one)
   call at a time); the writer never writes a size that is already stored.
 * Reads of what the contract says is there (a node of a committed tree, an entry below the
   committed size) raise ``StorageError`` when missing: that is corruption, not absence.
+* Layout (``ledger.tile_layout``, the same in every store): entries live in tlog-tiles entry bundles
+  and the tree in tile values, so a commit writes O(entries / 256 + tile levels) values plus
+  one dedup key per entry; full bundles and tiles are written once, the right-edge partial ones
+  are rewritten by the commit that extends them.
+* ``get_tiles`` and ``get_entry_bundles`` serve the C2SP tlog-tiles read path: a tile
+  ``(level, index, width)`` or bundle ``(index, width)`` of any width up to what is committed
+  (a narrower one is a prefix of the stored value, so every published partial width stays
+  servable until and after the full one exists); beyond what is committed: ``StorageError``.
 """
 
 from __future__ import annotations
@@ -25,7 +33,8 @@ from typing import Protocol
 
 from ledger.checkpoint import SignedNote
 from ledger.errors import StorageError
-from ledger.merkle import CompactRange, NodeID, leaf_hash
+from ledger.merkle import CompactRange, NodeID
+from ledger.tile_layout import TileReader, TileWriter
 from ledger.types import Anchor, PublishedCheckpoint
 
 __all__ = ["Batch", "MemoryStore", "Store", "TreeState", "check_new_checkpoint"]
@@ -58,10 +67,14 @@ class TreeState:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Batch:
-    """One group commit: new entries (index, leaf, record digest), the full nodes of level >= 1
-    they complete, and the new state. A level-0 node is the leaf hash of its entry."""
+    """One group commit: new entries from index ``first``, each framed as in an entry bundle
+    (uint16 length || v1 leaf, ``ledger.tile_layout.frame``), their record digests, the full
+    nodes of height >= 1 they complete, and the new state. A height-0 node is the leaf hash of
+    its entry."""
 
-    entries: Sequence[tuple[int, bytes, bytes]]
+    first: int
+    entries: Sequence[bytes]
+    digests: Sequence[bytes]
     nodes: Sequence[tuple[NodeID, bytes]]
     state: TreeState
 
@@ -87,6 +100,14 @@ class Store(Protocol):
 
     def get_leaves(self, indexes: Sequence[int]) -> list[bytes]:
         """The leaves at ``indexes`` (all below the committed size), in order; one batched read."""
+        ...
+
+    def get_tiles(self, ids: Sequence[tuple[int, int, int]]) -> list[bytes]:
+        """tlog-tiles tiles ``(level, index, width)``: ``width`` 32-byte hashes each."""
+        ...
+
+    def get_entry_bundles(self, ids: Sequence[tuple[int, int]]) -> list[bytes]:
+        """tlog-tiles entry bundles ``(index, width)``: the first ``width`` entries each."""
         ...
 
     def put_checkpoint(self, checkpoint: PublishedCheckpoint) -> None:
@@ -139,7 +160,8 @@ def check_new_checkpoint(old: PublishedCheckpoint | None, new: PublishedCheckpoi
 
 
 class MemoryStore:
-    """A dict-backed ``Store`` for tests; ``fault(point)`` may raise to simulate a crash.
+    """A dict-backed ``Store`` for tests (the same values under the same keys as RocksDB);
+    ``fault(point)`` may raise to simulate a crash.
 
     ``fault`` is called with "commit" or "checkpoint" or "anchor" before anything is applied,
     so a raised fault leaves the store exactly as a crash before the write would.
@@ -149,11 +171,16 @@ class MemoryStore:
         self._lock = threading.Lock()
         self._fault = fault or (lambda _point: None)
         self._state = TreeState()
-        self._leaves: dict[int, bytes] = {}
+        self._values: dict[bytes, bytes] = {}  # bundles and tiles (``ledger.tile_layout`` keys)
         self._digests: dict[bytes, int] = {}
-        self._nodes: dict[NodeID, bytes] = {}
         self._checkpoints: dict[int, PublishedCheckpoint] = {}
         self._anchors: dict[tuple[int, str], Anchor] = {}
+        self.writes: dict[bytes, int] = {}  # how often each value was written (tests)
+        self._reader = TileReader(self._lookup)
+        self._writer = TileWriter.load(0, self._lookup)
+
+    def _lookup(self, keys: list[bytes]) -> list[bytes | None]:
+        return [self._values.get(k) for k in keys]
 
     def load_state(self) -> TreeState:
         return self._state
@@ -163,26 +190,27 @@ class MemoryStore:
 
     def commit(self, batch: Batch) -> None:
         self._fault("commit")
+        values, writer = self._writer.plan(batch.first, batch.entries, batch.nodes)
         with self._lock:
-            for index, leaf, digest in batch.entries:
-                self._leaves[index] = leaf
+            self._values.update(values)
+            for key in values:
+                self.writes[key] = self.writes.get(key, 0) + 1
+            for index, digest in enumerate(batch.digests, batch.first):
                 self._digests[digest] = index
-            self._nodes.update(batch.nodes)
             self._state = batch.state
+            self._writer = writer
 
     def get_nodes(self, ids: Sequence[NodeID]) -> list[bytes]:
-        try:
-            return [
-                leaf_hash(self._leaves[i.index]) if i.level == 0 else self._nodes[i] for i in ids
-            ]
-        except KeyError as exc:
-            raise StorageError(f"missing tree node or entry {exc.args[0]}") from None
+        return self._reader.nodes(ids)
 
     def get_leaves(self, indexes: Sequence[int]) -> list[bytes]:
-        try:
-            return [self._leaves[i] for i in indexes]
-        except KeyError as exc:
-            raise StorageError(f"missing entry {exc.args[0]}") from None
+        return self._reader.leaves(indexes)
+
+    def get_tiles(self, ids: Sequence[tuple[int, int, int]]) -> list[bytes]:
+        return self._reader.tiles(ids)
+
+    def get_entry_bundles(self, ids: Sequence[tuple[int, int]]) -> list[bytes]:
+        return self._reader.bundles(ids)
 
     def put_checkpoint(self, checkpoint: PublishedCheckpoint) -> None:
         if check_new_checkpoint(self._checkpoints.get(checkpoint.size), checkpoint):

@@ -1,10 +1,9 @@
 """Reading C2SP tlog-tiles from the log's store: the one seam between tiles and storage.
 
-Today's store keeps entries (``E``) and full subtree nodes (``N``), not tiles, so a hash tile of
-level ``L``, index ``N``, width ``W`` is assembled from the stored full nodes of height ``8L``
-with indexes ``256N .. 256N + W - 1`` (for level 0: the leaf hashes of the entries), in one
-batched read; an entry bundle from the entries themselves. When storage keeps tiles (tile-shaped
-storage), only ``TileReader.read`` changes.
+The store keeps the tree as tiles and the entries as entry bundles (``ledger.tile_layout``), so
+a tile or a bundle is one native read (``Store.get_tiles`` / ``get_entry_bundles``), cut to the
+width asked; the store serves any width up to its committed size, and this reader caps it at
+the published size.
 
 Only tiles of the published tree are served: a tile is readable when the tree of the latest
 published checkpoint has it at least at the width asked (a prefix of a full tile is the partial
@@ -108,13 +107,10 @@ class TileReader:
         return data[: merkle.HASH_SIZE * tile.width]
 
     def _read_stored(self, tile: tiles.TileID) -> bytes:
-        first = tile.index * tiles.TILE_WIDTH
         if tile.entries:
-            leaves = self._store.get_leaves(range(first, first + tile.width))
-            return tiles.encode_entry_bundle(leaves)
-        height = tiles.TILE_HEIGHT * tile.level
-        ids = [merkle.NodeID(height, i) for i in range(first, first + tile.width)]
-        hashes = self._store.get_nodes(ids)
-        if len(hashes) != tile.width:
-            raise StorageError(f"{tile.path}: the store returned {len(hashes)} hashes")
-        return b"".join(hashes)
+            (bundle,) = self._store.get_entry_bundles([(tile.index, tile.width)])
+            return bundle
+        (data,) = self._store.get_tiles([(tile.level, tile.index, tile.width)])
+        if len(data) != merkle.HASH_SIZE * tile.width:
+            raise StorageError(f"{tile.path}: the store returned {len(data)} bytes")
+        return data

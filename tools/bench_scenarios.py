@@ -21,8 +21,9 @@ from pathlib import Path
 from ledger.rocks import RocksStore
 from tools.bench_clients import ClientPool, Outcome, Task, sleep_until
 from tools.bench_local import local_append_rate, sha256_rate
+from tools.bench_peer import build_rates
 from tools.bench_report import RunFigures
-from tools.bench_server import BenchServer, make_key, signed_head
+from tools.bench_server import BenchServer, CeilingServer, make_key, signed_head
 from tools.bench_stats import disk_bytes, percentile
 from tools.bench_tiles import b11_big_log, b11_mirror_lag
 from tools.bench_verify import Head
@@ -34,6 +35,7 @@ FILL_BATCH = 10_000  # the server's maximum per call
 COLLECT_SLACK_S = 180.0
 FILL_TIMEOUT_S = 3_600.0
 _T0 = time.monotonic()
+AnyServer = BenchServer | CeilingServer
 
 
 def progress(message: str) -> None:
@@ -52,6 +54,8 @@ class Plan:
     validate: int  # sampled proofs verified per worker
     sha_calls: int
     local_batches: int
+    peer_leaves: int  # B9
+    peer_batch: int
     only: frozenset[str]
 
 
@@ -111,7 +115,9 @@ class Bench:
             server.stop()
             shutil.rmtree(data_dir, ignore_errors=True)
 
-    def _task(self, kind: str, server: BenchServer, seed: int, **kw: object) -> Task:
+    def _task(
+        self, kind: str, server: BenchServer | CeilingServer, seed: int, **kw: object
+    ) -> Task:
         base = Task(
             kind=kind,
             address=server.address,
@@ -121,7 +127,9 @@ class Bench:
         )
         return replace(base, **kw)  # type: ignore[arg-type]
 
-    def _timed(self, server: BenchServer, tasks: list[Task]) -> tuple[Outcome, float, float]:
+    def _timed(
+        self, server: BenchServer | CeilingServer, tasks: list[Task]
+    ) -> tuple[Outcome, float, float]:
         """Run ``tasks``; return merged outcome, server and client CPU (cores) in the window."""
         plan = self.plan
         start = self.pool.launch(tasks)
@@ -370,6 +378,44 @@ class Bench:
             shutil.rmtree(db, ignore_errors=True)
         return {"sha256_per_s": sha256_rate(self.plan.sha_calls), "loop_entries_per_s": loop}
 
+    def ceilings(self, run: int, figures: RunFigures) -> dict[str, float]:
+        """C: the B1, B2 and B3 loads against trivial sync and aio servers; the fractions."""
+        out: dict[str, float] = {}
+        for mode in ("sync", "aio"):
+            progress(f"run {run} C: {mode} ceiling server, B1/B2/B3 shapes")
+            server = CeilingServer(mode, self.work / f"run{run}-ceiling-{mode}.log")
+            try:
+                shapes = (("unary", 32, 1), ("batched", 4, 1_000))
+                for name, threads, batch in shapes:
+                    tasks = [
+                        self._task("append", server, seed=k, threads=threads, batch=batch)
+                        for k in range(2)
+                    ]
+                    done, _, _ = self._timed(server, tasks)
+                    out[f"{mode}_{name}_per_s"] = self._rate(done.records)
+                done, _, _ = self._timed(server, [self._task("stream", server, 0)])
+                out[f"{mode}_stream_per_s"] = self._rate(done.records)
+            finally:
+                server.stop()
+        for sid, shape, figure in (("B1", "unary", "b1"), ("B2", "batched", "b2")):
+            if sid in figures:
+                out[f"{figure}_of_aio_{shape}"] = (
+                    figures[sid]["records_per_s"] / out[f"aio_{shape}_per_s"]
+                )
+        if "B3" in figures:
+            out["b3_of_aio_stream"] = figures["B3"]["records_per_s"] / out["aio_stream_per_s"]
+        return out
+
+    def peer(self, run: int) -> dict[str, float]:
+        """B9: the log and pymerkle build durable trees of the same leaves, in process."""
+        progress(f"run {run} B9: log vs pymerkle, {self.plan.peer_leaves:,} leaves")
+        work = self.work / f"run{run}-B9"
+        work.mkdir()
+        try:
+            return build_rates(work, self.plan.peer_leaves, self.plan.peer_batch)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
     def run(self, run: int) -> RunFigures:
         """Every selected scenario once."""
         figures: RunFigures = {}
@@ -379,6 +425,8 @@ class Bench:
             figures["B2"] = self.appends(run, "B2", threads=4, batch=1_000)
         if self.wants("B3"):
             figures["B3"] = self.stream(run)
+        if self.wants("C"):
+            figures["C"] = self.ceilings(run, figures)
         if self.wants("B4"):
             figures["B4"] = self.checkpoint_latency(run)
         if self.wants("B4R"):
@@ -393,4 +441,6 @@ class Bench:
             if "B1" in figures:
                 b8["b1_fraction"] = figures["B1"]["records_per_s"] / b8["grpc_floor_per_s"]
             figures["B8"] = b8
+        if self.wants("B9"):
+            figures["B9"] = self.peer(run)
         return figures

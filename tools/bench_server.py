@@ -24,7 +24,7 @@ from ledger_client.remote import RemoteLog
 from tools.bench_stats import ProcSample, proc_sample
 from tools.bench_verify import Head
 
-__all__ = ["ORIGIN", "BenchServer", "make_key", "signed_head"]
+__all__ = ["ORIGIN", "BenchServer", "CeilingServer", "make_key", "signed_head"]
 
 ORIGIN = "bench.local/log"
 PROFILER = Path(__file__).with_name("bench_profiled.py")
@@ -126,3 +126,37 @@ def signed_head(server: BenchServer, at_least: int, timeout_s: float = 120.0) ->
     if (opened.size, opened.root_hash) != (cp.size, cp.root_hash):
         raise RuntimeError("checkpoint fields differ from its signed note")
     return Head(opened.size, opened.root_hash)
+
+
+class CeilingServer:
+    """A trivial gRPC server (``tools/bench_ceiling.py``) as a child process: the ceilings."""
+
+    def __init__(self, mode: str, log_path: Path) -> None:
+        self._log_file = log_path.open("w")
+        script = Path(__file__).with_name("bench_ceiling.py")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(script), "--mode", mode],
+            stdout=subprocess.PIPE,
+            stderr=self._log_file,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            self.proc.wait(timeout=30)
+            raise RuntimeError(f"the {mode} ceiling server did not start (see {log_path})")
+        self.address: str = json.loads(line)["address"]
+
+    def sample(self) -> ProcSample:
+        """RSS, peak RSS and CPU seconds of the server process now."""
+        return proc_sample(self.proc.pid)
+
+    def stop(self) -> int:
+        """SIGTERM, wait; return the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout=60)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._log_file.close()
+        return code

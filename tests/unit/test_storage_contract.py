@@ -16,6 +16,7 @@ from ledger.errors import StorageError
 from ledger.integrator import Integrator
 from ledger.merkle import CompactRange, NodeID
 from ledger.storage import Batch, MemoryStore, Store, TreeState
+from ledger.tile_layout import frame
 from ledger.types import Anchor, PublishedCheckpoint, encode_leaf
 
 Reopen = Callable[[], Store]
@@ -51,11 +52,17 @@ def digest(i: int) -> bytes:
 
 
 def batch_of(start: int, count: int, compact: CompactRange) -> tuple[Batch, CompactRange]:
-    indexes = range(start, start + count)
-    entries = [(i, encode_leaf(digest(i), 1000 + i), digest(i)) for i in indexes]
-    nodes, new = Integrator(compact).integrate([merkle.leaf_hash(leaf) for _, leaf, _ in entries])
+    leaves = [encode_leaf(digest(i), 1000 + i) for i in range(start, start + count)]
+    return commit_of(start, leaves, compact, [digest(i) for i in range(start, start + count)])
+
+
+def commit_of(
+    start: int, leaves: list[bytes], compact: CompactRange, digests: list[bytes]
+) -> tuple[Batch, CompactRange]:
+    nodes, new = Integrator(compact).integrate([merkle.leaf_hash(leaf) for leaf in leaves])
     state = TreeState(compact=new, last_timestamp_ms=9)
-    return Batch(entries=entries, nodes=nodes, state=state), new
+    entries = [frame(leaf) for leaf in leaves]
+    return Batch(first=start, entries=entries, digests=digests, nodes=nodes, state=state), new
 
 
 ORIGIN = "ledger.test/contract"
@@ -161,3 +168,134 @@ def test_reads_run_concurrently_with_the_writer(reopen: Reopen) -> None:
     stop.set()
     reader.join()
     assert errors == []
+
+
+# --- the tile layout (ledger/tile_layout.py): tiles and entry bundles as served -------------
+
+
+def leaf_hashes_of(n: int) -> list[bytes]:
+    return [merkle.leaf_hash(encode_leaf(digest(i), 1000 + i)) for i in range(n)]
+
+
+def reference_tile(hashes: list[bytes], level: int, index: int, width: int) -> bytes:
+    """Tile (level, index, width) from first principles: MTHs of 256**level-leaf subtrees."""
+    span = 256**level
+    begin = index * 256 * span
+    return b"".join(
+        merkle.root(hashes[begin + k * span : begin + (k + 1) * span]) for k in range(width)
+    )
+
+
+def test_tiles_and_bundles_serve_every_published_width(reopen: Reopen) -> None:
+    """A tile or bundle of any width up to what is committed is served (a narrower one is a
+    prefix), also after the full one is written; beyond it the read raises."""
+    store = reopen()
+    compact = CompactRange()
+    start = 0
+    for count in (1, 200, 56, 300, 65_536 - 557, 1, 2):  # crosses 256 and 65,536
+        b, compact = batch_of(start, count, compact)
+        store.commit(b)
+        start += count
+    store = reopen()
+    hashes = leaf_hashes_of(start)
+    for width in (1, 7, 200, 256):
+        assert store.get_tiles([(0, 0, width)]) == [reference_tile(hashes, 0, 0, width)]
+        assert store.get_tiles([(1, 0, width)]) == [reference_tile(hashes, 1, 0, width)]
+    assert store.get_tiles([(0, 256, 3), (2, 0, 1)]) == [
+        reference_tile(hashes, 0, 256, 3),
+        reference_tile(hashes, 2, 0, 1),
+    ]
+    for width in (1, 100, 256):
+        bundle = store.get_entry_bundles([(1, width)])[0]
+        want = b"".join(
+            b"\x00\x2b" + encode_leaf(digest(i), 1000 + i) for i in range(256, 256 + width)
+        )
+        assert bundle == want
+    with pytest.raises(StorageError):
+        store.get_tiles([(0, 256, 4)])  # only 3 leaves there
+    with pytest.raises(StorageError):
+        store.get_entry_bundles([(257, 1)])
+    with pytest.raises(StorageError):
+        store.get_tiles([(1, 1, 1)])
+
+
+def test_every_full_node_is_served_from_the_tiles(reopen: Reopen) -> None:
+    store = reopen()
+    compact = CompactRange()
+    start = 0
+    for count in (3, 250, 700, 71):
+        b, compact = batch_of(start, count, compact)
+        store.commit(b)
+        start += count
+    store = reopen()
+    hashes = leaf_hashes_of(start)
+    ids = [
+        NodeID(level, index)
+        for level in range(start.bit_length())
+        for index in range(start >> level)
+    ]
+    want = [merkle.root(hashes[n.begin : n.end]) for n in ids]
+    assert store.get_nodes(ids) == want
+
+
+def test_entries_with_metadata_round_trip(reopen: Reopen) -> None:
+    store = reopen()
+    leaves = [encode_leaf(digest(i), 5, b"m" * (i % 4) * 100) for i in range(9)]
+    batch, _ = commit_of(0, leaves, CompactRange(), [digest(i) for i in range(9)])
+    store.commit(batch)
+    store = reopen()
+    assert store.get_leaves(range(9)) == leaves
+    bundle = store.get_entry_bundles([(0, 5)])[0]
+    assert bundle == b"".join(len(leaf).to_bytes(2, "big") + leaf for leaf in leaves[:5])
+
+
+def test_full_tiles_and_bundles_are_written_once() -> None:
+    """Only right-edge values are rewritten; one commit writes O(entries / 256 + levels)."""
+    store = MemoryStore()
+    compact = CompactRange()
+    start = 0
+    for count in (100, 156, 1, 511, 1_000, 3):
+        before = dict(store.writes)
+        b, compact = batch_of(start, count, compact)
+        store.commit(b)
+        written = {k for k, n in store.writes.items() if before.get(k) != n}
+        per_level = count // 256 + 2  # bundles and level-0 tile values it touches
+        assert len(written) <= 2 * per_level + 1  # plus the level-1 tile value
+        start += count
+    full = {b"B" + i.to_bytes(8, "big") for i in range(start // 256)}
+    full |= {b"T\x00" + i.to_bytes(8, "big") for i in range(start // 256)}
+    snapshot = dict(store.writes)
+    b, compact = batch_of(start, 256, compact)
+    store.commit(b)
+    for key in full:
+        assert store.writes[key] == snapshot[key]  # untouched once full
+
+
+def test_a_secondary_sees_what_it_caught_up_to_and_never_writes(tmp_path: Path) -> None:
+    """Reader processes: a RocksDB secondary serves the state of its last catch-up only."""
+    pytest.importorskip("rocksdict")
+    from ledger.rocks import RocksStore
+
+    primary = RocksStore(tmp_path / "db")
+    try:
+        b, compact = batch_of(0, 300, CompactRange())
+        primary.commit(b)
+        primary.put_checkpoint(checkpoint(300, compact.root()))
+        reader = RocksStore.secondary(tmp_path / "db", tmp_path / "reader")
+        try:
+            assert reader.load_state().size == 300
+            b, compact = batch_of(300, 100, compact)
+            primary.commit(b)
+            primary.put_checkpoint(checkpoint(400, compact.root()))
+            latest = reader.latest_checkpoint()
+            assert latest is not None and latest.size == 300  # not caught up yet
+            reader.catch_up()
+            latest = reader.latest_checkpoint()
+            assert latest is not None and latest.size == 400
+            assert reader.get_tiles([(0, 1, 144)]) == primary.get_tiles([(0, 1, 144)])
+            with pytest.raises(StorageError, match="append to the writer"):
+                reader.commit(batch_of(400, 1, compact)[0])
+        finally:
+            reader.close()
+    finally:
+        primary.close()
