@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cryptography import x509
@@ -36,6 +36,7 @@ from ledger.errors import FormatError, LedgerError, TimestampError, Verification
 from ledger.records import DecisionRecord, record_digest
 from ledger.runs import RunProblem, RunReport, check_run
 from ledger.timestamp import imprint_for_checkpoint_body, verify_token
+from ledger.timestamp_policy import DEFAULT_SKEW, check_gen_time
 from ledger.types import decode_leaf
 from ledger_client.receipt import Receipt, ReceiptAnchor
 from ledger_client.receipt_verify import NOT_CHECKED, UNTRUSTED, VALID, verify_receipt
@@ -73,9 +74,13 @@ class VerifyCache:
         tsa_roots: Sequence[x509.Certificate] | None = None,
         origin: str | None = None,
         witnesses: Sequence[Verifier] = (),
+        now: datetime | None = None,
+        skew: timedelta = DEFAULT_SKEW,
     ) -> None:
         self.log_keys, self.tsa_roots, self.origin = list(log_keys), tsa_roots, origin
         self.witnesses = list(witnesses)
+        self.now, self.skew = now or datetime.now(UTC), skew  # the anchor time policy
+        self._accuracy: dict[tuple[bytes, bytes], timedelta | None] = {}
         self._notes: dict[str, VerifiedCheckpoint | VerificationError] = {}
         self._anchors: dict[tuple[bytes, bytes], tuple[str, datetime | None, str | None]] = {}
         self.stats = {"checkpoints": 0, "tokens": 0}
@@ -125,7 +130,16 @@ class VerifyCache:
             return status, None, f"{anchor.tsa}: {exc}"
         except (FormatError, ValueError) as exc:
             return FAILED, None, f"{anchor.tsa}: {exc}"
+        self._accuracy[(anchor.token, body)] = stamp.accuracy
         return VALID, stamp.gen_time, None
+
+    def check_time(self, anchor: ReceiptAnchor, body: bytes, leaf_time: datetime) -> None:
+        """The anchor time policy (``ledger.timestamp_policy``) for a valid anchor of a leaf
+        logged at ``leaf_time``: the same named failures as ``ledger-verify``."""
+        status, gen_time, _ = self.anchor(anchor, body)
+        if status == VALID and gen_time is not None:
+            accuracy = self._accuracy.get((anchor.token, body))
+            check_gen_time(gen_time, accuracy, now=self.now, not_before=leaf_time, skew=self.skew)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,13 +177,15 @@ class RecordCheck:
 
 
 def _anchor_status(
-    receipt: Receipt, body: bytes, cache: VerifyCache
+    receipt: Receipt, body: bytes, cache: VerifyCache, leaf_time: datetime
 ) -> tuple[str, datetime | None]:
     if not receipt.anchors:
         if cache.tsa_roots:
             raise TimestampError("anchor", "the receipt carries no anchor, TSA roots were given")
         return NONE, None
     results = [cache.anchor(a, body) for a in receipt.anchors]
+    for anchor in receipt.anchors:
+        cache.check_time(anchor, body, leaf_time)
     times = [t for status, t, _ in results if status == VALID and t is not None]
     if times:
         return VALID, min(times)
@@ -215,7 +231,10 @@ def _parts(item: RunItem, digest: bytes, cache: VerifyCache, got: dict[str, Any]
         checkpoint.root_hash,
     )
     got.update(inclusion=VALID, anchor=FAILED)
-    got["anchor"], got["anchored_at"] = _anchor_status(receipt, checkpoint.body_bytes(), cache)
+    leaf_time = datetime.fromtimestamp(leaf.timestamp_ms / 1000, UTC)
+    got["anchor"], got["anchored_at"] = _anchor_status(
+        receipt, checkpoint.body_bytes(), cache, leaf_time
+    )
 
 
 def check_item(item: RunItem, cache: VerifyCache, digest: bytes | None = None) -> RecordCheck:

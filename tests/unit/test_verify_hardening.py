@@ -278,3 +278,23 @@ def test_garbage_from_one_tsa_does_not_stop_the_others() -> None:
     assert [f.split(":")[0] for f in outcome.failures] == ["raising", "garbling"]
     assert "ValueError" in outcome.failures[0] and "signature" in outcome.failures[1]
     assert [a.tsa for a in log.anchors(5)] == ["good"]
+
+
+def test_the_audit_index_applies_the_same_anchor_time_policy() -> None:
+    """``ledger-verify index``/``report`` check records part by part (``audit_verify``); an
+    anchor older than its leaf is the same named failure there as in ``verify_receipt``."""
+    from ledger.types import decode_leaf
+    from ledger_client.audit_verify import VALID, VerifyCache
+
+    authority = authority_at(datetime(2020, 1, 1, tzinfo=UTC))
+    receipt = receipt_stamped_by(authority)
+    body = Checkpoint.from_text(receipt.checkpoint.split("\n\n")[0] + "\n").body_bytes()
+    leaf_ms = decode_leaf(receipt.index, receipt.leaf).timestamp_ms
+    leaf_time = datetime.fromtimestamp(leaf_ms / 1000, UTC)
+    cache = VerifyCache([World(filler(3, "t")).key], tsa_roots=[authority.root_cert], now=NOW)
+    (anchor,) = receipt.anchors
+    assert cache.anchor(anchor, body)[0] == VALID  # the token itself is fine
+    with pytest.raises(TimestampError) as failed:
+        cache.check_time(anchor, body, leaf_time)
+    assert failed.value.check == "anchor-before-leaf"
+    cache.check_time(anchor, body, datetime(2019, 12, 31, tzinfo=UTC))  # a leaf before it: fine
