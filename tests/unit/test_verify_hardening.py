@@ -284,7 +284,8 @@ def test_the_audit_index_applies_the_same_anchor_time_policy() -> None:
     """``ledger-verify index``/``report`` check records part by part (``audit_verify``); an
     anchor older than its leaf is the same named failure there as in ``verify_receipt``."""
     from ledger.types import decode_leaf
-    from ledger_client.audit_verify import VALID, VerifyCache
+    from ledger_client.audit_verify import VerifyCache
+    from ledger_client.receipt_verify import VALID
 
     authority = authority_at(datetime(2020, 1, 1, tzinfo=UTC))
     receipt = receipt_stamped_by(authority)
