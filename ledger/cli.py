@@ -16,9 +16,13 @@ from typing import Any
 import click
 
 from ledger.cli_append import append
+from ledger.cli_ops import register_ops
+from ledger.cli_settings import setting_option
 from ledger.config import DEFAULT_ORIGIN, Settings, load_settings
 from ledger.errors import FormatError, LedgerError
-from ledger.keys import default_key_file, load_or_create_signer, write_signer
+from ledger.keys import default_key_file, write_signer
+from ledger_client.cli_connection import connection_from, connection_options
+from ledger_client.cli_errors import CliGroup
 
 __all__ = ["main"]
 
@@ -28,7 +32,9 @@ def _fail(message: str, code: int = 2) -> None:
     sys.exit(code)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=CliGroup, context_settings={"help_option_names": ["-h", "--help"], "show_default": True}
+)
 @click.version_option(package_name="decision-ledger")
 def main() -> None:
     """Run and operate a Decision Ledger transparency log."""
@@ -82,38 +88,38 @@ def _settings(config: Path | None, **flags: Any) -> Settings:
 
 
 config_option = click.option(
-    "--config", type=click.Path(dir_okay=False, path_type=Path), help="TOML configuration file"
+    "--config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="TOML configuration file (default: none, embedded defaults)",
 )
 
 
 @main.command()
 @config_option
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--key", "key_file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--origin")
-@click.option("--listen", help="HOST:PORT (port 0 picks a free port)")
-@click.option("--checkpoint-interval-ms", type=click.IntRange(1, 60_000))
-@click.option("--max-pending", type=click.IntRange(1))
-@click.option("--log-format", type=click.Choice(["text", "json"]))
-@click.option("--anchor-interval-s", type=click.FloatRange(0))
-@click.option("--embedded-tsa/--no-embedded-tsa", default=None)
+@setting_option("--data-dir", "data_dir", type=click.Path(file_okay=False, path_type=Path))
+@setting_option("--key", "key_file", type=click.Path(dir_okay=False, path_type=Path))
+@setting_option("--origin", "origin")
+@setting_option("--listen", "listen")
+@setting_option(
+    "--checkpoint-interval-ms", "checkpoint_interval_ms", type=click.IntRange(1, 60_000)
+)
+@setting_option("--max-pending", "max_pending", type=click.IntRange(1, 10_000_000))
+@setting_option("--log-format", "log_format", type=click.Choice(["text", "json"]))
+@setting_option("--anchor-interval-s", "anchor_interval_s", type=click.FloatRange(0, 86_400))
+@setting_option("--embedded-tsa/--no-embedded-tsa", "embedded_tsa", default=None)
+@setting_option("--metrics-listen", "metrics_listen")
+@setting_option("--tls-cert", "tls_server_cert", type=click.Path(dir_okay=False, path_type=Path))
+@setting_option("--tls-key", "tls_server_key", type=click.Path(dir_okay=False, path_type=Path))
+@setting_option("--tls-client-ca", "tls_client_ca", type=click.Path(dir_okay=False, path_type=Path))
 def serve(config: Path | None, **flags: Any) -> None:
-    """Run the log (embedded defaults: ./ledger-data, a dev key, localhost, embedded TSA)."""
+    """Run the log (embedded defaults: ./ledger-data, a dev key, localhost, embedded TSA).
+
+    Precedence: defaults < --config TOML < LEDGER_<FIELD> environment variables < flags.
+    """
     settings = _settings(config, **flags)
     _configure_logging(settings.log_format)
     from ledger.app import App
     from ledger.app import serve as run
-
-    try:
-        signer, created = load_or_create_signer(settings.signer_key_file, settings.origin)
-    except LedgerError as exc:
-        _fail(str(exc))
-        raise AssertionError from exc
-    if signer.name != settings.origin:
-        _fail(
-            f"key {settings.signer_key_file} is named {signer.name!r}, "
-            f"but the origin is {settings.origin!r}"
-        )
 
     def ready(app: App) -> None:
         line = {
@@ -122,40 +128,46 @@ def serve(config: Path | None, **flags: Any) -> None:
             "origin": settings.origin,
             "verifier_key": app.verifier_key,
             "data_dir": str(settings.data_dir),
-            "key_created": created,
+            "key_created": app.key_created,
+            "tls": settings.tls_enabled,
+            "mtls": settings.tls_client_ca is not None,
+            "auth": app.policy.mode,
+            "metrics": app.metrics_address,
             "tsas": [t.name for t in app.tsas.targets],
             "embedded_tsa_root": str(app.tsas.embedded_root) if app.tsas.embedded_root else None,
         }
         click.echo(json.dumps(line), nl=True)
         sys.stdout.flush()
+        log = logging.getLogger("ledger")
+        if not settings.tls_enabled:
+            log.warning("plaintext gRPC on %s: for loopback development only", app.address)
+        if app.policy.open_log:
+            log.warning("appends are open: %s", app.policy.mode)
         if settings.origin == DEFAULT_ORIGIN:
-            logging.getLogger("ledger").warning(
+            log.warning(
                 "origin is the development default %r: set [log] origin before real use",
                 DEFAULT_ORIGIN,
             )
 
-    try:
-        asyncio.run(run(settings, signer, ready))
-    except LedgerError as exc:
-        _fail(str(exc), 1)
+    asyncio.run(run(settings, ready))
 
 
 @main.command()
 @config_option
-@click.option("--server", "address", help="HOST:PORT of a running server on this host")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path))
+@connection_options
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="work on a stopped log's data dir instead of a server")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
-def anchor(config: Path | None, address: str | None, data_dir: Path | None, as_json: bool) -> None:
+def anchor(config: Path | None, data_dir: Path | None, as_json: bool, **conn: Any) -> None:
     """Anchor the latest checkpoint now with every configured TSA (for cron).
 
-    With --server, ask the running server (its AnchorNow RPC, localhost only). With
-    --data-dir, work on the store directly: only while the server is stopped (RocksDB allows
+    By default, ask the running server (its AnchorNow RPC: an admin call, so give a token
+    with the admin scope unless the server is an open development log). With --data-dir (or
+    --config), work on the store directly: only while the server is stopped (RocksDB allows
     one process per data dir). A checkpoint is never stamped twice by the same TSA.
     """
-    if (address is None) == (data_dir is None and config is None):
-        _fail("give exactly one of --server ADDR or --data-dir DIR (or --config FILE)")
-    if address is not None:
-        size, stored, failures = _anchor_remote(address)
+    if data_dir is None and config is None:
+        size, stored, failures = _anchor_remote(connection_from(**conn))
     else:
         size, stored, failures = _anchor_local(_settings(config, data_dir=data_dir))
     if as_json:
@@ -167,11 +179,11 @@ def anchor(config: Path | None, address: str | None, data_dir: Path | None, as_j
     sys.exit(1 if failures and not stored else 0)
 
 
-def _anchor_remote(address: str) -> tuple[int, list[str], list[str]]:
+def _anchor_remote(connection: Any) -> tuple[int, list[str], list[str]]:
     from ledger_client.remote import RemoteLog
 
     try:
-        with RemoteLog(address, timeout=120) as remote:
+        with RemoteLog(connection, timeout=120) as remote:
             size, anchors, failures = remote.anchor_now()
     except LedgerError as exc:
         _fail(str(exc), 1)
@@ -240,14 +252,17 @@ main.add_command(append)
 
 @main.group("config")
 def config_group() -> None:
-    """Inspect the configuration."""
+    """Inspect the configuration, or write a commented sample."""
 
 
 @config_group.command("show")
 @config_option
 def config_show(config: Path | None) -> None:
-    """Print the effective configuration (defaults < TOML file) as JSON."""
+    """Print the effective configuration (defaults < TOML file < environment) as JSON."""
     click.echo(json.dumps(_settings(config).to_dict(), indent=2, sort_keys=True))
+
+
+register_ops(main)
 
 
 class _JsonFormatter(logging.Formatter):
@@ -258,6 +273,9 @@ class _JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        access = getattr(record, "access", None)
+        if isinstance(access, dict):
+            payload.update(access)
         if record.exc_info:
             payload["exception"] = self.formatException(record.exc_info)
         return json.dumps(payload)

@@ -32,9 +32,11 @@ def write_signer(path: Path, signer: Ed25519Signer, *, overwrite: bool = False) 
 def load_signer(path: Path) -> Ed25519Signer:
     """Read a signer key file."""
     try:
-        text = path.read_text().strip()
+        text = path.read_bytes().decode("utf-8").strip()
     except OSError as exc:
         raise MalformedKeyError(f"cannot read signer key {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise MalformedKeyError(f"signer key {path} is not a key file (binary data)") from None
     return Ed25519Signer.from_key_string(text)
 
 

@@ -26,7 +26,9 @@ from typing import Any, cast
 from rocksdict import (
     BlockBasedOptions,
     Cache,
+    Checkpoint,
     DBCompressionType,
+    DBRecoveryMode,
     Options,
     Rdict,
     WriteBatch,
@@ -106,6 +108,19 @@ def _family_options(memtable_mb: int, cache: Cache, budget: WriteBufferManager) 
     return opts
 
 
+_PROPERTIES = (
+    "rocksdb.estimate-num-keys",
+    "rocksdb.total-sst-files-size",
+    "rocksdb.live-sst-files-size",
+    "rocksdb.cur-size-all-mem-tables",
+    "rocksdb.block-cache-usage",
+    "rocksdb.estimate-pending-compaction-bytes",
+    "rocksdb.num-running-compactions",
+    "rocksdb.num-running-flushes",
+    "rocksdb.background-errors",
+)
+
+
 def _parse_checkpoint(size: int, value: bytes) -> PublishedCheckpoint:
     note = value[32:].decode()
     return PublishedCheckpoint(
@@ -116,10 +131,25 @@ def _parse_checkpoint(size: int, value: bytes) -> PublishedCheckpoint:
 class RocksStore:
     """A ``Store`` in a RocksDB directory (one process at a time, as RocksDB requires)."""
 
-    def __init__(self, path: str | Path, *, memtable_mb: int = 16, cache_mb: int = 32) -> None:
-        Path(path).mkdir(parents=True, exist_ok=True)
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        memtable_mb: int = 16,
+        cache_mb: int = 32,
+        create: bool = True,
+        paranoid: bool = False,
+    ) -> None:
+        if create:
+            Path(path).mkdir(parents=True, exist_ok=True)
+        elif not (Path(path) / "CURRENT").exists():
+            raise StorageError(f"no RocksDB at {path}")
         opts, dedup = _options(memtable_mb, cache_mb)
         opts.create_missing_column_families(True)
+        if paranoid:  # fsck: any corrupt WAL record or block is an error, never skipped
+            for o in (opts, dedup):
+                o.set_paranoid_checks(True)
+                o.set_wal_recovery_mode(DBRecoveryMode.absolute_consistency())
         families = {"entries": opts, "dedup": dedup, "nodes": opts}
         try:
             self._db = Rdict(str(path), opts, column_families=families)
@@ -239,6 +269,36 @@ class RocksStore:
             if not sizes or sizes[-1] != size:
                 sizes.append(size)
         return sizes
+
+    # --- operations (fsck, backup, metrics) ---------------------------------------------------
+
+    FAMILIES = ("default", "entries", "dedup", "nodes")
+
+    def scan_family(self, family: str, from_key: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        """Every (key, value) of a column family in key order (reads verify block checksums)."""
+        db = self._db if family == "default" else getattr(self, f"_{family}")
+        return cast("Iterator[tuple[bytes, bytes]]", iter(db.items(from_key=from_key)))
+
+    def backup_to(self, out: Path) -> None:
+        """A consistent RocksDB checkpoint of every family in ``out`` (which must not exist):
+        hard links to the immutable table files plus what the memtables hold."""
+        try:
+            Checkpoint(self._db).create_checkpoint(str(out))
+        except Exception as exc:  # rocksdict raises plain Exception
+            raise StorageError(f"RocksDB checkpoint into {out} failed: {exc}") from exc
+
+    def properties(self) -> dict[str, dict[str, int]]:
+        """Integer RocksDB properties per column family (for metrics)."""
+        out: dict[str, dict[str, int]] = {}
+        for family in self.FAMILIES:
+            db = self._db if family == "default" else getattr(self, f"_{family}")
+            values = {}
+            for name in _PROPERTIES:
+                value = db.property_int_value(name)
+                if value is not None:
+                    values[name] = int(value)
+            out[family] = values
+        return out
 
     def compact(self) -> None:
         """Compact the whole key space (benchmarks report disk bytes per entry after this)."""

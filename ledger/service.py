@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ledger.errors import NotFoundError, PushbackError, UnavailableError
 from ledger.limits import MAX_BATCH, MAX_GROUP
@@ -41,6 +41,14 @@ __all__ = ["LogService"]
 
 _log = logging.getLogger("ledger.service")
 _T = TypeVar("_T")
+
+
+class ServiceObserver(Protocol):
+    """What the service reports (``ledger.metrics.LedgerMetrics``)."""
+
+    def on_append(self, items: int) -> None: ...
+    def on_commit(self, items: int, new: int, seconds: float) -> None: ...
+    def on_publish(self, size: int) -> None: ...
 
 
 @dataclass(slots=True)
@@ -78,6 +86,7 @@ class LogService:
         self._accepting = False
         self._dirty = False
         self._last_publish = 0.0
+        self.observer: ServiceObserver | None = None
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -106,6 +115,11 @@ class LogService:
         self._writer.shutdown(wait=True)
         self._readers.shutdown(wait=True)
 
+    @property
+    def queue_depth(self) -> int:
+        """Items waiting for the writer."""
+        return self._queued_items
+
     # --- appends ---------------------------------------------------------------------------
 
     async def append(self, items: Sequence[AppendItem]) -> list[AppendResult]:
@@ -119,6 +133,8 @@ class LogService:
                 retry_after=0.05,
             )
         request = _Request(valid)
+        if self.observer is not None:
+            self.observer.on_append(len(items))
         self._queue.append(request)
         self._queued_items += len(items)
         self._wake_writer.set()
@@ -240,6 +256,7 @@ class LogService:
 
     async def _commit(self, group: list[_Request]) -> None:
         items = ValidItems.concat(request.items for request in group)
+        started = asyncio.get_running_loop().time()
         try:
             results = await self._run(self.log.append, items)
         except Exception as exc:
@@ -248,6 +265,9 @@ class LogService:
                 if not request.done.done():
                     request.done.set_exception(exc)
             return
+        if self.observer is not None:
+            new = sum(1 for r in results if not r.duplicate)
+            self.observer.on_commit(len(items), new, asyncio.get_running_loop().time() - started)
         at = 0
         for request in group:
             n = len(request.items)
@@ -274,7 +294,9 @@ class LogService:
     async def _publish_once(self) -> None:
         self._dirty = False
         self._last_publish = asyncio.get_running_loop().time()
-        await self._run(self.log.publish)
+        published = await self._run(self.log.publish)
+        if self.observer is not None:
+            self.observer.on_publish(published.size)
         async with self._published:
             self._published.notify_all()
 

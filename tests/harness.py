@@ -16,7 +16,6 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 
 from ledger.app import App, start_app
@@ -52,8 +51,14 @@ class ServerThread:
 
 
 def test_settings(data_dir: Path, **overrides: object) -> Settings:
-    base = Settings(origin=ORIGIN, data_dir=data_dir, listen="127.0.0.1:0", anchor_interval_s=0)
-    return replace(base, **overrides)  # type: ignore[arg-type]
+    base = Settings(
+        origin=ORIGIN,
+        data_dir=data_dir,
+        listen="127.0.0.1:0",
+        anchor_interval_s=0,
+        metrics_listen="127.0.0.1:0",
+    )
+    return base.with_overrides(**overrides)
 
 
 @contextmanager
@@ -78,7 +83,8 @@ class ServerProcess:
         cmd = [
             sys.executable, "-m", "ledger", "serve", "--data-dir", str(data_dir),
             "--key", str(key_file), "--origin", ORIGIN, "--listen", "127.0.0.1:0",
-            "--anchor-interval-s", "0", "--no-embedded-tsa", *extra,
+            "--anchor-interval-s", "0", "--no-embedded-tsa", "--metrics-listen", "127.0.0.1:0",
+            *extra,
         ]  # fmt: skip
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(

@@ -26,6 +26,7 @@ import click
 
 from ledger.errors import InconsistencyError, ServiceError
 from ledger_client.cli_common import EXIT_INVALID, Outcome, finish, json_option
+from ledger_client.cli_connection import connection_from, connection_options
 from ledger_client.cli_notes import log_verifiers
 from ledger_client.monitor import (
     Advance,
@@ -192,7 +193,7 @@ def _poll_forever(mon: Monitor, audit: bool, interval: float, as_json: bool) -> 
 
 
 @click.command()
-@click.option("--server", required=True, metavar="HOST:PORT", help="log server (gRPC)")
+@connection_options
 @click.option("--key", required=True, metavar="VKEY", help="log verifier key name+hexid+base64")
 @click.option(
     "--state",
@@ -222,7 +223,6 @@ def _poll_forever(mon: Monitor, audit: bool, interval: float, as_json: bool) -> 
 )
 @json_option
 def monitor(
-    server: str,
     key: str,
     state_path: Path,
     origin: str | None,
@@ -231,6 +231,7 @@ def monitor(
     interval: float,
     timeout: float,
     as_json: bool,
+    **conn: Any,
 ) -> None:
     """Follow a log: each new checkpoint must extend the last one trusted (state in --state)."""
 
@@ -238,7 +239,7 @@ def monitor(
         from ledger_client.remote import RemoteLog  # grpc: only when a server is monitored
 
         verifier = log_verifiers([key])[0]
-        with RemoteLog(server, timeout=timeout) as log:
+        with RemoteLog(connection_from(**conn), timeout=timeout) as log:
             mon = Monitor(
                 source=RemoteSource(log),
                 verifier=verifier,

@@ -13,7 +13,9 @@ PURE = {
     "errors", "limits", "types", "merkle", "note", "checkpoint", "tlogproof", "timestamp",
     "timestamp_asn1", "timestamp_certs", "records", "jcs", "commitments", "runs", "tiles",
 }  # fmt: skip
-ADAPTERS = {"wire", "server", "app", "http", "http_api", "tiles_http"}
+ADAPTERS = {
+    "wire", "server", "app", "http", "http_api", "tiles_http", "interceptor", "http_metrics",
+}  # fmt: skip
 CLIS = {"cli", "__main__"}  # and every ``cli_*`` module
 EXTERNAL = ("grpc", "google", "rocksdict")
 
