@@ -283,7 +283,10 @@ class Policy:
 
     def decide(self, method: str, bearer: str | None, peer_cn: str | None) -> Identity:
         """The identity allowed to make ``method``; raises Unauthenticated/PermissionDenied."""
-        identity = self.identify(bearer, peer_cn)
+        return self.authorize(method, self.identify(bearer, peer_cn))
+
+    def authorize(self, method: str, identity: Identity | None) -> Identity:
+        """The identity (or anonymous) if it may make ``method``, else raise."""
         scope = required_scope(method)
         if self.open_log:
             return identity or _OPEN

@@ -166,7 +166,11 @@ def anchor(config: Path | None, data_dir: Path | None, as_json: bool, **conn: An
     --config), work on the store directly: only while the server is stopped (RocksDB allows
     one process per data dir). A checkpoint is never stamped twice by the same TSA.
     """
-    if data_dir is None and config is None:
+    source = click.get_current_context().get_parameter_source("server")
+    local = data_dir is not None or config is not None
+    if local and source is click.core.ParameterSource.COMMANDLINE:
+        _fail("give exactly one of --server ADDR or --data-dir DIR (or --config FILE)")
+    if not local:
         size, stored, failures = _anchor_remote(connection_from(**conn))
     else:
         size, stored, failures = _anchor_local(_settings(config, data_dir=data_dir))

@@ -93,9 +93,13 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
             response_serializer=handler.response_serializer,
         )
 
-    async def _admit(self, method: str, context: Context) -> Identity:
+    async def _admit(self, method: str, context: Context, seen: list[Identity]) -> Identity:
+        """Identify (``seen`` gets the identity, for the access log), authorize, rate-limit."""
         try:
-            identity = self._policy.decide(method, _bearer(context), _peer_cn(context))
+            known = self._policy.identify(_bearer(context), _peer_cn(context))
+            if known is not None:
+                seen.append(known)
+            identity = self._policy.authorize(method, known)
             who = identity.name if identity.name != "anonymous" else _peer_host(context)
             self._limiter.take(who)
         except LedgerError as exc:
@@ -106,33 +110,33 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
     def _unary(self, method: str, behaviour: Any) -> Any:
         async def run(request: Any, context: Context) -> Any:
             start = time.perf_counter()
-            identity: Identity | None = None
+            seen: list[Identity] = []
             status = "OK"
             try:
-                identity = await self._admit(method, context)
+                seen.append(await self._admit(method, context, seen))
                 return await behaviour(request, context)
             except BaseException:
                 status = _status(context)
                 raise
             finally:
-                self._log(method, status, start, identity, context)
+                self._log(method, status, start, seen[-1] if seen else None, context)
 
         return run
 
     def _streaming(self, method: str, behaviour: Any) -> Any:
         async def run(request: Any, context: Context) -> AsyncIterator[Any]:
             start = time.perf_counter()
-            identity: Identity | None = None
+            seen: list[Identity] = []
             status = "OK"
             try:
-                identity = await self._admit(method, context)
+                seen.append(await self._admit(method, context, seen))
                 async for response in behaviour(request, context):
                     yield response
             except BaseException:
                 status = _status(context)
                 raise
             finally:
-                self._log(method, status, start, identity, context)
+                self._log(method, status, start, seen[-1] if seen else None, context)
 
         return run
 
