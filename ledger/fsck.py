@@ -275,7 +275,7 @@ def fsck(
     try:
         store = RocksStore(data_dir / "db", create=False, paranoid=True, memtable_mb=4)
     except LedgerError as exc:
-        if "lock" in str(exc).lower():
+        if "lock file" in str(exc).lower():
             raise  # a running server holds it: not a problem of the data
         report.add("rocksdb", str(data_dir / "db"), str(exc))
         return report

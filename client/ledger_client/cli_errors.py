@@ -26,7 +26,7 @@ def describe(exc: BaseException) -> tuple[str, int]:
     """One line and an exit code for an exception."""
     if isinstance(exc, (FormatError, InvalidArgumentError)):
         return str(exc), EXIT_USAGE
-    if isinstance(exc, StorageError) and "lock" in str(exc).lower():
+    if isinstance(exc, StorageError) and "lock file" in str(exc).lower():
         return (
             f"{str(exc).split(':', 1)[0]}: the data dir is in use by a running server (RocksDB "
             "lock held); stop it, or talk to it with --server",
