@@ -89,13 +89,11 @@ class App:
 
 
 def _policy(settings: Settings) -> Policy:
-    tokens = TokenStore(settings.token_file)
     host, _ = parse_listen(settings.listen)
-    open_log = is_loopback(host) and not tokens.records() and not settings.auth_mtls
     return Policy(
-        tokens=tokens,
+        tokens=TokenStore(settings.token_file),
         mtls={cn: list(scopes) for cn, scopes in settings.auth_mtls.items()},
-        open_log=open_log,
+        loopback=is_loopback(host),
         reads_need_token=settings.auth_reads == "token",
     )
 
@@ -180,8 +178,8 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
     metrics_server = None
     try:
         anchor_now = anchoring.anchor_now if tsas.targets else None
-        interceptor = AuthInterceptor(policy, RateLimiter(settings.rate_per_s, settings.burst),
-                                      metrics)  # fmt: skip
+        limiter = RateLimiter(settings.rate_per_s, settings.burst)
+        interceptor = AuthInterceptor(policy, limiter, metrics, access_log=settings.access_log)
         server, port = await create_server(
             service,
             settings.listen,

@@ -259,8 +259,16 @@ class Policy:
 
     tokens: TokenStore | None
     mtls: Mapping[str, Sequence[str]]
-    open_log: bool
+    loopback: bool
     reads_need_token: bool
+
+    @property
+    def open_log(self) -> bool:
+        """Open while on loopback with no token and no mTLS identity configured; the first
+        ``ledger token create`` closes it (within a second, without a restart)."""
+        if not self.loopback or self.mtls:
+            return False
+        return self.tokens is None or not self.tokens.records()
 
     @property
     def mode(self) -> str:

@@ -137,6 +137,7 @@ class Settings(BaseSettings):
         200_000, ge=1, le=10_000_000, description="queued items before RESOURCE_EXHAUSTED"
     )
     log_format: Literal["text", "json"] = Field("text", description="server log lines")
+    access_log: bool = Field(True, description="one log line per call (ledger.access)")
     allow_plaintext: bool = Field(
         False, description="serve plaintext beyond loopback (never do this on a network)"
     )
@@ -246,6 +247,7 @@ TABLES: dict[str, dict[str, str]] = {
         "max_pending": "max_pending",
         "log_format": "log_format",
         "allow_plaintext": "allow_plaintext",
+        "access_log": "access_log",
     },
     "tls": {"cert": "tls_server_cert", "key": "tls_server_key", "client_ca": "tls_client_ca"},
     "auth": {

@@ -52,8 +52,14 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
     """Wraps every method handler: decide, limit, run, log."""
 
     def __init__(
-        self, policy: Policy, limiter: RateLimiter, metrics: LedgerMetrics | None = None
+        self,
+        policy: Policy,
+        limiter: RateLimiter,
+        metrics: LedgerMetrics | None = None,
+        *,
+        access_log: bool = True,
     ) -> None:
+        self._access_log = access_log
         self._policy = policy
         self._limiter = limiter
         self._metrics = metrics
@@ -145,6 +151,10 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
     ) -> None:
         elapsed = time.perf_counter() - start
         who = identity.name if identity else "unauthenticated"
+        if self._metrics is not None:
+            self._metrics.observe_rpc(method.rpartition("/")[2], status, elapsed)
+        if not self._access_log:
+            return
         _access.info(
             "%s %s %.1fms %s %s",
             method,
@@ -162,8 +172,6 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
                 }
             },
         )
-        if self._metrics is not None:
-            self._metrics.observe_rpc(method.rpartition("/")[2], status, elapsed)
 
 
 def _status(context: Context) -> str:

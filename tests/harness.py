@@ -87,14 +87,18 @@ class ServerProcess:
             *extra,
         ]  # fmt: skip
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        # The server's log (one access-log line per call) goes to a file, never to a pipe
+        # nobody reads, which would fill up and stall the server.
+        self.log_path = data_dir.parent / f"{data_dir.name}.server.log"
+        self._log = self.log_path.open("a")
         self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+            cmd, stdout=subprocess.PIPE, stderr=self._log, text=True, env=env
         )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line:
-            err = self.proc.stderr.read() if self.proc.stderr else ""
-            raise RuntimeError(f"ledger serve did not start: {err}")
+            self.proc.wait(timeout=30)
+            raise RuntimeError(f"ledger serve did not start: {self.log_path.read_text()}")
         self.ready = json.loads(line)
         self.address: str = self.ready["address"]
 
@@ -112,6 +116,6 @@ class ServerProcess:
         return code
 
     def _close_pipes(self) -> None:
-        for pipe in (self.proc.stdout, self.proc.stderr):
-            if pipe is not None:
-                pipe.close()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._log.close()

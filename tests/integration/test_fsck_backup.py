@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ledger.checkpoint import Ed25519Signer
-from ledger.errors import InconsistencyError
+from ledger.errors import InconsistencyError, InvalidArgumentError
 from ledger.fsck import fsck
 from ledger.keys import write_signer
 from ledger.restore import restore
@@ -35,7 +35,7 @@ def make_log(data: Path, sizes: tuple[int, ...] = (37, 20)) -> Ed25519Signer:
     """A stopped log with several checkpoints, an anchor (embedded TSA) and metadata."""
     signer = Ed25519Signer.generate(ORIGIN)
     write_signer(data / "signer.key", signer)
-    with running_server(data, signer, embedded_tsa=True) as (server, log, _):
+    with running_server(data, signer, embedded_tsa=True) as (_, log, _):
         for n, size in enumerate(sizes):
             log.append(digests(size, f"b{n}"), metadata=[b"m"] * size, wait_for_checkpoint=True)
         size, anchors, _ = log.anchor_now()
@@ -129,8 +129,8 @@ def test_fsck_cli_exit_codes(tmp_path: Path) -> None:
                         capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
     assert ok.returncode == 0 and ": OK;" in ok.stdout, ok.stderr
     key = flip_value(data, "entries", b"E", 2)
-    bad = subprocess.run([sys.executable, "-m", "ledger", "fsck", "--data-dir", str(data),
-                          "--json"], capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    cmd = [sys.executable, "-m", "ledger", "fsck", "--data-dir", str(data), "--json"]
+    bad = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     assert bad.returncode == 1
     problems = json.loads(bad.stdout)["problems"]
     assert problems and "Traceback" not in bad.stderr, key
@@ -145,13 +145,14 @@ def test_backup_while_serving_and_restore_refuses_a_rollback(tmp_path: Path) -> 
 
     admin, _ = TokenStore(store_admin).create("ops", ["admin"], now=1)
     with running_server(data, signer) as (server, _, _):
-        with RemoteLog(Connection(address=server.address, token=admin)) as log:
-            log.append(digests(10, "a"), wait_for_checkpoint=True)
-            where, size, cp = log.backup(str(tmp_path / "early"))
-            assert (size, cp) == (10, 10) and Path(where) == tmp_path / "early"
-            log.append(digests(5, "b"), wait_for_checkpoint=True)
-            with pytest.raises(Exception, match="exists"):
-                log.backup(str(tmp_path / "early"))
+        log = RemoteLog(Connection(address=server.address, token=admin))
+        log.append(digests(10, "a"), wait_for_checkpoint=True)
+        where, size, cp = log.backup(str(tmp_path / "early"))
+        assert (size, cp) == (10, 10) and Path(where) == tmp_path / "early"
+        log.append(digests(5, "b"), wait_for_checkpoint=True)
+        with pytest.raises(InvalidArgumentError, match="exists"):
+            log.backup(str(tmp_path / "early"))
+        log.close()
     assert fsck(tmp_path / "early", key_file=data / "signer.key").ok
     # The log has published size 15: restoring the size-10 backup is a rollback.
     with pytest.raises(InconsistencyError, match="rollback"):

@@ -42,9 +42,7 @@ def tokens(data: Path) -> dict[str, str]:
     }
 
 
-def test_tokens_scopes_and_the_access_log(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_tokens_scopes_and_the_access_log(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     data = tmp_path / "data"
     data.mkdir(mode=0o700)
     made = tokens(data)
@@ -55,12 +53,16 @@ def test_tokens_scopes_and_the_access_log(
         with pytest.raises(UnauthenticatedError, match="needs a credential"):
             anonymous.append([digest(0)])
         addr = server.address
-        with RemoteLog(Connection(address=addr, token="dl_00000000_" + "x" * 43)) as bad:
-            with pytest.raises(UnauthenticatedError, match="invalid or revoked"):
-                bad.append([digest(0)])
-        with RemoteLog(Connection(address=addr, token=made["read"])) as reader:
-            with pytest.raises(PermissionDeniedError, match="append"):
-                reader.append([digest(0)])
+        with (
+            RemoteLog(Connection(address=addr, token="dl_00000000_" + "x" * 43)) as bad,
+            pytest.raises(UnauthenticatedError, match="invalid or revoked"),
+        ):
+            bad.append([digest(0)])
+        with (
+            RemoteLog(Connection(address=addr, token=made["read"])) as reader,
+            pytest.raises(PermissionDeniedError, match="append"),
+        ):
+            reader.append([digest(0)])
         with RemoteLog(Connection(address=addr, token=made["append"])) as writer:
             assert writer.append([digest(1)], wait_for_checkpoint=True).checkpoint is not None
             with pytest.raises(PermissionDeniedError, match="admin"):
@@ -74,9 +76,11 @@ def test_tokens_scopes_and_the_access_log(
             assert size >= 1 and [a.tsa for a in anchors] == ["embedded-dev"], failures
         TokenStore(data / "tokens.json").revoke("t-append")
         time.sleep(1.2)  # a running server re-reads the tokens file within a second
-        with RemoteLog(Connection(address=addr, token=made["append"])) as revoked:
-            with pytest.raises(UnauthenticatedError):
-                revoked.append([digest(4)])
+        with (
+            RemoteLog(Connection(address=addr, token=made["append"])) as revoked,
+            pytest.raises(UnauthenticatedError),
+        ):
+            revoked.append([digest(4)])
     lines = [r for r in caplog.records if r.name == "ledger.access"]
     texts = "\n".join(r.getMessage() + str(getattr(r, "access", "")) for r in lines)
     for token in made.values():
@@ -84,7 +88,7 @@ def test_tokens_scopes_and_the_access_log(
     assert "AppendRecords UNAUTHENTICATED" in texts
     assert "AppendRecords PERMISSION_DENIED" in texts and "token:t-read" in texts
     assert "token:t-append" in texts and "token:t-admin" in texts
-    fields = next(r for r in lines if "AnchorNow OK" in r.getMessage()).access  # type: ignore[attr-defined]
+    fields = next(r for r in lines if "AnchorNow OK" in r.getMessage()).__dict__["access"]
     assert set(fields) == {"method", "status", "duration_ms", "identity", "peer"}
 
 
@@ -104,8 +108,9 @@ def test_rate_limits_answer_resource_exhausted_with_retry_after(tmp_path: Path) 
 
 
 def test_tls_and_mtls_identities(tmp_path: Path) -> None:
-    certs = make_dev_certs(tmp_path / "tls", hosts=["localhost", "127.0.0.1"],
-                           clients=["agent-b", "stranger"], now=dt.datetime.now(dt.UTC))  # fmt: skip
+    now = dt.datetime.now(dt.UTC)
+    hosts, clients = ["localhost", "127.0.0.1"], ["agent-b", "stranger"]
+    certs = make_dev_certs(tmp_path / "tls", hosts=hosts, clients=clients, now=now)
     (agent_cert, agent_key), (stranger_cert, stranger_key) = certs.clients
     data = tmp_path / "data"
     with running_server(
@@ -127,12 +132,16 @@ def test_tls_and_mtls_identities(tmp_path: Path) -> None:
             assert log.checkpoint().size >= 1
             with pytest.raises(UnauthenticatedError):
                 log.append([digest(21)])
-        with RemoteLog(Connection(address=address, tls_ca=certs.ca), timeout=5) as no_cert:
-            with pytest.raises(UnavailableError):  # the handshake needs a client certificate
-                no_cert.checkpoint()
-        with RemoteLog(Connection(address=address), timeout=5) as plaintext:
-            with pytest.raises(UnavailableError):
-                plaintext.checkpoint()
+        with (
+            RemoteLog(Connection(address=address, tls_ca=certs.ca), timeout=5) as no_cert,
+            pytest.raises(UnavailableError),
+        ):  # the handshake needs a client certificate
+            no_cert.checkpoint()
+        with (
+            RemoteLog(Connection(address=address), timeout=5) as plaintext,
+            pytest.raises(UnavailableError),
+        ):
+            plaintext.checkpoint()
         metrics = server.app.metrics_address
         assert metrics is not None
         context = ssl.create_default_context(cafile=str(certs.ca))
@@ -146,7 +155,7 @@ def test_tls_and_mtls_identities(tmp_path: Path) -> None:
 def test_health_and_metrics_after_recovery(tmp_path: Path) -> None:
     with running_server(tmp_path / "data") as (server, client, _):
         with grpc.insecure_channel(server.address) as channel:
-            stub = health_pb2_grpc.HealthStub(channel)  # type: ignore[no-untyped-call]
+            stub = health_pb2_grpc.HealthStub(channel)
             answer = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=10)
             assert answer.status == health_pb2.HealthCheckResponse.SERVING
         client.append([digest(i) for i in range(30, 40)], wait_for_checkpoint=True)

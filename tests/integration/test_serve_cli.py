@@ -114,7 +114,9 @@ def test_config_show_and_bad_config(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "unknown key log.nope" in bad.output
     config.write_text("[server]\nmax_pending = 'many'\n")
     bad = CliRunner().invoke(main, ["config", "show", "--config", str(config)])
-    assert bad.exit_code == 2 and "server.max_pending: Input should be a valid integer" in bad.output
+    assert (
+        bad.exit_code == 2 and "server.max_pending: Input should be a valid integer" in bad.output
+    )
 
 
 def test_keygen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

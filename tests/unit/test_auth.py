@@ -72,7 +72,7 @@ def test_policy_scopes(tmp_path: Path) -> None:
     appender, _ = store.create("w", ["append"], now=1)
     admin, _ = store.create("root", ["admin"], now=1)
     reader, _ = store.create("r", ["read"], now=1)
-    policy = Policy(tokens=store, mtls={"agent-b": ["append"]}, open_log=False,
+    policy = Policy(tokens=store, mtls={"agent-b": ["append"]}, loopback=False,
                     reads_need_token=False)  # fmt: skip
     with pytest.raises(UnauthenticatedError):
         policy.decide(APPEND, None, None)
@@ -89,7 +89,7 @@ def test_policy_scopes(tmp_path: Path) -> None:
     with pytest.raises(UnauthenticatedError):
         policy.decide(APPEND, None, "stranger")
     assert policy.decide(READ, None, None).name == "anonymous"
-    closed = Policy(tokens=store, mtls={}, open_log=False, reads_need_token=True)
+    closed = Policy(tokens=store, mtls={}, loopback=False, reads_need_token=True)
     with pytest.raises(UnauthenticatedError):
         closed.decide(READ, None, None)
     with pytest.raises(PermissionDeniedError):
@@ -98,12 +98,17 @@ def test_policy_scopes(tmp_path: Path) -> None:
 
 
 def test_the_open_development_log_lets_everyone_append(tmp_path: Path) -> None:
-    policy = Policy(tokens=TokenStore(tmp_path / "t.json"), mtls={}, open_log=True,
+    policy = Policy(tokens=TokenStore(tmp_path / "t.json"), mtls={}, loopback=True,
                     reads_need_token=False)  # fmt: skip
     assert policy.decide(APPEND, None, None).allows("append")
     assert "anyone may append" in policy.mode
     with pytest.raises(UnauthenticatedError):  # a bad token is still refused
         policy.decide(APPEND, "dl_bad", None)
+    assert policy.tokens is not None
+    policy.tokens.create("first", ["append"], now=1)  # the first token closes the log
+    assert not policy.open_log
+    with pytest.raises(UnauthenticatedError):
+        policy.decide(APPEND, None, None)
 
 
 def test_required_scopes() -> None:
