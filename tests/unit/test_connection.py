@@ -33,5 +33,5 @@ def test_bad_combinations() -> None:
     with pytest.raises(FormatError, match="LEDGER_TOKEN") as caught:
         Connection.resolve(environ={"LEDGER_TOKEN": "two words"})
     assert "two words" not in str(caught.value)
-    with pytest.raises(FormatError, match="no-such.pem"):
+    with pytest.raises(FormatError, match=r"no-such\.pem"):
         Connection(address="x:1", tls_ca=Path("no-such.pem")).read_tls()
