@@ -25,6 +25,7 @@ from ledger.backup import BackupOutcome, backup_store
 from ledger.binding import bind_signer, open_bound_signer
 from ledger.checkpoint import Ed25519Signer
 from ledger.config import Settings, is_loopback, parse_listen
+from ledger.errors import FormatError
 from ledger.http_metrics import MetricsServer, start_metrics_server
 from ledger.interceptor import AuthInterceptor
 from ledger.log import Log
@@ -102,8 +103,6 @@ def _tls(settings: Settings) -> ServerTls | None:
     if settings.tls_server_cert is None and settings.tls_server_key is None:
         return None
     if settings.tls_server_cert is None or settings.tls_server_key is None:
-        from ledger.errors import FormatError
-
         raise FormatError("[tls] needs both cert and key")
     return load_server_tls(
         settings.tls_server_cert, settings.tls_server_key, settings.tls_client_ca
