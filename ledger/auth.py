@@ -5,7 +5,7 @@ Tokens look like ``dl_<id>_<secret>`` (id: 8 hex digits, secret: 32 random bytes
 the tokens file (JSON, mode 0600) keeps, per token, its id, name, scopes, creation time and
 SHA-256 of the whole token, never the token. Scopes: ``append`` (AppendRecords, StreamAppend),
 ``admin`` (AnchorNow, Backup, and everything ``append`` may do), ``read`` (reads, only needed
-when ``[auth] reads = "token"``).
+when ``[auth] reads = "token"``; health checks stay open for load balancers).
 
 The policy (``Policy.decide``): an *open* log (loopback listener, no tokens, no mTLS identities:
 the ``make run`` development log) lets everyone do everything and says so at startup; otherwise
@@ -53,6 +53,7 @@ SCOPES = ("append", "admin", "read")
 APPEND_METHODS = frozenset({"AppendRecords", "StreamAppend"})
 ADMIN_METHODS = frozenset({"AnchorNow", "Backup"})
 _TOKEN = re.compile(r"^dl_([0-9a-f]{8})_[A-Za-z0-9_-]{43}$")
+_ALWAYS_OPEN = ("/grpc.health.v1.Health/",)  # load balancers probe without credentials
 _NAME = re.compile(r"^[A-Za-z0-9._@-]{1,64}$")
 
 
@@ -299,7 +300,8 @@ class Policy:
         if self.open_log:
             return identity or _OPEN
         if identity is None:
-            if scope is None and not self.reads_need_token:
+            open_read = not self.reads_need_token or method.startswith(_ALWAYS_OPEN)
+            if scope is None and open_read:
                 return ANONYMOUS
             what = "this call" if scope is None else f"{method.rpartition('/')[2]}"
             raise UnauthenticatedError(
@@ -307,6 +309,8 @@ class Policy:
                 "or a client certificate)"
             )
         needed = scope or ("read" if self.reads_need_token else None)
+        if scope is None and method.startswith(_ALWAYS_OPEN):
+            needed = None
         if needed is not None and not identity.allows(needed):
             raise PermissionDeniedError(
                 f"{identity.name} lacks the {needed!r} scope for {method.rpartition('/')[2]}"

@@ -95,6 +95,9 @@ def test_policy_scopes(tmp_path: Path) -> None:
     with pytest.raises(PermissionDeniedError):
         closed.decide(READ, appender, None)
     assert closed.decide(READ, reader, None).name == "token:r"
+    health = "/grpc.health.v1.Health/Check"
+    assert closed.decide(health, None, None).name == "anonymous"
+    assert closed.decide(health, appender, None).name == "token:w"
 
 
 def test_the_open_development_log_lets_everyone_append(tmp_path: Path) -> None:
