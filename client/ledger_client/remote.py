@@ -4,7 +4,10 @@ The only client-side module that imports grpc; conversions and the status table 
 ``ledger.wire``, shared with the server. Callers see the plain types of ``ledger.types`` and the
 ledger's own errors: every gRPC failure is raised as the ``ledger.errors`` class its status maps
 to (``UnavailableError``, ``PushbackError`` with its ``retry_after``, ...), whose ``retryable``
-is the one retry rule. Import it lazily from anything the offline verifier loads.
+is the one retry rule. Credentials (a bearer token in the ``authorization`` metadata of every
+call) and TLS (server CA, client certificate for mTLS) come from a ``Connection``, by default
+resolved from ``LEDGER_SERVER``, ``LEDGER_TOKEN`` and ``LEDGER_TLS_*``. Import it lazily from
+anything the offline verifier loads.
 """
 
 from __future__ import annotations
