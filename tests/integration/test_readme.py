@@ -128,4 +128,4 @@ def test_readme_walk_through_with_a_token(tmp_path: Path, monkeypatch: pytest.Mo
     served = server.log_path.read_text()
     assert "token:agent-a" in served and "token:ops" in served  # the access log names them
     for token in made.values():
-        assert token not in served and token.split("_")[2] not in served
+        assert token not in served and token.split("_", 2)[2] not in served

@@ -29,7 +29,7 @@ def test_tokens_are_stored_as_hashes_only(tmp_path: Path) -> None:
     store = TokenStore(tmp_path / "tokens.json")
     token, record = store.create("agent-a", ["append"], now=1)
     text = (tmp_path / "tokens.json").read_text()
-    assert token not in text and token.split("_")[2] not in text
+    assert token not in text and token.split("_", 2)[2] not in text
     assert json.loads(text)["tokens"][0]["name"] == "agent-a"
     assert stat.S_IMODE((tmp_path / "tokens.json").stat().st_mode) == 0o600
     assert store.lookup(token) == record
