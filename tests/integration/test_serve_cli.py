@@ -44,8 +44,8 @@ def port_free(port: int) -> bool:
 
 
 def test_serve_with_no_flags_uses_embedded_defaults(tmp_path: Path) -> None:
-    if not port_free(6962):
-        pytest.skip("port 6962 is taken on this machine")
+    if not port_free(6962) or not port_free(6963):
+        pytest.skip("port 6962 or 6963 (metrics) is taken on this machine")
     proc, ready = start(tmp_path)
     try:
         assert ready["address"] == "127.0.0.1:6962"
