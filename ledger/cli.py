@@ -1,4 +1,5 @@
-"""``ledger``: the operator's CLI (keygen, serve, config show, anchor, tsa, append, receipt).
+"""``ledger``: the operator's CLI (keygen, serve, config, anchor, receipts, tiles, witnesses, tsa,
+tokens, fsck, backup, restore, migrate-storage, serve-reader).
 
 It only parses and prints; the work lives in ``ledger.app``, ``ledger.keys`` and
 ``ledger.config``. Exit codes: 0 ok, 1 the operation failed, 2 usage or bad input.
@@ -19,13 +20,17 @@ import click
 
 from ledger.cli_append import append
 from ledger.cli_migrate import migrate_storage
+from ledger.cli_ops import register_ops
 from ledger.cli_reader import serve_reader
 from ledger.cli_receipt import receipt_group
+from ledger.cli_settings import setting_option
 from ledger.cli_tiles import tiles_group
 from ledger.cli_witness import witness, witnesses
 from ledger.config import DEFAULT_ORIGIN, Settings, load_settings
 from ledger.errors import FormatError, LedgerError
-from ledger.keys import default_key_file, load_or_create_signer, write_signer
+from ledger.keys import default_key_file, write_signer
+from ledger_client.cli_connection import connection_from, connection_options
+from ledger_client.cli_errors import CliGroup
 
 __all__ = ["main"]
 
@@ -35,7 +40,9 @@ def _fail(message: str, code: int = 2) -> None:
     sys.exit(code)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=CliGroup, context_settings={"help_option_names": ["-h", "--help"], "show_default": True}
+)
 @click.version_option(package_name="decision-ledger")
 def main() -> None:
     """Run and operate a Decision Ledger transparency log."""
@@ -89,92 +96,103 @@ def _settings(config: Path | None, **flags: Any) -> Settings:
 
 
 config_option = click.option(
-    "--config", type=click.Path(dir_okay=False, path_type=Path), help="TOML configuration file"
+    "--config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="TOML configuration file (default: none, embedded defaults)",
 )
 
 
 @main.command()
 @config_option
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--key", "key_file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--origin")
-@click.option("--listen", help="HOST:PORT (port 0 picks a free port)")
-@click.option("--checkpoint-interval-ms", type=click.IntRange(1, 60_000))
-@click.option("--max-pending", type=click.IntRange(1))
-@click.option("--log-format", type=click.Choice(["text", "json"]))
-@click.option("--anchor-interval-s", type=click.FloatRange(0))
-@click.option("--embedded-tsa/--no-embedded-tsa", default=None)
-@click.option("--tiles-listen", help='tlog-tiles HTTP HOST:PORT, or "off" (default: gRPC port + 1)')
-@click.option("--tiles-dir", type=click.Path(file_okay=False, path_type=Path), help="tile mirror")
+@setting_option("--data-dir", "data_dir", type=click.Path(file_okay=False, path_type=Path))
+@setting_option("--key", "key_file", type=click.Path(dir_okay=False, path_type=Path))
+@setting_option("--origin", "origin")
+@setting_option("--listen", "listen")
+@setting_option(
+    "--checkpoint-interval-ms", "checkpoint_interval_ms", type=click.IntRange(1, 60_000)
+)
+@setting_option("--max-pending", "max_pending", type=click.IntRange(1, 10_000_000))
+@setting_option("--log-format", "log_format", type=click.Choice(["text", "json"]))
+@setting_option("--anchor-interval-s", "anchor_interval_s", type=click.FloatRange(0, 86_400))
+@setting_option("--embedded-tsa/--no-embedded-tsa", "embedded_tsa", default=None)
+@setting_option("--metrics-listen", "metrics_listen")
+@setting_option("--tls-cert", "tls_server_cert", type=click.Path(dir_okay=False, path_type=Path))
+@setting_option("--tls-key", "tls_server_key", type=click.Path(dir_okay=False, path_type=Path))
+@setting_option("--tls-client-ca", "tls_client_ca", type=click.Path(dir_okay=False, path_type=Path))
+@setting_option("--tiles-listen", "tiles_listen")
+@setting_option("--tiles-dir", "tiles_dir", type=click.Path(file_okay=False, path_type=Path))
 def serve(config: Path | None, **flags: Any) -> None:
-    """Run the log (embedded defaults: ./ledger-data, a dev key, localhost, embedded TSA)."""
+    """Run the log (embedded defaults: ./ledger-data, a dev key, localhost, embedded TSA).
+
+    Precedence: defaults < --config TOML < LEDGER_<FIELD> environment variables < flags.
+    """
     settings = _settings(config, **flags)
     _configure_logging(settings.log_format)
     from ledger.app import App
     from ledger.app import serve as run
 
-    try:
-        signer, created = load_or_create_signer(settings.signer_key_file, settings.origin)
-    except LedgerError as exc:
-        _fail(str(exc))
-        raise AssertionError from exc
-    if signer.name != settings.origin:
-        _fail(
-            f"key {settings.signer_key_file} is named {signer.name!r}, "
-            f"but the origin is {settings.origin!r}"
-        )
-
     def ready(app: App) -> None:
         line = {
             "event": "serving",
             "address": app.address,
-            "tiles_url": app.tiles_url,
             "origin": settings.origin,
             "verifier_key": app.verifier_key,
             "data_dir": str(settings.data_dir),
-            "key_created": created,
+            "key_created": app.key_created,
+            "tls": settings.tls_enabled,
+            "mtls": settings.tls_client_ca is not None,
+            "auth": app.policy.mode,
+            "tiles_url": app.tiles_url,
+            "metrics": app.metrics_address,
             "tsas": [t.name for t in app.tsas.targets],
             "embedded_tsa_root": str(app.tsas.embedded_root) if app.tsas.embedded_root else None,
         }
         click.echo(json.dumps(line), nl=True)
         sys.stdout.flush()
+        log = logging.getLogger("ledger")
+        if not settings.tls_enabled:
+            log.warning("plaintext gRPC on %s: for loopback development only", app.address)
+        if app.policy.open_log:
+            log.warning("appends are open: %s", app.policy.mode)
         if settings.origin == DEFAULT_ORIGIN:
-            logging.getLogger("ledger").warning(
+            log.warning(
                 "origin is the development default %r: set [log] origin before real use",
                 DEFAULT_ORIGIN,
             )
 
-    try:
-        asyncio.run(run(settings, signer, ready))
-    except LedgerError as exc:
-        _fail(str(exc), 1)
+    asyncio.run(run(settings, ready))
 
 
 @main.command()
 @config_option
-@click.option("--server", "address", help="HOST:PORT of a running server on this host")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path))
+@connection_options
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="work on a stopped log's data dir instead of a server")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 @click.option("--wait", is_flag=True, help="return once an anchor is stored (asking again)")
 @click.option("--timeout", type=click.FloatRange(0), default=120.0, help="--wait limit, seconds")
 def anchor(
     config: Path | None,
-    address: str | None,
     data_dir: Path | None,
     as_json: bool,
     wait: bool,
     timeout: float,
+    **conn: Any,
 ) -> None:
     """Anchor the latest checkpoint now with every configured TSA (for cron).
 
-    With --server, ask the running server (its AnchorNow RPC, localhost only). With
-    --data-dir, work on the store directly: only while the server is stopped (RocksDB allows
+    By default, ask the running server (its AnchorNow RPC: an admin call, so give a token
+    with the admin scope unless the server is an open development log). With --data-dir (or
+    --config), work on the store directly: only while the server is stopped (RocksDB allows
     one process per data dir). A checkpoint is never stamped twice by the same TSA. With
     --wait, ask again (backing off) until an anchor of that checkpoint or a later one is stored.
     """
-    if (address is None) == (data_dir is None and config is None):
+    source = click.get_current_context().get_parameter_source("server")
+    local = data_dir is not None or config is not None
+    if local and source is click.core.ParameterSource.COMMANDLINE:
         _fail("give exactly one of --server ADDR or --data-dir DIR (or --config FILE)")
-    size, stored, failures = _anchor_waiting(config, address, data_dir, wait, timeout)
+    size, stored, failures = _anchor_waiting(config, data_dir, conn if not local else None, wait,
+                                             timeout)  # fmt: skip
     if as_json:
         click.echo(json.dumps({"size": size, "anchored": stored, "failures": failures}))
     else:
@@ -185,13 +203,21 @@ def anchor(
 
 
 def _anchor_waiting(
-    config: Path | None, address: str | None, data_dir: Path | None, wait: bool, timeout: float
+    config: Path | None,
+    data_dir: Path | None,
+    conn: dict[str, Any] | None,
+    wait: bool,
+    timeout: float,
 ) -> tuple[int, list[str], list[str]]:
     from ledger.cli_receipt import anchored_local, anchored_remote, wait_for_anchor
 
     once: Callable[[], tuple[int, list[str], list[str]]]
-    if address is not None:
-        once, stored_from = partial(_anchor_remote, address), partial(anchored_remote, address)
+    if conn is not None:
+        connection = connection_from(**conn)
+        once, stored_from = (
+            partial(_anchor_remote, connection),
+            partial(anchored_remote, connection),
+        )
     else:
         settings = _settings(config, data_dir=data_dir)
         once, stored_from = (
@@ -207,11 +233,11 @@ def _anchor_waiting(
         raise AssertionError from exc
 
 
-def _anchor_remote(address: str) -> tuple[int, list[str], list[str]]:
+def _anchor_remote(connection: Any) -> tuple[int, list[str], list[str]]:
     from ledger_client.remote import RemoteLog
 
     try:
-        with RemoteLog(address, timeout=120) as remote:
+        with RemoteLog(connection, timeout=120) as remote:
             size, anchors, failures = remote.anchor_now()
     except LedgerError as exc:
         _fail(str(exc), 1)
@@ -275,25 +301,31 @@ def tsa(listen: str, state_dir: Path) -> None:
     run_tsa(host, int(port), state_dir, on_ready=ready)
 
 
-main.add_command(append)
-main.add_command(witness)
-main.add_command(witnesses)
-main.add_command(receipt_group)
-main.add_command(tiles_group)
-main.add_command(migrate_storage)
-main.add_command(serve_reader)
+for _command in (
+    append,
+    receipt_group,
+    tiles_group,
+    witness,
+    witnesses,
+    migrate_storage,
+    serve_reader,
+):
+    main.add_command(_command)
 
 
 @main.group("config")
 def config_group() -> None:
-    """Inspect the configuration."""
+    """Inspect the configuration, or write a commented sample."""
 
 
 @config_group.command("show")
 @config_option
 def config_show(config: Path | None) -> None:
-    """Print the effective configuration (defaults < TOML file) as JSON."""
+    """Print the effective configuration (defaults < TOML file < environment) as JSON."""
     click.echo(json.dumps(_settings(config).to_dict(), indent=2, sort_keys=True))
+
+
+register_ops(main)
 
 
 class _JsonFormatter(logging.Formatter):
@@ -304,6 +336,9 @@ class _JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        access = getattr(record, "access", None)
+        if isinstance(access, dict):
+            payload.update(access)
         if record.exc_info:
             payload["exception"] = self.formatException(record.exc_info)
         return json.dumps(payload)

@@ -8,11 +8,13 @@ import hashlib
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from ledger.limits import HASH_SIZE
 from ledger.tlogproof import TlogProof
+from ledger_client.cli_connection import connection_from, connection_options
 
 __all__ = ["append"]
 
@@ -42,7 +44,7 @@ def _record_digest(record: Path | None, digest: str | None) -> bytes:
 
 
 @click.command()
-@click.option("--server", "address", default="127.0.0.1:6962", show_default=True)
+@connection_options
 @click.option(
     "--record",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -54,11 +56,11 @@ def _record_digest(record: Path | None, digest: str | None) -> bytes:
 )
 @click.option("--leaf-out", type=click.Path(dir_okay=False, path_type=Path), help="raw leaf bytes")
 def append(
-    address: str,
     record: Path | None,
     digest: str | None,
     proof_out: Path | None,
     leaf_out: Path | None,
+    **conn: Any,
 ) -> None:
     """Append one record digest, wait for its checkpoint, print (and save) its proof."""
     from ledger.errors import LedgerError
@@ -66,7 +68,7 @@ def append(
 
     value = _record_digest(record, digest)
     try:
-        with RemoteLog(address) as log:
+        with RemoteLog(connection_from(**conn)) as log:
             out = log.append([value], wait_for_checkpoint=True)
             assert out.checkpoint is not None
             bundle = log.receipts([value], tree_size=out.checkpoint.size)

@@ -20,7 +20,11 @@ __all__ = ["migrate_storage"]
     type=click.Path(file_okay=False, path_type=Path),
     help="the RocksDB directory (DATA_DIR/db)",
 )
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="the stopped log's data dir (its RocksDB is <data-dir>/db)",
+)
 def migrate_storage(db_dir: Path | None, data_dir: Path | None) -> None:
     """Convert a stopped log's data dir to the tile storage layout (safe to rerun)."""
     if (db_dir is None) == (data_dir is None):

@@ -53,7 +53,13 @@ async def _run(data_dir: Path, listen: str, interval: float) -> None:
     help="the running log's data dir",
 )  # fmt: skip
 @click.option("--listen", default="127.0.0.1:6963", show_default=True, help="HOST:PORT (0: any)")
-@click.option("--interval-ms", type=click.IntRange(10, 60_000), default=100, show_default=True)
+@click.option(
+    "--interval-ms",
+    type=click.IntRange(10, 60_000),
+    default=100,
+    show_default=True,
+    help="catch up with the writer this often (ms)",
+)
 def serve_reader(data_dir: Path, listen: str, interval_ms: int) -> None:
     """Serve reads of a running log from its data dir (a RocksDB secondary), read-only."""
     if not (data_dir / "db" / "CURRENT").exists():

@@ -24,6 +24,7 @@ input.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
@@ -36,6 +37,8 @@ import click
 
 from ledger.errors import FormatError, LedgerError, MalformedReceiptError
 from ledger.types import decode_leaf
+from ledger_client.cli_connection import connection_from, connection_options
+from ledger_client.connection import Connection
 
 if TYPE_CHECKING:
     from ledger_client.receipt import Receipt, ReceiptAnchor
@@ -43,7 +46,18 @@ if TYPE_CHECKING:
 
 __all__ = ["receipt_group", "wait_for_anchor"]
 
-_SERVER = click.option("--server", "address", default="127.0.0.1:6962", show_default=True)
+
+def _SERVER(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--server`` and the token/TLS options, as one ``Connection`` argument ``address``."""
+
+    def with_address(**kw: Any) -> Any:
+        conn = {k: kw.pop(k) for k in ("server", "token_file", "tls_ca", "tls_cert", "tls_key")}
+        return fn(address=connection_from(**conn), **kw)
+
+    functools.update_wrapper(with_address, fn)
+    return connection_options(with_address)
+
+
 _TIMEOUT = click.option(
     "--timeout", type=click.FloatRange(0), default=60.0, show_default=True, help="seconds"
 )
@@ -54,7 +68,7 @@ def _fail(message: str, code: int) -> NoReturn:
     sys.exit(code)
 
 
-def _remote_call(address: str, work: Callable[[RemoteLog], Any]) -> Any:
+def _remote_call(address: str | Connection, work: Callable[[RemoteLog], Any]) -> Any:
     """Run ``work`` against ``address``; server and ledger failures exit 1 with one line (the
     remote client names the server and the status)."""
     from ledger_client.remote import RemoteLog
@@ -120,9 +134,11 @@ def receipt_group() -> None:
 @click.option("--key", "key", help="the log's verifier key (with --tiles: checks the checkpoint)")
 @click.option("--digest", help="record digest, 64 hex digits")
 @click.option("--leaf", type=click.Path(dir_okay=False, path_type=Path), help="raw v1 leaf file")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option(
+    "--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="receipt file"
+)
 def fetch(
-    address: str,
+    address: Connection,
     tiles_url: str | None,
     index: int | None,
     key: str | None,
@@ -222,7 +238,7 @@ def upgrade_with(remote: RemoteLog, receipt: Receipt) -> Receipt:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @_SERVER
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="default: FILE")
-def upgrade(file: Path, address: str, out: Path | None) -> None:
+def upgrade(file: Path, address: Connection, out: Path | None) -> None:
     """Add anchors that arrived later, or move to the newest anchored checkpoint."""
     from ledger_client.receipt import Receipt
 
@@ -241,16 +257,24 @@ def upgrade(file: Path, address: str, out: Path | None) -> None:
 
 @receipt_group.command("run")
 @click.option(
-    "--spool", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True
+    "--spool",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    required=True,
+    help="the agent's spool file (records of the run still in it)",
 )
 @_SERVER
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="the run's receipts file (JSON lines), written or completed",
+)
 @click.option("--run", "run_id", help="the run id (default: the spool's only run)")
 @click.option("--with-disclosures", is_flag=True, help="put spooled disclosures in the receipts")
 @_TIMEOUT
 def run(
     spool: Path,
-    address: str,
+    address: Connection,
     out: Path,
     run_id: str | None,
     with_disclosures: bool,
@@ -269,7 +293,10 @@ def run(
     try:
         with LedgerClient(address, spool=spool, register_atexit=False) as client:
             if not client.flush(timeout, checkpoint=True):
-                _fail(f"{address}: the spooled records were not acknowledged in {timeout} s", 1)
+                _fail(
+                    f"{address.address}: the spooled records were not acknowledged in {timeout} s",
+                    1,
+                )
             lines = complete_run_receipts(
                 client, out, records=records, with_disclosures=with_disclosures, timeout=timeout
             )
@@ -284,7 +311,7 @@ def run(
 # --- ledger anchor --wait ---------------------------------------------------------------------
 
 
-def anchored_remote(address: str, size: int) -> bool:
+def anchored_remote(address: str | Connection, size: int) -> bool:
     """An anchor of checkpoint ``size`` or a later one is stored on the server."""
     newest = _remote_call(address, lambda remote: remote.anchored_sizes(1))
     return bool(newest) and newest[0] >= size

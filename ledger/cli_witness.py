@@ -62,13 +62,23 @@ _state_dir = click.option(
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("witness-data"),
     show_default=True,
+    help="the witness's state folder (state journal, evidence)",
 )
 
 
 @witness.command()
 @click.option("--config", type=click.Path(dir_okay=False, path_type=Path), help="TOML file")
-@click.option("--key", "key_file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--key",
+    "key_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="the witness's cosigner key file (type 0x04, `ledger witness keygen`)",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="state folder (state journal, evidence)",
+)
 @click.option("--listen", help="HOST:PORT (port 0 picks a free port)")
 @click.option("--log", "log_keys", multiple=True, metavar="VKEY", help="a log's verifier key")
 def serve(

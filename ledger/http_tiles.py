@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl as ssl_module
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -116,12 +117,13 @@ class TilesServer:
     executor: ThreadPoolExecutor
     host: str
     port: int
+    tls: bool = False
 
     @property
     def url(self) -> str:
         """Base URL, ending in ``/``."""
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/"
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}/"
 
     async def stop(self) -> None:
         """Stop listening, finish in-flight requests, stop the reader threads."""
@@ -129,16 +131,27 @@ class TilesServer:
         self.executor.shutdown(wait=True)
 
 
-async def start_tiles_server(reader: TileReader, listen: str, *, threads: int = 2) -> TilesServer:
-    """Serve tiles on ``listen`` (``HOST:PORT``, port 0 picks one) on the running event loop."""
+async def start_tiles_server(
+    reader: TileReader,
+    listen: str,
+    *,
+    threads: int = 2,
+    ssl: ssl_module.SSLContext | None = None,
+    mount: Callable[[web.Application], None] | None = None,
+) -> TilesServer:
+    """Serve tiles on ``listen`` (``HOST:PORT``, port 0 picks one) on the running event loop;
+    over TLS with ``ssl``; ``mount`` adds more routes (``/metrics``)."""
     host, _, port_text = listen.rpartition(":")
     host = host.strip("[]")
     if not host or not port_text.isdigit():
         raise ServiceError(f"tiles listen address {listen!r}: want HOST:PORT")
     executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="ledger-tiles")
-    runner = web.AppRunner(create_tiles_app(reader, executor), access_log=None)
+    app = create_tiles_app(reader, executor)
+    if mount is not None:
+        mount(app)
+    runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, int(port_text), reuse_address=True)
+    site = web.TCPSite(runner, host, int(port_text), ssl_context=ssl, reuse_address=True)
     try:
         await site.start()
     except OSError as exc:
@@ -146,4 +159,6 @@ async def start_tiles_server(reader: TileReader, listen: str, *, threads: int = 
         executor.shutdown(wait=False)
         raise ServiceError(f"cannot serve tiles on {listen}: {exc.strerror}") from None
     bound = runner.addresses[0][1]
-    return TilesServer(runner=runner, executor=executor, host=host, port=int(bound))
+    return TilesServer(
+        runner=runner, executor=executor, host=host, port=int(bound), tls=ssl is not None
+    )

@@ -43,9 +43,11 @@ def write_signer(path: Path, signer: _SecretKey, *, overwrite: bool = False) -> 
 def read_key_text(path: Path) -> str:
     """The key string in a key file (MalformedKeyError when it cannot be read)."""
     try:
-        return path.read_text().strip()
+        return path.read_bytes().decode("utf-8").strip()
     except OSError as exc:
-        raise MalformedKeyError(f"cannot read signer key {path}: {exc.strerror}") from None
+        raise MalformedKeyError(f"cannot read key file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise MalformedKeyError(f"{path} is not a key file (binary data)") from None
 
 
 def load_signer(path: Path) -> Ed25519Signer:

@@ -33,7 +33,9 @@ from rocksdict import (
     AccessType,
     BlockBasedOptions,
     Cache,
+    Checkpoint,
     DBCompressionType,
+    DBRecoveryMode,
     Options,
     Rdict,
     WriteBatch,
@@ -119,6 +121,19 @@ def _family_options(memtable_mb: int, cache: Cache, budget: WriteBufferManager) 
     return opts
 
 
+_PROPERTIES = (
+    "rocksdb.estimate-num-keys",
+    "rocksdb.total-sst-files-size",
+    "rocksdb.live-sst-files-size",
+    "rocksdb.cur-size-all-mem-tables",
+    "rocksdb.block-cache-usage",
+    "rocksdb.estimate-pending-compaction-bytes",
+    "rocksdb.num-running-compactions",
+    "rocksdb.num-running-flushes",
+    "rocksdb.background-errors",
+)
+
+
 def _parse_checkpoint(size: int, value: bytes) -> PublishedCheckpoint:
     note = value[32:].decode()
     return PublishedCheckpoint(
@@ -165,8 +180,19 @@ class RocksStore:
         memtable_mb: int = 16,
         cache_mb: int = 32,
         secondary: str | Path | None = None,
+        create: bool = True,
+        paranoid: bool = False,
     ) -> None:
+        """Open the store; ``secondary``: a read-only RocksDB secondary instance (``catch_up``
+        follows the writer); ``create=False``: refuse a folder with no database (fsck,
+        restore); ``paranoid``: any corrupt WAL record or block is an error, never skipped."""
+        if not create and not (Path(path) / "CURRENT").exists():
+            raise StorageError(f"no RocksDB at {path}")
         opts, dedup = _options(memtable_mb, cache_mb)
+        if paranoid:
+            for o in (opts, dedup):
+                o.set_paranoid_checks(True)
+                o.set_wal_recovery_mode(DBRecoveryMode.absolute_consistency())
         self.read_only = secondary is not None
         if secondary is None:
             Path(path).mkdir(parents=True, exist_ok=True)
@@ -189,13 +215,22 @@ class RocksStore:
         self._nosync = WriteOptions()
         self._nosync.sync = False
         self._reader = TileReader(self._lookup)
-        self._writer = TileWriter.load(self.load_state().size, self._lookup)
+        try:
+            self._writer = TileWriter.load(self.load_state().size, self._lookup)
+        except StorageError:
+            self.close()
+            raise
+        except Exception as exc:  # rocksdict reports a corrupt block as a plain Exception
+            self.close()
+            raise StorageError(f"cannot read the tree's right edge in {path}: {exc}") from exc
         self.path = Path(path)
 
     @classmethod
-    def secondary(cls, path: str | Path, scratch: str | Path, **kw: int) -> RocksStore:
+    def secondary(
+        cls, path: str | Path, scratch: str | Path, *, memtable_mb: int = 16, cache_mb: int = 32
+    ) -> RocksStore:
         """A read-only view of the data dir at ``path`` (``scratch``: its own info logs)."""
-        return cls(path, secondary=scratch, **kw)
+        return cls(path, secondary=scratch, memtable_mb=memtable_mb, cache_mb=cache_mb)
 
     def catch_up(self) -> None:
         """A secondary: see what the writer has made durable since (10-80 ms)."""
@@ -218,6 +253,10 @@ class RocksStore:
     def _refuse_writes(self) -> None:
         if self.read_only:
             raise StorageError("a secondary (reader) store does not write; append to the writer")
+
+    def tree_values(self, keys: list[bytes]) -> list[bytes | None]:
+        """Raw bundle and tile values (``ledger.tile_layout`` keys) in one read (fsck)."""
+        return self._lookup(keys)
 
     def _lookup(self, keys: list[bytes]) -> list[bytes | None]:
         if not keys:
@@ -311,6 +350,61 @@ class RocksStore:
             if not sizes or sizes[-1] != size:
                 sizes.append(size)
         return sizes
+
+    # --- operations (fsck, backup, metrics) ---------------------------------------------------
+
+    FAMILIES = ("default", *FAMILIES)
+
+    def _family(self, name: str) -> Rdict:
+        return {"default": self._db, "tree": self._tree, "digests": self._digests}[name]
+
+    def scan_family(self, family: str, from_key: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        """Every (key, value) of a column family in key order (reads verify block checksums)."""
+        db = self._family(family)
+        return cast("Iterator[tuple[bytes, bytes]]", iter(db.items(from_key=from_key)))
+
+    def probe_table_files(self) -> list[tuple[str, str]]:
+        """Point-read the smallest and largest key of every live table file, so its filter
+        block is read (and checksummed) too, which scans never touch; (file, error) failures."""
+        failures = []
+        for info in self._db.live_files():
+            # live_files() does not name the file's column family: read the keys in each
+            # (a read of a key absent from a family reads that family's filter, not the file).
+            try:
+                for name in self.FAMILIES:
+                    family = self._family(name)
+                    family.get(info["start_key"])
+                    family.get(info["end_key"])
+            except Exception as exc:  # rocksdict reports corruption as a plain Exception
+                failures.append((str(info["name"]).lstrip("/"), str(exc)))
+        return failures
+
+    def unreadable_keys(self, family: str, keys: list[bytes]) -> list[bytes]:
+        """Keys a scan returned that a point read (through the bloom filter) does not find."""
+        db = self._family(family)
+        found = cast("list[bytes | None]", db.get(cast("list[Any]", keys))) if keys else []
+        return [k for k, v in zip(keys, found, strict=True) if v is None]
+
+    def backup_to(self, out: Path) -> None:
+        """A consistent RocksDB checkpoint of every family in ``out`` (which must not exist):
+        hard links to the immutable table files plus what the memtables hold."""
+        try:
+            Checkpoint(self._db).create_checkpoint(str(out))
+        except Exception as exc:  # rocksdict raises plain Exception
+            raise StorageError(f"RocksDB checkpoint into {out} failed: {exc}") from exc
+
+    def properties(self) -> dict[str, dict[str, int]]:
+        """Integer RocksDB properties per column family (for metrics)."""
+        out: dict[str, dict[str, int]] = {}
+        for family in self.FAMILIES:
+            db = self._family(family)
+            values = {}
+            for name in _PROPERTIES:
+                value = db.property_int_value(name)
+                if value is not None:
+                    values[name] = int(value)
+            out[family] = values
+        return out
 
     def compact(self) -> None:
         """Compact the whole key space (benchmarks report disk bytes per entry after this)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from functools import wraps
 from typing import Any, TypeVar
 
@@ -23,12 +23,12 @@ from grpc_reflection.v1alpha import reflection
 
 from ledger import wire
 from ledger.anchoring import AnchorOutcome
+from ledger.backup import BackupOutcome
 from ledger.errors import (
     FailedPreconditionError,
     InvalidArgumentError,
     LedgerError,
     ServiceError,
-    UnauthenticatedError,
 )
 from ledger.limits import (
     DEFAULT_ANCHORED_SIZES,
@@ -85,9 +85,11 @@ class LedgerServicer:
         service: LogService,
         *,
         anchor_now: Callable[[], Awaitable[AnchorOutcome]] | None = None,
+        backup: Callable[[str], Awaitable[BackupOutcome]] | None = None,
     ) -> None:
         self._service = service
         self._anchor_now = anchor_now
+        self._backup = backup
 
     @_guarded
     async def AppendRecords(
@@ -223,10 +225,20 @@ class LedgerServicer:
     ) -> pb.AnchorNowResponse:
         if self._anchor_now is None:
             raise FailedPreconditionError("no TSA is configured on this server")
-        peer = context.peer()
-        if not _is_local_peer(peer):
-            raise UnauthenticatedError(f"AnchorNow is accepted from localhost only, not {peer}")
         return wire.anchor_outcome_to_pb(await self._anchor_now())
+
+    @_guarded
+    async def Backup(self, request: pb.BackupRequest, context: Context) -> pb.BackupResponse:
+        if self._backup is None:
+            raise FailedPreconditionError("backups are not enabled on this server")
+        if not request.out_dir:
+            raise InvalidArgumentError("out_dir: empty, want a path on the server's host")
+        done = await self._backup(request.out_dir)
+        return pb.BackupResponse(
+            out_dir=str(done.out_dir),
+            tree_size=done.tree_size,
+            checkpoint_size=done.checkpoint_size,
+        )
 
 
 class _StreamBuffer:
@@ -267,10 +279,6 @@ class _StreamBuffer:
         if len(self._items) < self.LIMIT:
             self._room.set()
         return group
-
-
-def _is_local_peer(peer: str) -> bool:
-    return peer.startswith(("ipv4:127.", "ipv6:[::1]", "unix:"))
 
 
 def _parse(cls: Any, raw: bytes) -> Any:
@@ -335,16 +343,24 @@ async def create_server(
     listen: str,
     *,
     anchor_now: Callable[[], Awaitable[AnchorOutcome]] | None = None,
+    backup: Callable[[str], Awaitable[BackupOutcome]] | None = None,
+    credentials: grpc.ServerCredentials | None = None,
+    interceptors: Sequence[grpc.aio.ServerInterceptor[Any, Any]] = (),
 ) -> tuple[grpc.aio.Server, int]:
-    """Build and start a gRPC server on ``listen`` (port 0 picks one); return it and its port."""
+    """Build and start a gRPC server on ``listen`` (port 0 picks one); return it and its port.
+
+    With ``credentials`` it speaks TLS (``grpc.ssl_server_credentials``), else plaintext; the
+    ``interceptors`` (authentication, access log) see every call. Health reports SERVING once
+    started: callers start it only after the log has recovered."""
     server = grpc.aio.server(
+        interceptors=list(interceptors),
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0),
-        ]
+        ],
     )
-    _register(LedgerServicer(service, anchor_now=anchor_now), server)
+    _register(LedgerServicer(service, anchor_now=anchor_now, backup=backup), server)
     health = grpc_health.aio.HealthServicer()  # type: ignore[attr-defined]
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     names = (
@@ -353,7 +369,13 @@ async def create_server(
         reflection.SERVICE_NAME,
     )
     reflection.enable_server_reflection(names, server)
-    port = server.add_insecure_port(listen)
+    try:
+        if credentials is None:
+            port = server.add_insecure_port(listen)
+        else:
+            port = server.add_secure_port(listen, credentials)
+    except RuntimeError as exc:  # grpc raises RuntimeError when it cannot bind
+        raise ServiceError(f"cannot listen on {listen}: {exc}") from None
     if port == 0:
         raise ServiceError(f"cannot listen on {listen}")
     await server.start()

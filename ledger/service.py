@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ledger.errors import NotFoundError, PushbackError, UnavailableError
 from ledger.limits import MAX_BATCH, MAX_GROUP
@@ -41,6 +41,14 @@ __all__ = ["LogService"]
 
 _log = logging.getLogger("ledger.service")
 _T = TypeVar("_T")
+
+
+class ServiceObserver(Protocol):
+    """What the service reports (``ledger.metrics.LedgerMetrics``)."""
+
+    def on_append(self, items: int) -> None: ...
+    def on_commit(self, items: int, new: int, seconds: float) -> None: ...
+    def on_publish(self, size: int) -> None: ...
 
 
 @dataclass(slots=True)
@@ -80,6 +88,7 @@ class LogService:
         self._accepting = False
         self._dirty = False
         self._last_publish = 0.0
+        self.observer: ServiceObserver | None = None
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -108,6 +117,11 @@ class LogService:
         self._writer.shutdown(wait=True)
         self._readers.shutdown(wait=True)
 
+    @property
+    def queue_depth(self) -> int:
+        """Items waiting for the writer."""
+        return self._queued_items
+
     # --- appends ---------------------------------------------------------------------------
 
     async def append(self, items: Sequence[AppendItem]) -> list[AppendResult]:
@@ -121,6 +135,8 @@ class LogService:
                 retry_after=0.05,
             )
         request = _Request(valid)
+        if self.observer is not None:
+            self.observer.on_append(len(items))
         self._queue.append(request)
         self._queued_items += len(items)
         self._wake_writer.set()
@@ -242,6 +258,7 @@ class LogService:
 
     async def _commit(self, group: list[_Request]) -> None:
         items = ValidItems.concat(request.items for request in group)
+        started = asyncio.get_running_loop().time()
         try:
             results = await self._run(self.log.append, items)
         except Exception as exc:
@@ -250,6 +267,9 @@ class LogService:
                 if not request.done.done():
                     request.done.set_exception(exc)
             return
+        if self.observer is not None:
+            new = sum(1 for r in results if not r.duplicate)
+            self.observer.on_commit(len(items), new, asyncio.get_running_loop().time() - started)
         at = 0
         for request in group:
             n = len(request.items)
@@ -277,6 +297,8 @@ class LogService:
         self._dirty = False
         self._last_publish = asyncio.get_running_loop().time()
         published = await self._run(self.log.publish)
+        if self.observer is not None:
+            self.observer.on_publish(published.size)
         async with self._published:
             self._published.notify_all()
         if self._on_publish is not None:

@@ -16,7 +16,6 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 
 from ledger.app import App, start_app
@@ -52,8 +51,14 @@ class ServerThread:
 
 
 def test_settings(data_dir: Path, **overrides: object) -> Settings:
-    base = Settings(origin=ORIGIN, data_dir=data_dir, listen="127.0.0.1:0", anchor_interval_s=0)
-    return replace(base, **overrides)  # type: ignore[arg-type]
+    base = Settings(
+        origin=ORIGIN,
+        data_dir=data_dir,
+        listen="127.0.0.1:0",
+        anchor_interval_s=0,
+        metrics_listen="",  # /metrics on the tiles endpoint (port 0 there too)
+    )
+    return base.with_overrides(**overrides)
 
 
 @contextmanager
@@ -78,17 +83,22 @@ class ServerProcess:
         cmd = [
             sys.executable, "-m", "ledger", "serve", "--data-dir", str(data_dir),
             "--key", str(key_file), "--origin", ORIGIN, "--listen", "127.0.0.1:0",
-            "--anchor-interval-s", "0", "--no-embedded-tsa", *extra,
+            "--anchor-interval-s", "0", "--no-embedded-tsa", "--metrics-listen", "127.0.0.1:0",
+            *extra,
         ]  # fmt: skip
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        # The server's log (one access-log line per call) goes to a file, never to a pipe
+        # nobody reads, which would fill up and stall the server.
+        self.log_path = data_dir.parent / f"{data_dir.name}.server.log"
+        self._log = self.log_path.open("a")
         self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+            cmd, stdout=subprocess.PIPE, stderr=self._log, text=True, env=env
         )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line:
-            err = self.proc.stderr.read() if self.proc.stderr else ""
-            raise RuntimeError(f"ledger serve did not start: {err}")
+            self.proc.wait(timeout=30)
+            raise RuntimeError(f"ledger serve did not start: {self.log_path.read_text()}")
         self.ready = json.loads(line)
         self.address: str = self.ready["address"]
 
@@ -106,6 +116,6 @@ class ServerProcess:
         return code
 
     def _close_pipes(self) -> None:
-        for pipe in (self.proc.stdout, self.proc.stderr):
-            if pipe is not None:
-                pipe.close()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._log.close()

@@ -40,6 +40,7 @@ def _serve_args(data_dir: Path, key_file: Path) -> list[str]:
     return [
         "serve", "--data-dir", str(data_dir), "--key", str(key_file), "--origin", ORIGIN,
         "--listen", "127.0.0.1:0", "--no-embedded-tsa", "--anchor-interval-s", "0",
+        "--metrics-listen", "127.0.0.1:0",
     ]  # fmt: skip
 
 

@@ -19,9 +19,12 @@ from ledger_client import (
     cli_receipts,
     cli_tiles,
 )
+from ledger_client.cli_errors import CliGroup
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=CliGroup, context_settings={"help_option_names": ["-h", "--help"], "show_default": True}
+)
 @click.version_option(package_name="decision-ledger")
 def main() -> None:
     """Verify Decision Ledger proofs, checkpoints and receipts offline."""

@@ -151,7 +151,13 @@ def _table(rows: list[dict[str, Any]]) -> list[str]:
 @click.option("--trust", metavar="LABEL", help="memory_write trust label, e.g. untrusted")
 @click.option("--outcome", help="passed, failed, or error (any error) / error:TYPE")
 @click.option("--status", type=click.Choice(["verified", "failed"]), help="verification status")
-@click.option("--limit", type=click.IntRange(1, 1_000_000), default=1000, show_default=True)
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 1_000_000),
+    default=1000,
+    show_default=True,
+    help="at most this many rows",
+)
 @json_option
 def query(db: str, limit: int, as_json: bool, **options: Any) -> None:
     """Query an audit index: records by agent, run, kind, tool, time, trust, outcome, status."""

@@ -31,6 +31,7 @@ import click
 
 from ledger.errors import InconsistencyError, ServiceError, WitnessError
 from ledger_client.cli_common import EXIT_INVALID, Outcome, finish, json_option
+from ledger_client.cli_connection import connection_from, connection_options
 from ledger_client.cli_notes import log_verifiers, witness_options, witness_policy
 from ledger_client.monitor import (
     Advance,
@@ -198,8 +199,10 @@ def _poll_forever(mon: Monitor, audit: bool, interval: float, as_json: bool) -> 
 
 
 @click.command()
-@click.option("--server", metavar="HOST:PORT", help="log server (gRPC)")
-@click.option("--tiles", metavar="URL", help="C2SP tlog-tiles URL (http, https, file): no gRPC")
+@connection_options
+@click.option(
+    "--tiles", metavar="URL", help="read C2SP tlog-tiles at this URL (http, https, file), not gRPC"
+)
 @click.option("--key", required=True, metavar="VKEY", help="log verifier key name+hexid+base64")
 @click.option(
     "--state",
@@ -230,7 +233,6 @@ def _poll_forever(mon: Monitor, audit: bool, interval: float, as_json: bool) -> 
 @witness_options
 @json_option
 def monitor(
-    server: str | None,
     tiles: str | None,
     key: str,
     state_path: Path,
@@ -242,12 +244,15 @@ def monitor(
     witnesses: tuple[str, ...],
     min_witnesses: int | None,
     as_json: bool,
+    **conn: Any,
 ) -> None:
     """Follow a log: each new checkpoint must extend the last one trusted (state in --state).
 
-    Reads the log over gRPC (--server) or from its C2SP tlog-tiles (--tiles URL).
+    Reads the log over gRPC (--server, default $LEDGER_SERVER or 127.0.0.1:6962) or, with
+    --tiles URL, from its C2SP tlog-tiles.
     """
-    if (server is None) == (tiles is None):
+    given = click.get_current_context().get_parameter_source("server")
+    if tiles is not None and given is click.core.ParameterSource.COMMANDLINE:
         raise click.UsageError("give exactly one of --server HOST:PORT or --tiles URL")
 
     def watch(source: LogSource) -> Outcome:
@@ -272,8 +277,7 @@ def monitor(
             return watch(TileSource(TileClient(tiles, timeout=timeout)))
         from ledger_client.remote import RemoteLog  # grpc: only when a server is monitored
 
-        assert server is not None
-        with RemoteLog(server, timeout=timeout) as log:
+        with RemoteLog(connection_from(**conn), timeout=timeout) as log:
             return watch(RemoteSource(log))
 
     finish("monitor", as_json, _reporting_evidence(as_json, run))

@@ -70,8 +70,18 @@ def _parse_keys(option: str, texts: Sequence[str], parse: Callable[[str], _K]) -
         try:
             keys.append(parse(text))
         except MalformedKeyError as exc:
-            raise MalformedKeyError(f"{option} {text[:80]!r}: {exc}") from None
+            if text.strip().upper().startswith("PRIVATE+KEY"):  # never echo a private key
+                raise MalformedKeyError(
+                    f"{option}: this is a private signer key; give the verifier key "
+                    "(`ledger verifier-key` prints it) and keep the private key secret"
+                ) from None
+            raise MalformedKeyError(f"{option} {_shown(text)}: {exc}") from None
     return keys
+
+
+def _shown(text: str) -> str:
+    """A bad key string as shown in an error: short, so a pasted secret is not echoed whole."""
+    return repr(text[:40] + ("..." if len(text) > 40 else ""))
 
 
 def log_verifiers(texts: Sequence[str]) -> list[Ed25519Verifier]:

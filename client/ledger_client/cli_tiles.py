@@ -40,7 +40,12 @@ def _written(check: str, receipt: Receipt, out: Path) -> Outcome:
 @click.option("--key", "keys", multiple=True, required=True, metavar="VKEY", help="log key")
 @click.option("--origin", metavar="ORIGIN", help="expected origin")
 @click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help=_OUT)
-@click.option("--timeout", type=click.FloatRange(min=0.0, min_open=True), default=30.0)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.0, min_open=True),
+    default=30.0,
+    help="seconds per HTTP request",
+)
 @json_option
 def receipt_fetch(
     tiles: str,
@@ -76,7 +81,12 @@ def receipt_fetch(
 @click.option("--key", "keys", multiple=True, required=True, metavar="VKEY", help="log key")
 @click.option("--origin", metavar="ORIGIN", help="expected origin")
 @click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help=_OUT)
-@click.option("--timeout", type=click.FloatRange(min=0.0, min_open=True), default=30.0)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.0, min_open=True),
+    default=30.0,
+    help="seconds per HTTP request",
+)
 @json_option
 def receipt_upgrade(
     file: Path,

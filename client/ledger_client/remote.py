@@ -4,13 +4,16 @@ The only client-side module that imports grpc; conversions and the status table 
 ``ledger.wire``, shared with the server. Callers see the plain types of ``ledger.types`` and the
 ledger's own errors: every gRPC failure is raised as the ``ledger.errors`` class its status maps
 to (``UnavailableError``, ``PushbackError`` with its ``retry_after``, ...), whose ``retryable``
-is the one retry rule. Import it lazily from anything the offline verifier loads.
+is the one retry rule. Credentials (a bearer token in the ``authorization`` metadata of every
+call) and TLS (server CA, client certificate for mTLS) come from a ``Connection``, by default
+resolved from ``LEDGER_SERVER``, ``LEDGER_TOKEN`` and ``LEDGER_TLS_*``. Import it lazily from
+anything the offline verifier loads.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 
@@ -29,6 +32,7 @@ from ledger.types import (
 )
 from ledger.v1 import ledger_pb2 as pb
 from ledger.v1 import ledger_pb2_grpc as pb_grpc
+from ledger_client.connection import Connection
 
 __all__ = ["AppendOutcome", "RemoteLog", "StreamAck", "status_name", "translate"]
 
@@ -55,17 +59,28 @@ def status_name(exc: LedgerError) -> str:
 class RemoteLog:
     """Blocking calls to a log server at ``address`` (``host:port``)."""
 
-    def __init__(self, address: str, *, timeout: float = 30.0) -> None:
-        self.address = address
+    def __init__(self, address: str | Connection | None = None, *, timeout: float = 30.0) -> None:
+        """``address``: ``host:port`` (token and TLS from the environment, see
+        ``ledger_client.connection``), a ``Connection``, or None for all of it from there."""
+        conn = address if isinstance(address, Connection) else Connection.resolve(address)
+        self.address = conn.address
         self.timeout = timeout
-        self._channel = grpc.insecure_channel(
-            address,
-            options=[
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ],
-        )
+        self._md = () if conn.token is None else (("authorization", f"Bearer {conn.token}"),)
+        options = [
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ]
+        if conn.tls:
+            ca, key, chain = conn.read_tls()
+            creds = grpc.ssl_channel_credentials(ca, key, chain)
+            self._channel = grpc.secure_channel(conn.address, creds, options=options)
+        else:
+            self._channel = grpc.insecure_channel(conn.address, options=options)
         self._stub = pb_grpc.LedgerServiceStub(self._channel)  # type: ignore[no-untyped-call]
+
+    @property
+    def _opts(self) -> dict[str, Any]:
+        return {"timeout": self.timeout, "metadata": self._md}
 
     def _call(self, fn: Callable[[], _T]) -> _T:
         try:
@@ -97,7 +112,7 @@ class RemoteLog:
             wait_for_checkpoint=wait_for_checkpoint,
             include_proofs=include_proofs,
         )
-        response = self._call(lambda: self._stub.AppendRecords(request, timeout=self.timeout))
+        response = self._call(lambda: self._stub.AppendRecords(request, **self._opts))
         with_proofs = wait_for_checkpoint and include_proofs
         return wire.append_outcome_from_pb(response, with_proofs=with_proofs)
 
@@ -105,7 +120,7 @@ class RemoteLog:
         """Stream batches of digests; yield the server's durable-group acks."""
         requests = (pb.StreamAppendRequest(items=wire.items_to_pb(b)) for b in batches)
         try:
-            for ack in self._stub.StreamAppend(requests, timeout=self.timeout):
+            for ack in self._stub.StreamAppend(requests, **self._opts):
                 yield wire.stream_ack_from_pb(ack)
         except grpc.RpcError as exc:
             raise translate(exc, self.address) from None
@@ -113,7 +128,7 @@ class RemoteLog:
     def checkpoint(self, size: int = 0) -> PublishedCheckpoint:
         """The latest checkpoint, or the one published for ``size``."""
         request = pb.GetCheckpointRequest(size=size)
-        m = self._call(lambda: self._stub.GetCheckpoint(request, timeout=self.timeout))
+        m = self._call(lambda: self._stub.GetCheckpoint(request, **self._opts))
         return wire.checkpoint_from_pb(m)
 
     def inclusion_proof(
@@ -125,7 +140,7 @@ class RemoteLog:
             request.record_digest = record_digest
         elif index is not None:
             request.index = index
-        m = self._call(lambda: self._stub.GetInclusionProof(request, timeout=self.timeout))
+        m = self._call(lambda: self._stub.GetInclusionProof(request, **self._opts))
         return wire.inclusion_from_pb(m)
 
     def inclusion_proofs(
@@ -135,27 +150,25 @@ class RemoteLog:
         request = pb.GetInclusionProofsRequest(
             indexes=list(indexes), record_digests=list(record_digests), tree_size=tree_size
         )
-        m = self._call(lambda: self._stub.GetInclusionProofs(request, timeout=self.timeout))
+        m = self._call(lambda: self._stub.GetInclusionProofs(request, **self._opts))
         return [wire.inclusion_from_pb(p) for p in m.proofs]
 
     def consistency_proof(self, size1: int, size2: int = 0) -> ConsistencyProof:
         """Consistency proof from ``size1`` to ``size2`` (0: latest)."""
         request = pb.GetConsistencyProofRequest(size1=size1, size2=size2)
-        m = self._call(lambda: self._stub.GetConsistencyProof(request, timeout=self.timeout))
+        m = self._call(lambda: self._stub.GetConsistencyProof(request, **self._opts))
         return wire.consistency_from_pb(m)
 
     def entries(self, start: int, count: int) -> list[Entry]:
         """A page of published entries."""
         request = pb.GetEntriesRequest(start=start, count=count)
-        m = self._call(lambda: self._stub.GetEntries(request, timeout=self.timeout))
+        m = self._call(lambda: self._stub.GetEntries(request, **self._opts))
         return [wire.entry_from_pb(e) for e in m.entries]
 
     def entry(self, record_digest: bytes) -> Entry:
         """The entry of a record digest."""
         request = pb.GetEntryRequest(record_digest=record_digest)
-        return wire.entry_from_pb(
-            self._call(lambda: self._stub.GetEntry(request, timeout=self.timeout))
-        )
+        return wire.entry_from_pb(self._call(lambda: self._stub.GetEntry(request, **self._opts)))
 
     def receipts(
         self, record_digests: Sequence[bytes], *, tree_size: int = 0, prefer_anchored: bool = True
@@ -166,23 +179,34 @@ class RemoteLog:
             tree_size=tree_size,
             prefer_anchored=prefer_anchored,
         )
-        m = self._call(lambda: self._stub.GetReceipts(request, timeout=self.timeout))
+        m = self._call(lambda: self._stub.GetReceipts(request, **self._opts))
         return wire.receipts_from_pb(m)
 
     def anchors(self, size: int = 0) -> tuple[PublishedCheckpoint, list[Anchor]]:
         """The checkpoint of ``size`` (0: newest anchored) and its RFC 3161 anchors."""
         request = pb.GetAnchorsRequest(size=size)
-        m = self._call(lambda: self._stub.GetAnchors(request, timeout=self.timeout))
+        m = self._call(lambda: self._stub.GetAnchors(request, **self._opts))
         return wire.checkpoint_from_pb(m.checkpoint), [wire.anchor_from_pb(a) for a in m.anchors]
 
     def anchored_sizes(self, limit: int = 0) -> list[int]:
         """Anchored checkpoint sizes, newest first."""
         request = pb.ListAnchoredSizesRequest(limit=limit)
-        m = self._call(lambda: self._stub.ListAnchoredSizes(request, timeout=self.timeout))
+        m = self._call(lambda: self._stub.ListAnchoredSizes(request, **self._opts))
         return list(m.sizes)
 
     def anchor_now(self) -> tuple[int, list[Anchor], list[str]]:
         """Ask the server to anchor its latest checkpoint now (an admin call)."""
-        m = self._call(lambda: self._stub.AnchorNow(pb.AnchorNowRequest(), timeout=self.timeout))
+        m = self._call(
+            lambda: self._stub.AnchorNow(
+                pb.AnchorNowRequest(), timeout=self.timeout, metadata=self._md
+            )
+        )
         outcome = wire.anchor_outcome_from_pb(m)
         return outcome.size, outcome.anchors, outcome.failures
+
+    def backup(self, out_dir: str) -> tuple[str, int, int]:
+        """Ask the server for a consistent backup into ``out_dir`` on its host (an admin call);
+        return (where, tree size, newest checkpoint size)."""
+        request = pb.BackupRequest(out_dir=out_dir)
+        m = self._call(lambda: self._stub.Backup(request, **self._opts))
+        return m.out_dir, m.tree_size, m.checkpoint_size

@@ -44,6 +44,7 @@ from ledger.errors import LedgerError, UnavailableError, is_retryable
 from ledger.jcs import canonical_bytes
 from ledger.records import DecisionRecord
 from ledger_client.capture import Capture, content_digest, jsonable
+from ledger_client.connection import Connection
 from ledger_client.context import (
     ContextThreadPoolExecutor,
     Run,
@@ -99,6 +100,9 @@ _T = TypeVar("_T")
 class LedgerClient:
     """A thread-safe client for agents: spool, background sender, receipts (module docstring).
 
+    ``address``: ``host:port``, a ``Connection``, or None; the address (when None), the token
+    and the TLS files come from ``LEDGER_SERVER``, ``LEDGER_TOKEN``, ``LEDGER_TLS_CA``,
+    ``LEDGER_TLS_CERT`` and ``LEDGER_TLS_KEY`` unless a ``Connection`` gives them.
     ``spool``: the spool file (``None``: in memory, lost with the process, and at most
     ``MEMORY_SPOOL_BYTES`` pending). ``options``: batching, overflow and retry settings.
     ``prefer_anchored``: receipts on the earliest anchored checkpoint when there is one.
@@ -109,7 +113,7 @@ class LedgerClient:
 
     def __init__(
         self,
-        address: str,
+        address: str | Connection | None = None,
         *,
         spool: str | Path | None = None,
         options: SenderOptions | None = None,
@@ -126,12 +130,13 @@ class LedgerClient:
         self.min_witnesses = len(self.witnesses) if min_witnesses is None else min_witnesses
         if not 0 <= self.min_witnesses <= len(self.witnesses):
             raise ValueError(f"min_witnesses {min_witnesses} needs 0..{len(self.witnesses)}")
-        self.address = address
+        connection = address if isinstance(address, Connection) else Connection.resolve(address)
+        self.address = connection.address
         self.options = options or SenderOptions()
         self.spool_disclosures = spool_disclosures
         self.prefer_anchored = prefer_anchored
         self.close_timeout = close_timeout
-        self._connect = connect or (lambda: RemoteLog(address, timeout=rpc_timeout))
+        self._connect = connect or (lambda: RemoteLog(connection, timeout=rpc_timeout))
         if spool is None:  # the backlog would be in memory: keep it small
             limit = min(self.options.max_pending_bytes, MEMORY_SPOOL_BYTES)
             self.options = replace(self.options, max_pending_bytes=limit)
@@ -341,7 +346,9 @@ class AsyncLedgerClient:
     ``ledger_run``/``@decision`` use ``sync.submit`` directly (so steps stay in order).
     """
 
-    def __init__(self, address: str | LedgerClient, **kwargs: Any) -> None:
+    def __init__(
+        self, address: str | Connection | LedgerClient | None = None, **kwargs: Any
+    ) -> None:
         """``address`` and keyword arguments as for ``LedgerClient``, or a client to wrap."""
         if isinstance(address, LedgerClient):
             if kwargs:

@@ -256,6 +256,22 @@ class AnchorNowRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class BackupRequest(_message.Message):
+    __slots__ = ("out_dir",)
+    OUT_DIR_FIELD_NUMBER: _ClassVar[int]
+    out_dir: str
+    def __init__(self, out_dir: _Optional[str] = ...) -> None: ...
+
+class BackupResponse(_message.Message):
+    __slots__ = ("out_dir", "tree_size", "checkpoint_size")
+    OUT_DIR_FIELD_NUMBER: _ClassVar[int]
+    TREE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_SIZE_FIELD_NUMBER: _ClassVar[int]
+    out_dir: str
+    tree_size: int
+    checkpoint_size: int
+    def __init__(self, out_dir: _Optional[str] = ..., tree_size: _Optional[int] = ..., checkpoint_size: _Optional[int] = ...) -> None: ...
+
 class AnchorNowResponse(_message.Message):
     __slots__ = ("size", "anchors", "failures")
     SIZE_FIELD_NUMBER: _ClassVar[int]

@@ -94,6 +94,11 @@ class LedgerServiceStub:
                 request_serializer=ledger_dot_v1_dot_ledger__pb2.AnchorNowRequest.SerializeToString,
                 response_deserializer=ledger_dot_v1_dot_ledger__pb2.AnchorNowResponse.FromString,
                 _registered_method=True)
+        self.Backup = channel.unary_unary(
+                '/ledger.v1.LedgerService/Backup',
+                request_serializer=ledger_dot_v1_dot_ledger__pb2.BackupRequest.SerializeToString,
+                response_deserializer=ledger_dot_v1_dot_ledger__pb2.BackupResponse.FromString,
+                _registered_method=True)
 
 
 class LedgerServiceServicer:
@@ -181,7 +186,15 @@ class LedgerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def AnchorNow(self, request, context):
-        """Admin: anchor the latest unanchored checkpoint now (bound to localhost or token-protected).
+        """Admin (scope "admin"): anchor the latest unanchored checkpoint now.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Backup(self, request, context):
+        """Admin (scope "admin"): a consistent RocksDB checkpoint of the running log, written on the
+        server's host into out_dir (which must not exist), with the data dir's binding file.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -249,6 +262,11 @@ def add_LedgerServiceServicer_to_server(servicer, server):
                     servicer.AnchorNow,
                     request_deserializer=ledger_dot_v1_dot_ledger__pb2.AnchorNowRequest.FromString,
                     response_serializer=ledger_dot_v1_dot_ledger__pb2.AnchorNowResponse.SerializeToString,
+            ),
+            'Backup': grpc.unary_unary_rpc_method_handler(
+                    servicer.Backup,
+                    request_deserializer=ledger_dot_v1_dot_ledger__pb2.BackupRequest.FromString,
+                    response_serializer=ledger_dot_v1_dot_ledger__pb2.BackupResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -575,6 +593,33 @@ class LedgerService:
             '/ledger.v1.LedgerService/AnchorNow',
             ledger_dot_v1_dot_ledger__pb2.AnchorNowRequest.SerializeToString,
             ledger_dot_v1_dot_ledger__pb2.AnchorNowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Backup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ledger.v1.LedgerService/Backup',
+            ledger_dot_v1_dot_ledger__pb2.BackupRequest.SerializeToString,
+            ledger_dot_v1_dot_ledger__pb2.BackupResponse.FromString,
             options,
             channel_credentials,
             insecure,

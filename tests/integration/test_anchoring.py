@@ -141,6 +141,7 @@ def test_ledger_anchor_cron_twice(tmp_path: Path) -> None:
     dead = subprocess.run([sys.executable, "-m", "ledger", "anchor", "--server", server_addr],
                           capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
     assert dead.returncode == 1 and "UNAVAILABLE" in dead.stderr
-    usage = subprocess.run([sys.executable, "-m", "ledger", "anchor"], capture_output=True,
+    usage = subprocess.run([sys.executable, "-m", "ledger", "anchor", "--server", server_addr,
+                            "--data-dir", str(tmp_path / "data")], capture_output=True,
                            text=True, timeout=60, check=False)  # fmt: skip
     assert usage.returncode == 2 and "exactly one of" in usage.stderr

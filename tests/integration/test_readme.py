@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from ledger.checkpoint import Ed25519Signer
 from ledger.keys import write_signer
+from ledger_client.remote import RemoteLog
 from tests.harness import ORIGIN, ServerProcess
 
 pytestmark = pytest.mark.integration
@@ -85,3 +88,63 @@ def test_readme_quick_start_and_walk_through(tmp_path: Path) -> None:
         assert "anchored at:" in checked.stdout and "CN=" in checked.stdout
     finally:
         assert server.terminate() == 0
+
+
+def test_readme_walk_through_with_a_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = README.read_text()
+    for command in (
+        "ledger token create --scope append --name agent-a > agent-a.token",
+        "ledger token create --scope admin --name ops > ops.token",
+        "export LEDGER_SERVER=127.0.0.1:6962",
+        "export LEDGER_TOKEN=$(cat agent-a.token)",
+        "ledger append --record decision.txt --proof-out proof.txt --leaf-out leaf.bin",
+        "LEDGER_TOKEN=$(cat ops.token) ledger anchor",
+    ):
+        assert command in text, command
+    signer = Ed25519Signer.generate(ORIGIN)
+    write_signer(tmp_path / "signer.key", signer)
+    data = tmp_path / "ledger-data"
+    server = ServerProcess(data, tmp_path / "signer.key", "--embedded-tsa")
+    assert server.ready["auth"].startswith("open")
+
+    def ledger(*args: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
+        env["LEDGER_SERVER"] = server.address
+        if token is not None:
+            env["LEDGER_TOKEN"] = token
+        cmd = [sys.executable, "-m", "ledger", *args]
+        return subprocess.run(
+            cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120, env=env, check=False
+        )
+
+    try:
+        made = {}
+        for scope, name in (("append", "agent-a"), ("admin", "ops")):
+            created = ledger("token", "create", "--scope", scope, "--name", name)
+            assert created.returncode == 0, created.stderr
+            made[scope] = created.stdout.strip()
+            assert made[scope] not in created.stderr
+        time.sleep(1.2)  # the running server picks the tokens up within a second
+        (tmp_path / "decision.txt").write_text('{"any": "bytes"}\n')
+        args = ("append", "--record", "decision.txt", "--proof-out", "proof.txt", "--leaf-out",
+                "leaf.bin")  # fmt: skip
+        refused = ledger(*args)
+        assert refused.returncode == 1 and "UNAUTHENTICATED" in refused.stderr
+        appended = ledger(*args, token=made["append"])
+        assert appended.returncode == 0, appended.stderr
+        denied = ledger("anchor", token=made["append"])
+        assert denied.returncode == 1 and "PERMISSION_DENIED" in denied.stderr
+        anchored = ledger("anchor", token=made["admin"])
+        assert anchored.returncode == 0 and "anchored by embedded-dev" in anchored.stdout
+        monkeypatch.setenv("LEDGER_SERVER", server.address)  # the SDK's connection, from env
+        monkeypatch.setenv("LEDGER_TOKEN", made["append"])
+        with RemoteLog() as log:
+            assert log.append([bytes(32)]).results[0].index == 1
+        listed = ledger("token", "list")
+        assert "agent-a" in listed.stdout and made["append"] not in listed.stdout
+    finally:
+        assert server.terminate() == 0
+    served = server.log_path.read_text()
+    assert "token:agent-a" in served and "token:ops" in served  # the access log names them
+    for token in made.values():
+        assert token not in served and token.split("_", 2)[2] not in served

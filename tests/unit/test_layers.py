@@ -14,7 +14,9 @@ PURE = {
     "timestamp_asn1", "timestamp_certs", "timestamp_policy", "records", "jcs", "commitments",
     "runs", "tiles", "tile_layout", "witness_core",
 }  # fmt: skip
-ADAPTERS = {"wire", "server", "app", "http_tiles", "http_metrics", "witness_server"}
+ADAPTERS = {
+    "wire", "server", "app", "http_tiles", "http_metrics", "witness_server", "interceptor",
+}  # fmt: skip
 CLIS = {"cli", "__main__"}  # and every ``cli_*`` module
 EXTERNAL = ("grpc", "google", "rocksdict")
 

@@ -1,0 +1,150 @@
+"""Tokens (hashes only), scopes, the open development log, and token-bucket rate limits."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ledger.auth import Policy, RateLimiter, TokenStore, required_scope
+from ledger.errors import (
+    FailedPreconditionError,
+    FormatError,
+    NotFoundError,
+    PermissionDeniedError,
+    PushbackError,
+    UnauthenticatedError,
+)
+
+APPEND = "/ledger.v1.LedgerService/AppendRecords"
+ANCHOR = "/ledger.v1.LedgerService/AnchorNow"
+READ = "/ledger.v1.LedgerService/GetCheckpoint"
+
+
+def test_tokens_are_stored_as_hashes_only(tmp_path: Path) -> None:
+    store = TokenStore(tmp_path / "tokens.json")
+    token, record = store.create("agent-a", ["append"], now=1)
+    text = (tmp_path / "tokens.json").read_text()
+    assert token not in text and token.split("_", 2)[2] not in text
+    assert json.loads(text)["tokens"][0]["name"] == "agent-a"
+    assert stat.S_IMODE((tmp_path / "tokens.json").stat().st_mode) == 0o600
+    assert store.lookup(token) == record
+    assert store.lookup(token[:-1] + ("A" if token[-1] != "A" else "B")) is None
+    assert store.lookup("garbage") is None
+    other = TokenStore(tmp_path / "tokens.json")
+    assert other.lookup(token) == record
+    with pytest.raises(FormatError, match="exists"):
+        store.create("agent-a", ["admin"], now=2)
+    with pytest.raises(FormatError, match="scopes"):
+        store.create("b", ["write"], now=2)
+    assert store.revoke("agent-a") == record
+    assert store.lookup(token) is None
+    with pytest.raises(NotFoundError):
+        store.revoke("agent-a")
+
+
+def test_a_revoke_reaches_a_running_reader_within_a_second(tmp_path: Path) -> None:
+    now = [0.0]
+    reader = TokenStore(tmp_path / "tokens.json", clock=lambda: now[0])
+    writer = TokenStore(tmp_path / "tokens.json")
+    token, _ = writer.create("a", ["append"], now=1)
+    now[0] += 1.5
+    assert reader.lookup(token) is not None
+    writer.revoke("a")
+    now[0] += 1.5
+    assert reader.lookup(token) is None
+
+
+def test_a_readable_tokens_file_is_refused(tmp_path: Path) -> None:
+    store = TokenStore(tmp_path / "tokens.json")
+    store.create("a", ["append"], now=1)
+    (tmp_path / "tokens.json").chmod(0o644)
+    with pytest.raises(FailedPreconditionError, match="chmod 600"):
+        TokenStore(tmp_path / "tokens.json")
+
+
+def test_policy_scopes(tmp_path: Path) -> None:
+    store = TokenStore(tmp_path / "tokens.json")
+    appender, _ = store.create("w", ["append"], now=1)
+    admin, _ = store.create("root", ["admin"], now=1)
+    reader, _ = store.create("r", ["read"], now=1)
+    policy = Policy(tokens=store, mtls={"agent-b": ["append"]}, loopback=False,
+                    reads_need_token=False)  # fmt: skip
+    with pytest.raises(UnauthenticatedError):
+        policy.decide(APPEND, None, None)
+    with pytest.raises(UnauthenticatedError, match="invalid"):
+        policy.decide(APPEND, "dl_00000000_" + "A" * 43, None)
+    with pytest.raises(PermissionDeniedError, match="append"):
+        policy.decide(APPEND, reader, None)
+    with pytest.raises(PermissionDeniedError, match="admin"):
+        policy.decide(ANCHOR, appender, None)
+    assert policy.decide(APPEND, appender, None).name == "token:w"
+    assert policy.decide(ANCHOR, admin, None).name == "token:root"
+    assert policy.decide(APPEND, admin, None).name == "token:root"
+    assert policy.decide(APPEND, None, "agent-b").name == "mtls:agent-b"
+    with pytest.raises(UnauthenticatedError):
+        policy.decide(APPEND, None, "stranger")
+    assert policy.decide(READ, None, None).name == "anonymous"
+    closed = Policy(tokens=store, mtls={}, loopback=False, reads_need_token=True)
+    with pytest.raises(UnauthenticatedError):
+        closed.decide(READ, None, None)
+    with pytest.raises(PermissionDeniedError):
+        closed.decide(READ, appender, None)
+    assert closed.decide(READ, reader, None).name == "token:r"
+    health = "/grpc.health.v1.Health/Check"
+    assert closed.decide(health, None, None).name == "anonymous"
+    assert closed.decide(health, appender, None).name == "token:w"
+
+
+def test_the_open_development_log_lets_everyone_append(tmp_path: Path) -> None:
+    policy = Policy(tokens=TokenStore(tmp_path / "t.json"), mtls={}, loopback=True,
+                    reads_need_token=False)  # fmt: skip
+    assert policy.decide(APPEND, None, None).allows("append")
+    assert "anyone may append" in policy.mode
+    with pytest.raises(UnauthenticatedError):  # a bad token is still refused
+        policy.decide(APPEND, "dl_bad", None)
+    assert policy.tokens is not None
+    policy.tokens.create("first", ["append"], now=1)  # the first token closes the log
+    assert not policy.open_log
+    with pytest.raises(UnauthenticatedError):
+        policy.decide(APPEND, None, None)
+
+
+def test_required_scopes() -> None:
+    assert required_scope(APPEND) == "append"
+    assert required_scope("/ledger.v1.LedgerService/StreamAppend") == "append"
+    assert required_scope(ANCHOR) == "admin"
+    assert required_scope("/ledger.v1.LedgerService/Backup") == "admin"
+    assert required_scope(READ) is None
+    assert required_scope("/grpc.health.v1.Health/Check") is None
+
+
+@given(st.floats(0.5, 1000), st.integers(1, 50), st.lists(st.floats(0, 2), max_size=60))
+def test_token_bucket_never_exceeds_burst_plus_rate(
+    rate: float, burst: int, gaps: list[float]
+) -> None:
+    now = [0.0]
+    limiter = RateLimiter(rate, burst, clock=lambda: now[0])
+    allowed = 0
+    for gap in gaps:
+        now[0] += gap
+        try:
+            limiter.take("x")
+            allowed += 1
+        except PushbackError as exc:
+            assert 0 < exc.retry_after <= 1 / rate + 1e-9
+    assert allowed <= burst + now[0] * rate + 1e-6
+
+
+def test_rate_limits_are_per_identity() -> None:
+    limiter = RateLimiter(1.0, 2, clock=lambda: 0.0)
+    limiter.take("a")
+    limiter.take("a")
+    with pytest.raises(PushbackError, match="rate limit of a"):
+        limiter.take("a")
+    limiter.take("b")
+    RateLimiter(0, 1).take("a")  # 0: unlimited
