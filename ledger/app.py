@@ -16,6 +16,7 @@ import grpc
 from ledger.anchoring import Anchorer, AnchorSchedule
 from ledger.checkpoint import Ed25519Signer
 from ledger.config import Settings
+from ledger.highwater import HighWaterMark
 from ledger.log import Log
 from ledger.rocks import RocksStore
 from ledger.server import create_server
@@ -66,7 +67,8 @@ async def start_app(settings: Settings, signer: Ed25519Signer) -> App:
         settings.db_dir, memtable_mb=settings.memtable_mb, cache_mb=settings.cache_mb
     )
     try:
-        log = Log(store=store, signer=signer, origin=settings.origin)
+        mark = HighWaterMark(settings.high_water_file)
+        log = Log(store=store, signer=signer, origin=settings.origin, mark=mark)
         service = LogService(
             log,
             checkpoint_interval=settings.checkpoint_interval_ms / 1000,

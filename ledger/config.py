@@ -6,6 +6,8 @@ The TOML file has one table per concern; every key is optional:
     origin = "ledger.example.com/agents/2026"   # change this: it names the log forever
     data_dir = "ledger-data"                    # RocksDB in <data_dir>/db, keys beside it
     key_file = "ledger-data/signer.key"         # created on first start (mode 0600)
+    mark_file = "ledger-data.high-water"        # published high-water mark: keep it outside
+                                                # the data dir (default: beside it)
     checkpoint_interval_ms = 50
 
     [server]
@@ -60,6 +62,7 @@ class Settings:
     origin: str = DEFAULT_ORIGIN
     data_dir: Path = Path("ledger-data")
     key_file: Path | None = None  # default: <data_dir>/signer.key
+    mark_file: Path | None = None  # default: <data_dir>.high-water, beside the data dir
     checkpoint_interval_ms: int = 50
     listen: str = "127.0.0.1:6962"
     max_pending: int = 200_000
@@ -76,6 +79,11 @@ class Settings:
         return self.key_file or self.data_dir / "signer.key"
 
     @property
+    def high_water_file(self) -> Path:
+        """The published high-water mark (``ledger.highwater``), outside the data dir."""
+        return self.mark_file or self.data_dir.with_name(self.data_dir.name + ".high-water")
+
+    @property
     def db_dir(self) -> Path:
         """The RocksDB directory."""
         return self.data_dir / "db"
@@ -84,6 +92,7 @@ class Settings:
         """Plain values for ``ledger config show``."""
         out = asdict(self)
         out["key_file"] = str(self.signer_key_file)
+        out["mark_file"] = str(self.high_water_file)
         plain: dict[str, Any] = _plain(out)
         return plain
 
@@ -111,6 +120,7 @@ _TABLES: dict[str, dict[str, tuple[str, type]]] = {
         "origin": ("origin", str),
         "data_dir": ("data_dir", Path),
         "key_file": ("key_file", Path),
+        "mark_file": ("mark_file", Path),
         "checkpoint_interval_ms": ("checkpoint_interval_ms", int),
     },
     "server": {

@@ -28,18 +28,23 @@ one table (``ledger.server``) and the CLIs map them to exit codes in one place.
         ├── NotYetPublishedError     sequenced but no covering checkpoint yet    FAILED_PRECONDITION
         ├── PushbackError            queues full; carries ``retry_after``        RESOURCE_EXHAUSTED
         ├── UnauthenticatedError     admin call without the right token          UNAUTHENTICATED
+        ├── ReadOnlyError            behind its published mark after a restore   FAILED_PRECONDITION
+        ├── LogFailedError           the writer stopped after a fault (cause)    UNAVAILABLE
         └── StorageError             the store failed or holds corrupt data      INTERNAL
+            └── DataLossError        stored data contradicts what the log signed DATA_LOSS
 """
 
 from __future__ import annotations
 
 __all__ = [
     "BoundsError",
+    "DataLossError",
     "FormatError",
     "InconsistencyError",
     "InvalidArgumentError",
     "InvalidRecordError",
     "LedgerError",
+    "LogFailedError",
     "MalformedHashError",
     "MalformedKeyError",
     "MalformedNoteError",
@@ -51,6 +56,7 @@ __all__ = [
     "OutOfRangeError",
     "ProofShapeError",
     "PushbackError",
+    "ReadOnlyError",
     "RecordError",
     "RootMismatchError",
     "ServiceError",
@@ -199,3 +205,18 @@ class UnauthenticatedError(ServiceError):
 
 class StorageError(ServiceError):
     """The store failed or holds data that contradicts itself."""
+
+
+class DataLossError(StorageError):
+    """Stored data contradicts what the log signed or published (a rollback, a damaged node,
+    entry or index): the log refuses to answer rather than answer wrongly."""
+
+
+class ReadOnlyError(ServiceError):
+    """The log was restored behind its published high-water mark and takes no appends until
+    its tree is consistent with the mark again (``ledger restore``)."""
+
+
+class LogFailedError(ServiceError):
+    """The log's writer stopped after a fault; ``__cause__`` is the fault. Appends fail at once
+    until the log resumes (or is restarted)."""

@@ -15,6 +15,13 @@ them atomically, so the append-only families never share compactions with the ra
 
 Each group commit is one ``WriteBatch`` written with ``sync=True``; whole-key bloom filters
 keep dedup misses to about one probe; memtables are capped so RSS does not grow with the log.
+
+WAL recovery (issue 14): RocksDB's default, point-in-time recovery, silently drops everything
+after the first damaged WAL record. The log opens with ``tolerate_corrupted_tail_records``
+instead: a torn final record (a crash in the middle of a write) is dropped as normal, while
+damage in the middle of the WAL refuses to open, naming what to do. ``wal_recovery="salvage"``
+(``ledger restore accept --salvage-wal``) opens such a dir with point-in-time recovery, on
+purpose; the published high-water mark then tells how far it fell behind.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from rocksdict import (
     BlockBasedOptions,
     Cache,
     DBCompressionType,
+    DBRecoveryMode,
     Options,
     Rdict,
     WriteBatch,
@@ -34,7 +42,7 @@ from rocksdict import (
     WriteOptions,
 )
 
-from ledger.errors import StorageError
+from ledger.errors import DataLossError, StorageError
 from ledger.merkle import NodeID, leaf_hash
 from ledger.storage import Batch, TreeState, check_new_checkpoint
 from ledger.types import Anchor, PublishedCheckpoint
@@ -107,6 +115,27 @@ def _family_options(memtable_mb: int, cache: Cache, budget: WriteBufferManager) 
     return opts
 
 
+def _recovery_mode(name: str) -> DBRecoveryMode:
+    if name == "strict":  # a torn tail is normal after a crash; damage before it is not
+        return DBRecoveryMode.tolerate_corrupted_tail_records()
+    if name == "salvage":
+        return DBRecoveryMode.point_in_time()
+    raise ValueError(f"wal_recovery: {name!r}, want 'strict' or 'salvage'")
+
+
+def _open_error(path: str | Path, exc: Exception) -> StorageError:
+    text = str(exc)
+    if "Corruption" not in text:
+        return StorageError(f"cannot open RocksDB at {path}: {text}")
+    return DataLossError(
+        f"RocksDB at {path} is damaged ({text}); the log refuses to start rather than drop "
+        "acknowledged entries silently. What you can do: restore a copy of the data dir, or "
+        "run `ledger restore accept --salvage-wal` to keep what is intact before the damage "
+        "(the log then stays read-only until `ledger restore catch-up` brings it back to its "
+        'published high-water mark); see README "Restore"'
+    )
+
+
 def _parse_checkpoint(size: int, value: bytes) -> PublishedCheckpoint:
     note = value[32:].decode()
     return PublishedCheckpoint(
@@ -117,15 +146,23 @@ def _parse_checkpoint(size: int, value: bytes) -> PublishedCheckpoint:
 class RocksStore:
     """A ``Store`` in a RocksDB directory (one process at a time, as RocksDB requires)."""
 
-    def __init__(self, path: str | Path, *, memtable_mb: int = 16, cache_mb: int = 32) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        memtable_mb: int = 16,
+        cache_mb: int = 32,
+        wal_recovery: str = "strict",
+    ) -> None:
         Path(path).mkdir(parents=True, exist_ok=True)
         opts, dedup = _options(memtable_mb, cache_mb)
         opts.create_missing_column_families(True)
+        opts.set_wal_recovery_mode(_recovery_mode(wal_recovery))
         families = {"entries": opts, "dedup": dedup, "nodes": opts}
         try:
             self._db = Rdict(str(path), opts, column_families=families)
         except Exception as exc:  # rocksdict raises plain Exception (e.g. the LOCK is held)
-            raise StorageError(f"cannot open RocksDB at {path}: {exc}") from exc
+            raise _open_error(path, exc) from exc
         self._entries = self._db.get_column_family("entries")
         self._dedup = self._db.get_column_family("dedup")
         self._nodes = self._db.get_column_family("nodes")
