@@ -1,4 +1,4 @@
-"""``ledger``: the operator's CLI (keygen, serve, config show, anchor, tsa).
+"""``ledger``: the operator's CLI (keygen, serve, config show, anchor, tsa, restore).
 
 It only parses and prints; the work lives in ``ledger.app``, ``ledger.keys`` and
 ``ledger.config``. Exit codes: 0 ok, 1 the operation failed, 2 usage or bad input.
@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from ledger.cli_append import append
+from ledger.cli_restore import restore
 from ledger.config import DEFAULT_ORIGIN, Settings, load_settings
 from ledger.errors import FormatError, LedgerError
 from ledger.keys import default_key_file, load_or_create_signer, write_signer
@@ -244,6 +245,7 @@ def tsa(listen: str, state_dir: Path) -> None:
 
 
 main.add_command(append)
+main.add_command(restore)
 
 
 @main.group("config")

@@ -23,6 +23,7 @@ from grpc_reflection.v1alpha import reflection
 from ledger import merkle
 from ledger.anchoring import token_certificates, token_imprint
 from ledger.errors import (
+    DataLossError,
     FormatError,
     InvalidArgumentError,
     LedgerError,
@@ -30,6 +31,7 @@ from ledger.errors import (
     NotYetPublishedError,
     OutOfRangeError,
     PushbackError,
+    ReadOnlyError,
     ServiceError,
     StorageError,
     UnauthenticatedError,
@@ -58,6 +60,8 @@ STATUS_OF: tuple[tuple[type[LedgerError], grpc.StatusCode], ...] = (
     (NotYetPublishedError, grpc.StatusCode.FAILED_PRECONDITION),
     (PushbackError, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (UnauthenticatedError, grpc.StatusCode.UNAUTHENTICATED),
+    (ReadOnlyError, grpc.StatusCode.FAILED_PRECONDITION),
+    (DataLossError, grpc.StatusCode.DATA_LOSS),
     (StorageError, grpc.StatusCode.INTERNAL),
     (VerificationError, grpc.StatusCode.FAILED_PRECONDITION),
     (ServiceError, grpc.StatusCode.UNAVAILABLE),
