@@ -73,7 +73,7 @@ def test_a_byte_flipped_mid_wal_is_refused_and_detected_when_salvaged(tmp_path: 
     data = bytearray(wal.read_bytes())
     data[len(data) // 2] ^= 0x40
     wal.write_bytes(bytes(data))
-    with pytest.raises(DataLossError, match="damaged.*ledger restore accept --salvage-wal"):
+    with pytest.raises(DataLossError, match=r"damaged.*ledger restore accept --salvage-wal"):
         RocksStore(db)
     store = RocksStore(db, wal_recovery="salvage")
     try:

@@ -53,7 +53,7 @@ def test_every_checkpoint_is_in_the_mark_before_it_is_returned(tmp_path: Path) -
 def test_a_damaged_mark_refuses_with_a_clear_message(tmp_path: Path) -> None:
     path = tmp_path / "m"
     path.write_text('{"format": "decision-ledger/high-water/v1", "note": "junk"}')
-    with pytest.raises(FormatError, match="damaged.*never delete it"):
+    with pytest.raises(FormatError, match=r"damaged.*never delete it"):
         HighWaterMark(path).read()
 
 
@@ -81,7 +81,7 @@ def test_a_rolled_back_data_dir_is_refused_then_read_only_then_caught_up(tmp_pat
     assert restored.inclusion_proof(3, 10).tree_size == 10  # reads are served
     missing = [store._leaves[i] for i in range(10, 25)]
     with pytest.raises(DataLossError, match="not this log"):
-        restored.catch_up(missing[:-1] + [missing[0]])
+        restored.catch_up([*missing[:-1], missing[0]])
     assert restored.size == 10
     assert restored.catch_up(missing) == published
     assert restored.read_only is None and mark.read() == MarkState(checkpoint=published)
