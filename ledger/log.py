@@ -139,9 +139,16 @@ class Log:
                 return latest
             try:
                 return self._publisher.publish(self._integrator.size, self._integrator.root())
-            except Exception as exc:
+            except DataLossError as exc:
                 self._failure = exc
                 raise
+            except Exception as exc:
+                self._failure = exc
+                raise LogFailedError(
+                    f"publishing a checkpoint failed ({type(exc).__name__}: {exc}); the log "
+                    "stops appending. Nothing acknowledged is lost: fix the cause (for example "
+                    "free disk space) and restart the server"
+                ) from exc
 
     def catch_up(self, leaves: Sequence[bytes]) -> PublishedCheckpoint:
         """Append the missing ``leaves`` verbatim (read-only mode only) and leave read-only mode
