@@ -2,7 +2,7 @@
 else a file-size limit (RLIMIT_FSIZE, in a child process, SIGXFSZ ignored so writes fail with
 EFBIG as they would with ENOSPC).
 
-``python -m tests.disk_full fill DIR LIMIT_BYTES`` (0: no limit) appends to a log in DIR under the limit until
+``python -m tests.disk_full fill DIR LIMIT_BYTES`` (0: no limit) appends to a log in DIR until
 the store fails and prints JSON: the acknowledged (digest hex -> index) and the error.
 """
 
@@ -54,19 +54,19 @@ def small_tmpfs(where: Path, size_mb: int) -> Iterator[Path | None]:
 
 
 def open_log(data: Path) -> tuple[RocksStore, Log]:
-    store = RocksStore(data / "db", memtable_mb=1, cache_mb=1)
+    store = RocksStore(data / "db", memtable_mb=4, cache_mb=1)
     mark = HighWaterMark(data / "mark")
     return store, Log(store=store, signer=SIGNER, origin=ORIGIN, mark=mark)
 
 
 def fill(data: Path, *, rounds: int = 100_000) -> tuple[dict[bytes, int], str]:
-    """Append 500-digest batches (1 KiB metadata each), publishing, until the store fails."""
+    """Append 100-digest batches (1 KiB metadata each), publishing, until the store fails."""
     store, log = open_log(data)
     acked: dict[bytes, int] = {}
     error = ""
     try:
         for r in range(rounds):
-            batch = [hashlib.sha256(f"{r}-{i}".encode()).digest() for i in range(500)]
+            batch = [hashlib.sha256(f"{r}-{i}".encode()).digest() for i in range(100)]
             try:
                 results = log.append([AppendItem(d, b"m" * 1024) for d in batch])
                 log.publish()

@@ -48,7 +48,7 @@ def test_a_full_tmpfs_stops_appends_and_a_restart_resumes(tmp_path: Path) -> Non
 
 
 def test_a_file_size_limit_stops_appends_and_a_restart_resumes(tmp_path: Path) -> None:
-    acked, error = fill_in_child(tmp_path / "data", 6 << 20)
+    acked, error = fill_in_child(tmp_path / "data", 2 << 20)
     assert error, "the store never failed under the file-size limit"
     assert "restart" in error
     check_resumes(tmp_path / "data", acked)
