@@ -72,6 +72,7 @@ class Log:
         self._lock = threading.Lock()
         self._max_batch = max_batch
         self._failure: Exception | None = None
+        self.failure_listeners: list[Callable[[Exception], None]] = []
         state = store.load_state()
         self._integrator = Integrator(state.compact)
         self._sequencer = Sequencer(
@@ -118,7 +119,7 @@ class Log:
             try:
                 self._store.commit(Batch(entries=sequenced.entries, nodes=nodes, state=state))
             except Exception as exc:
-                self._failure = exc
+                self._set_failure(exc)
                 raise LogFailedError(
                     f"the group commit failed ({type(exc).__name__}: {exc}); the log stops "
                     "appending. Nothing acknowledged is lost: fix the cause (for example free "
@@ -140,10 +141,10 @@ class Log:
             try:
                 return self._publisher.publish(self._integrator.size, self._integrator.root())
             except DataLossError as exc:
-                self._failure = exc
+                self._set_failure(exc)
                 raise
             except Exception as exc:
-                self._failure = exc
+                self._set_failure(exc)
                 raise LogFailedError(
                     f"publishing a checkpoint failed ({type(exc).__name__}: {exc}); the log "
                     "stops appending. Nothing acknowledged is lost: fix the cause (for example "
@@ -176,11 +177,26 @@ class Log:
         """The fault that stopped the writer, if any."""
         return self._failure
 
+    def _set_failure(self, exc: Exception) -> None:
+        """Stop appending for good (until a restart) and tell the listeners, once."""
+        if self._failure is not None:
+            return
+        self._failure = exc
+        for listener in self.failure_listeners:
+            listener(exc)
+
     def put_anchor(self, anchor: Anchor) -> None:
         """Store a verified anchor for a published checkpoint."""
         if self._store.get_checkpoint(anchor.size) is None:
             raise NotFoundError(f"no checkpoint published for size {anchor.size}")
-        self._store.put_anchor(anchor)
+        try:
+            self._store.put_anchor(anchor)
+        except Exception as exc:
+            self._set_failure(exc)
+            raise LogFailedError(
+                f"storing an anchor failed ({type(exc).__name__}: {exc}); the log stops "
+                "appending. Fix the cause (for example free disk space) and restart the server"
+            ) from exc
 
     # --- reads -----------------------------------------------------------------------------
 

@@ -451,4 +451,10 @@ async def create_server(
     await server.start()
     await health.set("", health_pb2.HealthCheckResponse.SERVING)
     await health.set(names[0], health_pb2.HealthCheckResponse.SERVING)
+
+    def not_serving(_fault: Exception) -> None:  # the writer stopped: tell load balancers
+        for name in ("", names[0]):
+            asyncio.ensure_future(health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING))
+
+    service.add_failure_listener(not_serving)
     return server, port
