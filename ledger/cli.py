@@ -184,7 +184,6 @@ def _anchor_remote(address: str) -> tuple[int, list[str], list[str]]:
 
 def _anchor_local(settings: Settings) -> tuple[int, list[str], list[str]]:
     from ledger.anchoring import Anchorer
-    from ledger.highwater import HighWaterMark
     from ledger.keys import load_signer
     from ledger.log import Log
     from ledger.rocks import RocksStore
@@ -196,12 +195,7 @@ def _anchor_local(settings: Settings) -> tuple[int, list[str], list[str]]:
         _fail(f"{exc} (is the server running? then use --server)", 1)
         raise AssertionError from exc
     try:
-        log = Log(
-            store=store,
-            signer=load_signer(settings.signer_key_file),
-            origin=settings.origin,
-            mark=HighWaterMark(settings.high_water_file),
-        )
+        log = Log(store=store, signer=load_signer(settings.signer_key_file), origin=settings.origin)
         tsas = setup_tsas(settings)
         try:
             outcome = Anchorer(log=log, tsas=tsas.targets).anchor_latest()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ledger.checkpoint import Ed25519Signer
-from ledger.errors import DataLossError, FormatError, ReadOnlyError
+from ledger.errors import DataLossError, FormatError, LogFailedError, ReadOnlyError
 from ledger.highwater import HighWaterMark, MarkState, RestoreRecord
 from ledger.log import Log
 from ledger.sequencer import AppendItem
@@ -112,7 +112,7 @@ def test_a_checkpoint_only_in_the_mark_is_stored_again(tmp_path: Path) -> None:
     log = open_log(store, mark)
     log.append(items(5))
     crash["on"] = True
-    with pytest.raises(OSError):
+    with pytest.raises(LogFailedError, match="crash between the mark and the store"):
         log.publish()
     crash["on"] = False
     reopened = open_log(store, mark)
