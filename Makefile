@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck pytest proto bench clean
+.PHONY: run test test-fast lint typecheck pytest proto bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,11 @@ typecheck: $(STAMP)
 
 pytest: $(STAMP)
 	$(BIN)/pytest
+
+# The unit and property tests only (about a minute): for the edit-test loop. `make test` stays
+# the README's and CI's command.
+test-fast: $(STAMP) lint typecheck
+	$(BIN)/pytest tests/unit tests/property
 
 proto: $(STAMP)
 	$(BIN)/python tools/gen_proto.py

@@ -22,8 +22,12 @@ from typing import Protocol
 
 from ledger.checkpoint import Checkpoint, SignedNote
 from ledger.errors import LedgerError
-from ledger.timestamp import VerifiedTimestamp, imprint_for_checkpoint_body
-from ledger.timestamp_asn1 import parse_signed_token, parse_tst_info
+from ledger.timestamp import (
+    VerifiedTimestamp,
+    imprint_for_checkpoint_body,
+    token_certificates,
+    token_imprint,
+)
 from ledger.types import Anchor, PublishedCheckpoint
 
 __all__ = [
@@ -78,16 +82,6 @@ def checkpoint_body(note: str) -> bytes:
     """The checkpoint body (the note text before the signatures) as stamped."""
     text = SignedNote.from_text(note).text
     return Checkpoint.from_text(text).body_bytes()
-
-
-def token_imprint(token: bytes) -> bytes:
-    """The messageImprint digest a token carries (unverified: for display and transport)."""
-    return parse_tst_info(parse_signed_token(token).econtent).imprint
-
-
-def token_certificates(token: bytes) -> list[bytes]:
-    """DER certificates carried in a token."""
-    return list(parse_signed_token(token).certificates)
 
 
 class Anchorer:

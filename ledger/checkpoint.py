@@ -23,6 +23,7 @@ from ledger.errors import (
     SignatureError,
     WitnessError,
 )
+from ledger.limits import HASH_SIZE
 from ledger.note import (
     _DECIMAL,
     ALG_COSIGNATURE_V1,
@@ -103,7 +104,7 @@ class Checkpoint:
         _check_origin(self.origin)
         if not 0 <= self.size <= MAX_TREE_SIZE:
             raise MalformedNoteError(f"tree size {self.size} is outside 0..2^64-1")
-        if len(self.root_hash) != 32:
+        if len(self.root_hash) != HASH_SIZE:
             raise MalformedNoteError(f"root hash is {len(self.root_hash)} bytes, must be 32")
         for number, line in enumerate(self.extensions, 1):
             if not line or "\n" in line:
@@ -135,7 +136,7 @@ class Checkpoint:
                 f"tree size {size_text[:30]!r} is not an ASCII decimal without leading zeros"
             )
         root = decode_b64(root_text)
-        if root is None or len(root) != 32:
+        if root is None or len(root) != HASH_SIZE:
             raise MalformedNoteError(
                 f"root hash {root_text[:60]!r} is not canonical base64 of 32 bytes"
             )

@@ -169,15 +169,13 @@ def anchor(config: Path | None, address: str | None, data_dir: Path | None, as_j
 
 
 def _anchor_remote(address: str) -> tuple[int, list[str], list[str]]:
-    import grpc
-
     from ledger_client.remote import RemoteLog
 
     try:
         with RemoteLog(address, timeout=120) as remote:
             size, anchors, failures = remote.anchor_now()
-    except grpc.RpcError as exc:
-        _fail(f"{address}: {exc.code().name}: {exc.details()}", 1)
+    except LedgerError as exc:
+        _fail(str(exc), 1)
         raise AssertionError from exc
     return size, [a.tsa for a in anchors], failures
 

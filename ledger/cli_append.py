@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from ledger.limits import HASH_SIZE
 from ledger.tlogproof import TlogProof
 
 __all__ = ["append"]
@@ -24,8 +25,8 @@ def _record_digest(record: Path | None, digest: str | None) -> bytes:
             value = bytes.fromhex(digest)
         except ValueError:
             raise click.BadParameter(f"{digest!r} is not hex", param_hint="--digest") from None
-        if len(value) != 32:
-            raise click.BadParameter(f"{len(value)} bytes, want 32", param_hint="--digest")
+        if len(value) != HASH_SIZE:
+            raise click.BadParameter(f"{len(value)} bytes, want {HASH_SIZE}", param_hint="--digest")
         return value
     assert record is not None
     data = record.read_bytes()
@@ -60,25 +61,24 @@ def append(
     leaf_out: Path | None,
 ) -> None:
     """Append one record digest, wait for its checkpoint, print (and save) its proof."""
-    import grpc
-
+    from ledger.errors import LedgerError
     from ledger_client.remote import RemoteLog
 
     value = _record_digest(record, digest)
     try:
         with RemoteLog(address) as log:
             out = log.append([value], wait_for_checkpoint=True)
-            entry = log.entry(value)
-    except grpc.RpcError as exc:
-        click.echo(f"error: {address}: {exc.code().name}: {exc.details()}", err=True)
+            assert out.checkpoint is not None
+            bundle = log.receipts([value], tree_size=out.checkpoint.size)
+    except LedgerError as exc:
+        click.echo(f"error: {exc}", err=True)
         sys.exit(1)
-    result, checkpoint = out.results[0], out.checkpoint
-    assert checkpoint is not None
-    proof = TlogProof(index=result.index, proof=out.proofs[0], checkpoint_note=checkpoint.note)
+    result, checkpoint, (included,) = out.results[0], bundle.checkpoint, bundle.proofs
+    proof = TlogProof(index=result.index, proof=included.hashes, checkpoint_note=checkpoint.note)
     if proof_out is not None:
         proof_out.write_text(proof.to_text())
     if leaf_out is not None:
-        leaf_out.write_bytes(entry.leaf)
+        leaf_out.write_bytes(included.entry.leaf)
     summary = {
         "record_digest": value.hex(),
         "index": result.index,

@@ -25,6 +25,7 @@ from typing import TypeAlias, TypeGuard, Union
 
 from ledger.errors import InvalidRecordError, RecordError
 from ledger.jcs import Json, canonical_bytes, child_path, loads_strict, parse_path, to_plain
+from ledger.limits import HASH_SIZE
 
 __all__ = [
     "COMMITMENT_KEY",
@@ -60,7 +61,7 @@ class Commitment:
         return f"Commitment({_PREFIX}{self.digest.hex()})"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.digest, bytes) or len(self.digest) != 32:
+        if not isinstance(self.digest, bytes) or len(self.digest) != HASH_SIZE:
             raise InvalidRecordError(COMMITMENT_KEY, "a commitment digest is exactly 32 bytes")
 
     def to_json_obj(self) -> dict[str, str]:

@@ -21,26 +21,42 @@ one table (``ledger.server``) and the CLIs map them to exit codes in one place.
     │   ├── MalformedProofFileError  not a c2sp.org/tlog-proof@v1 file
     │   ├── MalformedReceiptError    not a v1 receipt (names the field)
     │   └── InvalidRecordError       a decision record that breaks the schema (names the field)
-    └── ServiceError                 the log service refusing a request
-        ├── InvalidArgumentError     bad request field (names field and bound)   INVALID_ARGUMENT
-        ├── OutOfRangeError          index / size beyond the log                 OUT_OF_RANGE
+    └── ServiceError                 the log service refusing a request          gRPC status
+        ├── InvalidArgumentError     bad request field; can never succeed        INVALID_ARGUMENT
+        ├── OutOfRangeError          size beyond the latest checkpoint (later)   OUT_OF_RANGE
+        │   └── NotYetPublishedError sequenced, no covering checkpoint yet       OUT_OF_RANGE
         ├── NotFoundError            unknown digest, checkpoint, anchor          NOT_FOUND
-        ├── NotYetPublishedError     sequenced but no covering checkpoint yet    FAILED_PRECONDITION
+        ├── FailedPreconditionError  refused until the operator changes things   FAILED_PRECONDITION
+        │   └── ReadOnlyError        behind its published mark after a restore   FAILED_PRECONDITION
         ├── PushbackError            queues full; carries ``retry_after``        RESOURCE_EXHAUSTED
-        ├── UnauthenticatedError     admin call without the right token          UNAUTHENTICATED
-        ├── ReadOnlyError            behind its published mark after a restore   FAILED_PRECONDITION
-        ├── LogFailedError           the writer stopped after a fault (cause)    UNAVAILABLE
-        └── StorageError             the store failed or holds corrupt data      INTERNAL
-            └── DataLossError        stored data contradicts what the log signed DATA_LOSS
+        ├── UnauthenticatedError     missing or bad credentials                  UNAUTHENTICATED
+        ├── PermissionDeniedError    credentials without the needed scope        PERMISSION_DENIED
+        ├── UnavailableError         shutting down, unreachable, timed out       UNAVAILABLE
+        │   └── LogFailedError       the writer stopped after a fault (cause)    UNAVAILABLE
+        ├── DeadlineExceededError    the call's deadline passed                  DEADLINE_EXCEEDED
+        ├── UnimplementedError       the server does not know the call           UNIMPLEMENTED
+        ├── InternalError            an unexpected server failure                INTERNAL
+        │   └── StorageError         the store failed or holds corrupt data      INTERNAL
+        │       └── DataLossError    stored data contradicts what the log signed DATA_LOSS
+        └── RemoteError              any other status a server answered          (its own)
+
+Each class says whether a retry may succeed (``retryable``; ``is_retryable`` is the one retry
+rule of the SDK, the sender, the monitor and the CLIs). ``ledger.wire`` maps every class to its
+gRPC status in one table and every status back to a class (a test fails for a class without one).
 """
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 __all__ = [
     "BoundsError",
     "DataLossError",
+    "DeadlineExceededError",
+    "FailedPreconditionError",
     "FormatError",
     "InconsistencyError",
+    "InternalError",
     "InvalidArgumentError",
     "InvalidRecordError",
     "LedgerError",
@@ -54,23 +70,38 @@ __all__ = [
     "NotYetPublishedError",
     "OriginMismatchError",
     "OutOfRangeError",
+    "PermissionDeniedError",
     "ProofShapeError",
     "PushbackError",
     "ReadOnlyError",
     "RecordError",
+    "RemoteError",
     "RootMismatchError",
     "ServiceError",
     "SignatureError",
     "StorageError",
     "TimestampError",
     "UnauthenticatedError",
+    "UnavailableError",
+    "UnimplementedError",
     "VerificationError",
     "WitnessError",
+    "is_retryable",
 ]
 
 
 class LedgerError(Exception):
-    """Root of every error the ledger raises on purpose."""
+    """Root of every error the ledger raises on purpose.
+
+    ``retryable``: whether the same request may succeed later without anyone changing it.
+    """
+
+    retryable: ClassVar[bool] = False
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """The one retry rule: a ledger error whose class says a retry may succeed."""
+    return isinstance(exc, LedgerError) and exc.retryable
 
 
 # --- verification: the input parsed, the claim is false -------------------------------------
@@ -180,19 +211,27 @@ class InvalidArgumentError(ServiceError):
 
 
 class OutOfRangeError(ServiceError):
-    """An index or size beyond what the log has published."""
+    """A size beyond what the log has published; it may be there later."""
+
+    retryable = True
+
+
+class NotYetPublishedError(OutOfRangeError):
+    """The entry is sequenced but no published checkpoint covers it yet."""
 
 
 class NotFoundError(ServiceError):
     """An unknown record digest, checkpoint size or anchor."""
 
 
-class NotYetPublishedError(ServiceError):
-    """The entry is sequenced but no published checkpoint covers it yet."""
+class FailedPreconditionError(ServiceError):
+    """Refused until the operator changes something (no TSA configured, a refused token)."""
 
 
 class PushbackError(ServiceError):
     """The log is saturated; retry after ``retry_after`` seconds."""
+
+    retryable = True
 
     def __init__(self, message: str, *, retry_after: float) -> None:
         super().__init__(message)
@@ -200,10 +239,36 @@ class PushbackError(ServiceError):
 
 
 class UnauthenticatedError(ServiceError):
-    """An admin request without valid credentials."""
+    """A request without valid credentials."""
 
 
-class StorageError(ServiceError):
+class PermissionDeniedError(ServiceError):
+    """Valid credentials without the scope the call needs."""
+
+
+class UnavailableError(ServiceError):
+    """The log is shutting down, unreachable, or did not answer in time; retry."""
+
+    retryable = True
+
+
+class DeadlineExceededError(ServiceError):
+    """The call's deadline passed before the answer came."""
+
+    retryable = True
+
+
+class UnimplementedError(ServiceError):
+    """The server does not implement the call (an older server)."""
+
+
+class InternalError(ServiceError):
+    """An unexpected failure inside the server (the server log has the cause)."""
+
+    retryable = True
+
+
+class StorageError(InternalError):
     """The store failed or holds data that contradicts itself."""
 
 
@@ -211,12 +276,23 @@ class DataLossError(StorageError):
     """Stored data contradicts what the log signed or published (a rollback, a damaged node,
     entry or index): the log refuses to answer rather than answer wrongly."""
 
+    retryable = False
 
-class ReadOnlyError(ServiceError):
+
+class ReadOnlyError(FailedPreconditionError):
     """The log was restored behind its published high-water mark and takes no appends until
     its tree is consistent with the mark again (``ledger restore``)."""
 
 
-class LogFailedError(ServiceError):
+class LogFailedError(UnavailableError):
     """The log's writer stopped after a fault; ``__cause__`` is the fault. Appends fail at once
-    until the log resumes (or is restarted)."""
+    until the log is restarted (retryable: clients keep their records and retry)."""
+
+
+class RemoteError(ServiceError):
+    """A status the ledger's own table does not produce (CANCELLED, ABORTED, UNKNOWN, ...)."""
+
+    def __init__(self, message: str, *, status: str, retryable: bool) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable  # type: ignore[misc]

@@ -29,25 +29,24 @@ from ledger.errors import (
 )
 from ledger.highwater import HighWaterMark
 from ledger.integrator import Integrator
+from ledger.limits import HASH_SIZE, MAX_ANCHORED_SIZES, MAX_GROUP, MAX_PAGE
 from ledger.publisher import Publisher
 from ledger.recovery import check_against_mark, leave_read_only
-from ledger.sequencer import AppendItem, Sequencer, validate_items
+from ledger.sequencer import Sequencer, validate_items
 from ledger.storage import Batch, Store, TreeState
 from ledger.types import (
     Anchor,
+    AppendItem,
     AppendResult,
     ConsistencyProof,
     Entry,
     InclusionProof,
     PublishedCheckpoint,
+    ReceiptBundle,
     decode_leaf,
 )
 
-__all__ = ["MAX_BATCH", "MAX_GROUP", "MAX_PAGE", "Log", "wall_clock_ms"]
-
-MAX_BATCH = 10_000  # digests in one append request
-MAX_GROUP = 50_000  # digests in one group commit (many requests)
-MAX_PAGE = 1_000
+__all__ = ["Log", "wall_clock_ms"]
 
 
 def wall_clock_ms() -> int:
@@ -105,13 +104,16 @@ class Log:
         return self._publisher.origin
 
     def append(self, items: Sequence[AppendItem]) -> list[AppendResult]:
-        """Sequence, integrate and durably commit one batch; return a result per item."""
-        validate_items(items, self._max_batch)
+        """Sequence, integrate and durably commit one batch; return a result per item.
+
+        Items are validated here unless they come as ``ValidItems`` (checked once already).
+        """
+        batch = validate_items(items, self._max_batch)
         with self._lock:
             self._raise_if_failed()
             if self.read_only is not None:
                 raise ReadOnlyError(self.read_only)
-            sequenced = self._sequencer.sequence(items)
+            sequenced = self._sequencer.sequence(batch)
             if not sequenced.entries:
                 return sequenced.results
             nodes, compact = self._integrator.integrate(sequenced.leaf_hashes)
@@ -235,8 +237,10 @@ class Log:
 
     def index_of(self, record_digest: bytes) -> int:
         """The index of a logged record digest."""
-        if len(record_digest) != 32:
-            raise InvalidArgumentError(f"record_digest: {len(record_digest)} bytes, want 32")
+        if len(record_digest) != HASH_SIZE:
+            raise InvalidArgumentError(
+                f"record_digest: {len(record_digest)} bytes, want {HASH_SIZE}"
+            )
         return self._entry_of(record_digest)[0]
 
     def _entry_of(self, record_digest: bytes) -> tuple[int, bytes]:
@@ -259,7 +263,12 @@ class Log:
         return decode_leaf(index, leaf)
 
     def inclusion_proofs(self, indexes: Sequence[int], tree_size: int) -> list[InclusionProof]:
-        """Inclusion proofs of ``indexes`` at ``tree_size`` (0: latest) with one node read."""
+        """Inclusion proofs of ``indexes`` at ``tree_size`` (0: latest) with one node read.
+
+        An index at or beyond an explicit ``tree_size`` can never be proven there
+        (``InvalidArgumentError``); beyond the latest checkpoint it may be later
+        (``NotYetPublishedError`` when sequenced, else ``OutOfRangeError``).
+        """
         size = self._proof_size(tree_size, "tree_size")
         for i in indexes:
             self._check_included(i, size, explicit=tree_size != 0)
@@ -272,7 +281,6 @@ class Log:
         proofs = [
             InclusionProof(
                 entry=decode_leaf(i, leaf),
-                leaf_hash=merkle.leaf_hash(leaf),
                 tree_size=size,
                 hashes=tuple(hash_of[node] for node in plan),
             )
@@ -293,7 +301,10 @@ class Log:
 
     def consistency_proof(self, size1: int, size2: int) -> ConsistencyProof:
         """RFC 9162 consistency proof, ``size1 <= size2 <= latest published`` (0: latest)."""
+        latest = size2 == 0
         size2 = self._proof_size(size2, "size2")
+        if size1 > size2 and latest:
+            raise OutOfRangeError(f"size1: {size1} > latest published tree size {size2}")
         if size1 > size2:
             raise InvalidArgumentError(f"size1: {size1} > size2 {size2}")
         if size1 == 0 or size1 == size2:
@@ -302,6 +313,39 @@ class Log:
         proof = ConsistencyProof(size1=size1, size2=size2, hashes=hashes)
         selfcheck.check_consistency(proof, self.root_at(size1), self._signed_root(size2))
         return proof
+
+    def receipt_bundle(
+        self, record_digests: Sequence[bytes], tree_size: int = 0, *, prefer_anchored: bool = True
+    ) -> ReceiptBundle:
+        """Everything the receipts of ``record_digests`` need, at one checkpoint.
+
+        The checkpoint is ``tree_size``'s when given; else, with ``prefer_anchored``, the
+        earliest anchored checkpoint covering every entry (the tightest "existed by" time the
+        log can prove), else the latest.
+        """
+        indexes = [self.index_of(d) for d in record_digests]
+        if not indexes:
+            raise InvalidArgumentError("record_digests: empty, want 1 or more")
+        size = tree_size or self._receipt_size(max(indexes) + 1, prefer_anchored)
+        proofs = self.inclusion_proofs(indexes, size)
+        return ReceiptBundle(
+            checkpoint=self.checkpoint(size),
+            anchors=tuple(self.anchors(size)),
+            proofs=tuple(proofs),
+        )
+
+    def _receipt_size(self, needed: int, prefer_anchored: bool) -> int:
+        if prefer_anchored:
+            covering = [s for s in self.anchored_sizes(MAX_ANCHORED_SIZES) if s >= needed]
+            if covering:
+                return min(covering)
+        latest = self._require_latest().size
+        if latest < needed:
+            raise NotYetPublishedError(
+                f"entry {needed - 1} is sequenced but the latest checkpoint has size {latest}; "
+                "retry after the next checkpoint"
+            )
+        return latest
 
     def root_at(self, size: int) -> bytes:
         """Root hash of the durable tree at ``size`` (from stored nodes)."""
@@ -343,14 +387,14 @@ class Log:
     def _check_included(self, index: int, size: int, *, explicit: bool) -> None:
         if index < size:
             return
-        if explicit:  # can never succeed at this size
-            raise InvalidArgumentError(f"index: {index} >= tree_size {size}, want < tree_size")
-        if index >= self.size:
-            raise OutOfRangeError(f"index: {index} >= tree size {self.size}")
-        raise NotYetPublishedError(
-            f"index {index} is sequenced but not covered by a checkpoint of size {size}; "
-            "retry after the next checkpoint"
-        )
+        if explicit:
+            raise InvalidArgumentError(f"index: {index} >= tree_size {size}")
+        if index < self.size:
+            raise NotYetPublishedError(
+                f"index {index} is sequenced but not covered by a checkpoint of size {size}; "
+                "retry after the next checkpoint"
+            )
+        raise OutOfRangeError(f"index: {index} >= latest published tree size {size}")
 
     def _raise_if_failed(self) -> None:
         if self._failure is not None:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 from ledger.errors import BoundsError, MalformedHashError, ProofShapeError, RootMismatchError
+from ledger.limits import HASH_SIZE
 
 __all__ = [
     "EMPTY_ROOT",
@@ -46,7 +47,6 @@ __all__ = [
     "verify_inclusion",
 ]
 
-HASH_SIZE = 32
 EMPTY_ROOT = hashlib.sha256(b"").digest()
 _LEAF_PREFIX = b"\x00"
 _NODE_PREFIX = b"\x01"

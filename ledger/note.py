@@ -39,6 +39,8 @@ __all__ = [
     "verify_signatures",
 ]
 
+ED25519_KEY_SIZE = 32  # an Ed25519 public key or seed (RFC 8032 §5.1.5)
+
 
 ALG_ED25519 = 0x01
 ALG_COSIGNATURE_V1 = 0x04
@@ -260,7 +262,7 @@ class _PublicKey:
     public_key: bytes
 
     def __post_init__(self) -> None:
-        if not _is_valid_name(self.name) or len(self.public_key) != 32:
+        if not _is_valid_name(self.name) or len(self.public_key) != ED25519_KEY_SIZE:
             raise MalformedKeyError(f"bad key name {self.name!r} or public key length")
 
     @property
@@ -298,7 +300,7 @@ class _PrivateKey:
     seed: bytes = field(repr=False)
 
     def __post_init__(self) -> None:
-        if not _is_valid_name(self.name) or len(self.seed) != 32:
+        if not _is_valid_name(self.name) or len(self.seed) != ED25519_KEY_SIZE:
             raise MalformedKeyError(f"bad key name {self.name!r} or seed length")
 
     @property

@@ -59,6 +59,7 @@ from ledger.jcs import (
     to_plain,
     wrong_type,
 )
+from ledger.limits import HASH_SIZE
 
 __all__ = [
     "CANDIDATE_FIELDS",
@@ -347,8 +348,11 @@ class DecisionRecord:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> DecisionRecord:
-        """Strictly parse JSON text and validate it (inverse of ``to_json``)."""
-        return cls.from_json_obj(loads_strict(text, safe_numbers=True))
+        """Strictly parse JSON text and validate it (inverse of ``to_json``).
+
+        ``loads_strict`` already checked the I-JSON limits, so the parse is not checked again.
+        """
+        return cls(**_parse_record(loads_strict(text, safe_numbers=True)))
 
 
 # --- validation: each reader takes (JSON value, field path) and returns the typed value ----------
@@ -585,7 +589,7 @@ def verify_disclosure(
     ``SHA-256(salt || JCS(value))``. Raises ``RecordError`` on any mismatch, ``InvalidRecordError``
     if the record is malformed, ``MalformedHashError`` if the expected digest is not 32 bytes.
     """
-    if len(expected_record_digest) != 32:
+    if len(expected_record_digest) != HASH_SIZE:
         raise MalformedHashError("expected record digest must be 32 bytes")
     if isinstance(record, str | bytes):
         record = DecisionRecord.from_json(record)

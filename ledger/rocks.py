@@ -52,7 +52,6 @@ __all__ = ["RocksStore"]
 _STATE = b"S"
 # Column families: the append-only families (entries, nodes: keys grow with the index) compact
 # by cheap trivial moves; only the dedup index (random digests) pays for real compaction.
-_FAMILIES = ("entries", "dedup", "nodes")
 _U64 = 8
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from ledger.errors import InvalidRecordError
 from ledger.jcs import Json
+from ledger.limits import HASH_SIZE
 from ledger.records import DecisionRecord, RunClosed, RunStep, new_record_id, record_digest
 
 __all__ = [
@@ -135,7 +136,7 @@ def run_closed_record(
 
 
 def _hex32(digest: bytes, index: int, where: str = "payload.steps") -> str:
-    if not isinstance(digest, bytes) or len(digest) != 32:
+    if not isinstance(digest, bytes) or len(digest) != HASH_SIZE:
         raise InvalidRecordError(f"{where}[{index}]", "expected a 32-byte SHA-256 digest")
     return digest.hex()
 

@@ -8,30 +8,22 @@ sequencer exactly where the durable log is.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from ledger import merkle
 from ledger.errors import DataLossError, InvalidArgumentError
+from ledger.limits import HASH_SIZE, MAX_METADATA
 from ledger.storage import Store
 from ledger.types import (
-    DIGEST_SIZE,
-    MAX_METADATA,
+    AppendItem,
     AppendResult,
     decode_leaf,
     leaf_prefix,
     leaf_suffix,
 )
 
-__all__ = ["AppendItem", "Sequenced", "Sequencer"]
-
-
-class AppendItem(NamedTuple):
-    """One record digest to append, with optional small metadata bound into the leaf."""
-
-    record_digest: bytes
-    metadata: bytes = b""
+__all__ = ["AppendItem", "Sequenced", "Sequencer", "ValidItems", "validate_items"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,21 +37,35 @@ class Sequenced:
     last_timestamp_ms: int
 
 
-def validate_items(items: Sequence[AppendItem], max_items: int) -> None:
+class ValidItems(tuple[AppendItem, ...]):
+    """Items that ``validate_items`` accepted: the log does not check them again."""
+
+    __slots__ = ()
+
+    @classmethod
+    def concat(cls, parts: Iterable[ValidItems]) -> ValidItems:
+        """Several validated batches as one (a group commit); the caller bounds the total."""
+        return cls(item for part in parts for item in part)
+
+
+def validate_items(items: Sequence[AppendItem], max_items: int) -> ValidItems:
     """Refuse an empty or oversized batch, wrong digest lengths and oversized metadata."""
+    if isinstance(items, ValidItems) and len(items) <= max_items:
+        return items
     if not items:
         raise InvalidArgumentError("items: empty batch, want 1 or more")
     if len(items) > max_items:
         raise InvalidArgumentError(f"items: {len(items)} in one batch, max {max_items}")
     for i, item in enumerate(items):
-        if len(item.record_digest) != DIGEST_SIZE:
+        if len(item.record_digest) != HASH_SIZE:
             raise InvalidArgumentError(
-                f"items[{i}].record_digest: {len(item.record_digest)} bytes, want {DIGEST_SIZE}"
+                f"items[{i}].record_digest: {len(item.record_digest)} bytes, want {HASH_SIZE}"
             )
         if len(item.metadata) > MAX_METADATA:
             raise InvalidArgumentError(
                 f"items[{i}].metadata: {len(item.metadata)} bytes, max {MAX_METADATA}"
             )
+    return ValidItems(items)
 
 
 class Sequencer:
@@ -161,7 +167,7 @@ class Sequencer:
                 )
             known[digest] = AppendResult(
                 index=index,
-                leaf_hash=merkle.leaf_hash(leaf),
+                leaf_hash=entry.leaf_hash,
                 timestamp_ms=entry.timestamp_ms,
                 duplicate=True,
             )

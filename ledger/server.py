@@ -1,15 +1,16 @@
-"""gRPC adapter for ``ledger.v1.LedgerService`` (proto/ledger/v1/ledger.proto): protobuf <-> types.
+"""gRPC adapter for ``ledger.v1.LedgerService`` (proto/ledger/v1/ledger.proto).
 
-Only this module (and the client's remote module) touches generated code. Errors map to status
-codes in one table, ``STATUS_OF``. Health checking (grpc.health.v1) and server reflection are
-registered so ``grpcurl`` works without the .proto file.
+Handlers only translate: requests through ``ledger.wire`` into core types, a call on the
+``LogService`` (which runs reads on its reader threads, never on the event loop), and answers
+back through ``ledger.wire``; errors become statuses through ``wire.status_of``. Health checking
+(grpc.health.v1) and server reflection are registered so ``grpcurl`` works without the .proto.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import wraps
 from typing import Any, TypeVar
 
@@ -20,77 +21,46 @@ from grpc_health.v1 import health as grpc_health
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from ledger import merkle
-from ledger.anchoring import token_certificates, token_imprint
+from ledger import wire
+from ledger.anchoring import AnchorOutcome
 from ledger.errors import (
-    DataLossError,
-    FormatError,
+    FailedPreconditionError,
     InvalidArgumentError,
     LedgerError,
-    NotFoundError,
-    NotYetPublishedError,
-    OutOfRangeError,
-    PushbackError,
-    ReadOnlyError,
     ServiceError,
-    StorageError,
     UnauthenticatedError,
-    VerificationError,
 )
-from ledger.log import MAX_BATCH
-from ledger.sequencer import AppendItem
+from ledger.limits import (
+    DEFAULT_ANCHORED_SIZES,
+    HASH_SIZE,
+    MAX_ANCHORED_SIZES,
+    MAX_BATCH,
+    MAX_MESSAGE_BYTES,
+    MAX_PROOFS_PER_CALL,
+)
 from ledger.service import LogService
-from ledger.types import Anchor, AppendResult, Entry, InclusionProof, PublishedCheckpoint
+from ledger.types import AppendItem, AppendOutcome
 from ledger.v1 import ledger_pb2 as pb
 
-__all__ = ["STATUS_OF", "LedgerServicer", "create_server"]
+__all__ = ["LedgerServicer", "create_server"]
 
 _log = logging.getLogger("ledger.server")
-_R = TypeVar("_R")
-
-MAX_PROOFS_PER_CALL = 1_000
-MAX_MESSAGE_BYTES = 16 << 20
-
-# One table: error class -> gRPC status (first match wins, most specific first).
-STATUS_OF: tuple[tuple[type[LedgerError], grpc.StatusCode], ...] = (
-    (InvalidArgumentError, grpc.StatusCode.INVALID_ARGUMENT),
-    (FormatError, grpc.StatusCode.INVALID_ARGUMENT),
-    (OutOfRangeError, grpc.StatusCode.OUT_OF_RANGE),
-    (NotFoundError, grpc.StatusCode.NOT_FOUND),
-    (NotYetPublishedError, grpc.StatusCode.FAILED_PRECONDITION),
-    (PushbackError, grpc.StatusCode.RESOURCE_EXHAUSTED),
-    (UnauthenticatedError, grpc.StatusCode.UNAUTHENTICATED),
-    (ReadOnlyError, grpc.StatusCode.FAILED_PRECONDITION),
-    (DataLossError, grpc.StatusCode.DATA_LOSS),
-    (StorageError, grpc.StatusCode.INTERNAL),
-    (VerificationError, grpc.StatusCode.FAILED_PRECONDITION),
-    (ServiceError, grpc.StatusCode.UNAVAILABLE),
-)
+_Req = TypeVar("_Req")
+_Resp = TypeVar("_Resp")
+Context = grpc.aio.ServicerContext[Any, Any]
+Handler = Callable[[Any, _Req, Context], Awaitable[_Resp]]
 
 
-def status_of(exc: LedgerError) -> grpc.StatusCode:
-    """The gRPC status for a ledger error."""
-    for cls, code in STATUS_OF:
-        if isinstance(exc, cls):
-            return code
-    return grpc.StatusCode.INTERNAL
-
-
-Handler = Callable[[Any, Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[_R]]
-
-
-def _guarded(fn: Handler[_R]) -> Handler[_R]:
+def _guarded(fn: Handler[_Req, _Resp]) -> Handler[_Req, _Resp]:
     """Turn ledger errors into statuses with their message; never leak a traceback."""
 
     @wraps(fn)
-    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> _R:
+    async def wrapper(self: Any, request: _Req, context: Context) -> _Resp:
         try:
             return await fn(self, request, context)
         except LedgerError as exc:
-            if isinstance(exc, PushbackError):
-                retry_ms = str(int(exc.retry_after * 1000))
-                context.set_trailing_metadata((("retry-after-ms", retry_ms),))
-            await context.abort(status_of(exc), str(exc))
+            context.set_trailing_metadata(wire.retry_trailer(exc))
+            await context.abort(wire.status_of(exc), str(exc))
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
         except Exception:
@@ -101,106 +71,42 @@ def _guarded(fn: Handler[_R]) -> Handler[_R]:
     return wrapper
 
 
-# --- conversions --------------------------------------------------------------------------
-
-
-def _items(items: Sequence[pb.AppendItem]) -> list[AppendItem]:
-    return [AppendItem(i.record_digest, i.metadata) for i in items]
-
-
-def _checkpoint(cp: PublishedCheckpoint) -> pb.Checkpoint:
-    return pb.Checkpoint(note=cp.note, origin=cp.origin, size=cp.size, root_hash=cp.root_hash)
-
-
-def _fill_entry(m: Any, e: Entry) -> None:
-    m.index = e.index
-    m.leaf = e.leaf
-    m.leaf_hash = merkle.leaf_hash(e.leaf)
-    m.record_digest = e.record_digest
-    m.timestamp_ms = e.timestamp_ms
-    m.metadata = e.metadata
-
-
-def _entry(e: Entry) -> pb.Entry:
-    m = pb.Entry()
-    _fill_entry(m, e)
-    return m
-
-
-def _fill_inclusion(m: Any, p: InclusionProof) -> None:
-    m.index = p.entry.index
-    m.tree_size = p.tree_size
-    m.leaf_hash = p.leaf_hash
-    m.hashes.extend(p.hashes)
-    _fill_entry(m.entry, p.entry)
-
-
-def _inclusion(p: InclusionProof) -> pb.InclusionProof:
-    m = pb.InclusionProof()
-    _fill_inclusion(m, p)
-    return m
-
-
-def _append_response(
-    results: Sequence[AppendResult], proofs: Sequence[InclusionProof] = ()
-) -> pb.AppendRecordsResponse:
-    """Built with ``add()``: about 2.5x faster than constructing each sub-message (B2)."""
-    response = pb.AppendRecordsResponse()
-    add = response.results.add
-    for r in results:
-        add(
-            index=r.index, leaf_hash=r.leaf_hash, timestamp_ms=r.timestamp_ms, duplicate=r.duplicate
-        )
-    for m, p in zip(response.results, proofs, strict=False):  # proofs only when waited
-        m.inclusion_proof.extend(p.hashes)
-    return response
-
-
-def anchor_message(a: Anchor) -> pb.Anchor:
-    """Protobuf form of a stored anchor (certificates are extracted from the token)."""
-    return pb.Anchor(
-        size=a.size,
-        tsa=a.tsa,
-        token=a.token,
-        message_imprint=token_imprint(a.token),
-        gen_time_ms=a.gen_time_ms,
-        certificates=token_certificates(a.token),
-    )
-
-
 def _digest(value: bytes, field: str) -> bytes:
-    if len(value) != 32:
-        raise InvalidArgumentError(f"{field}: {len(value)} bytes, want 32")
+    if len(value) != HASH_SIZE:
+        raise InvalidArgumentError(f"{field}: {len(value)} bytes, want {HASH_SIZE}")
     return value
 
 
-# --- the servicer -------------------------------------------------------------------------
-
-
 class LedgerServicer:
-    """Implements ``ledger.v1.LedgerService`` over a ``LogService``."""
+    """Implements ``ledger.v1.LedgerService`` over a ``LogService`` (and nothing else)."""
 
     def __init__(
-        self, service: LogService, *, anchor_now: Callable[[], Awaitable[Any]] | None = None
+        self,
+        service: LogService,
+        *,
+        anchor_now: Callable[[], Awaitable[AnchorOutcome]] | None = None,
     ) -> None:
         self._service = service
-        self._log = service.log
         self._anchor_now = anchor_now
 
     @_guarded
-    async def AppendRecords(self, request: Any, context: Any) -> pb.AppendRecordsResponse:
-        results = await self._service.append(_items(request.items))
+    async def AppendRecords(
+        self, request: pb.AppendRecordsRequest, context: Context
+    ) -> pb.AppendRecordsResponse:
+        results = await self._service.append(wire.items_from_pb(request.items))
         if not request.wait_for_checkpoint:
-            return _append_response(results)
+            return wire.append_outcome_to_pb(AppendOutcome(results=results))
         cp = await self._service.wait_for_checkpoint(max(r.index for r in results) + 1)
-        response = _append_response(
-            results, self._log.inclusion_proofs([r.index for r in results], cp.size)
+        proofs = None
+        if request.include_proofs:
+            found = await self._service.inclusion_proofs([r.index for r in results], (), cp.size)
+            proofs = [p.hashes for p in found]
+        return wire.append_outcome_to_pb(
+            AppendOutcome(results=results, checkpoint=cp, proofs=proofs)
         )
-        response.checkpoint.CopyFrom(_checkpoint(cp))
-        return response
 
     async def StreamAppend(
-        self, request_iterator: AsyncIterator[Any], context: Any
+        self, request_iterator: AsyncIterator[pb.StreamAppendRequest], context: Context
     ) -> AsyncIterator[pb.StreamAppendAck]:
         buffer = _StreamBuffer()
         read_task = asyncio.create_task(buffer.fill(request_iterator))
@@ -210,98 +116,117 @@ class LedgerServicer:
                 try:
                     results = await self._service.append(group)
                 except LedgerError as exc:
-                    await context.abort(status_of(exc), f"stream position {position}: {exc}")
-                yield _stream_ack(position, results)
+                    context.set_trailing_metadata(wire.retry_trailer(exc))
+                    await context.abort(wire.status_of(exc), f"stream position {position}: {exc}")
+                yield wire.stream_ack_to_pb(position, results)
                 position += len(group)
         finally:
             read_task.cancel()
 
     @_guarded
-    async def GetCheckpoint(self, request: Any, context: Any) -> pb.Checkpoint:
-        return _checkpoint(self._log.checkpoint(request.size))
+    async def GetCheckpoint(
+        self, request: pb.GetCheckpointRequest, context: Context
+    ) -> pb.Checkpoint:
+        return wire.checkpoint_to_pb(await self._service.checkpoint(request.size))
 
     @_guarded
-    async def GetInclusionProof(self, request: Any, context: Any) -> pb.InclusionProof:
+    async def GetInclusionProof(
+        self, request: pb.GetInclusionProofRequest, context: Context
+    ) -> pb.InclusionProof:
         which = request.WhichOneof("leaf")
         if which is None:
             raise InvalidArgumentError("leaf: set index or record_digest")
         if which == "record_digest":
-            index = self._log.index_of(_digest(request.record_digest, "record_digest"))
+            digest = _digest(request.record_digest, "record_digest")
+            proofs = await self._service.inclusion_proofs((), [digest], request.tree_size)
         else:
-            index = request.index
-        return _inclusion(self._log.inclusion_proof(index, request.tree_size))
+            proofs = await self._service.inclusion_proofs([request.index], (), request.tree_size)
+        return wire.inclusion_to_pb(proofs[0])
 
     @_guarded
-    async def GetInclusionProofs(self, request: Any, context: Any) -> pb.GetInclusionProofsResponse:
+    async def GetInclusionProofs(
+        self, request: pb.GetInclusionProofsRequest, context: Context
+    ) -> pb.GetInclusionProofsResponse:
         total = len(request.indexes) + len(request.record_digests)
         if not 0 < total <= MAX_PROOFS_PER_CALL:
             raise InvalidArgumentError(
                 f"indexes + record_digests: {total} requested, want 1..{MAX_PROOFS_PER_CALL}"
             )
-        indexes = list(request.indexes)
-        for i, d in enumerate(request.record_digests):
-            indexes.append(self._log.index_of(_digest(d, f"record_digests[{i}]")))
-        proofs = self._log.inclusion_proofs(indexes, request.tree_size)
-        size = proofs[0].tree_size
-        response = pb.GetInclusionProofsResponse(tree_size=size)
+        digests = [_digest(d, f"record_digests[{i}]") for i, d in enumerate(request.record_digests)]
+        proofs = await self._service.inclusion_proofs(
+            list(request.indexes), digests, request.tree_size
+        )
+        response = pb.GetInclusionProofsResponse(tree_size=proofs[0].tree_size)
         for p in proofs:
-            _fill_inclusion(response.proofs.add(), p)
+            wire.fill_inclusion(response.proofs.add(), p)
         return response
 
     @_guarded
-    async def GetConsistencyProof(self, request: Any, context: Any) -> pb.ConsistencyProof:
-        p = self._log.consistency_proof(request.size1, request.size2)
-        return pb.ConsistencyProof(size1=p.size1, size2=p.size2, hashes=list(p.hashes))
+    async def GetConsistencyProof(
+        self, request: pb.GetConsistencyProofRequest, context: Context
+    ) -> pb.ConsistencyProof:
+        proof = await self._service.consistency_proof(request.size1, request.size2)
+        return wire.consistency_to_pb(proof)
 
     @_guarded
-    async def GetEntries(self, request: Any, context: Any) -> pb.GetEntriesResponse:
-        entries = self._log.entries(request.start, request.count)
+    async def GetEntries(
+        self, request: pb.GetEntriesRequest, context: Context
+    ) -> pb.GetEntriesResponse:
+        entries = await self._service.entries(request.start, request.count)
         response = pb.GetEntriesResponse()
-        for e in entries:
-            _fill_entry(response.entries.add(), e)
+        for entry in entries:
+            wire.fill_entry(response.entries.add(), entry)
         return response
 
     @_guarded
-    async def GetEntry(self, request: Any, context: Any) -> pb.Entry:
+    async def GetEntry(self, request: pb.GetEntryRequest, context: Context) -> pb.Entry:
         digest = _digest(request.record_digest, "record_digest")
-        return _entry(self._log.entry_by_digest(digest))
+        return wire.entry_to_pb(await self._service.entry(digest))
 
     @_guarded
-    async def GetAnchors(self, request: Any, context: Any) -> pb.GetAnchorsResponse:
-        size = request.size
-        if size == 0:
-            sizes = self._log.anchored_sizes(1)
-            if not sizes:
-                raise NotFoundError("size: no checkpoint has been anchored yet")
-            size = sizes[0]
-        cp = self._log.checkpoint(size)
-        anchors = self._log.anchors(size)
-        if not anchors:
-            raise NotFoundError(f"size: the checkpoint of size {size} has no anchor yet")
+    async def GetAnchors(
+        self, request: pb.GetAnchorsRequest, context: Context
+    ) -> pb.GetAnchorsResponse:
+        checkpoint, anchors = await self._service.anchors(request.size)
         return pb.GetAnchorsResponse(
-            checkpoint=_checkpoint(cp), anchors=[anchor_message(a) for a in anchors]
+            checkpoint=wire.checkpoint_to_pb(checkpoint),
+            anchors=[wire.anchor_to_pb(a) for a in anchors],
         )
 
     @_guarded
-    async def ListAnchoredSizes(self, request: Any, context: Any) -> pb.ListAnchoredSizesResponse:
-        limit = request.limit or 100
-        if limit > 10_000:
-            raise InvalidArgumentError(f"limit: {limit}, max 10000")
-        return pb.ListAnchoredSizesResponse(sizes=self._log.anchored_sizes(limit))
+    async def GetReceipts(
+        self, request: pb.GetReceiptsRequest, context: Context
+    ) -> pb.GetReceiptsResponse:
+        count = len(request.record_digests)
+        if not 0 < count <= MAX_PROOFS_PER_CALL:
+            raise InvalidArgumentError(
+                f"record_digests: {count} requested, want 1..{MAX_PROOFS_PER_CALL}"
+            )
+        digests = [_digest(d, f"record_digests[{i}]") for i, d in enumerate(request.record_digests)]
+        bundle = await self._service.receipts(
+            digests, request.tree_size, prefer_anchored=request.prefer_anchored
+        )
+        return wire.receipts_to_pb(bundle)
 
     @_guarded
-    async def AnchorNow(self, request: Any, context: Any) -> pb.AnchorNowResponse:
+    async def ListAnchoredSizes(
+        self, request: pb.ListAnchoredSizesRequest, context: Context
+    ) -> pb.ListAnchoredSizesResponse:
+        limit = request.limit or DEFAULT_ANCHORED_SIZES
+        if limit > MAX_ANCHORED_SIZES:
+            raise InvalidArgumentError(f"limit: {limit}, max {MAX_ANCHORED_SIZES}")
+        return pb.ListAnchoredSizesResponse(sizes=await self._service.anchored_sizes(limit))
+
+    @_guarded
+    async def AnchorNow(
+        self, request: pb.AnchorNowRequest, context: Context
+    ) -> pb.AnchorNowResponse:
         if self._anchor_now is None:
-            raise ServiceError("no TSA is configured on this server")
+            raise FailedPreconditionError("no TSA is configured on this server")
         peer = context.peer()
         if not _is_local_peer(peer):
             raise UnauthenticatedError(f"AnchorNow is accepted from localhost only, not {peer}")
-        outcome = await self._anchor_now()
-        return pb.AnchorNowResponse(
-            size=outcome.size,
-            anchors=[anchor_message(a) for a in outcome.anchors],
-            failures=list(outcome.failures),
-        )
+        return wire.anchor_outcome_to_pb(await self._anchor_now())
 
 
 class _StreamBuffer:
@@ -317,11 +242,11 @@ class _StreamBuffer:
         self._room.set()
         self._finished = False
 
-    async def fill(self, request_iterator: AsyncIterator[Any]) -> None:
+    async def fill(self, request_iterator: AsyncIterator[pb.StreamAppendRequest]) -> None:
         """Read messages until the client half-closes, pausing while the buffer is full."""
         try:
             async for message in request_iterator:
-                self._items.extend(_items(message.items))
+                self._items.extend(wire.items_from_pb(message.items))
                 self._more.set()
                 if len(self._items) >= self.LIMIT:
                     self._room.clear()
@@ -346,23 +271,6 @@ class _StreamBuffer:
 
 def _is_local_peer(peer: str) -> bool:
     return peer.startswith(("ipv4:127.", "ipv6:[::1]", "unix:"))
-
-
-def _stream_ack(position: int, results: Sequence[AppendResult]) -> pb.StreamAppendAck:
-    new = [r for r in results if not r.duplicate]
-    duplicates = [
-        pb.StreamDuplicate(position=position + i, index=r.index)
-        for i, r in enumerate(results)
-        if r.duplicate
-    ]
-    return pb.StreamAppendAck(
-        first_position=position,
-        count=len(results),
-        first_index=new[0].index if new else 0,
-        new_entries=len(new),
-        duplicates=duplicates,
-        timestamp_ms=results[-1].timestamp_ms if results else 0,
-    )
 
 
 def _parse(cls: Any, raw: bytes) -> Any:
@@ -426,7 +334,7 @@ async def create_server(
     service: LogService,
     listen: str,
     *,
-    anchor_now: Callable[[], Awaitable[Any]] | None = None,
+    anchor_now: Callable[[], Awaitable[AnchorOutcome]] | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Build and start a gRPC server on ``listen`` (port 0 picks one); return it and its port."""
     server = grpc.aio.server(
@@ -451,10 +359,15 @@ async def create_server(
     await server.start()
     await health.set("", health_pb2.HealthCheckResponse.SERVING)
     await health.set(names[0], health_pb2.HealthCheckResponse.SERVING)
+    pending: set[asyncio.Task[None]] = set()
 
     def not_serving(_fault: Exception) -> None:  # the writer stopped: tell load balancers
         for name in ("", names[0]):
-            asyncio.ensure_future(health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING))
+            task = asyncio.ensure_future(
+                health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+            )
+            pending.add(task)
+            task.add_done_callback(pending.discard)
 
     service.add_failure_listener(not_serving)
     return server, port

@@ -11,6 +11,10 @@ that fails) stops the log loudly: the error is logged with its cause, the failur
 (health: NOT_SERVING) are told, queued and new appends fail at once with ``LogFailedError``
 (UNAVAILABLE), and ``stop`` returns promptly. Reads go on. A restart resumes the log once the
 cause is fixed: nothing acknowledged is lost (README "Faults").
+
+Reads (checkpoints, proofs, entries, anchors, receipts) run on a pool of reader threads, never on
+the event-loop thread, so a large proof batch does not stall appends or other calls; the
+adapters (gRPC, HTTP) reach the log only through this service.
 """
 
 from __future__ import annotations
@@ -24,10 +28,26 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ledger.errors import LogFailedError, PushbackError, ReadOnlyError, ServiceError
-from ledger.log import MAX_BATCH, MAX_GROUP, Log
-from ledger.sequencer import AppendItem, validate_items
-from ledger.types import AppendResult, PublishedCheckpoint
+from ledger.errors import (
+    LogFailedError,
+    NotFoundError,
+    PushbackError,
+    ReadOnlyError,
+    UnavailableError,
+)
+from ledger.limits import MAX_BATCH, MAX_GROUP
+from ledger.log import Log
+from ledger.sequencer import ValidItems, validate_items
+from ledger.types import (
+    Anchor,
+    AppendItem,
+    AppendResult,
+    ConsistencyProof,
+    Entry,
+    InclusionProof,
+    PublishedCheckpoint,
+    ReceiptBundle,
+)
 
 __all__ = ["LogService"]
 
@@ -38,7 +58,7 @@ STOP_DRAIN_S = 10.0  # how long ``stop`` waits for queued appends before failing
 
 @dataclass(slots=True)
 class _Request:
-    items: Sequence[AppendItem]
+    items: ValidItems
     done: asyncio.Future[list[AppendResult]] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
@@ -54,6 +74,7 @@ class LogService:
         checkpoint_interval: float = 0.05,
         max_pending: int = 200_000,
         group_items: int = 20_000,
+        readers: int = 4,
     ) -> None:
         self.log = log
         self._interval = checkpoint_interval
@@ -65,6 +86,7 @@ class LogService:
         self._wake_publisher = asyncio.Event()
         self._published = asyncio.Condition()
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-writer")
+        self._readers = ThreadPoolExecutor(max_workers=readers, thread_name_prefix="ledger-reader")
         self._tasks: list[asyncio.Task[None]] = []
         self._accepting = False
         self._dirty = False
@@ -101,7 +123,9 @@ class LogService:
         deadline = asyncio.get_running_loop().time() + STOP_DRAIN_S
         while self._queue and self._failure is None:
             if asyncio.get_running_loop().time() > deadline:
-                self._fail_queued(ServiceError("the log stopped before this append was written"))
+                self._fail_queued(
+                    UnavailableError("the log stopped before this append was written")
+                )
                 break
             self._wake_writer.set()
             await asyncio.sleep(0.005)
@@ -114,24 +138,25 @@ class LogService:
             with contextlib.suppress(Exception):
                 await self._publish_once()
         self._writer.shutdown(wait=True)
+        self._readers.shutdown(wait=True)
 
     # --- appends ---------------------------------------------------------------------------
 
     async def append(self, items: Sequence[AppendItem]) -> list[AppendResult]:
         """Append a batch; return once it is durable."""
-        validate_items(items, MAX_BATCH)
+        valid = validate_items(items, MAX_BATCH)
         if self._failure is not None:
             raise self._failed_error()
         if self.log.read_only is not None:
             raise ReadOnlyError(self.log.read_only)
         if not self._accepting:
-            raise ServiceError("the log is shutting down; retry against the restarted server")
+            raise UnavailableError("the log is shutting down; retry against the restarted server")
         if self._queued_items + len(items) > self._max_pending:
             raise PushbackError(
                 f"{self._queued_items} items queued (max {self._max_pending}); retry shortly",
                 retry_after=0.05,
             )
-        request = _Request(items)
+        request = _Request(valid)
         self._queue.append(request)
         self._queued_items += len(items)
         self._wake_writer.set()
@@ -150,7 +175,7 @@ class LogService:
                 await asyncio.wait_for(self._published.wait_for(covered), timeout)
         except TimeoutError:
             # UNAVAILABLE, so clients retry: the entries are durable and appends are idempotent.
-            raise ServiceError(
+            raise UnavailableError(
                 f"no checkpoint covered {size} entries within {timeout:g} s; the entries are "
                 "durable: retry (appends are idempotent) or fetch proofs after the next checkpoint"
             ) from None
@@ -202,6 +227,70 @@ class LogService:
         async with self._published:
             self._published.notify_all()
 
+    # --- reads, on the reader threads -------------------------------------------------------
+
+    async def checkpoint(self, size: int = 0) -> PublishedCheckpoint:
+        """The checkpoint published for ``size`` (0: the latest)."""
+        return await self._read(self.log.checkpoint, size)
+
+    async def inclusion_proofs(
+        self, indexes: Sequence[int], record_digests: Sequence[bytes], tree_size: int
+    ) -> list[InclusionProof]:
+        """Inclusion proofs at one size: ``indexes`` first, then ``record_digests``."""
+
+        def prove() -> list[InclusionProof]:
+            found = [self.log.index_of(d) for d in record_digests]
+            return self.log.inclusion_proofs([*indexes, *found], tree_size)
+
+        return await self._read(prove)
+
+    async def consistency_proof(self, size1: int, size2: int) -> ConsistencyProof:
+        """RFC 9162 consistency proof (``size2`` 0: the latest)."""
+        return await self._read(self.log.consistency_proof, size1, size2)
+
+    async def entries(self, start: int, count: int) -> list[Entry]:
+        """A page of published entries."""
+        return await self._read(self.log.entries, start, count)
+
+    async def entry(self, record_digest: bytes) -> Entry:
+        """The entry of a logged record digest."""
+        return await self._read(self.log.entry_by_digest, record_digest)
+
+    async def anchors(self, size: int) -> tuple[PublishedCheckpoint, list[Anchor]]:
+        """The checkpoint of ``size`` (0: the newest anchored) and its anchors."""
+
+        def read() -> tuple[PublishedCheckpoint, list[Anchor]]:
+            at = size
+            if at == 0:
+                sizes = self.log.anchored_sizes(1)
+                if not sizes:
+                    raise NotFoundError("size: no checkpoint has been anchored yet")
+                at = sizes[0]
+            checkpoint = self.log.checkpoint(at)
+            anchors = self.log.anchors(at)
+            if not anchors:
+                raise NotFoundError(f"size: the checkpoint of size {at} has no anchor yet")
+            return checkpoint, anchors
+
+        return await self._read(read)
+
+    async def anchored_sizes(self, limit: int) -> list[int]:
+        """Anchored checkpoint sizes, newest first."""
+        return await self._read(self.log.anchored_sizes, limit)
+
+    async def receipts(
+        self, record_digests: Sequence[bytes], tree_size: int, *, prefer_anchored: bool
+    ) -> ReceiptBundle:
+        """One checkpoint, its anchors and an inclusion proof per digest (``receipt_bundle``)."""
+        return await self._read(
+            lambda: self.log.receipt_bundle(
+                record_digests, tree_size, prefer_anchored=prefer_anchored
+            )
+        )
+
+    async def _read(self, fn: Callable[..., _T], *args: Any) -> _T:
+        return await asyncio.get_running_loop().run_in_executor(self._readers, fn, *args)
+
     # --- the writer and the publisher -------------------------------------------------------
 
     async def _write_loop(self) -> None:
@@ -233,7 +322,7 @@ class LogService:
         return group
 
     async def _commit(self, group: list[_Request]) -> None:
-        items = [item for request in group for item in request.items]
+        items = ValidItems.concat(request.items for request in group)
         try:
             results = await self._run(self.log.append, items)
         except Exception as exc:

@@ -51,6 +51,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from ledger.errors import FormatError, MalformedHashError, TimestampError
+from ledger.limits import HASH_SIZE
 from ledger.timestamp_asn1 import (
     OID_TST_INFO,
     SignedToken,
@@ -78,7 +79,9 @@ __all__ = [
     "VerifiedTimestamp",
     "build_request",
     "imprint_for_checkpoint_body",
+    "token_certificates",
     "token_from_response",
+    "token_imprint",
     "verify_response",
     "verify_token",
 ]
@@ -131,7 +134,7 @@ def build_request(
 ) -> TimestampRequest:
     """TimeStampReq v1 over a SHA-256 ``digest`` with a nonce (fresh 64-bit when None).
 
-    Requires ``len(digest) == 32`` and ``nonce >= 0``.
+    Requires ``len(digest) == HASH_SIZE`` and ``nonce >= 0``.
     """
     _require_sha256(digest)
     if nonce is None:
@@ -153,7 +156,7 @@ def build_request(
 
 
 def _require_sha256(digest: bytes) -> None:
-    if len(digest) != 32:
+    if len(digest) != HASH_SIZE:
         raise MalformedHashError(f"digest must be 32 bytes (SHA-256), got {len(digest)}")
 
 
@@ -365,3 +368,13 @@ def _rsa_padding(signer: SignerData, hash_: hashes.HashAlgorithm) -> padding.Asy
     if salt is None or salt < 0:
         raise TimestampError("signature", f"bad RSA-PSS salt length {salt}")
     return padding.PSS(mgf=padding.MGF1(hash_), salt_length=salt)
+
+
+def token_imprint(token: bytes) -> bytes:
+    """The messageImprint digest a token carries (unverified: for display and transport)."""
+    return parse_tst_info(parse_signed_token(token).econtent).imprint
+
+
+def token_certificates(token: bytes) -> list[bytes]:
+    """DER certificates carried in a token (unverified: for display and transport)."""
+    return list(parse_signed_token(token).certificates)

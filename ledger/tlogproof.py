@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from ledger.checkpoint import Checkpoint, SignedNote, decode_b64
 from ledger.errors import MalformedNoteError, MalformedProofFileError
+from ledger.limits import HASH_SIZE
 
 __all__ = ["HEADER", "MAX_PROOF_HASHES", "TlogProof"]
 
@@ -53,7 +54,7 @@ def _parse_index(line: str) -> int:
 
 def _parse_hash(line: str, number: int) -> bytes:
     raw = decode_b64(line)
-    if raw is None or len(raw) != 32:
+    if raw is None or len(raw) != HASH_SIZE:
         raise MalformedProofFileError(
             f"proof line {number} ({line[:60]!r}) is not canonical base64 of a 32-byte hash"
         )
@@ -77,7 +78,7 @@ class TlogProof:
                 f"{len(self.proof)} proof hashes; at most {MAX_PROOF_HASHES}"
             )
         for number, digest in enumerate(self.proof, 1):
-            if len(digest) != 32:
+            if len(digest) != HASH_SIZE:
                 raise MalformedProofFileError(f"proof hash {number} is {len(digest)} bytes, not 32")
         if self.extra is not None and not self.extra:
             raise MalformedProofFileError("extra data is empty: use None to omit the extra line")

@@ -39,6 +39,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 
+from ledger.limits import HASH_SIZE
 from ledger.timestamp_asn1 import TimeStampRespOptionalToken
 from ledger.tsa_pki import (
     PrivateKey,
@@ -236,7 +237,7 @@ def _parse_request(der: bytes, *, policy: str) -> _Request:
         raise _Rejection("bad_data_format", f"not a DER TimeStampReq: {exc}") from exc
     if version != 1:
         raise _Rejection("bad_request", f"TimeStampReq version {version} is not 1")
-    if algorithm != "sha256" or len(digest) != 32:
+    if algorithm != "sha256" or len(digest) != HASH_SIZE:
         raise _Rejection("bad_alg", f"only sha256 imprints are accepted, got {algorithm}")
     if asked_policy is not None and asked_policy != policy:
         raise _Rejection("unaccepted_policy", f"policy {asked_policy} is not {policy}")

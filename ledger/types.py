@@ -14,21 +14,27 @@ The log's receive time never decreases across the log, even when the wall clock 
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from ledger.errors import DataLossError, InvalidArgumentError
+from ledger.limits import HASH_SIZE, MAX_METADATA
 
 __all__ = [
     "DIGEST_SIZE",
     "LEAF_VERSION",
     "MAX_METADATA",
     "Anchor",
+    "AppendItem",
+    "AppendOutcome",
     "AppendResult",
     "ConsistencyProof",
     "Entry",
     "InclusionProof",
     "PublishedCheckpoint",
+    "ReceiptBundle",
+    "StreamAck",
     "decode_leaf",
     "encode_leaf",
     "leaf_prefix",
@@ -36,8 +42,7 @@ __all__ = [
 ]
 
 LEAF_VERSION = 1
-DIGEST_SIZE = 32
-MAX_METADATA = 1024
+DIGEST_SIZE = HASH_SIZE
 _HEADER = 1 + 8 + DIGEST_SIZE + 2
 
 
@@ -62,12 +67,20 @@ def encode_leaf(record_digest: bytes, timestamp_ms: int, metadata: bytes = b"") 
     return leaf_prefix(timestamp_ms) + record_digest + leaf_suffix(metadata)
 
 
+class AppendItem(NamedTuple):
+    """One record digest to append, with optional small metadata bound into the leaf."""
+
+    record_digest: bytes
+    metadata: bytes = b""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Entry:
-    """One sequenced log entry."""
+    """One sequenced log entry; ``leaf_hash`` is RFC 6962's ``SHA-256(0x00 || leaf)``."""
 
     index: int
     leaf: bytes
+    leaf_hash: bytes
     record_digest: bytes
     timestamp_ms: int
     metadata: bytes
@@ -83,6 +96,7 @@ def decode_leaf(index: int, leaf: bytes) -> Entry:
     return Entry(
         index=index,
         leaf=leaf,
+        leaf_hash=hashlib.sha256(b"\x00" + leaf).digest(),
         record_digest=leaf[9:41],
         timestamp_ms=int.from_bytes(leaf[1:9], "big"),
         metadata=leaf[43:],
@@ -113,9 +127,13 @@ class InclusionProof:
     """RFC 9162 inclusion proof for ``entry`` in the tree of ``tree_size``."""
 
     entry: Entry
-    leaf_hash: bytes
     tree_size: int
     hashes: tuple[bytes, ...]
+
+    @property
+    def leaf_hash(self) -> bytes:
+        """The proven leaf hash (the entry's)."""
+        return self.entry.leaf_hash
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,3 +153,35 @@ class Anchor:
     tsa: str
     token: bytes
     gen_time_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AppendOutcome:
+    """An append answered: one result per item; with waiting, the covering checkpoint, and
+    with proofs asked for, one inclusion path per item at that checkpoint's size."""
+
+    results: list[AppendResult]
+    checkpoint: PublishedCheckpoint | None = None
+    proofs: list[tuple[bytes, ...]] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamAck:
+    """One durable-group acknowledgement of a streaming append (positions count items sent)."""
+
+    first_position: int
+    count: int
+    first_index: int
+    new_entries: int
+    duplicates: dict[int, int]  # stream position -> original index
+    timestamp_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReceiptBundle:
+    """What receipts for many records share (one checkpoint and its anchors) and what they
+    do not (one inclusion proof each, in the order asked)."""
+
+    checkpoint: PublishedCheckpoint
+    anchors: tuple[Anchor, ...]
+    proofs: tuple[InclusionProof, ...]

@@ -24,7 +24,7 @@ from ledger.errors import LogFailedError
 from ledger.highwater import HighWaterMark
 from ledger.log import Log
 from ledger.rocks import RocksStore
-from ledger.sequencer import AppendItem
+from ledger.types import AppendItem
 
 ORIGIN = "ledger.test/disk-full"
 SIGNER = Ed25519Signer.generate(ORIGIN)

@@ -77,7 +77,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 def make_plan(args: argparse.Namespace) -> Plan:
     """Sizes and durations: full, or shrunk by ``--quick``; overridden by explicit flags."""
     if args.quick:
-        plan = dict(runs=1, warm_s=0.3, duration_s=1.0, segment=10_000, validate=10)
+        plan = dict(runs=1, warm_s=0.3, duration_s=2.0, segment=10_000, validate=10)
         plan |= dict(sha_calls=200_000, local_batches=20)
     else:
         plan = dict(runs=3, warm_s=1.0, duration_s=5.0, segment=500_000, validate=50)

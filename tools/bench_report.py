@@ -111,6 +111,21 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
     ),
     Scenario(
+        "B4R",
+        "B4 while batched inclusion proofs (1,000 per call, 4 in flight) read the same log: "
+        "reads run on reader threads, never on the event loop",
+        "p99 <= 150 ms",
+        (
+            Figure("p50_ms", "ack -> checkpoint p50", "ms"),
+            Figure("p99_ms", "ack -> checkpoint p99", "ms", "<=", 150),
+            Figure("samples", "probes", "probes"),
+            Figure("proofs_per_s", "concurrent batched proofs", "proofs/s"),
+            Figure("load_records_per_s", "concurrent B2 load", "records/s"),
+            Figure("server_cpu", "server CPU", "cores"),
+            *_VALID,
+        ),
+    ),
+    Scenario(
         "B5",
         "inclusion proofs, random indexes and sizes, 1M-entry log: 64 in flight unary; "
         "batched RPC (1,000 per call, 8 in flight)",

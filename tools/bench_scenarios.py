@@ -196,6 +196,42 @@ class Bench:
             "server_cpu": (after.cpu_s - before.cpu_s) / self.plan.duration_s,
         }
 
+    def checkpoint_latency_under_reads(self, run: int) -> dict[str, float]:
+        """B4R: the B4 probe while B2-style appends and B5 batched proofs run together."""
+        progress(f"run {run} B4R: ack -> checkpoint probe under B2 load and batched proofs")
+        with self._fresh_server(run, "B4R") as server:
+            self._fill(server, 0, self.plan.segment)
+            head = signed_head(server, self.plan.segment)
+            common = {
+                "head_size": head.size,
+                "head_root": head.root,
+                "validate": self.plan.validate,
+            }
+            tasks = [
+                self._task("append", server, seed=0, threads=4, batch=1_000),
+                self._task("inclusions", server, seed=1, threads=4, batch=1_000, **common),
+                self._task("probe", server, seed=9),
+            ]
+            start = self.pool.launch(tasks)
+            begin = start + self.plan.warm_s
+            sleep_until(begin)
+            before = server.sample()
+            sleep_until(begin + self.plan.duration_s)
+            after = server.sample()
+            load, proofs, probe = self.pool.collect(
+                len(tasks), self.plan.duration_s + COLLECT_SLACK_S
+            )
+        return {
+            "p50_ms": percentile(probe.extra_ms, 50),
+            "p99_ms": percentile(probe.extra_ms, 99),
+            "samples": len(probe.extra_ms),
+            "proofs_per_s": self._rate(proofs.records),
+            "load_records_per_s": self._rate(load.records),
+            "server_cpu": (after.cpu_s - before.cpu_s) / self.plan.duration_s,
+            "validated": proofs.validated,
+            "invalid": proofs.invalid,
+        }
+
     # --- B5, B6, B7: one big log ------------------------------------------------------------
 
     def _fill(self, server: BenchServer, done: int, total: int) -> float:
@@ -341,6 +377,8 @@ class Bench:
             figures["B3"] = self.stream(run)
         if self.wants("B4"):
             figures["B4"] = self.checkpoint_latency(run)
+        if self.wants("B4R"):
+            figures["B4R"] = self.checkpoint_latency_under_reads(run)
         if self.wants("B5", "B6", "B7"):
             figures |= {k: v for k, v in self.big_log(run).items() if v}
         if self.wants("B8"):

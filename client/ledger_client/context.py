@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -77,14 +77,7 @@ class RecordSink(Protocol):
 
     def flush(self, timeout: float | None = None, *, checkpoint: bool = False) -> bool: ...
 
-    def receipt(
-        self,
-        digest: bytes,
-        *,
-        record: DecisionRecord | None = None,
-        disclosures: Sequence[Disclosure] = (),
-        timeout: float = 30.0,
-    ) -> Receipt: ...
+    def receipts(self, digests: Sequence[bytes], *, timeout: float = 30.0) -> list[Receipt]: ...
 
 
 class _WrapsSink(Protocol):
@@ -253,14 +246,19 @@ class Run:
         """Every record of the closed run with its receipt (close with ``wait=True`` first)."""
         if self.closed is None:
             raise RunStateError(f"run {self.run_id} is still open")
-        out = []
-        for entry in self.entries:
-            shown = entry.disclosures if with_disclosures else ()
-            receipt = self.sink.receipt(
-                entry.digest, record=entry.record, disclosures=shown, timeout=timeout
+        entries = self.entries
+        found = self.sink.receipts([e.digest for e in entries], timeout=timeout)
+        return [
+            (
+                entry.record,
+                replace(
+                    receipt,
+                    record=entry.record,
+                    disclosures=entry.disclosures if with_disclosures else (),
+                ),
             )
-            out.append((entry.record, receipt))
-        return out
+            for entry, receipt in zip(entries, found, strict=True)
+        ]
 
     def write_receipts(self, path: str | Path, *, with_disclosures: bool = False) -> Path:
         """Write the run as JSON lines ``{"record", "receipt"}`` (``ledger-verify run`` input)."""

@@ -55,6 +55,7 @@ from ledger.errors import (
     ServiceError,
     VerificationError,
 )
+from ledger.limits import MAX_PAGE
 
 __all__ = [
     "MAX_STATE_BYTES",
@@ -75,7 +76,7 @@ __all__ = [
 ]
 
 STATE_FORMAT = "ledger-monitor-state/v1"
-PAGE_SIZE = 1000  # the server's GetEntries maximum
+PAGE_SIZE = MAX_PAGE  # the server's GetEntries maximum
 MAX_STATE_BYTES = 1 << 20
 
 Advance = Callable[[int], None]

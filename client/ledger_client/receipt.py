@@ -56,6 +56,7 @@ from ledger.jcs import (
     to_plain,
     wrong_type,
 )
+from ledger.limits import HASH_SIZE
 from ledger.records import DecisionRecord
 from ledger.tlogproof import MAX_PROOF_HASHES, TlogProof
 
@@ -164,7 +165,7 @@ class Receipt:
     previous: PreviousCheckpoint | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.record_digest, bytes) or len(self.record_digest) != 32:
+        if not isinstance(self.record_digest, bytes) or len(self.record_digest) != HASH_SIZE:
             raise MalformedReceiptError("record_digest", "expected 32 bytes")
         if not isinstance(self.leaf, bytes) or not self.leaf:
             raise MalformedReceiptError("leaf", "expected non-empty bytes")

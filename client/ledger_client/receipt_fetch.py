@@ -2,13 +2,12 @@
 
 Talks to the server only through a ``RemoteLog`` the caller passes in, so importing this module
 imports neither grpc nor the generated code (``ledger_client.remote`` is imported for typing
-only). gRPC failures surface as ``grpc.RpcError`` from ``RemoteLog``; what this module decides
-itself raises the ledger's error tree.
+only). Failures surface as the ledger's error tree (``RemoteLog`` translates statuses).
 
-* ``fetch_receipt``: the receipt of one record digest. By default it is built on the earliest
-  anchored checkpoint that covers the entry (the tightest "existed by" time the log can prove;
-  among the newest ``ANCHORED_SIZES_LIMIT`` anchored sizes), else on the latest checkpoint,
-  without anchors.
+* ``fetch_receipts``: the receipts of many record digests in one round trip (``GetReceipts``),
+  all on one checkpoint: by default the earliest anchored checkpoint that covers every entry
+  (the tightest "existed by" time the log can prove), else the latest, without anchors.
+  ``fetch_receipt`` is the same for one digest.
 * ``upgrade_receipt``: the same record under a newer checkpoint (by default the newest anchored
   one): a fresh inclusion proof at the new size, plus the old checkpoint, the RFC 9162 §2.1.4
   consistency proof from it and its anchors as ``previous``, so both stay checkable. Only the
@@ -25,7 +24,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ledger import records
-from ledger.anchoring import token_certificates
 from ledger.commitments import Disclosure
 from ledger.errors import (
     InconsistencyError,
@@ -33,15 +31,15 @@ from ledger.errors import (
     NotYetPublishedError,
     RecordError,
 )
-from ledger.types import Anchor, PublishedCheckpoint
+from ledger.limits import MAX_ANCHORED_SIZES, MAX_PROOFS_PER_CALL
+from ledger.timestamp import token_certificates
+from ledger.types import Anchor, PublishedCheckpoint, ReceiptBundle
 from ledger_client.receipt import PreviousCheckpoint, Receipt, ReceiptAnchor
 
 if TYPE_CHECKING:
     from ledger_client.remote import RemoteLog
 
-__all__ = ["ANCHORED_SIZES_LIMIT", "fetch_receipt", "upgrade_receipt"]
-
-ANCHORED_SIZES_LIMIT = 10_000  # the most the server lists in one ListAnchoredSizes call
+__all__ = ["fetch_receipt", "fetch_receipts", "upgrade_receipt"]
 
 
 def _receipt_anchors(anchors: Sequence[Anchor]) -> tuple[ReceiptAnchor, ...]:
@@ -65,20 +63,54 @@ def _latest(remote: RemoteLog, newer_than: int) -> tuple[PublishedCheckpoint, li
         raise NotYetPublishedError(
             f"the latest checkpoint has size {checkpoint.size}; a size above {newer_than} is needed"
         )
-    if checkpoint.size in remote.anchored_sizes(ANCHORED_SIZES_LIMIT):
+    if checkpoint.size in remote.anchored_sizes(MAX_ANCHORED_SIZES):
         return _anchored_at(remote, checkpoint.size)
     return checkpoint, []
 
 
-def _choose(
-    remote: RemoteLog, index: int, prefer_anchored: bool
-) -> tuple[PublishedCheckpoint, list[Anchor]]:
-    """The earliest anchored checkpoint covering ``index``, else the latest one."""
-    if prefer_anchored:
-        covering = [s for s in remote.anchored_sizes(ANCHORED_SIZES_LIMIT) if s > index]
-        if covering:
-            return _anchored_at(remote, min(covering))
-    return _latest(remote, index)
+def _check_bundle(bundle: ReceiptBundle, digests: Sequence[bytes]) -> None:
+    """The server's answer must fit the request: one proof per digest, all at its checkpoint."""
+    size = bundle.checkpoint.size
+    if len(bundle.proofs) != len(digests):
+        raise InconsistencyError(f"server answered {len(bundle.proofs)} proofs for {len(digests)}")
+    for digest, proof in zip(digests, bundle.proofs, strict=True):
+        if proof.entry.record_digest != digest or proof.tree_size != size:
+            raise InconsistencyError(
+                f"server answered a proof for {proof.entry.record_digest.hex()} at size "
+                f"{proof.tree_size}, asked {digest.hex()} at {size}"
+            )
+    if any(a.size != size for a in bundle.anchors):
+        raise InconsistencyError(f"server answered anchors of another size than {size}")
+
+
+def fetch_receipts(
+    remote: RemoteLog,
+    record_digests: Sequence[bytes],
+    *,
+    prefer_anchored: bool = True,
+) -> list[Receipt]:
+    """Receipts of the logged records ``record_digests`` (see the module docstring), one round
+    trip per ``MAX_PROOFS_PER_CALL`` digests. Raises ``NotYetPublishedError`` when no
+    checkpoint covers every entry yet."""
+    receipts: list[Receipt] = []
+    for at in range(0, len(record_digests), MAX_PROOFS_PER_CALL):
+        chunk = record_digests[at : at + MAX_PROOFS_PER_CALL]
+        bundle = remote.receipts(chunk, prefer_anchored=prefer_anchored)
+        _check_bundle(bundle, chunk)
+        anchors = _receipt_anchors(bundle.anchors)
+        receipts.extend(
+            Receipt(
+                record_digest=proof.entry.record_digest,
+                leaf=proof.entry.leaf,
+                index=proof.entry.index,
+                tree_size=proof.tree_size,
+                inclusion_proof=proof.hashes,
+                checkpoint=bundle.checkpoint.note,
+                anchors=anchors,
+            )
+            for proof in bundle.proofs
+        )
+    return receipts
 
 
 def fetch_receipt(
@@ -99,25 +131,8 @@ def fetch_receipt(
         raise RecordError(
             f"record hashes to {records.record_digest(record).hex()}, not {record_digest.hex()}"
         )
-    entry = remote.entry(record_digest)
-    checkpoint, anchors = _choose(remote, entry.index, prefer_anchored)
-    proof = remote.inclusion_proof(record_digest=record_digest, tree_size=checkpoint.size)
-    if proof.entry.record_digest != record_digest or proof.tree_size != checkpoint.size:
-        raise InconsistencyError(
-            f"server answered a proof for {proof.entry.record_digest.hex()} at size "
-            f"{proof.tree_size}, asked {record_digest.hex()} at {checkpoint.size}"
-        )
-    return Receipt(
-        record_digest=record_digest,
-        leaf=proof.entry.leaf,
-        index=proof.entry.index,
-        tree_size=checkpoint.size,
-        inclusion_proof=proof.hashes,
-        checkpoint=checkpoint.note,
-        anchors=_receipt_anchors(anchors),
-        record=record,
-        disclosures=tuple(disclosures),
-    )
+    (receipt,) = fetch_receipts(remote, [record_digest], prefer_anchored=prefer_anchored)
+    return replace(receipt, record=record, disclosures=tuple(disclosures))
 
 
 def _newer(

@@ -1,75 +1,55 @@
 """A small synchronous gRPC client for ``ledger.v1.LedgerService`` (proto/ledger/v1/ledger.proto).
 
-The only client-side module that imports grpc and the generated code; it converts protobuf into
-the plain types of ``ledger.types`` so callers never see generated classes. Import it lazily
-from anything the offline verifier loads.
+The only client-side module that imports grpc; conversions and the status table live in
+``ledger.wire``, shared with the server. Callers see the plain types of ``ledger.types`` and the
+ledger's own errors: every gRPC failure is raised as the ``ledger.errors`` class its status maps
+to (``UnavailableError``, ``PushbackError`` with its ``retry_after``, ...), whose ``retryable``
+is the one retry rule. Import it lazily from anything the offline verifier loads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TypeVar
 
 import grpc
 
+from ledger import wire
+from ledger.errors import LedgerError, RemoteError, ServiceError
+from ledger.limits import MAX_MESSAGE_BYTES
 from ledger.types import (
     Anchor,
-    AppendResult,
+    AppendOutcome,
     ConsistencyProof,
     Entry,
     InclusionProof,
     PublishedCheckpoint,
+    ReceiptBundle,
+    StreamAck,
 )
 from ledger.v1 import ledger_pb2 as pb
 from ledger.v1 import ledger_pb2_grpc as pb_grpc
 
-__all__ = ["AppendOutcome", "RemoteLog", "StreamAck"]
+__all__ = ["AppendOutcome", "RemoteLog", "StreamAck", "status_name", "translate"]
+
+_T = TypeVar("_T")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AppendOutcome:
-    """An AppendRecords answer: per-digest results, and with waiting, checkpoint and proofs."""
-
-    results: list[AppendResult]
-    checkpoint: PublishedCheckpoint | None
-    proofs: list[tuple[bytes, ...]]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StreamAck:
-    """One durable-batch acknowledgement of a streaming append."""
-
-    first_position: int
-    count: int
-    first_index: int
-    new_entries: int
-    duplicates: dict[int, int]  # stream position -> original index
+def translate(exc: grpc.RpcError, address: str) -> ServiceError:
+    """The ledger error for a failed call to ``address``: its class from the status, a message
+    naming the server, the status and the details, and the retry hint."""
+    code = exc.code() if callable(getattr(exc, "code", None)) else grpc.StatusCode.UNKNOWN
+    details = exc.details() if callable(getattr(exc, "details", None)) else str(exc)
+    trailing = exc.trailing_metadata() if callable(getattr(exc, "trailing_metadata", None)) else ()
+    pairs = [(item.key, item.value) for item in trailing or ()]
+    return wire.error_from_status(code, f"{address}: {code.name}: {details}", pairs)
 
 
-def _checkpoint(m: Any) -> PublishedCheckpoint:
-    return PublishedCheckpoint(origin=m.origin, size=m.size, root_hash=m.root_hash, note=m.note)
-
-
-def _entry(m: Any) -> Entry:
-    return Entry(
-        index=m.index,
-        leaf=m.leaf,
-        record_digest=m.record_digest,
-        timestamp_ms=m.timestamp_ms,
-        metadata=m.metadata,
-    )
-
-
-def _inclusion(m: Any) -> InclusionProof:
-    return InclusionProof(
-        entry=_entry(m.entry), leaf_hash=m.leaf_hash, tree_size=m.tree_size, hashes=tuple(m.hashes)
-    )
-
-
-def _items(digests: Sequence[bytes], metadata: Sequence[bytes] | None) -> list[Any]:
-    metas = metadata if metadata is not None else [b""] * len(digests)
-    return [pb.AppendItem(record_digest=d, metadata=m) for d, m in zip(digests, metas, strict=True)]
+def status_name(exc: LedgerError) -> str:
+    """The gRPC status name a ledger error travels as (``INVALID_ARGUMENT``, ...)."""
+    if isinstance(exc, RemoteError):
+        return exc.status
+    return wire.status_of(exc).name
 
 
 class RemoteLog:
@@ -81,11 +61,17 @@ class RemoteLog:
         self._channel = grpc.insecure_channel(
             address,
             options=[
-                ("grpc.max_receive_message_length", 16 << 20),
-                ("grpc.max_send_message_length", 16 << 20),
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ],
         )
-        self._stub = pb_grpc.LedgerServiceStub(self._channel)
+        self._stub = pb_grpc.LedgerServiceStub(self._channel)  # type: ignore[no-untyped-call]
+
+    def _call(self, fn: Callable[[], _T]) -> _T:
+        try:
+            return fn()
+        except grpc.RpcError as exc:
+            raise translate(exc, self.address) from None
 
     def close(self) -> None:
         """Close the channel."""
@@ -103,45 +89,32 @@ class RemoteLog:
         *,
         metadata: Sequence[bytes] | None = None,
         wait_for_checkpoint: bool = False,
+        include_proofs: bool = False,
     ) -> AppendOutcome:
-        """Append record digests; optionally wait for the covering checkpoint and proofs."""
+        """Append record digests; optionally wait for the covering checkpoint (and proofs)."""
         request = pb.AppendRecordsRequest(
-            items=_items(digests, metadata), wait_for_checkpoint=wait_for_checkpoint
+            items=wire.items_to_pb(digests, metadata),
+            wait_for_checkpoint=wait_for_checkpoint,
+            include_proofs=include_proofs,
         )
-        response = self._stub.AppendRecords(request, timeout=self.timeout)
-        results = [
-            AppendResult(
-                index=r.index,
-                leaf_hash=r.leaf_hash,
-                timestamp_ms=r.timestamp_ms,
-                duplicate=r.duplicate,
-            )
-            for r in response.results
-        ]
-        waited = response.HasField("checkpoint")
-        return AppendOutcome(
-            results=results,
-            checkpoint=_checkpoint(response.checkpoint) if waited else None,
-            proofs=[tuple(r.inclusion_proof) for r in response.results] if waited else [],
-        )
+        response = self._call(lambda: self._stub.AppendRecords(request, timeout=self.timeout))
+        with_proofs = wait_for_checkpoint and include_proofs
+        return wire.append_outcome_from_pb(response, with_proofs=with_proofs)
 
     def stream_append(self, batches: Iterable[Sequence[bytes]]) -> Iterator[StreamAck]:
-        """Stream batches of digests; yield the server's durable-batch acks."""
-        requests = (pb.StreamAppendRequest(items=_items(b, None)) for b in batches)
-        for ack in self._stub.StreamAppend(requests, timeout=self.timeout):
-            yield StreamAck(
-                first_position=ack.first_position,
-                count=ack.count,
-                first_index=ack.first_index,
-                new_entries=ack.new_entries,
-                duplicates={d.position: d.index for d in ack.duplicates},
-            )
+        """Stream batches of digests; yield the server's durable-group acks."""
+        requests = (pb.StreamAppendRequest(items=wire.items_to_pb(b)) for b in batches)
+        try:
+            for ack in self._stub.StreamAppend(requests, timeout=self.timeout):
+                yield wire.stream_ack_from_pb(ack)
+        except grpc.RpcError as exc:
+            raise translate(exc, self.address) from None
 
     def checkpoint(self, size: int = 0) -> PublishedCheckpoint:
         """The latest checkpoint, or the one published for ``size``."""
-        return _checkpoint(
-            self._stub.GetCheckpoint(pb.GetCheckpointRequest(size=size), timeout=self.timeout)
-        )
+        request = pb.GetCheckpointRequest(size=size)
+        m = self._call(lambda: self._stub.GetCheckpoint(request, timeout=self.timeout))
+        return wire.checkpoint_from_pb(m)
 
     def inclusion_proof(
         self, *, index: int | None = None, record_digest: bytes | None = None, tree_size: int = 0
@@ -152,7 +125,8 @@ class RemoteLog:
             request.record_digest = record_digest
         elif index is not None:
             request.index = index
-        return _inclusion(self._stub.GetInclusionProof(request, timeout=self.timeout))
+        m = self._call(lambda: self._stub.GetInclusionProof(request, timeout=self.timeout))
+        return wire.inclusion_from_pb(m)
 
     def inclusion_proofs(
         self, indexes: Sequence[int] = (), record_digests: Sequence[bytes] = (), tree_size: int = 0
@@ -161,51 +135,54 @@ class RemoteLog:
         request = pb.GetInclusionProofsRequest(
             indexes=list(indexes), record_digests=list(record_digests), tree_size=tree_size
         )
-        response = self._stub.GetInclusionProofs(request, timeout=self.timeout)
-        return [_inclusion(p) for p in response.proofs]
+        m = self._call(lambda: self._stub.GetInclusionProofs(request, timeout=self.timeout))
+        return [wire.inclusion_from_pb(p) for p in m.proofs]
 
     def consistency_proof(self, size1: int, size2: int = 0) -> ConsistencyProof:
         """Consistency proof from ``size1`` to ``size2`` (0: latest)."""
-        m = self._stub.GetConsistencyProof(
-            pb.GetConsistencyProofRequest(size1=size1, size2=size2), timeout=self.timeout
-        )
-        return ConsistencyProof(size1=m.size1, size2=m.size2, hashes=tuple(m.hashes))
+        request = pb.GetConsistencyProofRequest(size1=size1, size2=size2)
+        m = self._call(lambda: self._stub.GetConsistencyProof(request, timeout=self.timeout))
+        return wire.consistency_from_pb(m)
 
     def entries(self, start: int, count: int) -> list[Entry]:
         """A page of published entries."""
-        m = self._stub.GetEntries(
-            pb.GetEntriesRequest(start=start, count=count), timeout=self.timeout
-        )
-        return [_entry(e) for e in m.entries]
+        request = pb.GetEntriesRequest(start=start, count=count)
+        m = self._call(lambda: self._stub.GetEntries(request, timeout=self.timeout))
+        return [wire.entry_from_pb(e) for e in m.entries]
 
     def entry(self, record_digest: bytes) -> Entry:
         """The entry of a record digest."""
-        m = self._stub.GetEntry(
-            pb.GetEntryRequest(record_digest=record_digest), timeout=self.timeout
+        request = pb.GetEntryRequest(record_digest=record_digest)
+        return wire.entry_from_pb(
+            self._call(lambda: self._stub.GetEntry(request, timeout=self.timeout))
         )
-        return _entry(m)
+
+    def receipts(
+        self, record_digests: Sequence[bytes], *, tree_size: int = 0, prefer_anchored: bool = True
+    ) -> ReceiptBundle:
+        """One checkpoint, its anchors and an inclusion proof per digest, in one call."""
+        request = pb.GetReceiptsRequest(
+            record_digests=list(record_digests),
+            tree_size=tree_size,
+            prefer_anchored=prefer_anchored,
+        )
+        m = self._call(lambda: self._stub.GetReceipts(request, timeout=self.timeout))
+        return wire.receipts_from_pb(m)
 
     def anchors(self, size: int = 0) -> tuple[PublishedCheckpoint, list[Anchor]]:
         """The checkpoint of ``size`` (0: newest anchored) and its RFC 3161 anchors."""
-        m = self._stub.GetAnchors(pb.GetAnchorsRequest(size=size), timeout=self.timeout)
-        anchors = [
-            Anchor(size=a.size, tsa=a.tsa, token=a.token, gen_time_ms=a.gen_time_ms)
-            for a in m.anchors
-        ]
-        return _checkpoint(m.checkpoint), anchors
+        request = pb.GetAnchorsRequest(size=size)
+        m = self._call(lambda: self._stub.GetAnchors(request, timeout=self.timeout))
+        return wire.checkpoint_from_pb(m.checkpoint), [wire.anchor_from_pb(a) for a in m.anchors]
 
     def anchored_sizes(self, limit: int = 0) -> list[int]:
         """Anchored checkpoint sizes, newest first."""
-        m = self._stub.ListAnchoredSizes(
-            pb.ListAnchoredSizesRequest(limit=limit), timeout=self.timeout
-        )
+        request = pb.ListAnchoredSizesRequest(limit=limit)
+        m = self._call(lambda: self._stub.ListAnchoredSizes(request, timeout=self.timeout))
         return list(m.sizes)
 
     def anchor_now(self) -> tuple[int, list[Anchor], list[str]]:
-        """Ask the server to anchor its latest checkpoint now (localhost only)."""
-        m = self._stub.AnchorNow(pb.AnchorNowRequest(), timeout=self.timeout)
-        anchors = [
-            Anchor(size=a.size, tsa=a.tsa, token=a.token, gen_time_ms=a.gen_time_ms)
-            for a in m.anchors
-        ]
-        return m.size, anchors, list(m.failures)
+        """Ask the server to anchor its latest checkpoint now (an admin call)."""
+        m = self._call(lambda: self._stub.AnchorNow(pb.AnchorNowRequest(), timeout=self.timeout))
+        outcome = wire.anchor_outcome_from_pb(m)
+        return outcome.size, outcome.anchors, outcome.failures

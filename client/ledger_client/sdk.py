@@ -31,12 +31,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
-from typing import Any
-
-import grpc
+from typing import Any, TypeVar
 
 from ledger.commitments import Disclosure, check_disclosure_in
-from ledger.errors import NotYetPublishedError
+from ledger.errors import LedgerError, UnavailableError, is_retryable
 from ledger.jcs import canonical_bytes
 from ledger.records import DecisionRecord
 from ledger_client.capture import Capture, content_digest, jsonable
@@ -50,7 +48,7 @@ from ledger_client.context import (
 )
 from ledger_client.decorators import UnrecordedDecisionWarning, decision
 from ledger_client.receipt import Receipt
-from ledger_client.receipt_fetch import fetch_receipt
+from ledger_client.receipt_fetch import fetch_receipts
 from ledger_client.remote import RemoteLog
 from ledger_client.sdk_errors import (
     ClientClosedError,
@@ -89,14 +87,7 @@ __all__ = [
 ]
 
 MEMORY_SPOOL_BYTES = 64 << 20
-_RECEIPT_RETRY = frozenset(
-    {
-        grpc.StatusCode.UNAVAILABLE,
-        grpc.StatusCode.DEADLINE_EXCEEDED,
-        grpc.StatusCode.RESOURCE_EXHAUSTED,
-        grpc.StatusCode.FAILED_PRECONDITION,  # the log's NotYetPublishedError
-    }
-)
+_T = TypeVar("_T")
 
 
 class LedgerClient:
@@ -206,34 +197,51 @@ class LedgerClient:
 
     def _covered(self, size: int, deadline: float | None) -> bool:
         """Poll the latest checkpoint until it has ``size`` entries (False past ``deadline``)."""
-        fresh = False
+
+        def covering() -> bool:
+            if self._remote_log().checkpoint().size < size:
+                raise _NotYet
+            return True
+
+        try:
+            return self._retrying(covering, deadline)
+        except TimeoutError:
+            return False
+
+    def _retrying(self, call: Callable[[], _T], deadline: float | None) -> _T:
+        """``call`` until it succeeds, retrying what ``is_retryable`` allows (the one retry rule)
+        with backoff; a fresh channel after UNAVAILABLE. ``TimeoutError`` past ``deadline``."""
         for attempt in range(1_000_000):
             try:
-                if self._remote_log(fresh).checkpoint().size >= size:
-                    return True
-                fresh = False
-            except grpc.RpcError as exc:
-                if exc.code() not in _RECEIPT_RETRY:
+                return call()
+            except _NotYet:
+                pass
+            except LedgerError as exc:
+                if not is_retryable(exc):
                     raise
-                fresh = exc.code() == grpc.StatusCode.UNAVAILABLE
+                if isinstance(exc, UnavailableError):
+                    self._drop_remote()
             pause = self.options.backoff.delay(attempt, random.random())
             if deadline is not None and time.monotonic() + pause > deadline:
-                return False
+                break
             time.sleep(pause)
-        return False
+        raise TimeoutError("the log did not answer in time")
 
     # --- receipts ---------------------------------------------------------------------------
 
-    def _remote_log(self, fresh: bool = False) -> RemoteLog:
+    def _remote_log(self) -> RemoteLog:
         with self._lock:
             if self._closed:
                 raise ClientClosedError("the ledger client is closed")
-            if fresh and self._remote is not None:
-                self._remote.close()
-                self._remote = None
             if self._remote is None:
                 self._remote = self._connect()
             return self._remote
+
+    def _drop_remote(self) -> None:
+        with self._lock:
+            if self._remote is not None:
+                self._remote.close()
+                self._remote = None
 
     def receipt(
         self,
@@ -245,28 +253,23 @@ class LedgerClient:
     ) -> Receipt:
         """The receipt of a logged record (``fetch_receipt``), retrying until a checkpoint
         covers it or ``timeout`` passes (``TimeoutError``)."""
+        (receipt,) = self.receipts([digest], timeout=timeout)
+        return replace(receipt, record=record, disclosures=tuple(disclosures))
+
+    def receipts(self, digests: Sequence[bytes], *, timeout: float = 30.0) -> list[Receipt]:
+        """Receipts of many logged records in a few round trips (``fetch_receipts``), retrying
+        until a checkpoint covers them all or ``timeout`` passes (``TimeoutError``)."""
         deadline = time.monotonic() + timeout
-        fresh = False
-        for attempt in range(1_000_000):
-            try:
-                return fetch_receipt(
-                    self._remote_log(fresh),
-                    digest,
-                    record=record,
-                    disclosures=disclosures,
-                    prefer_anchored=self.prefer_anchored,
-                )
-            except NotYetPublishedError:
-                fresh = False
-            except grpc.RpcError as exc:
-                if exc.code() not in _RECEIPT_RETRY:
-                    raise
-                fresh = exc.code() == grpc.StatusCode.UNAVAILABLE
-            pause = self.options.backoff.delay(attempt, random.random())
-            if time.monotonic() + pause > deadline:
-                break
-            time.sleep(pause)
-        raise TimeoutError(f"no receipt for {digest.hex()} within {timeout} s")
+
+        def fetch() -> list[Receipt]:
+            return fetch_receipts(self._remote_log(), digests, prefer_anchored=self.prefer_anchored)
+
+        try:
+            return self._retrying(fetch, deadline)
+        except TimeoutError:
+            raise TimeoutError(
+                f"no receipts for {len(digests)} records within {timeout} s"
+            ) from None
 
     # --- closing ----------------------------------------------------------------------------
 
@@ -359,6 +362,10 @@ class AsyncLedgerClient:
             self.sync.receipt, digest, record=record, disclosures=disclosures, timeout=timeout
         )
 
+    async def receipts(self, digests: Sequence[bytes], *, timeout: float = 30.0) -> list[Receipt]:
+        """See ``LedgerClient.receipts``."""
+        return await asyncio.to_thread(self.sync.receipts, digests, timeout=timeout)
+
     async def flush(self, timeout: float | None = None, *, checkpoint: bool = False) -> bool:
         """See ``LedgerClient.flush``."""
         return await asyncio.to_thread(self.sync.flush, timeout, checkpoint=checkpoint)
@@ -374,3 +381,7 @@ class AsyncLedgerClient:
         self, typ: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
+
+
+class _NotYet(Exception):
+    """The condition polled for does not hold yet (retry)."""

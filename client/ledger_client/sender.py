@@ -8,13 +8,13 @@ So the log sees a client's records in exactly the order they were put.
 * Batching: a batch is sent when ``batch_size`` records are pending, when the oldest has waited
   ``batch_age`` seconds, or at once when someone flushes, closes or waits for a receipt (then
   the request asks the log to wait for the covering checkpoint).
-* Retries: UNAVAILABLE, RESOURCE_EXHAUSTED and every other status that may be transient
-  (DEADLINE_EXCEEDED, INTERNAL, UNKNOWN, CANCELLED, ABORTED, DATA_LOSS) are retried forever
-  with exponential backoff and jitter (``Backoff``); a server hint in the trailing metadata
-  ``retry-after-ms`` is honoured instead. A resend is harmless: the log deduplicates by
-  digest. After a failure the channel is rebuilt, so a restarted server is found at once.
-  The statuses in ``FATAL_STATUSES`` stop the sender with ``DeliveryError``; the records stay
-  in the spool and every later call raises that error.
+* Retries: the ledger's one retry rule (``ledger.errors.is_retryable``: UNAVAILABLE,
+  RESOURCE_EXHAUSTED, OUT_OF_RANGE, DEADLINE_EXCEEDED, INTERNAL and the transient transport
+  statuses) is retried forever with exponential backoff and jitter (``Backoff``); a
+  pushback's ``retry-after-ms`` hint is honoured instead. A resend is harmless: the log
+  deduplicates by digest. After a failure the channel is rebuilt, so a restarted server is
+  found at once. Any other error (a refusal that resending cannot cure) stops the sender with
+  ``DeliveryError``; the records stay in the spool and every later call raises that error.
 * Overflow (bounded memory, nothing dropped): records are never queued in memory; the spool is
   the queue and the sender holds one batch at a time. With a spool file the backlog lives on
   disk. When ``max_pending`` records or ``max_pending_bytes`` bytes are pending, ``put`` blocks
@@ -33,38 +33,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-import grpc
-
-from ledger_client.remote import RemoteLog
+from ledger.errors import LedgerError, PushbackError, is_retryable
+from ledger.limits import MAX_BATCH
+from ledger_client.remote import RemoteLog, status_name
 from ledger_client.sdk_errors import ClientClosedError, ClientError, DeliveryError, SpoolFullError
 from ledger_client.spool import Spool, SpoolItem
 
 __all__ = [
-    "FATAL_STATUSES",
-    "RETRY_AFTER_KEY",
     "Backoff",
     "Overflow",
     "Sender",
     "SenderOptions",
-    "retry_after",
 ]
 
 _log = logging.getLogger("ledger_client.sender")
 
-RETRY_AFTER_KEY = "retry-after-ms"
-MAX_BATCH = 10_000  # the log's limit per AppendRecords call
-FATAL_STATUSES = frozenset(
-    {
-        grpc.StatusCode.INVALID_ARGUMENT,
-        grpc.StatusCode.NOT_FOUND,
-        grpc.StatusCode.ALREADY_EXISTS,
-        grpc.StatusCode.PERMISSION_DENIED,
-        grpc.StatusCode.FAILED_PRECONDITION,
-        grpc.StatusCode.OUT_OF_RANGE,
-        grpc.StatusCode.UNIMPLEMENTED,
-        grpc.StatusCode.UNAUTHENTICATED,
-    }
-)
 Overflow = Literal["block", "raise"]
 
 
@@ -102,20 +85,6 @@ class SenderOptions:
             raise ValueError(f"overflow {self.overflow!r}: want 'block' or 'raise'")
         if self.max_pending < 1 or self.max_pending_bytes < 1 or self.batch_age < 0:
             raise ValueError("max_pending and max_pending_bytes >= 1, batch_age >= 0")
-
-
-def retry_after(exc: grpc.RpcError) -> float | None:
-    """The server's ``retry-after-ms`` hint in seconds, if the error carries one."""
-    trailing = getattr(exc, "trailing_metadata", None)
-    metadata = trailing() if callable(trailing) else None
-    for item in metadata or ():
-        key, value = (item.key, item.value) if hasattr(item, "key") else item
-        if key == RETRY_AFTER_KEY:
-            try:
-                return max(0.0, int(value) / 1000)
-            except (TypeError, ValueError):
-                return None
-    return None
 
 
 class Sender:
@@ -330,10 +299,10 @@ class Sender:
                 if len(outcome.results) == len(digests):
                     return max(r.index for r in outcome.results) + 1
                 _log.warning("log answered %d results for %d", len(outcome.results), len(digests))
-            except grpc.RpcError as exc:
+            except LedgerError as exc:
                 if self._abandon or not self._retryable(exc, len(digests)):
                     return None
-                hint = retry_after(exc)
+                hint = exc.retry_after if isinstance(exc, PushbackError) else None
             except (ClientClosedError, ValueError):  # closed under us (ValueError: by grpc)
                 if self._abandon:
                     return None
@@ -347,17 +316,16 @@ class Sender:
             if not self._sleep(delay):
                 return None
 
-    def _retryable(self, exc: grpc.RpcError, count: int) -> bool:
-        code = exc.code() if callable(getattr(exc, "code", None)) else grpc.StatusCode.UNKNOWN
-        details = exc.details() if callable(getattr(exc, "details", None)) else str(exc)
-        if code in FATAL_STATUSES:
-            message = f"the log refused a batch of {count} records: {code.name}: {details}"
+    def _retryable(self, exc: LedgerError, count: int) -> bool:
+        kind = status_name(exc)
+        if not is_retryable(exc):
+            message = f"the log refused a batch of {count} records: {kind}: {exc}"
             _log.error("%s; they stay in the spool", message)
             with self._cond:
-                self.error = DeliveryError(message, status=code.name)
+                self.error = DeliveryError(message, status=kind)
             return False
-        _log.info("append of %d records failed (%s: %s); retrying", count, code.name, details)
-        if code != grpc.StatusCode.RESOURCE_EXHAUSTED:
+        _log.info("append of %d records failed (%s: %s); retrying", count, kind, exc)
+        if not isinstance(exc, PushbackError):
             with self._cond:
                 self._drop_remote()
         return True

@@ -15,12 +15,14 @@ class AppendItem(_message.Message):
     def __init__(self, record_digest: _Optional[bytes] = ..., metadata: _Optional[bytes] = ...) -> None: ...
 
 class AppendRecordsRequest(_message.Message):
-    __slots__ = ("items", "wait_for_checkpoint")
+    __slots__ = ("items", "wait_for_checkpoint", "include_proofs")
     ITEMS_FIELD_NUMBER: _ClassVar[int]
     WAIT_FOR_CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_PROOFS_FIELD_NUMBER: _ClassVar[int]
     items: _containers.RepeatedCompositeFieldContainer[AppendItem]
     wait_for_checkpoint: bool
-    def __init__(self, items: _Optional[_Iterable[_Union[AppendItem, _Mapping]]] = ..., wait_for_checkpoint: _Optional[bool] = ...) -> None: ...
+    include_proofs: bool
+    def __init__(self, items: _Optional[_Iterable[_Union[AppendItem, _Mapping]]] = ..., wait_for_checkpoint: _Optional[bool] = ..., include_proofs: _Optional[bool] = ...) -> None: ...
 
 class AppendResult(_message.Message):
     __slots__ = ("index", "leaf_hash", "timestamp_ms", "duplicate", "inclusion_proof")
@@ -217,6 +219,26 @@ class GetAnchorsResponse(_message.Message):
     checkpoint: Checkpoint
     anchors: _containers.RepeatedCompositeFieldContainer[Anchor]
     def __init__(self, checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., anchors: _Optional[_Iterable[_Union[Anchor, _Mapping]]] = ...) -> None: ...
+
+class GetReceiptsRequest(_message.Message):
+    __slots__ = ("record_digests", "tree_size", "prefer_anchored")
+    RECORD_DIGESTS_FIELD_NUMBER: _ClassVar[int]
+    TREE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PREFER_ANCHORED_FIELD_NUMBER: _ClassVar[int]
+    record_digests: _containers.RepeatedScalarFieldContainer[bytes]
+    tree_size: int
+    prefer_anchored: bool
+    def __init__(self, record_digests: _Optional[_Iterable[bytes]] = ..., tree_size: _Optional[int] = ..., prefer_anchored: _Optional[bool] = ...) -> None: ...
+
+class GetReceiptsResponse(_message.Message):
+    __slots__ = ("checkpoint", "anchors", "proofs")
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    ANCHORS_FIELD_NUMBER: _ClassVar[int]
+    PROOFS_FIELD_NUMBER: _ClassVar[int]
+    checkpoint: Checkpoint
+    anchors: _containers.RepeatedCompositeFieldContainer[Anchor]
+    proofs: _containers.RepeatedCompositeFieldContainer[InclusionProof]
+    def __init__(self, checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., anchors: _Optional[_Iterable[_Union[Anchor, _Mapping]]] = ..., proofs: _Optional[_Iterable[_Union[InclusionProof, _Mapping]]] = ...) -> None: ...
 
 class ListAnchoredSizesRequest(_message.Message):
     __slots__ = ("limit",)

@@ -79,6 +79,11 @@ class LedgerServiceStub:
                 request_serializer=ledger_dot_v1_dot_ledger__pb2.GetAnchorsRequest.SerializeToString,
                 response_deserializer=ledger_dot_v1_dot_ledger__pb2.GetAnchorsResponse.FromString,
                 _registered_method=True)
+        self.GetReceipts = channel.unary_unary(
+                '/ledger.v1.LedgerService/GetReceipts',
+                request_serializer=ledger_dot_v1_dot_ledger__pb2.GetReceiptsRequest.SerializeToString,
+                response_deserializer=ledger_dot_v1_dot_ledger__pb2.GetReceiptsResponse.FromString,
+                _registered_method=True)
         self.ListAnchoredSizes = channel.unary_unary(
                 '/ledger.v1.LedgerService/ListAnchoredSizes',
                 request_serializer=ledger_dot_v1_dot_ledger__pb2.ListAnchoredSizesRequest.SerializeToString,
@@ -159,6 +164,15 @@ class LedgerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetReceipts(self, request, context):
+        """Receipts for many records in one call: one checkpoint (the earliest anchored one covering
+        them all when prefer_anchored, else the latest, or tree_size's), its anchors, and an
+        inclusion proof per digest.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListAnchoredSizes(self, request, context):
         """The checkpoint sizes that have at least one anchor, newest first.
         """
@@ -220,6 +234,11 @@ def add_LedgerServiceServicer_to_server(servicer, server):
                     servicer.GetAnchors,
                     request_deserializer=ledger_dot_v1_dot_ledger__pb2.GetAnchorsRequest.FromString,
                     response_serializer=ledger_dot_v1_dot_ledger__pb2.GetAnchorsResponse.SerializeToString,
+            ),
+            'GetReceipts': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetReceipts,
+                    request_deserializer=ledger_dot_v1_dot_ledger__pb2.GetReceiptsRequest.FromString,
+                    response_serializer=ledger_dot_v1_dot_ledger__pb2.GetReceiptsResponse.SerializeToString,
             ),
             'ListAnchoredSizes': grpc.unary_unary_rpc_method_handler(
                     servicer.ListAnchoredSizes,
@@ -475,6 +494,33 @@ class LedgerService:
             '/ledger.v1.LedgerService/GetAnchors',
             ledger_dot_v1_dot_ledger__pb2.GetAnchorsRequest.SerializeToString,
             ledger_dot_v1_dot_ledger__pb2.GetAnchorsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetReceipts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ledger.v1.LedgerService/GetReceipts',
+            ledger_dot_v1_dot_ledger__pb2.GetReceiptsRequest.SerializeToString,
+            ledger_dot_v1_dot_ledger__pb2.GetReceiptsResponse.FromString,
             options,
             channel_credentials,
             insecure,

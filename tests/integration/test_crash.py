@@ -13,11 +13,11 @@ import threading
 import time
 from pathlib import Path
 
-import grpc
 import pytest
 
 from ledger import merkle
 from ledger.checkpoint import Ed25519Signer, open_checkpoint
+from ledger.errors import LedgerError
 from ledger.keys import write_signer
 from ledger_client.remote import RemoteLog
 from tests.harness import ORIGIN, ServerProcess
@@ -51,7 +51,7 @@ class Load:
                 ]
                 try:
                     out = log.append(batch, wait_for_checkpoint=rng.random() < 0.3)
-                except grpc.RpcError:
+                except LedgerError:
                     return
                 with self.lock:
                     for d, r in zip(batch, out.results, strict=True):

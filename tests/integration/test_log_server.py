@@ -11,8 +11,9 @@ import pytest
 
 from ledger import merkle
 from ledger.checkpoint import Ed25519Signer, open_checkpoint
+from ledger.errors import LedgerError, PushbackError, is_retryable
 from ledger.types import decode_leaf
-from ledger_client.remote import RemoteLog
+from ledger_client.remote import RemoteLog, status_name
 from tests.harness import ORIGIN, running_server
 
 pytestmark = pytest.mark.integration
@@ -29,7 +30,10 @@ def check_checkpoint(note: str, signer: Ed25519Signer) -> tuple[int, bytes]:
 
 def test_append_wait_and_verify_proofs(tmp_path: Path) -> None:
     with running_server(tmp_path) as (_, log, signer):
-        out = log.append([digest(i) for i in range(10)], wait_for_checkpoint=True)
+        out = log.append(
+            [digest(i) for i in range(10)], wait_for_checkpoint=True, include_proofs=True
+        )
+        assert out.proofs is not None
         assert [r.index for r in out.results] == list(range(10))
         assert not any(r.duplicate for r in out.results)
         assert out.checkpoint is not None
@@ -106,12 +110,14 @@ def test_restart_keeps_everything(tmp_path: Path) -> None:
                                   new.checkpoint.root_hash, list(proof.hashes))  # fmt: skip
 
 
-def expect(code: grpc.StatusCode, words: str, call: object) -> None:
-    with pytest.raises(grpc.RpcError) as info:
+def expect(code: grpc.StatusCode, words: str, call: object) -> LedgerError:
+    """The call fails with ``code`` (as translated by the remote client) naming ``words``."""
+    with pytest.raises(LedgerError) as info:
         call()  # type: ignore[operator]
     err = info.value
-    assert err.code() == code, err.details()
-    assert words in (err.details() or ""), err.details()
+    assert status_name(err) == code.name, str(err)
+    assert words in str(err), str(err)
+    return err
 
 
 def test_bad_input_gets_clear_statuses(tmp_path: Path) -> None:
@@ -126,10 +132,18 @@ def test_bad_input_gets_clear_statuses(tmp_path: Path) -> None:
         )
         expect(inv, "metadata: 2000 bytes, max 1024",
                lambda: log.append([digest(9, "m")], metadata=[b"m" * 2000]))  # fmt: skip
-        expect(oor, f"index: {size} >= tree size {size}", lambda: log.inclusion_proof(index=size))
+        beyond = expect(oor, f"index: {size} >= latest published tree size {size}",
+                        lambda: log.inclusion_proof(index=size))  # fmt: skip
+        assert is_retryable(beyond)  # it may exist later
+        never = expect(inv, "index: 15 >= tree_size 3",
+                       lambda: log.inclusion_proof(index=15, tree_size=3))  # fmt: skip
+        assert not is_retryable(never)  # it can never be in the tree of size 3
         expect(oor, "tree_size", lambda: log.inclusion_proof(index=0, tree_size=size + 1))
         expect(inv, "size1: 4 > size2 3", lambda: log.consistency_proof(4, 3))
         expect(oor, "size2", lambda: log.consistency_proof(1, size + 5))
+        expect(
+            oor, f"size1: {size + 3} > latest published", lambda: log.consistency_proof(size + 3)
+        )
         expect(grpc.StatusCode.NOT_FOUND, "not in the log", lambda: log.entry(digest(404)))
         expect(inv, "record_digest: 3 bytes", lambda: log.entry(b"abc"))
         expect(inv, "leaf: set index or record_digest", lambda: log.inclusion_proof())
@@ -143,12 +157,16 @@ def test_bad_input_gets_clear_statuses(tmp_path: Path) -> None:
         assert log.append([digest(6, "b")], wait_for_checkpoint=True).results[0].index == size
 
 
-def test_sequenced_but_unpublished_is_failed_precondition(tmp_path: Path) -> None:
+def test_sequenced_but_unpublished_is_out_of_range_and_retryable(tmp_path: Path) -> None:
     with running_server(tmp_path, checkpoint_interval_ms=60_000) as (server, log, _signer):
         log.append([digest(0, "u")], wait_for_checkpoint=True)  # publishes at once
         index = log.append([digest(1, "u")]).results[0].index  # next publish is a minute away
-        expect(grpc.StatusCode.FAILED_PRECONDITION, "retry after the next checkpoint",
-               lambda: log.inclusion_proof(index=index))  # fmt: skip
+        err = expect(grpc.StatusCode.OUT_OF_RANGE, "retry after the next checkpoint",
+                     lambda: log.inclusion_proof(index=index))  # fmt: skip
+        assert is_retryable(err)
+        err = expect(grpc.StatusCode.OUT_OF_RANGE, "retry after the next checkpoint",
+                     lambda: log.receipts([digest(1, "u")], prefer_anchored=False))  # fmt: skip
+        assert is_retryable(err)
         assert server.app.service.log.size == 2
 
 
@@ -193,8 +211,8 @@ def test_malformed_protobuf_is_invalid_argument(tmp_path: Path) -> None:
 def test_pushback_when_queues_are_full(tmp_path: Path) -> None:
     import threading
 
-    codes: list[grpc.StatusCode] = []
-    hints: list[str] = []
+    codes: list[str] = []
+    hints: list[float] = []
     with running_server(tmp_path, max_pending=2_000) as (server, log, _signer):
 
         def burst(worker: int) -> None:
@@ -202,10 +220,9 @@ def test_pushback_when_queues_are_full(tmp_path: Path) -> None:
                 for n in range(8):
                     try:
                         client.append([digest(i, f"p{worker}-{n}") for i in range(1_000)])
-                    except grpc.RpcError as exc:
-                        codes.append(exc.code())
-                        trailers = exc.trailing_metadata() or ()
-                        hints.extend(str(m.value) for m in trailers if m.key == "retry-after-ms")
+                    except PushbackError as exc:
+                        codes.append(status_name(exc))
+                        hints.append(exc.retry_after)
 
         threads = [threading.Thread(target=burst, args=(w,)) for w in range(8)]
         for t in threads:
@@ -213,9 +230,9 @@ def test_pushback_when_queues_are_full(tmp_path: Path) -> None:
         for t in threads:
             t.join()
         assert codes, "no pushback under a burst far above max_pending"
-        assert set(codes) == {grpc.StatusCode.RESOURCE_EXHAUSTED}
+        assert set(codes) == {"RESOURCE_EXHAUSTED"}
         assert len(hints) == len(codes)
-        assert all(h.isdigit() and int(h) > 0 for h in hints)
+        assert all(h > 0 for h in hints)  # the server's retry-after-ms hint, carried over
         # the server is healthy afterwards
         assert log.append([digest(0, "calm")], wait_for_checkpoint=True).checkpoint is not None
 

@@ -19,7 +19,7 @@ from ledger.highwater import HighWaterMark
 from ledger.keys import write_signer
 from ledger.log import Log
 from ledger.rocks import RocksStore
-from ledger.sequencer import AppendItem
+from ledger.types import AppendItem
 from ledger_client.remote import RemoteLog
 from tests.harness import ORIGIN, ServerProcess
 

@@ -45,7 +45,7 @@ def test_health_goes_not_serving_and_appends_fail_at_once() -> None:
         try:
             async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
                 health = health_pb2_grpc.HealthStub(channel)
-                stub = pb_grpc.LedgerServiceStub(channel)
+                stub = pb_grpc.LedgerServiceStub(channel)  # type: ignore[no-untyped-call]
                 check = health_pb2.HealthCheckRequest()
                 assert (await health.Check(check)).status == health_pb2.HealthCheckResponse.SERVING
                 await stub.AppendRecords(request("ok"))

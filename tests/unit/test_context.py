@@ -61,14 +61,7 @@ class Sink:
     def flush(self, timeout: float | None = None, *, checkpoint: bool = False) -> bool:
         return True
 
-    def receipt(
-        self,
-        digest: bytes,
-        *,
-        record: DecisionRecord | None = None,
-        disclosures: Sequence[Disclosure] = (),
-        timeout: float = 30.0,
-    ) -> Receipt:
+    def receipts(self, digests: Sequence[bytes], *, timeout: float = 30.0) -> list[Receipt]:
         raise NotImplementedError
 
     def by_kind(self, kind: str) -> list[DecisionRecord]:

@@ -12,8 +12,8 @@ from ledger.checkpoint import Ed25519Signer
 from ledger.errors import DataLossError, FormatError, LogFailedError, ReadOnlyError
 from ledger.highwater import HighWaterMark, MarkState, RestoreRecord
 from ledger.log import Log
-from ledger.sequencer import AppendItem
 from ledger.storage import MemoryStore
+from ledger.types import AppendItem
 
 ORIGIN = "ledger.test/highwater"
 SIGNER = Ed25519Signer.generate(ORIGIN)

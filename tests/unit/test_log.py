@@ -16,9 +16,8 @@ from ledger.errors import (
     StorageError,
 )
 from ledger.log import Log
-from ledger.sequencer import AppendItem
 from ledger.storage import MemoryStore
-from ledger.types import PublishedCheckpoint, decode_leaf, encode_leaf
+from ledger.types import AppendItem, PublishedCheckpoint, decode_leaf, encode_leaf
 
 ORIGIN = "ledger.test/unit"
 

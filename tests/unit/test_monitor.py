@@ -28,6 +28,7 @@ from ledger.errors import (
     RootMismatchError,
     ServiceError,
     SignatureError,
+    UnavailableError,
     VerificationError,
 )
 from ledger.types import ConsistencyProof, Entry, PublishedCheckpoint
@@ -594,7 +595,14 @@ class FakeRemote:
     def entries(self, start: int, count: int) -> list[Entry]:
         page = FakeRemote.log.entries(start, count)
         return [
-            Entry(index=e.index, leaf=e.leaf, record_digest=b"", timestamp_ms=0, metadata=b"")
+            Entry(
+                index=e.index,
+                leaf=e.leaf,
+                leaf_hash=merkle.leaf_hash(e.leaf),
+                record_digest=b"",
+                timestamp_ms=0,
+                metadata=b"",
+            )
             for e in page
         ]
 
@@ -695,26 +703,22 @@ def test_cli_rollback_and_usage_errors(tmp_path: Path, remote: type[FakeRemote])
 
 
 def test_cli_server_errors_exit_2_once(tmp_path: Path, remote: type[FakeRemote]) -> None:
-    import grpc
-
-    remote.fail = grpc.RpcError("connection refused")
+    remote.fail = UnavailableError("fake:1: UNAVAILABLE: connection refused")
     result = run_cli(tmp_path / "state.json", "--once", "--json")
     assert result.exit_code == 2
-    assert "server fake:1: UNKNOWN: connection refused" in json.loads(result.stdout)["error"]
+    assert "fake:1: UNAVAILABLE: connection refused" in json.loads(result.stdout)["error"]
     assert not (tmp_path / "state.json").exists()
 
 
 def test_cli_loop_until_interrupted(
     tmp_path: Path, remote: type[FakeRemote], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import grpc
-
     naps: list[float] = []
 
     def nap(seconds: float) -> None:
         naps.append(seconds)
         if len(naps) == 1:
-            remote.fail = grpc.RpcError("blip")
+            remote.fail = UnavailableError("fake:1: UNAVAILABLE: blip")
         elif len(naps) == 2:
             remote.fail = None
             remote.log.append(leaves(2, start=5))
@@ -733,7 +737,7 @@ def test_cli_loop_until_interrupted(
         "stopped": "interrupted",
         "size": 7,
     }
-    assert "warning: server fake:1: UNKNOWN: blip (retrying in 0.5s)" in result.stderr
+    assert "warning: fake:1: UNAVAILABLE: blip (retrying in 0.5s)" in result.stderr
     assert naps == [0.5, 0.5, 0.5]
 
 

@@ -13,8 +13,8 @@ from ledger.checkpoint import Ed25519Signer
 from ledger.errors import DataLossError, InvalidArgumentError, LogFailedError, OutOfRangeError
 from ledger.log import Log
 from ledger.merkle import CompactRange, NodeID
-from ledger.sequencer import AppendItem
 from ledger.storage import MemoryStore
+from ledger.types import AppendItem
 
 ORIGIN = "ledger.test/selfcheck"
 

@@ -14,20 +14,26 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 import pytest
 
+from ledger.errors import (
+    InvalidArgumentError,
+    PushbackError,
+    UnavailableError,
+    is_retryable,
+)
 from ledger.types import AppendResult
-from ledger_client.remote import AppendOutcome, RemoteLog
+from ledger_client.remote import AppendOutcome, RemoteLog, translate
 from ledger_client.sdk_errors import (
     ClientClosedError,
     DeliveryError,
     SpoolError,
     SpoolFullError,
 )
-from ledger_client.sender import Backoff, Sender, SenderOptions, retry_after
+from ledger_client.sender import Backoff, Sender, SenderOptions
 from ledger_client.spool import (
     HEADER,
     FileSpool,
@@ -252,7 +258,15 @@ class FakeError(grpc.RpcError):
         return f"fake {self._code.name}"
 
     def trailing_metadata(self) -> Any:
-        return () if self._retry_ms is None else (("retry-after-ms", str(self._retry_ms)),)
+        hint = () if self._retry_ms is None else (("retry-after-ms", str(self._retry_ms)),)
+        return [Metadatum(key, value) for key, value in hint]
+
+
+class Metadatum(NamedTuple):
+    """What grpc's trailing_metadata() yields: (key, value) pairs with names."""
+
+    key: str
+    value: str
 
 
 class FakeLog:
@@ -278,7 +292,7 @@ class FakeLog:
         self.calls.append((time.monotonic(), list(digests), wait_for_checkpoint))
         error = self.script(len(self.calls))
         if error is not None:
-            raise error
+            raise translate(error, "fake")
         results = []
         for d in digests:
             duplicate = d in self.logged
@@ -349,9 +363,14 @@ def test_retries_honour_the_servers_hint() -> None:
     s.close(1)
 
 
-def test_retry_after_reads_trailing_metadata() -> None:
-    assert retry_after(FakeError(grpc.StatusCode.RESOURCE_EXHAUSTED, 1500)) == 1.5
-    assert retry_after(FakeError(grpc.StatusCode.UNAVAILABLE)) is None
+def test_translate_reads_the_retry_hint_and_the_retry_rule() -> None:
+    pushback = translate(FakeError(grpc.StatusCode.RESOURCE_EXHAUSTED, 1500), "fake")
+    assert isinstance(pushback, PushbackError) and pushback.retry_after == 1.5
+    assert is_retryable(pushback)
+    unavailable = translate(FakeError(grpc.StatusCode.UNAVAILABLE), "fake")
+    assert isinstance(unavailable, UnavailableError) and is_retryable(unavailable)
+    refused = translate(FakeError(grpc.StatusCode.INVALID_ARGUMENT), "fake")
+    assert isinstance(refused, InvalidArgumentError) and not is_retryable(refused)
 
 
 def test_backoff_grows_and_is_capped() -> None:

@@ -15,10 +15,9 @@ import pytest
 from ledger.checkpoint import Ed25519Signer
 from ledger.errors import LogFailedError
 from ledger.log import Log
-from ledger.sequencer import AppendItem
 from ledger.service import LogService
 from ledger.storage import MemoryStore
-from ledger.types import Anchor
+from ledger.types import Anchor, AppendItem
 
 ORIGIN = "ledger.test/faults"
 SIGNER = Ed25519Signer.generate(ORIGIN)
