@@ -172,8 +172,6 @@ def _leaves_from(source_dir: Path | None, source_server: str | None, start: int)
                 for at in range(start, end, PAGE)
                 for leaf in src.get_leaves(range(at, min(at + PAGE, end)))
             ]
-    import grpc
-
     from ledger_client.remote import RemoteLog
 
     assert source_server is not None
@@ -183,6 +181,6 @@ def _leaves_from(source_dir: Path | None, source_server: str | None, start: int)
             end = remote.checkpoint().size
             while start + len(leaves) < end:
                 leaves.extend(e.leaf for e in remote.entries(start + len(leaves), PAGE))
-    except grpc.RpcError as exc:
-        _fail(f"{source_server}: {exc.code().name}: {exc.details()}")
+    except LedgerError as exc:
+        _fail(f"{source_server}: {exc}")
     return leaves
