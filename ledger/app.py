@@ -15,12 +15,13 @@ from dataclasses import dataclass
 import grpc
 
 from ledger.anchoring import Anchorer, AnchorSchedule
+from ledger.budget import ByteBudget
 from ledger.checkpoint import Ed25519Signer
 from ledger.config import Settings
 from ledger.highwater import HighWaterMark
 from ledger.log import Log
 from ledger.rocks import RocksStore
-from ledger.server import create_server
+from ledger.server import ServerLimits, create_server
 from ledger.service import LogService
 from ledger.tsa_setup import TsaSetup, setup_tsas
 
@@ -66,6 +67,16 @@ class App:
         self.store.close()
 
 
+def server_limits(settings: Settings) -> ServerLimits:
+    """The memory bounds of ``[server]`` (``ledger.server.ServerLimits``)."""
+    return ServerLimits(
+        max_request_bytes=settings.max_request_mb << 20,
+        max_concurrent_rpcs=settings.max_concurrent_rpcs,
+        idle_s=settings.stream_idle_s,
+        budget=ByteBudget(settings.inflight_mb << 20),
+    )
+
+
 async def start_app(settings: Settings, signer: Ed25519Signer) -> App:
     """Open the store, recover the log, start the service, the anchorer and the gRPC server."""
     store = RocksStore(
@@ -89,7 +100,9 @@ async def start_app(settings: Settings, signer: Ed25519Signer) -> App:
     )
     try:
         anchor_now = anchoring.anchor_now if tsas.targets else None
-        server, port = await create_server(service, settings.listen, anchor_now=anchor_now)
+        server, port = await create_server(
+            service, settings.listen, anchor_now=anchor_now, limits=server_limits(settings)
+        )
     except BaseException:
         tsas.close()
         await service.stop()

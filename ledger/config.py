@@ -13,6 +13,10 @@ The TOML file has one table per concern; every key is optional:
     [server]
     listen = "127.0.0.1:6962"
     max_pending = 200000
+    max_request_mb = 4                          # larger requests are refused by gRPC core
+    max_concurrent_rpcs = 100                   # beyond: RESOURCE_EXHAUSTED
+    inflight_mb = 64                            # one budget for every request held in memory
+    stream_idle_s = 60                          # a stream with no message this long is closed
     log_format = "text"                         # or "json" (JSON lines)
 
     [storage]
@@ -66,6 +70,10 @@ class Settings:
     checkpoint_interval_ms: int = 50
     listen: str = "127.0.0.1:6962"
     max_pending: int = 200_000
+    max_request_mb: int = 4
+    max_concurrent_rpcs: int = 100
+    inflight_mb: int = 64
+    stream_idle_s: float = 60.0
     log_format: str = "text"
     memtable_mb: int = 16
     cache_mb: int = 32
@@ -126,6 +134,10 @@ _TABLES: dict[str, dict[str, tuple[str, type]]] = {
     "server": {
         "listen": ("listen", str),
         "max_pending": ("max_pending", int),
+        "max_request_mb": ("max_request_mb", int),
+        "max_concurrent_rpcs": ("max_concurrent_rpcs", int),
+        "inflight_mb": ("inflight_mb", int),
+        "stream_idle_s": ("stream_idle_s", float),
         "log_format": ("log_format", str),
     },
     "storage": {"memtable_mb": ("memtable_mb", int), "cache_mb": ("cache_mb", int)},

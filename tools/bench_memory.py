@@ -7,6 +7,9 @@ Starts a real ``ledger serve`` (temporary data dir, no TSA) per scenario and rea
 * ``streams`` 24 StreamAppend streams, each sending one 15 MB message and then holding the
   stream open for ``--hold`` seconds without half-closing.
 
+``--message-mb 3.9`` repeats both with messages just under the server's 4 MiB request limit,
+which are accepted and appended (the worst case the core limits allow).
+
 The messages are sent as raw bytes (a valid AppendRecordsRequest: 15 MB of items), so that the
 client's own limits do not stop them. Target (issue 14): peak RSS <= 512 MB in both. Every call's
 status is counted. Prints a table (``--json``: one object); exit 0 when both targets were met.
@@ -35,12 +38,12 @@ MESSAGE_MB = 15
 SERVICE = "/ledger.v1.LedgerService/"
 
 
-def big_request(mb: int, tag: int) -> bytes:
+def big_request(mb: float, tag: int) -> bytes:
     """A serialized AppendRecordsRequest of about ``mb`` MB (items with 1 KiB metadata)."""
     from ledger.v1 import ledger_pb2 as pb
 
     request = pb.AppendRecordsRequest()
-    n = (mb << 20) // 1070
+    n = int(mb * (1 << 20)) // 1070
     for i in range(n):
         digest = (tag.to_bytes(4, "big") + i.to_bytes(4, "big")) * 4
         request.items.add(record_digest=digest, metadata=b"m" * 1024)
@@ -147,10 +150,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--hold", type=float, default=5.0, help="seconds streams stay open")
+    parser.add_argument(
+        "--message-mb", type=float, default=MESSAGE_MB, help="size of each message (MB)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    payload = big_request(MESSAGE_MB, os.getpid())
+    payload = big_request(args.message_mb, os.getpid())
     results: dict[str, list[dict[str, Any]]] = {"unary": [], "streams": []}
     for _ in range(args.runs):
         for name in results:
