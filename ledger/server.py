@@ -66,7 +66,7 @@ class ServerLimits:
 
     max_request_bytes: int = MAX_REQUEST_BYTES
     max_concurrent_rpcs: int = 100
-    max_streams_per_connection: int = 32
+    max_streams_per_connection: int = 100
     idle_s: float = DEFAULT_IDLE_S
     budget: ByteBudget = field(default_factory=lambda: ByteBudget(DEFAULT_BUDGET_BYTES))
 
