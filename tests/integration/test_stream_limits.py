@@ -5,6 +5,7 @@ one byte budget refuses requests beyond it; gRPC core refuses oversized messages
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -111,3 +112,27 @@ def test_the_byte_budget_and_core_limits_refuse_with_resource_exhausted(tmp_path
             assert too_big.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         _, error = stream(server.address, iter([big]))
         assert error is not None and error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def test_the_server_wide_call_cap_refuses_beyond_it(tmp_path: Path) -> None:
+    with running_server(tmp_path / "data", max_concurrent_rpcs=1) as (server, _, _):
+        held = threading.Event()
+
+        def messages() -> Iterator[bytes]:
+            yield message("held")
+            held.wait(10)  # the stream stays open: one call in flight
+
+        holder = threading.Thread(target=stream, args=(server.address, messages()))
+        holder.start()
+        try:
+            time.sleep(0.5)
+            with grpc.insecure_channel(server.address) as channel:
+                check = channel.unary_unary(
+                    METHOD + "GetCheckpoint", request_serializer=None, response_deserializer=None
+                )
+                with pytest.raises(grpc.RpcError) as refused:
+                    check(b"", timeout=10)
+            assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        finally:
+            held.set()
+            holder.join(20)
