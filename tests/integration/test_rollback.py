@@ -10,11 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import grpc
 import pytest
 
 from ledger.checkpoint import Ed25519Signer
-from ledger.errors import DataLossError
+from ledger.errors import DataLossError, FailedPreconditionError
 from ledger.highwater import HighWaterMark
 from ledger.keys import write_signer
 from ledger.log import Log
@@ -124,10 +123,8 @@ def test_a_restored_backup_is_refused_then_read_only_then_caught_up(tmp_path: Pa
     try:
         with RemoteLog(server.address) as remote:
             assert remote.checkpoint().size == 100
-            with pytest.raises(grpc.RpcError) as refused:
+            with pytest.raises(FailedPreconditionError, match="read-only"):
                 remote.append(digests(1, "new"))
-            assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-            assert "read-only" in (refused.value.details() or "")
     finally:
         assert server.terminate() == 0
 

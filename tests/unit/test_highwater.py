@@ -10,7 +10,7 @@ import pytest
 
 from ledger.checkpoint import Ed25519Signer
 from ledger.errors import DataLossError, FormatError, LogFailedError, ReadOnlyError
-from ledger.highwater import HighWaterMark, MarkState, RestoreRecord
+from ledger.highwater import SLOT_BYTES, HighWaterMark, MarkState, RestoreRecord
 from ledger.log import Log
 from ledger.storage import MemoryStore
 from ledger.types import AppendItem
@@ -118,3 +118,21 @@ def test_a_checkpoint_only_in_the_mark_is_stored_again(tmp_path: Path) -> None:
     reopened = open_log(store, mark)
     latest = reopened.latest_checkpoint()
     assert latest is not None and latest.size == 5 and store.get_checkpoint(5) == latest
+
+
+def test_a_torn_mark_write_leaves_the_previous_mark(tmp_path: Path) -> None:
+    mark = HighWaterMark(tmp_path / "m")
+    log = open_log(MemoryStore(), mark)
+    log.append(items(2))
+    first = log.publish()
+    log.append(items(3, "more"))
+    second = log.publish()
+    assert HighWaterMark(tmp_path / "m").read() == MarkState(checkpoint=second)
+    raw = bytearray((tmp_path / "m").read_bytes())
+    slot = 2 % 2 * SLOT_BYTES + 40  # inside the newest slot's body: a write cut short
+    raw[slot] ^= 0xFF
+    (tmp_path / "m").write_bytes(bytes(raw))
+    assert HighWaterMark(tmp_path / "m").read() == MarkState(checkpoint=first)
+    (tmp_path / "m").write_bytes(bytes(2 * SLOT_BYTES))
+    with pytest.raises(FormatError, match="no intact slot"):
+        HighWaterMark(tmp_path / "m").read()
