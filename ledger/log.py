@@ -286,7 +286,9 @@ class Log:
             )
             for i, plan, leaf in zip(indexes, plans, leaves, strict=True)
         ]
-        selfcheck.check_inclusion(proofs, self._signed_root(size))
+        if proofs:
+            latest = self._require_latest()
+            selfcheck.check_inclusion(proofs, selfcheck.proven_root(proofs[0], latest, self._roots))
         return proofs
 
     def _read_nodes(self, ids: Sequence[merkle.NodeID]) -> list[bytes]:

@@ -25,7 +25,14 @@ from ledger.errors import DataLossError, VerificationError
 from ledger.merkle import CompactRange, NodeID
 from ledger.types import ConsistencyProof, InclusionProof, PublishedCheckpoint
 
-__all__ = ["RootCheck", "check_extends", "check_inclusion", "check_leaves", "prove_consistency"]
+__all__ = [
+    "RootCheck",
+    "check_extends",
+    "check_inclusion",
+    "check_leaves",
+    "prove_consistency",
+    "proven_root",
+]
 
 NodeReader = Callable[[Sequence[NodeID]], list[bytes]]
 LeafReader = Callable[[Sequence[int]], list[bytes]]
@@ -70,17 +77,23 @@ class RootCheck:
 
     def __init__(self, get_nodes: NodeReader) -> None:
         self._get_nodes = get_nodes
-        self._cache: dict[tuple[int, bytes], bytes] = {}
+        self._cache: set[tuple[int, bytes, bytes]] = set()
 
     def root(self, size: int, latest: PublishedCheckpoint) -> bytes:
-        """The root at ``size`` (<= latest.size) tied to ``latest``'s signed root."""
+        """The root at ``size`` (<= latest.size) from stored nodes, tied to ``latest``."""
         if size == latest.size:
             return latest.root_hash
-        key = (size, latest.root_hash)
-        cached = self._cache.get(key)
-        if cached is not None:
-            return cached
         root = root_at(self._get_nodes, size)
+        self.tie(size, root, latest)
+        return root
+
+    def tie(self, size: int, root: bytes, latest: PublishedCheckpoint) -> None:
+        """Prove from stored nodes that ``(size, root)`` is consistent with ``latest``."""
+        if size == latest.size and root == latest.root_hash:
+            return
+        key = (size, root, latest.root_hash)
+        if key in self._cache:
+            return
         try:
             proof = prove_consistency(self._get_nodes, size, latest.size)
             merkle.verify_consistency(size, latest.size, root, latest.root_hash, proof)
@@ -91,8 +104,22 @@ class RootCheck:
             ) from exc
         if len(self._cache) >= _ROOT_CACHE:
             self._cache.clear()
-        self._cache[key] = root
-        return root
+        self._cache.add(key)
+
+
+def proven_root(proof: InclusionProof, latest: PublishedCheckpoint, roots: RootCheck) -> bytes:
+    """The root an inclusion proof leads to, tied to the signed ``latest`` (one read of the
+    consistency nodes; the proof's own path stands in for reading the root's nodes)."""
+    if proof.tree_size == latest.size:
+        return latest.root_hash
+    try:
+        root = merkle.root_from_inclusion_proof(
+            merkle.leaf_hash(proof.entry.leaf), proof.entry.index, proof.tree_size, proof.hashes
+        )
+    except VerificationError as exc:
+        raise DataLossError(f"an inclusion proof from stored nodes is malformed: {exc}") from exc
+    roots.tie(proof.tree_size, root, latest)
+    return root
 
 
 def check_inclusion(proofs: Sequence[InclusionProof], root_hash: bytes) -> None:
