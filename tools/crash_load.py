@@ -116,16 +116,15 @@ class Observed:
 
     def appends_refused(self, address: str) -> bool:
         """True when an append is refused as FAILED_PRECONDITION (read-only)."""
+        from ledger.errors import FailedPreconditionError
         from ledger_client.remote import RemoteLog
 
         digest = hashlib.sha256(os.urandom(16)).digest()
         try:
             with RemoteLog(address, timeout=30) as remote:
                 remote.append([digest])
-        except Exception as exc:
-            code = getattr(exc, "code", None)
-            name = code().name if callable(code) else type(exc).__name__
-            return "FAILED_PRECONDITION" in name or "ReadOnly" in name
+        except FailedPreconditionError as exc:  # ReadOnlyError, as the client sees it
+            return "read-only" in str(exc)
         return False
 
     def all_leaves(self, address: str) -> list[bytes]:

@@ -38,7 +38,7 @@ def test_a_full_tmpfs_stops_appends_and_a_restart_resumes(tmp_path: Path) -> Non
         if fs is None:
             pytest.skip("mounting a tmpfs is not allowed here (see the RLIMIT_FSIZE test)")
         ballast = fs / "ballast"
-        ballast.write_bytes(b"\0" * (4 << 20))  # freed below: "space is back"
+        ballast.write_bytes(b"\0" * (10 << 20))  # freed below: "space is back"
         acked, error = fill_in_child(fs / "data")
         assert "No space left on device" in error or "space" in error.lower(), error
         assert "restart" in error  # the message says what to do
