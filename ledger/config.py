@@ -13,7 +13,7 @@ The TOML file has one table per concern; every key is optional:
     [server]
     listen = "127.0.0.1:6962"
     max_pending = 200000
-    max_request_mb = 4                          # larger requests are refused by gRPC core
+    max_request_mb = 2                          # larger requests are refused by gRPC core
     max_concurrent_rpcs = 0                     # 0: no server-wide cap; else RESOURCE_EXHAUSTED
     inflight_mb = 64                            # one budget for every request held in memory
     stream_idle_s = 60                          # a stream with no message this long is closed
@@ -70,7 +70,7 @@ class Settings:
     checkpoint_interval_ms: int = 50
     listen: str = "127.0.0.1:6962"
     max_pending: int = 200_000
-    max_request_mb: int = 4
+    max_request_mb: int = 2
     max_concurrent_rpcs: int = 0
     inflight_mb: int = 64
     stream_idle_s: float = 60.0

@@ -7,7 +7,7 @@ Starts a real ``ledger serve`` (temporary data dir, no TSA) per scenario and rea
 * ``streams`` 24 StreamAppend streams, each sending one 15 MB message and then holding the
   stream open for ``--hold`` seconds without half-closing.
 
-``--message-mb 3.9`` repeats both with messages just under the server's 4 MiB request limit,
+``--message-mb 1.9`` repeats both with messages just under the server's 2 MiB request limit,
 which are accepted and appended (the worst case the core limits allow).
 
 The messages are sent as raw bytes (a valid AppendRecordsRequest: 15 MB of items), so that the
