@@ -27,9 +27,11 @@ from ledger.anchoring import Anchorer, AnchorSchedule, TsaTarget
 from ledger.auth import Policy, RateLimiter, TokenStore
 from ledger.backup import BackupOutcome, backup_store
 from ledger.binding import bind_signer, open_bound_signer
+from ledger.budget import ByteBudget
 from ledger.checkpoint import Ed25519Signer
 from ledger.config import Settings, is_loopback, parse_listen
 from ledger.errors import FormatError
+from ledger.highwater import HighWaterMark
 from ledger.http_metrics import MetricsServer, add_metrics_route, start_metrics_server
 from ledger.http_tiles import TilesServer, start_tiles_server
 from ledger.interceptor import AuthInterceptor
@@ -37,7 +39,7 @@ from ledger.log import Log
 from ledger.metrics import LedgerMetrics, MetricsRegistry, ObservedSource, witness_metrics
 from ledger.preflight import check_listen, check_plaintext
 from ledger.rocks import RocksStore
-from ledger.server import create_server
+from ledger.server import ServerLimits, create_server
 from ledger.service import LogService
 from ledger.tile_reader import TileReader
 from ledger.tiles_mirror_process import MirrorProcess
@@ -115,6 +117,16 @@ class App:
             await asyncio.get_running_loop().run_in_executor(None, self.mirror.stop)
         self.tsas.close()
         self.store.close()
+
+
+def server_limits(settings: Settings) -> ServerLimits:
+    """The memory bounds of ``[server]`` (``ledger.server.ServerLimits``)."""
+    return ServerLimits(
+        max_request_bytes=settings.max_request_mb << 20,
+        max_concurrent_rpcs=settings.max_concurrent_rpcs,
+        idle_s=settings.stream_idle_s,
+        budget=ByteBudget(settings.inflight_mb << 20),
+    )
 
 
 def _policy(settings: Settings) -> Policy:
@@ -256,7 +268,8 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
     metrics = LedgerMetrics(registry)
     mirror: MirrorProcess | None = None
     try:
-        log = Log(store=store, signer=signer, origin=settings.origin)
+        mark = HighWaterMark(settings.high_water_file)
+        log = Log(store=store, signer=signer, origin=settings.origin, mark=mark)
         reader = TileReader(store=store, published=log.latest_checkpoint)
         mirror = _start_mirror(settings)
         service = LogService(
@@ -305,6 +318,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
             backup=backup,
             credentials=_credentials(tls),
             interceptors=[interceptor],
+            limits=server_limits(settings),
         )
         tiles, metrics_server = await _http_endpoints(settings, port, reader, registry, tls)
     except BaseException:

@@ -23,6 +23,7 @@ from ledger.cli_migrate import migrate_storage
 from ledger.cli_ops import register_ops
 from ledger.cli_reader import serve_reader
 from ledger.cli_receipt import receipt_group
+from ledger.cli_restore import restore
 from ledger.cli_settings import setting_option
 from ledger.cli_tiles import tiles_group
 from ledger.cli_witness import witness, witnesses
@@ -309,6 +310,7 @@ for _command in (
     witnesses,
     migrate_storage,
     serve_reader,
+    restore,
 ):
     main.add_command(_command)
 

@@ -269,7 +269,7 @@ def backup_command(
     click.echo(json.dumps({"out": where, "tree_size": size, "checkpoint_size": cp}))
 
 
-@click.command("restore")
+@click.command("from-backup")
 @_config
 @_data_dir
 @click.option("--from", "source", type=_DIR, required=True, help="a backup directory")
@@ -293,17 +293,21 @@ def restore_command(
     force: bool,
 ) -> None:
     """Restore a backup into a stopped log's data dir, refusing a state older than the newest
-    checkpoint the log published (unless --force); fsck runs on the result first."""
+    checkpoint the log published (its high-water mark, the data dir's own checkpoints, and any
+    --published-checkpoint; unless --force); fsck runs on the result first."""
     from ledger.fsck import fsck
+    from ledger.highwater import HighWaterMark
     from ledger.restore import restore
 
     settings = _settings(config, data_dir=data_dir)
     texts = [p.read_bytes().decode("utf-8") for p in notes]
     roots = tsa_roots(settings)
+    mark = HighWaterMark(settings.high_water_file).read()
     done = restore(
         source,
         settings.data_dir,
         published_notes=texts,
+        published_sizes=[mark.checkpoint.size] if mark is not None else [],
         force=force,
         run_fsck=lambda d: fsck(d, key_file=settings.signer_key_file, tsa_roots=roots),
     )
@@ -351,9 +355,11 @@ def register_ops(main: click.Group) -> None:
         rotate_key,
         fsck_command,
         backup_command,
-        restore_command,
     ):
         main.add_command(command)
+    restore = main.commands.get("restore")
+    if isinstance(restore, click.Group):
+        restore.add_command(restore_command)
     config = main.commands.get("config")
     if isinstance(config, click.Group):
         config.add_command(config_init)

@@ -13,11 +13,17 @@ is optional (``TABLES`` maps ``table.key`` to a field):
     origin = "ledger.example.com/agents/2026"   # change this: it names the log forever
     data_dir = "ledger-data"                    # RocksDB in <data_dir>/db, keys beside it
     key_file = "ledger-data/signer.key"         # created with a new data dir only (mode 0600)
+    mark_file = "ledger-data.high-water"        # published high-water mark: keep it outside
+                                                # the data dir (default: beside it)
     checkpoint_interval_ms = 50
 
     [server]
     listen = "127.0.0.1:6962"
     max_pending = 200000
+    max_request_mb = 2                          # larger requests are refused by gRPC core
+    max_concurrent_rpcs = 0                     # 0: no server-wide cap; else RESOURCE_EXHAUSTED
+    inflight_mb = 64                            # one budget for every request held in memory
+    stream_idle_s = 60                          # a stream with no message this long is closed
     log_format = "text"                         # or "json" (JSON lines)
     allow_plaintext = false                     # plaintext beyond loopback needs this
 
@@ -170,12 +176,29 @@ class Settings(BaseSettings):
     key_file: Path | None = Field(
         None, description="signer key file (default <data_dir>/signer.key; mode 0600)"
     )
+    mark_file: Path | None = Field(
+        None,
+        description="published high-water mark, outside the data dir "
+        "(default <data_dir>.high-water)",
+    )
     checkpoint_interval_ms: int = Field(
         50, ge=1, le=60_000, description="publish a checkpoint at most this often (ms)"
     )
     listen: str = Field("127.0.0.1:6962", description="gRPC HOST:PORT (port 0 picks a free port)")
     max_pending: int = Field(
         200_000, ge=1, le=10_000_000, description="queued items before RESOURCE_EXHAUSTED"
+    )
+    max_request_mb: int = Field(
+        2, ge=1, le=16, description="largest request (MiB); larger ones are refused by gRPC core"
+    )
+    max_concurrent_rpcs: int = Field(
+        0, ge=0, le=100_000, description="server-wide call cap; 0: none (it costs unary rate)"
+    )
+    inflight_mb: int = Field(
+        64, ge=1, le=4096, description="one budget (MiB) for every request held in memory"
+    )
+    stream_idle_s: float = Field(
+        60.0, gt=0, le=86_400, description="close a stream idle for this long (seconds)"
     )
     log_format: Literal["text", "json"] = Field("text", description="server log lines")
     access_log: bool = Field(True, description="one log line per call (ledger.access)")
@@ -269,6 +292,11 @@ class Settings(BaseSettings):
         return self.key_file or self.data_dir / "signer.key"
 
     @property
+    def high_water_file(self) -> Path:
+        """The published high-water mark (``ledger.highwater``), outside the data dir."""
+        return self.mark_file or self.data_dir.with_name(self.data_dir.name + ".high-water")
+
+    @property
     def db_dir(self) -> Path:
         """The RocksDB directory."""
         return self.data_dir / "db"
@@ -297,6 +325,7 @@ class Settings(BaseSettings):
         out = self.model_dump(mode="json")
         out["key_file"] = str(self.signer_key_file)
         out["tokens_file"] = str(self.token_file)
+        out["mark_file"] = str(self.high_water_file)
         return out
 
     def with_overrides(self, **overrides: Any) -> Settings:
@@ -315,11 +344,16 @@ TABLES: dict[str, dict[str, str]] = {
         "origin": "origin",
         "data_dir": "data_dir",
         "key_file": "key_file",
+        "mark_file": "mark_file",
         "checkpoint_interval_ms": "checkpoint_interval_ms",
     },
     "server": {
         "listen": "listen",
         "max_pending": "max_pending",
+        "max_request_mb": "max_request_mb",
+        "max_concurrent_rpcs": "max_concurrent_rpcs",
+        "inflight_mb": "inflight_mb",
+        "stream_idle_s": "stream_idle_s",
         "log_format": "log_format",
         "allow_plaintext": "allow_plaintext",
         "access_log": "access_log",

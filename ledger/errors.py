@@ -29,14 +29,17 @@ one table (``ledger.server``) and the CLIs map them to exit codes in one place.
         │   └── NotYetPublishedError sequenced, no covering checkpoint yet       OUT_OF_RANGE
         ├── NotFoundError            unknown digest, checkpoint, anchor          NOT_FOUND
         ├── FailedPreconditionError  refused until the operator changes things   FAILED_PRECONDITION
+        │   └── ReadOnlyError        behind its published mark after a restore   FAILED_PRECONDITION
         ├── PushbackError            queues full; carries ``retry_after``        RESOURCE_EXHAUSTED
         ├── UnauthenticatedError     missing or bad credentials                  UNAUTHENTICATED
         ├── PermissionDeniedError    credentials without the needed scope        PERMISSION_DENIED
         ├── UnavailableError         shutting down, unreachable, timed out       UNAVAILABLE
+        │   └── LogFailedError       the writer stopped after a fault (cause)    UNAVAILABLE
         ├── DeadlineExceededError    the call's deadline passed                  DEADLINE_EXCEEDED
         ├── UnimplementedError       the server does not know the call           UNIMPLEMENTED
         ├── InternalError            an unexpected server failure                INTERNAL
         │   └── StorageError         the store failed or holds corrupt data      INTERNAL
+        │       └── DataLossError    stored data contradicts what the log signed DATA_LOSS
         └── RemoteError              any other status a server answered          (its own)
 
 Each class says whether a retry may succeed (``retryable``; ``is_retryable`` is the one retry
@@ -50,6 +53,7 @@ from typing import ClassVar
 
 __all__ = [
     "BoundsError",
+    "DataLossError",
     "DeadlineExceededError",
     "FailedPreconditionError",
     "FormatError",
@@ -58,6 +62,7 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidRecordError",
     "LedgerError",
+    "LogFailedError",
     "MalformedHashError",
     "MalformedKeyError",
     "MalformedNoteError",
@@ -72,6 +77,7 @@ __all__ = [
     "PermissionDeniedError",
     "ProofShapeError",
     "PushbackError",
+    "ReadOnlyError",
     "RecordError",
     "RemoteError",
     "RootMismatchError",
@@ -276,6 +282,23 @@ class InternalError(ServiceError):
 
 class StorageError(InternalError):
     """The store failed or holds data that contradicts itself."""
+
+
+class DataLossError(StorageError):
+    """Stored data contradicts what the log signed or published (a rollback, a damaged node,
+    entry or index): the log refuses to answer rather than answer wrongly."""
+
+    retryable = False
+
+
+class ReadOnlyError(FailedPreconditionError):
+    """The log was restored behind its published high-water mark and takes no appends until
+    its tree is consistent with the mark again (``ledger restore``)."""
+
+
+class LogFailedError(UnavailableError):
+    """The log's writer stopped after a fault; ``__cause__`` is the fault. Appends fail at once
+    until the log is restarted (retryable: clients keep their records and retry)."""
 
 
 class RemoteError(ServiceError):

@@ -25,6 +25,11 @@ class Integrator:
         """Size of the durable tree."""
         return self._compact.size
 
+    @property
+    def compact(self) -> CompactRange:
+        """The compact range of the durable tree (replaced, never changed, by ``adopt``)."""
+        return self._compact
+
     def root(self) -> bytes:
         """Root hash of the durable tree."""
         return self._compact.root()

@@ -16,6 +16,7 @@ __all__ = [
     "MAX_METADATA",
     "MAX_PAGE",
     "MAX_PROOFS_PER_CALL",
+    "MAX_REQUEST_BYTES",
     "RETRY_AFTER_KEY",
 ]
 
@@ -28,4 +29,5 @@ MAX_PROOFS_PER_CALL = 1_000  # inclusion proofs (or receipts) in one call
 DEFAULT_ANCHORED_SIZES = 100  # ListAnchoredSizes with limit 0
 MAX_ANCHORED_SIZES = 10_000  # the most ListAnchoredSizes lists in one call
 MAX_MESSAGE_BYTES = 16 << 20  # gRPC send/receive limit, both sides
+MAX_REQUEST_BYTES = 2 << 20  # the largest request the server's gRPC core accepts (memory bound)
 RETRY_AFTER_KEY = "retry-after-ms"  # trailing metadata of RESOURCE_EXHAUSTED: wait this long

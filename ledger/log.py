@@ -2,9 +2,11 @@
 
 Synchronous and single-writer (``append`` and ``publish`` hold one lock); reads run concurrently.
 Recovery on open: the tree state comes from the store, and the newest stored checkpoint must
-match the durable tree at its size (recomputed from stored nodes), or the log refuses to open.
+match the durable tree at its size (recomputed from stored nodes), or the log refuses to open;
+so must the published high-water mark kept outside the data dir (``ledger.recovery``).
 RFC 9162 §2.1.3/§2.1.4 proofs are served for any size up to the latest published checkpoint,
-with one batched node read per request.
+with one batched node read per request. Before it signs and before it serves, the log checks
+itself against what it signed (``ledger.selfcheck``): a failed check is ``DataLossError``.
 """
 
 from __future__ import annotations
@@ -14,18 +16,23 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from ledger import merkle
+from ledger import merkle, selfcheck
 from ledger.checkpoint import NoteSignature, SignedNote, Signer, add_signatures
+from ledger.clock import BoundedClock
 from ledger.errors import (
+    DataLossError,
     InvalidArgumentError,
+    LogFailedError,
     NotFoundError,
     NotYetPublishedError,
     OutOfRangeError,
-    StorageError,
+    ReadOnlyError,
 )
+from ledger.highwater import HighWaterMark
 from ledger.integrator import Integrator
 from ledger.limits import HASH_SIZE, MAX_ANCHORED_SIZES, MAX_GROUP, MAX_PAGE
 from ledger.publisher import Publisher
+from ledger.recovery import check_against_mark, leave_read_only
 from ledger.sequencer import Sequencer, validate_items
 from ledger.storage import Store, TreeState
 from ledger.types import (
@@ -57,24 +64,34 @@ class Log:
         store: Store,
         signer: Signer,
         origin: str,
-        clock_ms: Callable[[], int] = wall_clock_ms,
+        clock_ms: Callable[[], int] | None = None,
         max_batch: int = MAX_GROUP,
+        mark: HighWaterMark | None = None,
     ) -> None:
         self._store = store
         self._lock = threading.Lock()
         self._cosign_lock = threading.Lock()
         self._max_batch = max_batch
         self._failure: Exception | None = None
+        self.failure_listeners: list[Callable[[Exception], None]] = []
         state = store.load_state()
         self._integrator = Integrator(state.compact)
         self._sequencer = Sequencer(
             store=store,
-            clock_ms=clock_ms,
+            clock_ms=clock_ms or BoundedClock(),
             next_index=state.size,
             last_timestamp_ms=state.last_timestamp_ms,
+            check_leaves=self._check_leaves,
         )
-        self._publisher = Publisher(store=store, signer=signer, origin=origin)
+        self._publisher = Publisher(
+            store=store, signer=signer, origin=origin, mark=mark, check=self._check_extends
+        )
+        self._roots = selfcheck.RootCheck(store.get_nodes)
         self._check_recovered(state)
+        self._mark = mark
+        self.read_only: str | None = None  # why appends are refused after a forced restore
+        if mark is not None:
+            self.read_only = check_against_mark(self, mark, self._publisher)
 
     # --- writes ----------------------------------------------------------------------------
 
@@ -96,6 +113,8 @@ class Log:
         batch = validate_items(items, self._max_batch)
         with self._lock:
             self._raise_if_failed()
+            if self.read_only is not None:
+                raise ReadOnlyError(self.read_only)
             sequenced = self._sequencer.sequence(batch)
             if not sequenced.entries:
                 return sequenced.results
@@ -104,8 +123,12 @@ class Log:
             try:
                 self._store.commit(sequenced.batch(nodes, state))
             except Exception as exc:
-                self._failure = exc
-                raise StorageError(f"commit failed; the log stops appending: {exc}") from exc
+                self._set_failure(exc)
+                raise LogFailedError(
+                    f"the group commit failed ({type(exc).__name__}: {exc}); the log stops "
+                    "appending. Nothing acknowledged is lost: fix the cause (for example free "
+                    "disk space) and restart the server"
+                ) from exc
             self._sequencer.adopt(sequenced)
             self._integrator.adopt(compact)
             return sequenced.results
@@ -114,7 +137,57 @@ class Log:
         """Sign and store a checkpoint for the durable tree (no-op when nothing is new)."""
         with self._lock:
             self._raise_if_failed()
-            return self._publisher.publish(self._integrator.size, self._integrator.root())
+            if self.read_only is not None:  # never sign while behind the published mark
+                latest = self._publisher.latest
+                if latest is None:
+                    raise ReadOnlyError(self.read_only)
+                return latest
+            try:
+                return self._publisher.publish(self._integrator.size, self._integrator.root())
+            except DataLossError as exc:
+                self._set_failure(exc)
+                raise
+            except Exception as exc:
+                self._set_failure(exc)
+                raise LogFailedError(
+                    f"publishing a checkpoint failed ({type(exc).__name__}: {exc}); the log "
+                    "stops appending. Nothing acknowledged is lost: fix the cause (for example "
+                    "free disk space) and restart the server"
+                ) from exc
+
+    def catch_up(self, leaves: Sequence[bytes]) -> PublishedCheckpoint:
+        """Append the missing ``leaves`` verbatim (read-only mode only) and leave read-only mode
+        once the tree matches the published mark again; the leaves are checked before any is
+        stored: together they must rebuild the mark's root."""
+        with self._lock:
+            if self._mark is None or self.read_only is None:
+                raise InvalidArgumentError("catch-up: the log is not behind its published mark")
+            published = leave_read_only(self, self._mark, leaves, self._integrator)
+            self._publisher.adopt(published)
+            self.read_only = None
+            return published
+
+    def commit_leaves(self, start: int, leaves: Sequence[bytes]) -> None:
+        """Commit leaves at ``start`` exactly as given (catch-up, under the lock)."""
+        sequenced = self._sequencer.sequence_leaves(start, leaves)
+        nodes, compact = self._integrator.integrate(sequenced.leaf_hashes)
+        state = TreeState(compact=compact, last_timestamp_ms=sequenced.last_timestamp_ms)
+        self._store.commit(sequenced.batch(nodes, state))
+        self._sequencer.adopt(sequenced)
+        self._integrator.adopt(compact)
+
+    @property
+    def failure(self) -> Exception | None:
+        """The fault that stopped the writer, if any."""
+        return self._failure
+
+    def _set_failure(self, exc: Exception) -> None:
+        """Stop appending for good (until a restart) and tell the listeners, once."""
+        if self._failure is not None:
+            return
+        self._failure = exc
+        for listener in self.failure_listeners:
+            listener(exc)
 
     def add_cosignatures(
         self, size: int, signatures: Sequence[NoteSignature]
@@ -142,7 +215,14 @@ class Log:
         """Store a verified anchor for a published checkpoint."""
         if self._store.get_checkpoint(anchor.size) is None:
             raise NotFoundError(f"no checkpoint published for size {anchor.size}")
-        self._store.put_anchor(anchor)
+        try:
+            self._store.put_anchor(anchor)
+        except Exception as exc:
+            self._set_failure(exc)
+            raise LogFailedError(
+                f"storing an anchor failed ({type(exc).__name__}: {exc}); the log stops "
+                "appending. Fix the cause (for example free disk space) and restart the server"
+            ) from exc
 
     # --- reads -----------------------------------------------------------------------------
 
@@ -176,6 +256,7 @@ class Log:
             raise OutOfRangeError(f"start: {start} >= published tree size {published}")
         indexes = range(start, min(start + min(count, MAX_PAGE), published))
         leaves = self._store.get_leaves(indexes)
+        self._check_leaves(indexes, leaves)
         return [decode_leaf(i, leaf) for i, leaf in zip(indexes, leaves, strict=True)]
 
     def index_of(self, record_digest: bytes) -> int:
@@ -184,15 +265,26 @@ class Log:
             raise InvalidArgumentError(
                 f"record_digest: {len(record_digest)} bytes, want {HASH_SIZE}"
             )
+        return self._entry_of(record_digest)[0]
+
+    def _entry_of(self, record_digest: bytes) -> tuple[int, bytes]:
+        """Index and leaf of a digest; the leaf must hold the digest (the index is checked)."""
         (index,) = self._store.find_digests([record_digest])
         if index is None or index >= self.size:
             raise NotFoundError(f"record_digest {record_digest.hex()} is not in the log")
-        return index
+        leaf = self._store.get_leaves([index])[0]
+        if decode_leaf(index, leaf).record_digest != record_digest:
+            raise DataLossError(
+                f"the digest index maps {record_digest.hex()} to entry {index}, which holds "
+                "another digest: the index is damaged"
+            )
+        return index, leaf
 
     def entry_by_digest(self, record_digest: bytes) -> Entry:
         """The entry of a logged record digest (sequenced entries included)."""
-        index = self.index_of(record_digest)
-        return decode_leaf(index, self._store.get_leaves([index])[0])
+        index, leaf = self._entry_of(record_digest)
+        self._check_leaves([index], [leaf])
+        return decode_leaf(index, leaf)
 
     def inclusion_proofs(self, indexes: Sequence[int], tree_size: int) -> list[InclusionProof]:
         """Inclusion proofs of ``indexes`` at ``tree_size`` (0: latest) with one node read.
@@ -210,7 +302,7 @@ class Log:
         hashes = merkle.fold_proof_nodes(distinct, self._read_nodes)
         hash_of = dict(zip(distinct, hashes, strict=True))
         leaves = self._store.get_leaves(indexes)
-        return [
+        proofs = [
             InclusionProof(
                 entry=decode_leaf(i, leaf),
                 tree_size=size,
@@ -218,6 +310,10 @@ class Log:
             )
             for i, plan, leaf in zip(indexes, plans, leaves, strict=True)
         ]
+        if proofs:
+            latest = self._require_latest()
+            selfcheck.check_inclusion(proofs, selfcheck.proven_root(proofs[0], latest, self._roots))
+        return proofs
 
     def _read_nodes(self, ids: Sequence[merkle.NodeID]) -> list[bytes]:
         """One batched read of distinct node ids, answered in the order asked."""
@@ -239,9 +335,10 @@ class Log:
             raise InvalidArgumentError(f"size1: {size1} > size2 {size2}")
         if size1 == 0 or size1 == size2:
             return ConsistencyProof(size1=size1, size2=size2, hashes=())
-        plan = merkle.consistency_proof_nodes(size1, size2)
-        hashes = merkle.fold_proof_nodes(plan, self._store.get_nodes)
-        return ConsistencyProof(size1=size1, size2=size2, hashes=tuple(hashes))
+        hashes = selfcheck.prove_consistency(self._store.get_nodes, size1, size2)
+        proof = ConsistencyProof(size1=size1, size2=size2, hashes=hashes)
+        selfcheck.check_consistency(proof, self.root_at(size1), self._signed_root(size2))
+        return proof
 
     def receipt_bundle(
         self, record_digests: Sequence[bytes], tree_size: int = 0, *, prefer_anchored: bool = True
@@ -278,10 +375,24 @@ class Log:
 
     def root_at(self, size: int) -> bytes:
         """Root hash of the durable tree at ``size`` (from stored nodes)."""
-        if size == 0:
-            return merkle.EMPTY_ROOT
-        node = merkle.subtree_node(0, size)
-        return merkle.fold_proof_nodes([node], self._store.get_nodes)[0]
+        return selfcheck.root_at(self._store.get_nodes, size)
+
+    # --- self-checks -----------------------------------------------------------------------
+
+    def _signed_root(self, size: int) -> bytes:
+        return self._roots.root(size, self._require_latest())
+
+    def _check_extends(self, old: PublishedCheckpoint, size: int, root_hash: bytes) -> None:
+        selfcheck.check_extends(self._store.get_nodes, old, size, root_hash)
+
+    def _check_leaves(self, indexes: Sequence[int], leaves: Sequence[bytes]) -> None:
+        selfcheck.check_leaves(
+            self._integrator.compact,
+            indexes,
+            leaves,
+            get_nodes=self._store.get_nodes,
+            get_leaves=self._store.get_leaves,
+        )
 
     # --- internals -------------------------------------------------------------------------
 
@@ -313,19 +424,23 @@ class Log:
 
     def _raise_if_failed(self) -> None:
         if self._failure is not None:
-            raise StorageError(f"the log stopped after a storage failure: {self._failure}")
+            raise LogFailedError(
+                f"the log stopped after a fault ({type(self._failure).__name__}: "
+                f"{self._failure}); restart it once the cause is fixed"
+            ) from self._failure
 
     def _check_recovered(self, state: TreeState) -> None:
         latest = self._publisher.latest
         if latest is None:
             return
         if latest.size > state.size:
-            raise StorageError(
-                f"checkpoint of size {latest.size} is ahead of the durable tree ({state.size})"
+            raise DataLossError(
+                f"checkpoint of size {latest.size} is ahead of the durable tree ({state.size}): "
+                "the tree state was rolled back or damaged"
             )
         root = self.root_at(latest.size)
         if root != latest.root_hash:
-            raise StorageError(
+            raise DataLossError(
                 f"durable tree root {root.hex()} at size {latest.size} differs from the "
                 f"published checkpoint's {latest.root_hash.hex()}"
             )

@@ -21,6 +21,13 @@ The dedup index is a whole-key bloom-filtered family of random 32-byte keys (the
 measured are in ``tools/bench_dedup.py`` and the README); memtables are capped so RSS does not
 grow with the log. Data dirs of the earlier per-entry layout are refused with a message naming
 ``ledger migrate-storage`` (``ledger.migrate``), which converts them in place.
+
+WAL recovery (issue 14): RocksDB's default, point-in-time recovery, silently drops everything
+after the first damaged WAL record. The log opens with ``tolerate_corrupted_tail_records``
+instead: a torn final record (a crash in the middle of a write) is dropped as normal, while
+damage in the middle of the WAL refuses to open, naming what to do. ``wal_recovery="salvage"``
+(``ledger restore accept --salvage-wal``) opens such a dir with point-in-time recovery, on
+purpose; the published high-water mark then tells how far it fell behind.
 """
 
 from __future__ import annotations
@@ -43,7 +50,7 @@ from rocksdict import (
     WriteOptions,
 )
 
-from ledger.errors import StorageError
+from ledger.errors import DataLossError, StorageError
 from ledger.merkle import NodeID
 from ledger.storage import Batch, TreeState, check_new_checkpoint
 from ledger.tile_layout import TileReader, TileWriter
@@ -134,6 +141,27 @@ _PROPERTIES = (
 )
 
 
+def _recovery_mode(name: str) -> DBRecoveryMode:
+    if name == "strict":  # a torn tail is normal after a crash; damage before it is not
+        return DBRecoveryMode.tolerate_corrupted_tail_records()
+    if name == "salvage":
+        return DBRecoveryMode.point_in_time()
+    raise ValueError(f"wal_recovery: {name!r}, want 'strict' or 'salvage'")
+
+
+def _open_error(path: str | Path, exc: Exception) -> StorageError:
+    text = str(exc)
+    if "Corruption" not in text:
+        return StorageError(f"cannot open RocksDB at {path}: {text}")
+    return DataLossError(
+        f"RocksDB at {path} is damaged ({text}); the log refuses to start rather than drop "
+        "acknowledged entries silently. What you can do: restore a copy of the data dir, or "
+        "run `ledger restore accept --salvage-wal` to keep what is intact before the damage "
+        "(the log then stays read-only until `ledger restore catch-up` brings it back to its "
+        'published high-water mark); see README "Restore"'
+    )
+
+
 def _parse_checkpoint(size: int, value: bytes) -> PublishedCheckpoint:
     note = value[32:].decode()
     return PublishedCheckpoint(
@@ -146,7 +174,7 @@ def open_rdict(path: str | Path, families: dict[str, Options], opts: Options) ->
     try:
         return Rdict(str(path), opts, column_families=families)
     except Exception as exc:  # rocksdict raises plain Exception (e.g. the LOCK is held)
-        raise StorageError(f"cannot open RocksDB at {path}: {exc}") from exc
+        raise _open_error(path, exc) from exc
 
 
 def _check_layout(path: Path, opts: Options) -> None:
@@ -182,13 +210,18 @@ class RocksStore:
         secondary: str | Path | None = None,
         create: bool = True,
         paranoid: bool = False,
+        wal_recovery: str = "strict",
     ) -> None:
         """Open the store; ``secondary``: a read-only RocksDB secondary instance (``catch_up``
         follows the writer); ``create=False``: refuse a folder with no database (fsck,
-        restore); ``paranoid``: any corrupt WAL record or block is an error, never skipped."""
+        restore); ``paranoid``: any corrupt WAL record or block is an error, never skipped;
+        ``wal_recovery``: "strict" (a torn tail is dropped, damage before it refuses to open)
+        or "salvage" (point in time: ``ledger restore accept --salvage-wal``)."""
         if not create and not (Path(path) / "CURRENT").exists():
             raise StorageError(f"no RocksDB at {path}")
         opts, dedup = _options(memtable_mb, cache_mb)
+        for o in (opts, dedup):
+            o.set_wal_recovery_mode(_recovery_mode(wal_recovery))
         if paranoid:
             for o in (opts, dedup):
                 o.set_paranoid_checks(True)

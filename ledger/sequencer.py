@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from ledger.errors import InvalidArgumentError
+from ledger.errors import DataLossError, InvalidArgumentError
 from ledger.limits import HASH_SIZE, MAX_METADATA
 from ledger.merkle import NodeID
 from ledger.storage import Batch, Store, TreeState
@@ -82,10 +82,17 @@ class Sequencer:
     """Assigns the next indexes and a never-decreasing receive time; dedups by digest."""
 
     def __init__(
-        self, *, store: Store, clock_ms: Callable[[], int], next_index: int, last_timestamp_ms: int
+        self,
+        *,
+        store: Store,
+        clock_ms: Callable[[], int],
+        next_index: int,
+        last_timestamp_ms: int,
+        check_leaves: Callable[[Sequence[int], Sequence[bytes]], None] | None = None,
     ) -> None:
         self._store = store
         self._clock_ms = clock_ms
+        self._check_leaves = check_leaves or (lambda _indexes, _leaves: None)
         self._next_index = next_index
         self._last_timestamp_ms = last_timestamp_ms
 
@@ -140,6 +147,27 @@ class Sequencer:
             last_timestamp_ms=now,
         )
 
+    def sequence_leaves(self, start: int, leaves: Sequence[bytes]) -> Sequenced:
+        """Leaves taken verbatim (catch-up after a restore), to be stored from ``start``."""
+        if start != self._next_index:
+            raise InvalidArgumentError(f"leaves start at {start}, the log at {self._next_index}")
+        entries, digests, hashes, last = [], [], [], self._last_timestamp_ms
+        for index, leaf in enumerate(leaves, start):
+            entry = decode_leaf(index, leaf)
+            entries.append(frame(leaf))
+            digests.append(entry.record_digest)
+            hashes.append(entry.leaf_hash)
+            last = max(last, entry.timestamp_ms)
+        return Sequenced(
+            first=start,
+            entries=entries,
+            digests=digests,
+            leaf_hashes=hashes,
+            results=[],
+            next_index=start + len(entries),
+            last_timestamp_ms=last,
+        )
+
     def adopt(self, sequenced: Sequenced) -> None:
         """Move on once ``sequenced`` is durable."""
         self._next_index = sequenced.next_index
@@ -153,9 +181,15 @@ class Sequencer:
             return {}
         hits = list({d: i for d, i in zip(digests, found, strict=True) if i is not None}.items())
         leaves = self._store.get_leaves([i for _, i in hits])
+        self._check_leaves([i for _, i in hits], leaves)
         known = {}
         for (digest, index), leaf in zip(hits, leaves, strict=True):
             entry = decode_leaf(index, leaf)
+            if entry.record_digest != digest:
+                raise DataLossError(
+                    f"the digest index maps {digest.hex()} to entry {index}, which holds "
+                    "another digest: the index is damaged; refusing to answer a duplicate"
+                )
             known[digest] = AppendResult(
                 index=index,
                 leaf_hash=entry.leaf_hash,

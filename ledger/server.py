@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from functools import wraps
 from typing import Any, TypeVar
 
@@ -24,10 +25,12 @@ from grpc_reflection.v1alpha import reflection
 from ledger import wire
 from ledger.anchoring import AnchorOutcome
 from ledger.backup import BackupOutcome
+from ledger.budget import DEFAULT_BUDGET_BYTES, ByteBudget
 from ledger.errors import (
     FailedPreconditionError,
     InvalidArgumentError,
     LedgerError,
+    PushbackError,
     ServiceError,
 )
 from ledger.limits import (
@@ -37,18 +40,49 @@ from ledger.limits import (
     MAX_BATCH,
     MAX_MESSAGE_BYTES,
     MAX_PROOFS_PER_CALL,
+    MAX_REQUEST_BYTES,
 )
+from ledger.sequencer import validate_items
 from ledger.service import LogService
+from ledger.streams import DEFAULT_IDLE_S, StreamReader
 from ledger.types import AppendItem, AppendOutcome
 from ledger.v1 import ledger_pb2 as pb
 
-__all__ = ["LedgerServicer", "create_server"]
+__all__ = ["LedgerServicer", "ServerLimits", "create_server"]
 
 _log = logging.getLogger("ledger.server")
 _Req = TypeVar("_Req")
 _Resp = TypeVar("_Resp")
 Context = grpc.aio.ServicerContext[Any, Any]
 Handler = Callable[[Any, _Req, Context], Awaitable[_Resp]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerLimits:
+    """What bounds the server's memory: gRPC core buffers a whole message before Python sees it,
+    so the core limits come first (largest request, concurrent RPCs, HTTP/2 windows), then one
+    byte budget over every request Python holds (unary and stream messages alike), and an idle
+    timeout for streams. Worst case in core: ``concurrent calls * max_request_bytes``, where the
+    concurrent calls are capped by ``max_concurrent_rpcs`` when set (server-wide) and by
+    ``max_streams_per_connection`` per connection."""
+
+    max_request_bytes: int = MAX_REQUEST_BYTES
+    max_concurrent_rpcs: int = 0  # 0: no server-wide cap (grpc's limiter costs ~40% of B5)
+    max_streams_per_connection: int = 100
+    idle_s: float = DEFAULT_IDLE_S
+    budget: ByteBudget = field(default_factory=lambda: ByteBudget(DEFAULT_BUDGET_BYTES))
+
+    def core_options(self) -> list[tuple[str, int]]:
+        """gRPC core channel arguments."""
+        return [
+            ("grpc.max_receive_message_length", self.max_request_bytes),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_concurrent_streams", self.max_streams_per_connection),
+            # no BDP probing: each stream's receive window stays at the HTTP/2 default (64 KiB)
+            # instead of growing to megabytes per stream
+            ("grpc.http2.bdp_probe", 0),
+            ("grpc.so_reuseport", 0),
+        ]
 
 
 def _guarded(fn: Handler[_Req, _Resp]) -> Handler[_Req, _Resp]:
@@ -86,10 +120,12 @@ class LedgerServicer:
         *,
         anchor_now: Callable[[], Awaitable[AnchorOutcome]] | None = None,
         backup: Callable[[str], Awaitable[BackupOutcome]] | None = None,
+        limits: ServerLimits | None = None,
     ) -> None:
         self._service = service
         self._anchor_now = anchor_now
         self._backup = backup
+        self._limits = limits or ServerLimits()
 
     @_guarded
     async def AppendRecords(
@@ -108,13 +144,18 @@ class LedgerServicer:
         )
 
     async def StreamAppend(
-        self, request_iterator: AsyncIterator[pb.StreamAppendRequest], context: Context
+        self, raw_messages: AsyncIterator[bytes], context: Context
     ) -> AsyncIterator[pb.StreamAppendAck]:
-        buffer = _StreamBuffer()
-        read_task = asyncio.create_task(buffer.fill(request_iterator))
+        """Append groups as they come; acknowledge each once durable. A malformed message, an
+        idle stream or an exhausted budget ends the stream with its status, after the
+        acknowledgements of everything committed before it (``ledger.streams``)."""
+        reader = StreamReader(
+            raw_messages, _stream_items, budget=self._limits.budget, idle_s=self._limits.idle_s
+        )
+        read_task = asyncio.create_task(reader.fill())
         position = 0
         try:
-            while (group := await buffer.take()) is not None:
+            while (group := await reader.take()) is not None:
                 try:
                     results = await self._service.append(group)
                 except LedgerError as exc:
@@ -122,8 +163,15 @@ class LedgerServicer:
                     await context.abort(wire.status_of(exc), f"stream position {position}: {exc}")
                 yield wire.stream_ack_to_pb(position, results)
                 position += len(group)
+            if (error := reader.error) is not None:
+                context.set_trailing_metadata(wire.retry_trailer(error))
+                await context.abort(
+                    wire.status_of(error),
+                    f"stream position {position} (every item before it is acknowledged): {error}",
+                )
         finally:
             read_task.cancel()
+            reader.close()
 
     @_guarded
     async def GetCheckpoint(
@@ -241,46 +289,6 @@ class LedgerServicer:
         )
 
 
-class _StreamBuffer:
-    """Items read from a stream, waiting for the writer; bounded, so a producer faster than the
-    log is slowed by gRPC flow control instead of filling the server's memory."""
-
-    LIMIT = 2 * MAX_BATCH
-
-    def __init__(self) -> None:
-        self._items: list[AppendItem] = []
-        self._more = asyncio.Event()
-        self._room = asyncio.Event()
-        self._room.set()
-        self._finished = False
-
-    async def fill(self, request_iterator: AsyncIterator[pb.StreamAppendRequest]) -> None:
-        """Read messages until the client half-closes, pausing while the buffer is full."""
-        try:
-            async for message in request_iterator:
-                self._items.extend(wire.items_from_pb(message.items))
-                self._more.set()
-                if len(self._items) >= self.LIMIT:
-                    self._room.clear()
-                    await self._room.wait()
-        finally:
-            self._finished = True
-            self._more.set()
-
-    async def take(self) -> list[AppendItem] | None:
-        """The next group of at most MAX_BATCH items; None once the stream is done."""
-        while not self._items:
-            if self._finished:
-                return None
-            self._more.clear()
-            await self._more.wait()
-        group = self._items[:MAX_BATCH]
-        del self._items[: len(group)]
-        if len(self._items) < self.LIMIT:
-            self._room.set()
-        return group
-
-
 def _parse(cls: Any, raw: bytes) -> Any:
     try:
         return cls.FromString(raw)
@@ -288,33 +296,42 @@ def _parse(cls: Any, raw: bytes) -> Any:
         raise InvalidArgumentError(f"malformed {cls.DESCRIPTOR.name} message: {exc}") from None
 
 
-def _unary(behaviour: Any, cls: Any) -> Any:
+def _stream_items(raw: bytes) -> list[AppendItem]:
+    """One StreamAppend message's items, validated (an empty message adds nothing)."""
+    items = wire.items_from_pb(_parse(pb.StreamAppendRequest, raw).items)
+    return list(validate_items(items, MAX_BATCH)) if items else []
+
+
+def _unary(behaviour: Any, cls: Any, budget: ByteBudget) -> Any:
     async def handler(raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         try:
-            request = _parse(cls, raw)
-        except InvalidArgumentError as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        return await behaviour(request, context)
+            budget.take(len(raw), "a request")
+        except PushbackError as exc:
+            context.set_trailing_metadata(wire.retry_trailer(exc))
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+        try:
+            try:
+                request = _parse(cls, raw)
+            except InvalidArgumentError as exc:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            return await behaviour(request, context)
+        finally:
+            budget.give(len(raw))
 
     return handler
 
 
-def _streaming(behaviour: Any, cls: Any) -> Any:
-    async def handler(raw_iterator: AsyncIterator[bytes], context: Any) -> AsyncIterator[Any]:
-        async def parsed() -> AsyncIterator[Any]:
-            async for raw in raw_iterator:
-                try:
-                    yield _parse(cls, raw)
-                except InvalidArgumentError as exc:
-                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+def _streaming(behaviour: Any) -> Any:
+    """Streams get raw messages: ``ledger.streams`` parses them one at a time."""
 
-        async for response in behaviour(parsed(), context):
+    async def handler(raw_iterator: AsyncIterator[bytes], context: Any) -> AsyncIterator[Any]:
+        async for response in behaviour(raw_iterator, context):
             yield response
 
     return handler
 
 
-def _register(servicer: LedgerServicer, server: grpc.aio.Server) -> None:
+def _register(servicer: LedgerServicer, server: grpc.aio.Server, budget: ByteBudget) -> None:
     """Register every RPC of the service, parsing requests ourselves so that bytes that are not
     the request message get INVALID_ARGUMENT (grpc's own deserializer would answer INTERNAL)."""
     service = pb.DESCRIPTOR.services_by_name["LedgerService"]
@@ -325,12 +342,12 @@ def _register(servicer: LedgerServicer, server: grpc.aio.Server) -> None:
         behaviour = getattr(servicer, method.name)
         if method.client_streaming:
             handlers[method.name] = grpc.stream_stream_rpc_method_handler(
-                _streaming(behaviour, request_cls),
+                _streaming(behaviour),
                 response_serializer=response_cls.SerializeToString,
             )
         else:
             handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-                _unary(behaviour, request_cls),
+                _unary(behaviour, request_cls, budget),
                 response_serializer=response_cls.SerializeToString,
             )
     server.add_generic_rpc_handlers(
@@ -346,21 +363,22 @@ async def create_server(
     backup: Callable[[str], Awaitable[BackupOutcome]] | None = None,
     credentials: grpc.ServerCredentials | None = None,
     interceptors: Sequence[grpc.aio.ServerInterceptor[Any, Any]] = (),
+    limits: ServerLimits | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Build and start a gRPC server on ``listen`` (port 0 picks one); return it and its port.
 
     With ``credentials`` it speaks TLS (``grpc.ssl_server_credentials``), else plaintext; the
-    ``interceptors`` (authentication, access log) see every call. Health reports SERVING once
-    started: callers start it only after the log has recovered."""
+    ``interceptors`` (authentication, access log) see every call; ``limits`` bound memory
+    (message size, streams, the in-flight byte budget). Health reports SERVING once started:
+    callers start it only after the log has recovered."""
+    limits = limits or ServerLimits()
     server = grpc.aio.server(
         interceptors=list(interceptors),
-        options=[
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.so_reuseport", 0),
-        ],
+        options=limits.core_options(),
+        maximum_concurrent_rpcs=limits.max_concurrent_rpcs or None,
     )
-    _register(LedgerServicer(service, anchor_now=anchor_now, backup=backup), server)
+    servicer = LedgerServicer(service, anchor_now=anchor_now, backup=backup, limits=limits)
+    _register(servicer, server, limits.budget)
     health = grpc_health.aio.HealthServicer()  # type: ignore[attr-defined]
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     names = (
@@ -381,4 +399,15 @@ async def create_server(
     await server.start()
     await health.set("", health_pb2.HealthCheckResponse.SERVING)
     await health.set(names[0], health_pb2.HealthCheckResponse.SERVING)
+    pending: set[asyncio.Task[None]] = set()
+
+    def not_serving(_fault: Exception) -> None:  # the writer stopped: tell load balancers
+        for name in ("", names[0]):
+            task = asyncio.ensure_future(
+                health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+            )
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+
+    service.add_failure_listener(not_serving)
     return server, port

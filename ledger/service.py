@@ -6,6 +6,12 @@ thread commits the previous group, then the next group is committed in one Rocks
 ``checkpoint_interval`` seconds, so the newest entry is covered within about that interval plus
 one commit. Past ``max_pending`` queued items, appends are refused with ``PushbackError``.
 
+A fault in the writer (a commit, a checkpoint or an anchor that cannot be stored; a self-check
+that fails) stops the log loudly: the error is logged with its cause, the failure listeners
+(health: NOT_SERVING) are told, queued and new appends fail at once with ``LogFailedError``
+(UNAVAILABLE), and ``stop`` returns promptly. Reads go on. A restart resumes the log once the
+cause is fixed: nothing acknowledged is lost (README "Faults").
+
 Reads (checkpoints, proofs, entries, anchors, receipts) run on a pool of reader threads, never on
 the event-loop thread, so a large proof batch does not stall appends or other calls; the
 adapters (gRPC, HTTP) reach the log only through this service.
@@ -22,7 +28,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from ledger.errors import NotFoundError, PushbackError, UnavailableError
+from ledger.errors import (
+    LogFailedError,
+    NotFoundError,
+    PushbackError,
+    ReadOnlyError,
+    UnavailableError,
+)
 from ledger.limits import MAX_BATCH, MAX_GROUP
 from ledger.log import Log
 from ledger.sequencer import ValidItems, validate_items
@@ -41,6 +53,7 @@ __all__ = ["LogService"]
 
 _log = logging.getLogger("ledger.service")
 _T = TypeVar("_T")
+STOP_DRAIN_S = 10.0  # how long ``stop`` waits for queued appends before failing them
 
 
 class ServiceObserver(Protocol):
@@ -89,11 +102,25 @@ class LogService:
         self._dirty = False
         self._last_publish = 0.0
         self.observer: ServiceObserver | None = None
+        self._failure: Exception | None = None
+        self._failure_listeners: list[Callable[[Exception], None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def failure(self) -> Exception | None:
+        """The fault that stopped the writer (None while healthy)."""
+        return self._failure
+
+    def add_failure_listener(self, listener: Callable[[Exception], None]) -> None:
+        """Call ``listener(fault)`` on the event loop when the writer stops after a fault."""
+        self._failure_listeners.append(listener)
 
     # --- lifecycle --------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Publish a checkpoint for the recovered tree, then start the writer and publisher."""
+        self._loop = asyncio.get_running_loop()
+        self.log.failure_listeners.append(self._log_failed)
         await self._run(self.log.publish)
         self._accepting = True
         self._tasks = [
@@ -104,7 +131,13 @@ class LogService:
     async def stop(self) -> None:
         """Refuse new appends, drain queued ones, publish a final checkpoint, stop the tasks."""
         self._accepting = False
-        while self._queue:
+        deadline = asyncio.get_running_loop().time() + STOP_DRAIN_S
+        while self._queue and self._failure is None:
+            if asyncio.get_running_loop().time() > deadline:
+                self._fail_queued(
+                    UnavailableError("the log stopped before this append was written")
+                )
+                break
             self._wake_writer.set()
             await asyncio.sleep(0.005)
         for task in self._tasks:
@@ -112,8 +145,9 @@ class LogService:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        with contextlib.suppress(Exception):
-            await self._publish_once()
+        if self._failure is None:
+            with contextlib.suppress(Exception):
+                await self._publish_once()
         self._writer.shutdown(wait=True)
         self._readers.shutdown(wait=True)
 
@@ -127,6 +161,10 @@ class LogService:
     async def append(self, items: Sequence[AppendItem]) -> list[AppendResult]:
         """Append a batch; return once it is durable."""
         valid = validate_items(items, MAX_BATCH)
+        if self._failure is not None:
+            raise self._failed_error()
+        if self.log.read_only is not None:
+            raise ReadOnlyError(self.log.read_only)
         if not self._accepting:
             raise UnavailableError("the log is shutting down; retry against the restarted server")
         if self._queued_items + len(items) > self._max_pending:
@@ -147,7 +185,7 @@ class LogService:
 
         def covered() -> bool:
             latest = self.log.latest_checkpoint()
-            return latest is not None and latest.size >= size
+            return self._failure is not None or (latest is not None and latest.size >= size)
 
         self._wake_publisher.set()
         try:
@@ -160,8 +198,52 @@ class LogService:
                 "durable: retry (appends are idempotent) or fetch proofs after the next checkpoint"
             ) from None
         latest = self.log.latest_checkpoint()
-        assert latest is not None
+        if latest is None or latest.size < size:
+            raise self._failed_error()
         return latest
+
+    # --- faults ------------------------------------------------------------------------------
+
+    def _failed_error(self) -> LogFailedError:
+        fault = self._failure
+        error = LogFailedError(
+            f"the log stopped after a fault and takes no appends ({type(fault).__name__}: "
+            f"{fault}); the operator must fix the cause and restart it; acknowledged entries "
+            "are safe"
+        )
+        error.__cause__ = fault
+        return error
+
+    def _log_failed(self, exc: Exception) -> None:
+        """The log's listener (called on the writer thread)."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._fail, exc)
+
+    def _fail(self, exc: Exception) -> None:
+        """Enter the failed state (on the event loop): log, fail queued appends, tell listeners."""
+        if self._failure is not None:
+            return
+        self._failure = exc
+        _log.error("the log stopped after a fault: %s: %s", type(exc).__name__, exc, exc_info=exc)
+        self._fail_queued(self._failed_error())
+        for listener in self._failure_listeners:
+            try:
+                listener(exc)
+            except Exception:
+                _log.exception("a failure listener failed")
+        self._wake_publisher.set()
+        asyncio.get_running_loop().create_task(self._notify_published())
+
+    def _fail_queued(self, error: Exception) -> None:
+        while self._queue:
+            request = self._queue.popleft()
+            self._queued_items -= len(request.items)
+            if not request.done.done():
+                request.done.set_exception(error)
+
+    async def _notify_published(self) -> None:
+        async with self._published:
+            self._published.notify_all()
 
     # --- reads, on the reader threads -------------------------------------------------------
 
@@ -230,16 +312,17 @@ class LogService:
     # --- the writer and the publisher -------------------------------------------------------
 
     async def _write_loop(self) -> None:
-        while True:
+        while self._failure is None:
             await self._wake_writer.wait()
             self._wake_writer.clear()
-            while self._queue:
+            while self._queue and self._failure is None:
                 await self._commit(self._take_group())
                 self._dirty = True
                 if self._publish_due():
                     # Publish before the next group takes the writer: a checkpoint never waits
-                    # behind another commit.
-                    await self._publish_once()
+                    # behind another commit. A fault reaches ``_fail`` through the listener.
+                    with contextlib.suppress(Exception):
+                        await self._publish_once()
                 else:
                     self._wake_publisher.set()
 
@@ -262,7 +345,10 @@ class LogService:
         try:
             results = await self._run(self.log.append, items)
         except Exception as exc:
-            _log.error("group commit of %d items failed: %s", len(items), exc)
+            if not isinstance(exc, LogFailedError | ReadOnlyError):
+                self._fail(exc)  # e.g. a damaged index found while sequencing
+            if self._failure is not None:
+                exc = self._failed_error()
             for request in group:
                 if not request.done.done():
                     request.done.set_exception(exc)
@@ -286,12 +372,10 @@ class LogService:
             delay = self._last_publish + self._interval - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
-            if not self._dirty:
+            if not self._dirty or self._failure is not None:
                 continue
-            try:
+            with contextlib.suppress(Exception):  # a fault is reported through the log's listener
                 await self._publish_once()
-            except Exception as exc:  # keep serving reads; appends report storage failures
-                _log.error("publishing failed: %s", exc)
 
     async def _publish_once(self) -> None:
         self._dirty = False

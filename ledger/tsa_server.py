@@ -9,20 +9,25 @@
 - ``POST`` with any other content type -> 415 Unsupported Media Type (the body is not a
   time-stamp query, so there is nothing to answer in RFC 3161 terms);
 - no or bad ``Content-Length`` -> 411 / 400; a body over 64 KiB -> 413;
-- any other method -> 405 with ``Allow: POST``.
+- any other method -> 405 with ``Allow: POST``;
+- past ``max_connections`` open connections -> 503 at once (no thread is started for it), and
+  a body not received within ``body_deadline_s`` in all -> 408: a slow or stalled client holds
+  at most one of a bounded number of threads, for a bounded time.
 
 Bind to port 0 for an ephemeral port; ``.url`` then names the one the OS chose.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import cast
+from typing import Any, cast
 
 from ledger.tsa_authority import TsaAuthority
 
@@ -35,9 +40,45 @@ POLL_SECONDS = 0.05  # how soon serve_forever notices stop()
 _log = logging.getLogger(__name__)
 
 
+MAX_CONNECTIONS = 32
+BODY_DEADLINE_S = 10.0
+
+
+def _busy_reply() -> bytes:
+    text = b"too many connections; retry shortly\n"
+    return (
+        b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        b"Retry-After: 1\r\nConnection: close\r\nContent-Length: "
+        + str(len(text)).encode()
+        + b"\r\n\r\n"
+        + text
+    )
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128  # past the cap, connections are answered 503 rather than left in SYN
     authority: TsaAuthority
+    body_deadline_s: float = BODY_DEADLINE_S
+    slots: threading.BoundedSemaphore
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Start a handler thread only while a connection slot is free; else answer 503."""
+        if not self.slots.acquire(blocking=False):
+            try:
+                with contextlib.suppress(OSError):
+                    request.settimeout(1.0)
+                    request.sendall(_busy_reply())
+            finally:
+                self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -78,7 +119,32 @@ class _Handler(BaseHTTPRequestHandler):
         if length > MAX_QUERY_BYTES:
             self._plain(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"query over {MAX_QUERY_BYTES} bytes")
             return None
-        return self.rfile.read(length)
+        body = self._read_within(length, cast(_Server, self.server).body_deadline_s)
+        if body is None:
+            self._plain(HTTPStatus.REQUEST_TIMEOUT, "the request body came too slowly")
+            self.close_connection = True
+        return body
+
+    def _read_within(self, length: int, deadline_s: float) -> bytes | None:
+        """``length`` body bytes, or None when they do not all arrive within the deadline."""
+        deadline = time.monotonic() + deadline_s
+        chunks, got = [], 0
+        try:
+            while got < length:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self.connection.settimeout(left)
+                chunk = self.rfile.read1(length - got)
+                if not chunk:
+                    return None
+                chunks.append(chunk)
+                got += len(chunk)
+        except TimeoutError:
+            return None
+        finally:
+            self.connection.settimeout(self.timeout)
+        return b"".join(chunks)
 
     def _not_allowed(self) -> None:
         self._plain(HTTPStatus.METHOD_NOT_ALLOWED, "only POST is supported", allow="POST")
@@ -114,9 +180,19 @@ class _Handler(BaseHTTPRequestHandler):
 class TsaServer:
     """The embedded TSA over HTTP; ``start()``/``stop()`` in a thread, or blocking ``serve()``."""
 
-    def __init__(self, authority: TsaAuthority, *, host: str = "127.0.0.1", port: int = 0):
+    def __init__(
+        self,
+        authority: TsaAuthority,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        max_connections: int = MAX_CONNECTIONS,
+        body_deadline_s: float = BODY_DEADLINE_S,
+    ):
         self._authority = authority
         self._address = (host, port)
+        self._max_connections = max_connections
+        self._body_deadline_s = body_deadline_s
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -125,6 +201,8 @@ class TsaServer:
             raise RuntimeError("TsaServer already started")
         httpd = _Server(self._address, _Handler)
         httpd.authority = self._authority
+        httpd.slots = threading.BoundedSemaphore(self._max_connections)
+        httpd.body_deadline_s = self._body_deadline_s
         self._httpd = httpd
         return httpd
 

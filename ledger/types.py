@@ -18,7 +18,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ledger.errors import InvalidArgumentError, StorageError
+from ledger.errors import DataLossError, InvalidArgumentError
 from ledger.limits import HASH_SIZE, MAX_METADATA
 
 __all__ = [
@@ -89,10 +89,10 @@ class Entry:
 def decode_leaf(index: int, leaf: bytes) -> Entry:
     """Parse a v1 leaf stored at ``index``."""
     if len(leaf) < _HEADER or leaf[0] != LEAF_VERSION:
-        raise StorageError(f"leaf {index} is not a v{LEAF_VERSION} leaf ({len(leaf)} bytes)")
+        raise DataLossError(f"leaf {index} is not a v{LEAF_VERSION} leaf ({len(leaf)} bytes)")
     n = int.from_bytes(leaf[41:43], "big")
     if len(leaf) != _HEADER + n:
-        raise StorageError(f"leaf {index} metadata length {n} does not match its size")
+        raise DataLossError(f"leaf {index} metadata length {n} does not match its size")
     return Entry(
         index=index,
         leaf=leaf,

@@ -99,14 +99,17 @@ STATUS_OF: dict[type[e.LedgerError], grpc.StatusCode] = {
     e.NotYetPublishedError: _S.OUT_OF_RANGE,
     e.NotFoundError: _S.NOT_FOUND,
     e.FailedPreconditionError: _S.FAILED_PRECONDITION,
+    e.ReadOnlyError: _S.FAILED_PRECONDITION,
     e.PushbackError: _S.RESOURCE_EXHAUSTED,
     e.UnauthenticatedError: _S.UNAUTHENTICATED,
     e.PermissionDeniedError: _S.PERMISSION_DENIED,
     e.UnavailableError: _S.UNAVAILABLE,
+    e.LogFailedError: _S.UNAVAILABLE,
     e.DeadlineExceededError: _S.DEADLINE_EXCEEDED,
     e.UnimplementedError: _S.UNIMPLEMENTED,
     e.InternalError: _S.INTERNAL,
     e.StorageError: _S.INTERNAL,
+    e.DataLossError: _S.DATA_LOSS,
     e.RemoteError: _S.UNKNOWN,
 }
 
@@ -123,10 +126,11 @@ ERROR_OF: dict[grpc.StatusCode, type[e.ServiceError]] = {
     _S.DEADLINE_EXCEEDED: e.DeadlineExceededError,
     _S.UNIMPLEMENTED: e.UnimplementedError,
     _S.INTERNAL: e.InternalError,
+    _S.DATA_LOSS: e.DataLossError,
 }
 
 # Statuses outside the table that a retry may cure (transport trouble, a cancelled stream).
-_RETRYABLE_OTHER = frozenset({_S.UNKNOWN, _S.ABORTED, _S.CANCELLED, _S.DATA_LOSS})
+_RETRYABLE_OTHER = frozenset({_S.UNKNOWN, _S.ABORTED, _S.CANCELLED})
 _DEFAULT_PUSHBACK = 0.05  # seconds, when RESOURCE_EXHAUSTED carries no hint
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from ledger.checkpoint import Ed25519Signer
 from ledger.log import Log
 from ledger.rocks import RocksStore
-from ledger.sequencer import AppendItem
+from ledger.types import AppendItem
 from tools.bench_loads import fresh_digests
 from tools.bench_server import ORIGIN
 

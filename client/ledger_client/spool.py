@@ -25,9 +25,15 @@ Rules:
   The client syncs before it sends a batch, so the log never holds a digest whose record could
   still be lost here. 'A' frames are not synced: losing one only causes a resend.
 * Acknowledgements are a prefix: items are sent and acknowledged in file order.
-* Opening reads every frame; a short frame or a CRC mismatch (a torn last write) ends the valid
-  data and the file is truncated there (logged as a warning). The items after the last 'A'
-  offset are pending.
+* Opening reads every frame. At a short frame or a CRC mismatch it resynchronises: it looks for
+  the next offset where a whole frame with a valid CRC starts and goes on from there. The bytes
+  skipped (a damaged frame, or a torn last write) are appended to ``<path>.quarantine`` for
+  inspection, logged as a warning, and the spool is rewritten without them: every intact record
+  after a damaged frame is still delivered; only a torn final frame is lost. (A damaged 16-byte
+  header refuses to open, leaving the file untouched.) The items after the last 'A' offset are
+  pending.
+* Quarantine file: chunks, each ``"LDGQUAR1" | spool offset u64 | length u32 | the bytes``,
+  appended and fsynced before the spool is rewritten.
 * Compaction copies the pending items (not the 'A' frames) into ``<path>.tmp``, fsyncs it and
   renames it over the spool: on open, on close, and when the acknowledged prefix is at least
   ``compact_bytes`` and four times the pending part. A crash at any point leaves either file
@@ -41,21 +47,35 @@ Rules:
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import logging
 import os
-import struct
 import threading
-import zlib
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import Protocol
 
 from ledger_client.sdk_errors import SpoolError
+from ledger_client.spool_format import (
+    _CRC,
+    _HEAD,
+    _LEN,
+    _OFFSET,
+    _QUARANTINE,
+    ACK,
+    DEFAULT_COMPACT_BYTES,
+    HEADER,
+    MAGIC,
+    VERSION,
+    SpoolItem,
+    _frames,
+    _items,
+    _scan,
+    _Torn,
+    encode_frame,
+)
 
 __all__ = [
     "HEADER",
@@ -69,41 +89,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger("ledger_client.spool")
-
-MAGIC = b"LDGSPOOL"
-VERSION = 1
-HEADER = MAGIC + bytes([VERSION]) + bytes(7)
-RECORD, DISCLOSURES, ACK = 0x52, 0x44, 0x41
-MAX_BODY = 64 << 20
-DEFAULT_COMPACT_BYTES = 8 << 20
-_HEAD = struct.Struct(">BI")
-_CRC = struct.Struct(">I")
-_OFFSET = struct.Struct(">Q")
-_CHUNK = 1 << 20
-_KINDS = (RECORD, DISCLOSURES, ACK)
-_FRAMING = 9 + 32  # type, length, CRC and the digest that starts an 'R' or 'D' body
-
-
-@dataclass(frozen=True, slots=True)
-class SpoolItem:
-    """One spooled record: digest, canonical JSON, and (only if asked) its disclosures."""
-
-    digest: bytes
-    record_json: bytes
-    disclosures_json: bytes | None = None
-
-    @property
-    def size(self) -> int:
-        """Bytes this item occupies on disk (its frames)."""
-        extra = 0 if self.disclosures_json is None else _FRAMING + len(self.disclosures_json)
-        return _FRAMING + len(self.record_json) + extra
-
-    def encode(self) -> bytes:
-        """The item's frames: 'R', then 'D' if it carries disclosures."""
-        out = encode_frame(RECORD, self.digest + self.record_json)
-        if self.disclosures_json is not None:
-            out += encode_frame(DISCLOSURES, self.digest + self.disclosures_json)
-        return out
 
 
 class Spool(Protocol):
@@ -126,93 +111,13 @@ class Spool(Protocol):
     def close(self) -> None: ...
 
 
-def encode_frame(kind: int, body: bytes) -> bytes:
-    """One frame: type, length, body, CRC-32 over all three (module docstring)."""
-    head = _HEAD.pack(kind, len(body))
-    return head + body + _CRC.pack(zlib.crc32(body, zlib.crc32(head)))
-
-
-# --- reading frames ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Frame:
-    kind: int
-    start: int
-    end: int
-    body: bytes
-
-
-class _Torn(Exception):
-    def __init__(self, offset: int, why: str) -> None:
-        super().__init__(f"offset {offset}: {why}")
-        self.offset = offset
-
-
-class _Reader:
-    """``pread`` through a 1 MiB window."""
-
-    def __init__(self, fd: int, end: int) -> None:
-        self._fd, self._end = fd, end
-        self._base, self._buf = 0, b""
-
-    def read(self, offset: int, n: int) -> bytes:
-        if self._base <= offset and offset + n <= self._base + len(self._buf):
-            return self._buf[offset - self._base : offset - self._base + n]
-        self._buf = os.pread(self._fd, max(0, min(max(n, _CHUNK), self._end - offset)), offset)
-        self._base = offset
-        return self._buf[:n]
-
-
-def _frames(fd: int, start: int, end: int) -> Iterator[_Frame]:
-    """The frames in ``[start, end)``; raises ``_Torn`` at the first short or bad one."""
-    reader, pos = _Reader(fd, end), start
-    while pos < end:
-        head = reader.read(pos, _HEAD.size)
-        if len(head) < _HEAD.size:
-            raise _Torn(pos, "short frame header")
-        kind, length = _HEAD.unpack(head)
-        if kind not in _KINDS or length > MAX_BODY:
-            raise _Torn(pos, f"bad frame header (type {kind:#x}, length {length})")
-        rest = reader.read(pos + _HEAD.size, length + _CRC.size)
-        if len(rest) < length + _CRC.size:
-            raise _Torn(pos, "short frame")
-        body = rest[:length]
-        if _CRC.unpack(rest[length:])[0] != zlib.crc32(body, zlib.crc32(head)):
-            raise _Torn(pos, "CRC mismatch")
-        if (kind != ACK and length < 32) or (kind == ACK and length != 8):
-            raise _Torn(pos, f"frame type {kind:#x} with a {length}-byte body")
-        yield _Frame(kind, pos, pos + _HEAD.size + length + _CRC.size, body)
-        pos += _HEAD.size + length + _CRC.size
-
-
-def _items(frames: Iterator[_Frame], max_items: int) -> Iterator[tuple[SpoolItem, int]]:
-    """Group 'R' frames with their 'D' frame: (item, end offset of its last frame)."""
-    item: SpoolItem | None = None
-    end = 0
-    count = 0
-    for frame in frames:
-        if frame.kind == RECORD:
-            if item is not None:
-                yield item, end
-            if count == max_items:
-                return
-            item, end, count = SpoolItem(frame.body[:32], frame.body[32:]), frame.end, count + 1
-        elif frame.kind == DISCLOSURES and item is not None and frame.body[:32] == item.digest:
-            item, end = SpoolItem(item.digest, item.record_json, frame.body[32:]), frame.end
-    if item is not None:
-        yield item, end
-
-
 def read_spool(path: str | Path) -> tuple[list[SpoolItem], list[SpoolItem]]:
     """Inspect a spool without locking it: (acknowledged items, pending items)."""
     with open(path, "rb") as f:
         fd, size = f.fileno(), os.fstat(f.fileno()).st_size
         if os.pread(fd, len(HEADER), 0) != HEADER:
             raise SpoolError(f"{path}: not a version-{VERSION} spool")
-        frames: list[_Frame] = []
-        with contextlib.suppress(_Torn):  # a torn tail is not data
-            frames.extend(_frames(fd, len(HEADER), size))
+        frames, _ = _scan(fd, len(HEADER), size)  # damaged and torn bytes are not data
     acked = max((_OFFSET.unpack(f.body)[0] for f in frames if f.kind == ACK), default=0)
     both = list(_items(iter(frames), len(frames)))
     return [i for i, end in both if end <= acked], [i for i, end in both if end > acked]
@@ -283,26 +188,37 @@ class FileSpool:
             return
         if head != HEADER:
             raise SpoolError(f"{self.path}: not a version-{VERSION} spool")
-        frames = self._valid_frames(size)
+        frames, damaged = _scan(self._fd, len(HEADER), size)
         acked = max((_OFFSET.unpack(f.body)[0] for f in frames if f.kind == ACK), default=0)
-        ends = [end for _, end in _items(iter(frames), len(frames))]
-        self._pending = sum(1 for end in ends if end > acked)
-        self._ack_off = max([len(HEADER), *(end for end in ends if end <= acked)])
-        self._end = self._synced = frames[-1].end if frames else len(HEADER)
-        if self._ack_off > len(HEADER):
+        pairs = list(_items(iter(frames), len(frames)))
+        self._pending = sum(1 for _, end in pairs if end > acked)
+        self._ack_off = max([len(HEADER), *(end for _, end in pairs if end <= acked)])
+        self._end = self._synced = size
+        if damaged:
+            self._quarantine(damaged)
+            self._rewrite([item for item, end in pairs if end > acked])
+        elif self._ack_off > len(HEADER):
             self._compact()
 
-    def _valid_frames(self, size: int) -> list[_Frame]:
-        frames: list[_Frame] = []
-        try:
-            frames.extend(_frames(self._fd, len(HEADER), size))
-        except _Torn as torn:
-            _log.warning(
-                "%s: dropping %d bytes after a torn write (%s)", self.path, size - torn.offset, torn
-            )
-            os.ftruncate(self._fd, torn.offset)
-            os.fsync(self._fd)
-        return frames
+    def _quarantine(self, damaged: list[tuple[int, int, str]]) -> None:
+        """Keep the skipped bytes in ``<path>.quarantine`` (durably) before they leave the spool."""
+        qpath = self.path.with_name(self.path.name + ".quarantine")
+        with open(qpath, "ab") as out:
+            for start, end, why in damaged:
+                last = end == os.fstat(self._fd).st_size
+                _log.warning(
+                    "%s: %d bytes at offset %d skipped (%s%s); kept in %s",
+                    self.path,
+                    end - start,
+                    start,
+                    why,
+                    ", a torn last write" if last else "; the records after it are kept",
+                    qpath,
+                )
+                out.write(_QUARANTINE + _OFFSET.pack(start) + _LEN.pack(end - start))
+                out.write(os.pread(self._fd, end - start, start))
+            out.flush()
+            os.fsync(out.fileno())
 
     # --- writing ----------------------------------------------------------------------------
 
@@ -363,11 +279,22 @@ class FileSpool:
 
     def _compact(self) -> None:
         """Rewrite the file with only the pending items (module docstring)."""
+        self._replace(
+            encode_frame(frame.kind, frame.body)
+            for frame in _frames(self._fd, self._ack_off, self._end)
+            if frame.kind != ACK
+        )
+
+    def _rewrite(self, pending: list[SpoolItem]) -> None:
+        """Rewrite the file with exactly ``pending`` (after damage was quarantined)."""
+        self._replace(item.encode() for item in pending)
+        self._pending = len(pending)
+
+    def _replace(self, chunks: Iterator[bytes]) -> None:
         with open(self._tmp, "wb") as out:
             out.write(HEADER)
-            for frame in _frames(self._fd, self._ack_off, self._end):
-                if frame.kind != ACK:
-                    out.write(encode_frame(frame.kind, frame.body))
+            for chunk in chunks:
+                out.write(chunk)
             out.flush()
             os.fsync(out.fileno())
         os.replace(self._tmp, self.path)

@@ -194,7 +194,7 @@ def test_backup_while_serving_and_restore_refuses_a_rollback(tmp_path: Path) -> 
     opened.close()
     assert note is not None
     (tmp_path / "published.txt").write_text(note.note)
-    cli = subprocess.run([sys.executable, "-m", "ledger", "restore", "--from",
+    cli = subprocess.run([sys.executable, "-m", "ledger", "restore", "from-backup", "--from",
                           str(tmp_path / "early"), "--data-dir", str(fresh),
                           "--published-checkpoint", str(tmp_path / "published.txt")],
                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip

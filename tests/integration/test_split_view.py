@@ -196,6 +196,8 @@ def test_offline_witness_catches_up_keeps_state_and_rollback_is_refused(world: W
             wait_for(lambda: len(cosigners(remote.checkpoint().note, world)) == 2)
         a.terminate()
         shutil.copytree(world.tmp / "log", world.tmp / "backup")  # the old backup, size 10
+        mark = world.tmp / "log.high-water"  # the log's own high-water mark (issue 14)
+        shutil.copy2(mark, world.tmp / "backup.high-water")
 
         world.witnesses[0].stop(signal.SIGKILL)  # w0 goes offline (crash)
         a = world.log("log")
@@ -220,6 +222,9 @@ def test_offline_witness_catches_up_keeps_state_and_rollback_is_refused(world: W
 
         shutil.rmtree(world.tmp / "log")
         shutil.copytree(world.tmp / "backup", world.tmp / "log")  # rollback to size 10
+        # An operator who rolls back the mark too defeats the log's own check (the mark is the
+        # first line, tests/integration/test_rollback.py); the witnesses are the second line.
+        shutil.copy2(world.tmp / "backup.high-water", mark)
         a = world.log("log")
         with RemoteLog(a.address, timeout=30) as remote:
             old_note = remote.checkpoint().note

@@ -13,7 +13,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from ledger import merkle
 from ledger.checkpoint import Ed25519Signer, open_checkpoint
-from ledger.errors import StorageError
+from ledger.errors import LogFailedError
 from ledger.log import Log
 from ledger.storage import MemoryStore
 from ledger.types import Anchor, AppendItem
@@ -60,7 +60,7 @@ class LogMachine(RuleBasedStateMachine):
         old = list(self.acked)[:again]
         try:
             results = self.log.append([AppendItem(d) for d in fresh + old])
-        except (Injected, StorageError):
+        except (Injected, LogFailedError):
             return  # not acknowledged: nothing may be assumed, and nothing may be lost
         for d, r in zip(fresh + old, results, strict=True):
             assert self.acked.setdefault(d, r.index) == r.index
@@ -70,7 +70,7 @@ class LogMachine(RuleBasedStateMachine):
     def publish(self) -> None:
         try:
             cp = self.log.publish()
-        except (Injected, StorageError):
+        except (Injected, LogFailedError):
             return
         assert self.roots.setdefault(cp.size, cp.root_hash) == cp.root_hash
 
@@ -81,7 +81,7 @@ class LogMachine(RuleBasedStateMachine):
             return
         try:
             self.log.put_anchor(Anchor(size=latest.size, tsa=tsa, token=b"t", gen_time_ms=1))
-        except Injected:
+        except (Injected, LogFailedError):  # a failed store stops the log until a restart
             return
         self.anchors.add((latest.size, tsa))
 

@@ -10,14 +10,14 @@ from ledger import merkle
 from ledger.checkpoint import Ed25519Signer, open_checkpoint
 from ledger.errors import (
     InvalidArgumentError,
+    LogFailedError,
     NotYetPublishedError,
     OutOfRangeError,
     StorageError,
 )
 from ledger.log import Log
-from ledger.sequencer import AppendItem
 from ledger.storage import MemoryStore
-from ledger.types import PublishedCheckpoint, decode_leaf, encode_leaf
+from ledger.types import AppendItem, PublishedCheckpoint, decode_leaf, encode_leaf
 
 ORIGIN = "ledger.test/unit"
 
@@ -93,10 +93,10 @@ def test_failed_commit_stops_appends_and_loses_nothing_acknowledged() -> None:
     log, signer = make(store)
     acked = log.append(items(5))
     crash["on"] = True
-    with pytest.raises(StorageError, match="commit failed"):
+    with pytest.raises(LogFailedError, match="commit failed"):
         log.append(items(5, "x"))
     crash["on"] = False
-    with pytest.raises(StorageError, match="stopped after a storage failure"):
+    with pytest.raises(LogFailedError, match="stopped after a fault"):
         log.append(items(1, "y"))
     recovered = Log(store=store, signer=signer, origin=ORIGIN)
     assert recovered.size == 5

@@ -10,9 +10,9 @@ import pytest
 from ledger.checkpoint import Ed25519Signer
 from ledger.errors import InvalidArgumentError, PushbackError, ServiceError
 from ledger.log import Log
-from ledger.sequencer import AppendItem
 from ledger.service import LogService
 from ledger.storage import MemoryStore
+from ledger.types import AppendItem
 
 ORIGIN = "ledger.test/service"
 

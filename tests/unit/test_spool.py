@@ -143,7 +143,7 @@ def test_a_torn_last_write_is_dropped(
         path.write_bytes(raw[:-1] + bytes([raw[-1] ^ 1]))
     with caplog.at_level(logging.WARNING, "ledger_client.spool"):
         again = FileSpool(path)
-    assert "torn write" in caplog.text
+    assert "torn last write" in caplog.text
     kept = items if damage == "garbage" else items[:2]
     assert again.peek(10) == kept
     if damage != "garbage":

@@ -1,0 +1,138 @@
+"""Streams and memory over real gRPC: a malformed message ends the stream with INVALID_ARGUMENT
+after the acknowledgements of what was committed; streams never hang; idle streams are closed;
+one byte budget refuses requests beyond it; gRPC core refuses oversized messages."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from ledger.v1 import ledger_pb2 as pb
+from tests.harness import running_server
+
+pytestmark = [pytest.mark.integration]
+
+METHOD = "/ledger.v1.LedgerService/"
+
+
+def message(tag: str, n: int = 3) -> bytes:
+    items = [
+        pb.AppendItem(record_digest=hashlib.sha256(f"{tag}-{i}".encode()).digest())
+        for i in range(n)
+    ]
+    return pb.StreamAppendRequest(items=items).SerializeToString()
+
+
+def stream(address: str, messages: Iterator[bytes], timeout: float = 20) -> tuple[list[Any], Any]:
+    """Run a raw StreamAppend; (acks, the RpcError or None)."""
+    with grpc.insecure_channel(address) as channel:
+        call = channel.stream_stream(
+            METHOD + "StreamAppend",
+            request_serializer=None,
+            response_deserializer=pb.StreamAppendAck.FromString,
+        )
+        acks = []
+        try:
+            for ack in call(messages, timeout=timeout):
+                acks.append(ack)
+        except grpc.RpcError as exc:
+            return acks, exc
+        return acks, None
+
+
+def test_a_malformed_message_ends_the_stream_after_acking_what_was_committed(
+    tmp_path: Path,
+) -> None:
+    with running_server(tmp_path / "data") as (server, remote, _):
+        for attempt in range(20):  # "in 6 of 60 tries the stream never ends": never again
+
+            def messages(attempt: int = attempt) -> Iterator[bytes]:
+                yield message(f"ok-{attempt}")
+                time.sleep(0.02 * (attempt % 3))
+                yield b"\xff\xff not a protobuf message"
+
+            started = time.monotonic()
+            acks, error = stream(server.address, messages())
+            assert time.monotonic() - started < 10
+            assert error is not None and error.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "every item before it is acknowledged" in error.details()
+            assert sum(a.count for a in acks) == 3  # the valid message was logged and acked
+        digest = hashlib.sha256(b"ok-19-0").digest()
+        assert remote.append([digest]).results[0].duplicate
+
+
+def test_an_invalid_item_ends_the_stream_with_invalid_argument(tmp_path: Path) -> None:
+    with running_server(tmp_path / "data") as (server, _, _):
+        bad = pb.StreamAppendRequest(items=[pb.AppendItem(record_digest=b"short")])
+        acks, error = stream(server.address, iter([message("a"), bad.SerializeToString()]))
+        assert error is not None and error.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "record_digest" in error.details() and sum(a.count for a in acks) == 3
+
+
+def test_an_idle_stream_is_closed(tmp_path: Path) -> None:
+    with running_server(tmp_path / "data", stream_idle_s=0.5) as (server, _, _):
+
+        def messages() -> Iterator[bytes]:
+            yield message("idle")
+            time.sleep(3)  # holds the stream open, sending nothing
+
+        started = time.monotonic()
+        acks, error = stream(server.address, messages())
+        assert error is not None and error.code() == grpc.StatusCode.UNAVAILABLE
+        assert "idle" in error.details() and sum(a.count for a in acks) == 3
+        assert time.monotonic() - started < 2.5
+
+
+def test_the_byte_budget_and_core_limits_refuse_with_resource_exhausted(tmp_path: Path) -> None:
+    with running_server(tmp_path / "data", inflight_mb=1, max_request_mb=4) as (server, _, _):
+        big = pb.AppendRecordsRequest(
+            items=[pb.AppendItem(record_digest=bytes(32), metadata=b"m" * 1000)] * 1500
+        ).SerializeToString()  # ~1.5 MB: within the core limit, beyond the 1 MB budget
+        huge = b"\x0a" + b"\x80" * 5 + bytes(5 << 20)  # 5 MB: beyond the core limit
+        options = [("grpc.max_send_message_length", 64 << 20)]
+        with grpc.insecure_channel(server.address, options=options) as channel:
+            append = channel.unary_unary(
+                METHOD + "AppendRecords", request_serializer=None, response_deserializer=None
+            )
+            with pytest.raises(grpc.RpcError) as over_budget:
+                append(big, timeout=20)
+            assert over_budget.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "in-flight budget" in (over_budget.value.details() or "")
+            trailers = over_budget.value.trailing_metadata() or ()
+            assert "retry-after-ms" in [m.key for m in trailers]
+            with pytest.raises(grpc.RpcError) as too_big:
+                append(huge, timeout=20)
+            assert too_big.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        _, error = stream(server.address, iter([big]))
+        assert error is not None and error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def test_the_server_wide_call_cap_refuses_beyond_it(tmp_path: Path) -> None:
+    with running_server(tmp_path / "data", max_concurrent_rpcs=1) as (server, _, _):
+        held = threading.Event()
+
+        def messages() -> Iterator[bytes]:
+            yield message("held")
+            held.wait(10)  # the stream stays open: one call in flight
+
+        holder = threading.Thread(target=stream, args=(server.address, messages()))
+        holder.start()
+        try:
+            time.sleep(0.5)
+            with grpc.insecure_channel(server.address) as channel:
+                check = channel.unary_unary(
+                    METHOD + "GetCheckpoint", request_serializer=None, response_deserializer=None
+                )
+                with pytest.raises(grpc.RpcError) as refused:
+                    check(b"", timeout=10)
+            assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        finally:
+            held.set()
+            holder.join(20)
