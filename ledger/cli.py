@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from ledger.cli_append import append
+from ledger.cli_keys import create_key_file
 from ledger.cli_migrate import migrate_storage
 from ledger.cli_ops import register_ops
 from ledger.cli_reader import serve_reader
@@ -29,7 +30,6 @@ from ledger.cli_tiles import tiles_group
 from ledger.cli_witness import witness, witnesses
 from ledger.config import DEFAULT_ORIGIN, Settings, load_settings
 from ledger.errors import FormatError, LedgerError
-from ledger.keys import default_key_file, write_signer
 from ledger_client.cli_connection import connection_from, connection_options
 from ledger_client.cli_errors import CliGroup
 
@@ -57,16 +57,7 @@ def keygen(name: str, out: Path | None, force: bool) -> None:
     """Create an Ed25519 signer key NAME (file mode 0600); print its verifier key."""
     from ledger.checkpoint import Ed25519Signer
 
-    path = out or default_key_file(name)
-    try:
-        signer = Ed25519Signer.generate(name)
-        write_signer(path, signer, overwrite=force)
-    except FileExistsError:
-        _fail(f"{path} exists; pass --force to overwrite it")
-    except (LedgerError, ValueError) as exc:
-        _fail(str(exc))
-    click.echo(signer.verifier().key_string())
-    click.echo(f"signer key written to {path} (mode 0600)", err=True)
+    create_key_file(Ed25519Signer, name, out, force, what="signer")
 
 
 @main.command("verifier-key")

@@ -23,8 +23,8 @@ from typing import Any
 import click
 
 from ledger.checkpoint import CosignatureSigner, Ed25519Verifier
+from ledger.cli_keys import create_key_file
 from ledger.errors import FormatError, LedgerError
-from ledger.keys import default_key_file, write_signer
 
 __all__ = ["witness", "witnesses"]
 
@@ -45,16 +45,7 @@ def witness() -> None:
 @click.option("--force", is_flag=True, help="overwrite an existing key file")
 def keygen(name: str, out: Path | None, force: bool) -> None:
     """Create a cosigner key NAME (type 0x04, file mode 0600); print its verifier key."""
-    path = out or default_key_file(name)
-    try:
-        signer = CosignatureSigner.generate(name)
-        write_signer(path, signer, overwrite=force)
-    except FileExistsError:
-        _fail(f"{path} exists; pass --force to overwrite it")
-    except (LedgerError, ValueError) as exc:
-        _fail(str(exc))
-    click.echo(signer.verifier().key_string())
-    click.echo(f"witness key written to {path} (mode 0600)", err=True)
+    create_key_file(CosignatureSigner, name, out, force, what="witness")
 
 
 _state_dir = click.option(
