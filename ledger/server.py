@@ -45,7 +45,7 @@ from ledger.limits import (
 from ledger.sequencer import validate_items
 from ledger.service import LogService
 from ledger.streams import DEFAULT_IDLE_S, StreamReader
-from ledger.types import AppendItem, AppendOutcome
+from ledger.types import AppendItem, AppendOutcome, InclusionProof
 from ledger.v1 import ledger_pb2 as pb
 
 __all__ = ["LedgerServicer", "ServerLimits", "create_server"]
@@ -103,6 +103,13 @@ def _guarded(fn: Handler[_Req, _Resp]) -> Handler[_Req, _Resp]:
         raise AssertionError("unreachable")  # abort() always raises
 
     return wrapper
+
+
+def _inclusions_to_pb(proofs: Sequence[InclusionProof]) -> pb.GetInclusionProofsResponse:
+    response = pb.GetInclusionProofsResponse(tree_size=proofs[0].tree_size)
+    for p in proofs:
+        wire.fill_inclusion(response.proofs.add(), p)
+    return response
 
 
 def _digest(value: bytes, field: str) -> bytes:
@@ -206,10 +213,7 @@ class LedgerServicer:
         proofs = await self._service.inclusion_proofs(
             list(request.indexes), digests, request.tree_size
         )
-        response = pb.GetInclusionProofsResponse(tree_size=proofs[0].tree_size)
-        for p in proofs:
-            wire.fill_inclusion(response.proofs.add(), p)
-        return response
+        return await self._service.offload(_inclusions_to_pb, proofs)
 
     @_guarded
     async def GetConsistencyProof(
@@ -256,7 +260,7 @@ class LedgerServicer:
         bundle = await self._service.receipts(
             digests, request.tree_size, prefer_anchored=request.prefer_anchored
         )
-        return wire.receipts_to_pb(bundle)
+        return await self._service.offload(wire.receipts_to_pb, bundle)
 
     @_guarded
     async def ListAnchoredSizes(

@@ -49,6 +49,8 @@ from ledger.types import (
     ReceiptBundle,
 )
 
+SMALL_READ = 16  # proofs in one call that still count as a small read
+
 __all__ = ["LogService"]
 
 _log = logging.getLogger("ledger.service")
@@ -82,7 +84,7 @@ class LogService:
         checkpoint_interval: float = 0.05,
         max_pending: int = 200_000,
         group_items: int = 20_000,
-        readers: int = 4,
+        readers: int = 2,
         on_publish: Callable[[PublishedCheckpoint], None] | None = None,
     ) -> None:
         self.log = log
@@ -97,6 +99,10 @@ class LogService:
         self._published = asyncio.Condition()
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-writer")
         self._readers = ThreadPoolExecutor(max_workers=readers, thread_name_prefix="ledger-reader")
+        # Batched reads (hundreds of proofs, pages, receipts) take one thread of their own: Python
+        # work there holds the GIL, and more threads of it would starve the writer (B4R); small
+        # reads never queue behind them.
+        self._batches = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-batch")
         self._tasks: list[asyncio.Task[None]] = []
         self._accepting = False
         self._dirty = False
@@ -150,6 +156,7 @@ class LogService:
                 await self._publish_once()
         self._writer.shutdown(wait=True)
         self._readers.shutdown(wait=True)
+        self._batches.shutdown(wait=True)
 
     @property
     def queue_depth(self) -> int:
@@ -249,6 +256,8 @@ class LogService:
 
     async def checkpoint(self, size: int = 0) -> PublishedCheckpoint:
         """The checkpoint published for ``size`` (0: the latest)."""
+        if size == 0 and (latest := self.log.latest_checkpoint()) is not None:
+            return latest  # in memory: no thread hop for the most frequent read
         return await self._read(self.log.checkpoint, size)
 
     async def inclusion_proofs(
@@ -260,6 +269,8 @@ class LogService:
             found = [self.log.index_of(d) for d in record_digests]
             return self.log.inclusion_proofs([*indexes, *found], tree_size)
 
+        if len(indexes) + len(record_digests) > SMALL_READ:
+            return await self._read_batch(prove)
         return await self._read(prove)
 
     async def consistency_proof(self, size1: int, size2: int) -> ConsistencyProof:
@@ -268,7 +279,7 @@ class LogService:
 
     async def entries(self, start: int, count: int) -> list[Entry]:
         """A page of published entries."""
-        return await self._read(self.log.entries, start, count)
+        return await self._read_batch(self.log.entries, start, count)
 
     async def entry(self, record_digest: bytes) -> Entry:
         """The entry of a logged record digest."""
@@ -300,14 +311,22 @@ class LogService:
         self, record_digests: Sequence[bytes], tree_size: int, *, prefer_anchored: bool
     ) -> ReceiptBundle:
         """One checkpoint, its anchors and an inclusion proof per digest (``receipt_bundle``)."""
-        return await self._read(
+        return await self._read_batch(
             lambda: self.log.receipt_bundle(
                 record_digests, tree_size, prefer_anchored=prefer_anchored
             )
         )
 
+    async def offload(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """Run ``fn`` (building a large answer from what a read returned) on a reader thread,
+        so that neither the read nor the answer's construction holds the event loop."""
+        return await self._read_batch(fn, *args)
+
     async def _read(self, fn: Callable[..., _T], *args: Any) -> _T:
         return await asyncio.get_running_loop().run_in_executor(self._readers, fn, *args)
+
+    async def _read_batch(self, fn: Callable[..., _T], *args: Any) -> _T:
+        return await asyncio.get_running_loop().run_in_executor(self._batches, fn, *args)
 
     # --- the writer and the publisher -------------------------------------------------------
 
