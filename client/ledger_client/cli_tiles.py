@@ -9,7 +9,9 @@ or a URL that cannot be read.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -22,6 +24,24 @@ __all__ = ["receipt_fetch", "receipt_upgrade"]
 _TILES_HELP = "C2SP tlog-tiles base URL (http, https or file)"
 _INDEX = "the entry's index (else the entry bundles are scanned)"
 _OUT = "where to write the receipt (JSON)"
+
+
+def _verified_output(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The options both commands share: log keys, origin, output file, timeout, --json."""
+    fn = json_option(fn)
+    fn = click.option(
+        "--timeout",
+        type=click.FloatRange(min=0.0, min_open=True),
+        default=30.0,
+        help="seconds per HTTP request",
+    )(fn)
+    fn = click.option(
+        "--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help=_OUT
+    )(fn)
+    fn = click.option("--origin", metavar="ORIGIN", help="expected origin")(fn)
+    return click.option(
+        "--key", "keys", multiple=True, required=True, metavar="VKEY", help="log key"
+    )(fn)
 
 
 def _written(check: str, receipt: Receipt, out: Path) -> Outcome:
@@ -37,16 +57,7 @@ def _written(check: str, receipt: Receipt, out: Path) -> Outcome:
 @click.option(
     "--index", type=click.IntRange(0), help="the entry's index (else bundles are scanned)"
 )
-@click.option("--key", "keys", multiple=True, required=True, metavar="VKEY", help="log key")
-@click.option("--origin", metavar="ORIGIN", help="expected origin")
-@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help=_OUT)
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0.0, min_open=True),
-    default=30.0,
-    help="seconds per HTTP request",
-)
-@json_option
+@_verified_output
 def receipt_fetch(
     tiles: str,
     digest: str,
@@ -78,16 +89,7 @@ def receipt_fetch(
 @click.command("receipt-upgrade")
 @click.argument("file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
 @click.option("--tiles", required=True, metavar="URL", help=_TILES_HELP)
-@click.option("--key", "keys", multiple=True, required=True, metavar="VKEY", help="log key")
-@click.option("--origin", metavar="ORIGIN", help="expected origin")
-@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help=_OUT)
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0.0, min_open=True),
-    default=30.0,
-    help="seconds per HTTP request",
-)
-@json_option
+@_verified_output
 def receipt_upgrade(
     file: Path,
     tiles: str,
