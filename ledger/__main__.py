@@ -1,5 +1,5 @@
 """``python -m ledger`` runs the operator CLI."""
 
-from ledger.cli import main
+from ledger.cli.main import main
 
 main()

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledger.commitments import Disclosure, commit
-from ledger.jcs import canonical_bytes
-from ledger.records import (
+from ledger.core.jcs import canonical_bytes
+from ledger.records.commitments import Disclosure, commit
+from ledger.records.decision import (
     DecisionRecord,
     MemoryWrite,
     Outcome,
@@ -22,7 +22,7 @@ from ledger.records import (
     new_record_id,
     record_digest,
 )
-from ledger.runs import run_closed_record, run_steps
+from ledger.records.runs import run_closed_record, run_steps
 from tests.unit.test_receipt import T0, World, filler, tsa
 
 SUPPORT, REVIEW = "01a20000-0000-7000-8000-000000000001", "01a20000-0000-7000-8000-000000000002"

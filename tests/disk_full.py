@@ -19,12 +19,12 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from ledger.checkpoint import Ed25519Signer
-from ledger.errors import LogFailedError
-from ledger.highwater import HighWaterMark
-from ledger.log import Log
-from ledger.rocks import RocksStore
-from ledger.types import AppendItem
+from ledger.core.checkpoint import Ed25519Signer
+from ledger.core.errors import LogFailedError
+from ledger.core.types import AppendItem
+from ledger.log.facade import Log
+from ledger.log.highwater import HighWaterMark
+from ledger.store.rocks import RocksStore
 
 ORIGIN = "ledger.test/disk-full"
 SIGNER = Ed25519Signer.generate(ORIGIN)

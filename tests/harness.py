@@ -18,10 +18,10 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
 
-from ledger.app import App, start_app
-from ledger.checkpoint import Ed25519Signer
-from ledger.config import Settings
-from ledger_client.remote import RemoteLog
+from ledger.app.compose import App, start_app
+from ledger.app.settings import Settings
+from ledger.core.checkpoint import Ed25519Signer
+from ledger_client.remote.log import RemoteLog
 
 ORIGIN = "ledger.test/integration"
 

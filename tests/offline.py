@@ -6,7 +6,7 @@ it exits, prints ``IMPORTED [...]`` with whichever of grpc, rocksdict and protob
 
 OFFLINE_PROBE = (
     "import sys\n"
-    "from ledger_client.cli import main\n"
+    "from ledger_client.cli.main import main\n"
     "try:\n"
     "    main(sys.argv[1:])\n"
     "except SystemExit as e:\n"

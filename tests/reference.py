@@ -10,7 +10,7 @@ import hashlib
 from collections.abc import Sequence
 from functools import cache, lru_cache
 
-from ledger.merkle import NodeID
+from ledger.core.merkle import NodeID
 
 
 def ref_leaf(data: bytes) -> bytes:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import hashlib
 
-from ledger.checkpoint import Ed25519Signer
-from ledger.log import Log
-from ledger.sequencer import AppendItem
-from ledger.storage import MemoryStore
-from ledger.types import PublishedCheckpoint
-from ledger.witness_core import build_request
+from ledger.core.checkpoint import Ed25519Signer
+from ledger.core.types import PublishedCheckpoint
+from ledger.log.facade import Log
+from ledger.log.sequencer import AppendItem
+from ledger.store.contract import MemoryStore
+from ledger.witness.core import build_request
 
 ORIGIN = "ledger.test/witness"
 

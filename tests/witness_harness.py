@@ -22,10 +22,10 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from ledger.checkpoint import CosignatureSigner, Verifier
-from ledger.keys import write_signer
-from ledger.witness_server import start_witness_server
-from ledger.witness_state import Witness
+from ledger.core.checkpoint import CosignatureSigner, Verifier
+from ledger.fileio.keys import write_signer
+from ledger.witness.server import start_witness_server
+from ledger.witness.state import Witness
 
 _T = TypeVar("_T")
 

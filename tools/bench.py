@@ -110,7 +110,7 @@ def _cpu_model() -> str:
 
 def _header(plan: Plan, profiled: bool) -> dict[str, Any]:
     notes = [
-        "clients (ledger_client.remote.RemoteLog, separate processes) and the server share "
+        "clients (ledger_client.remote.log.RemoteLog, separate processes) and the server share "
         "this machine's CPUs; figures on a busy machine are noisy",
         f"B5/B6 log size {2 * plan.segment:,}; B7 fill segments of {plan.segment:,}",
     ]

@@ -26,11 +26,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ledger import merkle
-from ledger.checkpoint import Checkpoint, Ed25519Signer, sign_checkpoint
-from ledger.commitments import commit
-from ledger.jcs import canonical_bytes
-from ledger.records import (
+from ledger.core import merkle
+from ledger.core.checkpoint import Checkpoint, Ed25519Signer, sign_checkpoint
+from ledger.core.jcs import canonical_bytes
+from ledger.core.types import encode_leaf
+from ledger.records.commitments import commit
+from ledger.records.decision import (
     ConstraintCheck,
     DecisionRecord,
     MemoryWrite,
@@ -39,11 +40,10 @@ from ledger.records import (
     new_record_id,
     record_digest,
 )
-from ledger.runs import run_closed_record, run_steps
-from ledger.timestamp import build_request, imprint_for_checkpoint_body, token_from_response
-from ledger.tsa_authority import TsaAuthority
-from ledger.types import encode_leaf
-from ledger_client.receipt import Receipt, ReceiptAnchor
+from ledger.records.runs import run_closed_record, run_steps
+from ledger.timestamp.rfc3161 import build_request, imprint_for_checkpoint_body, token_from_response
+from ledger.tsa.authority import TsaAuthority
+from ledger_client.receipts.receipt import Receipt, ReceiptAnchor
 
 ORIGIN = "bench.example/audit"
 T0 = 1_780_000_000_000
@@ -149,7 +149,7 @@ def generate(folder: Path, runs: int, per_run: int, per_checkpoint: int) -> dict
 def index_once(folder: Path, key: str, db: Path) -> tuple[float, dict[str, Any]]:
     """Run ``ledger-verify index`` as a subprocess: (seconds, its JSON answer)."""
     command = [
-        sys.executable, "-c", "from ledger_client.cli import main; main()", "index",
+        sys.executable, "-c", "from ledger_client.cli.main import main; main()", "index",
         str(folder / "runs"), "--db", str(db), "--key", key, "--tsa-root",
         str(folder / "root.pem"), "--json",
     ]  # fmt: skip

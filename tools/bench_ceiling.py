@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ledger.limits import MAX_MESSAGE_BYTES  # noqa: E402
+from ledger.core.limits import MAX_MESSAGE_BYTES  # noqa: E402
 from ledger.v1 import ledger_pb2 as pb  # noqa: E402
 from ledger.v1 import ledger_pb2_grpc as pb_grpc  # noqa: E402
 

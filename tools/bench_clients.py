@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from multiprocessing.queues import Queue
 from typing import Any
 
-from ledger_client.remote import RemoteLog
+from ledger_client.remote.log import RemoteLog
 
 __all__ = ["ClientPool", "Outcome", "Task", "Window"]
 

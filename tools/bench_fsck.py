@@ -19,13 +19,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from ledger.binding import bind_signer
-from ledger.checkpoint import Ed25519Signer
-from ledger.fsck import fsck
-from ledger.keys import write_signer
-from ledger.log import Log
-from ledger.rocks import RocksStore
-from ledger.types import AppendItem
+from ledger.core.checkpoint import Ed25519Signer
+from ledger.core.types import AppendItem
+from ledger.fileio.keys import write_signer
+from ledger.log.facade import Log
+from ledger.ops.binding import bind_signer
+from ledger.ops.fsck import fsck
+from ledger.store.rocks import RocksStore
 
 ORIGIN = "bench.local/fsck"
 BATCH = 10_000

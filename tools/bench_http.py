@@ -14,7 +14,7 @@ import socket
 import time
 import urllib.parse
 
-from ledger import tiles
+from ledger.core import tiles
 from tools.bench_clients import Outcome, Task, Window, sleep_until
 
 __all__ = ["tile_paths", "tiles_load"]

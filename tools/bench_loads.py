@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 
 import grpc
 
-from ledger.types import ConsistencyProof, InclusionProof
-from ledger_client.remote import RemoteLog
+from ledger.core.types import ConsistencyProof, InclusionProof
+from ledger_client.remote.log import RemoteLog
 from tools.bench_clients import Outcome, Task, Window, sleep_until
 from tools.bench_http import tiles_load
 from tools.bench_verify import Head, Tally, check_consistency, check_inclusion

@@ -11,10 +11,10 @@ import hashlib
 import time
 from pathlib import Path
 
-from ledger.checkpoint import Ed25519Signer
-from ledger.log import Log
-from ledger.rocks import RocksStore
-from ledger.types import AppendItem
+from ledger.core.checkpoint import Ed25519Signer
+from ledger.core.types import AppendItem
+from ledger.log.facade import Log
+from ledger.store.rocks import RocksStore
 from tools.bench_loads import fresh_digests
 from tools.bench_server import ORIGIN
 

@@ -17,10 +17,10 @@ import os
 import time
 from pathlib import Path
 
-from ledger.checkpoint import Ed25519Signer
-from ledger.log import Log
-from ledger.rocks import RocksStore
-from ledger.sequencer import AppendItem, ValidItems
+from ledger.core.checkpoint import Ed25519Signer
+from ledger.log.facade import Log
+from ledger.log.sequencer import AppendItem, ValidItems
+from ledger.store.rocks import RocksStore
 from tools.bench_server import ORIGIN
 from tools.bench_stats import disk_bytes
 

@@ -74,7 +74,7 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     out_dir, label, cli_args = Path(argv[0]), argv[1], argv[2:]
-    from ledger.cli import main as ledger_main
+    from ledger.cli.main import main as ledger_main
 
     threading.setprofile(_start_thread_profile)
     main_profile = cProfile.Profile()

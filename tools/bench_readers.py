@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ledger.rocks import RocksStore  # noqa: E402
+from ledger.store.rocks import RocksStore  # noqa: E402
 
 __all__ = ["main"]
 

@@ -34,19 +34,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ledger.anchoring import token_certificates
-from ledger.checkpoint import Ed25519Signer
-from ledger.jcs import canonical_bytes
-from ledger.log import Log
-from ledger.records import DecisionRecord, ToolCall, new_record_id, record_digest
-from ledger.runs import run_closed_record, run_steps
-from ledger.sequencer import AppendItem
-from ledger.storage import MemoryStore
-from ledger.timestamp import build_request, imprint_for_checkpoint_body, token_from_response
-from ledger.tsa_authority import TsaAuthority
-from ledger.types import Anchor
-from ledger_client.receipt import Receipt, ReceiptAnchor
-from ledger_client.run_verify import RunItem, verify_run
+from ledger.core.checkpoint import Ed25519Signer
+from ledger.core.jcs import canonical_bytes
+from ledger.core.types import Anchor
+from ledger.log.anchoring import token_certificates
+from ledger.log.facade import Log
+from ledger.log.sequencer import AppendItem
+from ledger.records.decision import DecisionRecord, ToolCall, new_record_id, record_digest
+from ledger.records.runs import run_closed_record, run_steps
+from ledger.store.contract import MemoryStore
+from ledger.timestamp.rfc3161 import build_request, imprint_for_checkpoint_body, token_from_response
+from ledger.tsa.authority import TsaAuthority
+from ledger_client.receipts.receipt import Receipt, ReceiptAnchor
+from ledger_client.receipts.run_verify import RunItem, verify_run
 
 __all__ = ["build_run", "main"]
 
@@ -129,7 +129,7 @@ def _timed(fn: Callable[[], object], runs: int, per: int) -> dict[str, list[floa
 
 
 def _cli(path: Path, key: str, root: Path | None) -> None:
-    args = [sys.executable, "-c", "from ledger_client.cli import main; main()", "run",
+    args = [sys.executable, "-c", "from ledger_client.cli.main import main; main()", "run",
             str(path), "--key", key, *(["--tsa-root", str(root)] if root else [])]  # fmt: skip
     done = subprocess.run(args, capture_output=True, text=True, check=False)
     if done.returncode != 0:

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ledger.rocks import RocksStore
+from ledger.store.rocks import RocksStore
 from tools.bench_clients import ClientPool, Outcome, Task, sleep_until
 from tools.bench_local import local_append_rate, sha256_rate
 from tools.bench_peer import build_rates

@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-from ledger.checkpoint import Ed25519Signer, Ed25519Verifier, open_checkpoint
-from ledger.keys import write_signer
-from ledger_client.remote import RemoteLog
+from ledger.core.checkpoint import Ed25519Signer, Ed25519Verifier, open_checkpoint
+from ledger.fileio.keys import write_signer
+from ledger_client.remote.log import RemoteLog
 from tools.bench_stats import ProcSample, proc_sample
 from tools.bench_verify import Head
 

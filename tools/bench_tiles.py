@@ -30,9 +30,9 @@ import urllib.parse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ledger.tiles import tiles_for_size
-from ledger_client.remote import RemoteLog
-from ledger_client.tiles import TileClient
+from ledger.core.tiles import tiles_for_size
+from ledger_client.remote.log import RemoteLog
+from ledger_client.remote.tiles import TileClient
 from tools.bench_clients import sleep_until
 from tools.bench_stats import percentile
 from tools.bench_verify import Head

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ledger import merkle
-from ledger.errors import VerificationError
-from ledger.types import ConsistencyProof, InclusionProof
-from ledger_client.remote import RemoteLog
+from ledger.core import merkle
+from ledger.core.errors import VerificationError
+from ledger.core.types import ConsistencyProof, InclusionProof
+from ledger_client.remote.log import RemoteLog
 
 __all__ = ["Head", "Tally", "check_consistency", "check_inclusion"]
 

@@ -40,13 +40,13 @@ from typing import Any
 
 import aiohttp
 
-from ledger.checkpoint import CosignatureSigner, Ed25519Signer
-from ledger.keys import write_signer
-from ledger.log import Log
-from ledger.sequencer import AppendItem
-from ledger.storage import MemoryStore
-from ledger.witness_core import build_request
-from ledger_client.remote import RemoteLog
+from ledger.core.checkpoint import CosignatureSigner, Ed25519Signer
+from ledger.fileio.keys import write_signer
+from ledger.log.facade import Log
+from ledger.log.sequencer import AppendItem
+from ledger.store.contract import MemoryStore
+from ledger.witness.core import build_request
+from ledger_client.remote.log import RemoteLog
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: make the ``tools`` package importable

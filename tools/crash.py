@@ -55,8 +55,8 @@ class Harness:
     """The state of one run: folders, what the clients saw, counters."""
 
     def __init__(self, work: Path, seed: int, scenario_every: int) -> None:
-        from ledger.checkpoint import Ed25519Signer
-        from ledger.keys import write_signer
+        from ledger.core.checkpoint import Ed25519Signer
+        from ledger.fileio.keys import write_signer
 
         self.rng = random.Random(seed)
         self.work = work

@@ -91,7 +91,7 @@ class Observed:
         self.lock = threading.Lock()
 
     def record(self, note: str) -> None:
-        from ledger.checkpoint import open_checkpoint
+        from ledger.core.checkpoint import open_checkpoint
 
         cp = open_checkpoint(note, [self.verifier], origin=ORIGIN).checkpoint
         with self.lock:
@@ -107,7 +107,7 @@ class Observed:
 
     def check_latest(self, address: str) -> int:
         """Record the server's newest checkpoint; its size."""
-        from ledger_client.remote import RemoteLog
+        from ledger_client.remote.log import RemoteLog
 
         with RemoteLog(address, timeout=30) as remote:
             latest = remote.checkpoint()
@@ -116,8 +116,8 @@ class Observed:
 
     def appends_refused(self, address: str) -> bool:
         """True when an append is refused as FAILED_PRECONDITION (read-only)."""
-        from ledger.errors import FailedPreconditionError
-        from ledger_client.remote import RemoteLog
+        from ledger.core.errors import FailedPreconditionError
+        from ledger_client.remote.log import RemoteLog
 
         digest = hashlib.sha256(os.urandom(16)).digest()
         try:
@@ -129,7 +129,7 @@ class Observed:
 
     def all_leaves(self, address: str) -> list[bytes]:
         """Every published leaf, in order."""
-        from ledger_client.remote import RemoteLog
+        from ledger_client.remote.log import RemoteLog
 
         leaves: list[bytes] = []
         with RemoteLog(address, timeout=60) as remote:
@@ -152,7 +152,7 @@ class Load:
             t.start()
 
     def _run(self, worker: int) -> None:
-        from ledger_client.remote import RemoteLog
+        from ledger_client.remote.log import RemoteLog
 
         rng = random.Random(self.cycle * 10 + worker)
         try:
@@ -173,7 +173,7 @@ class Load:
             return
 
     def anchor_now(self) -> None:
-        from ledger_client.remote import RemoteLog
+        from ledger_client.remote.log import RemoteLog
 
         try:
             with RemoteLog(self.address, timeout=10) as remote:

@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from ledger.anchoring import checkpoint_body
-from ledger.checkpoint import Ed25519Signer
-from ledger.config import TsaSettings
-from ledger.keys import write_signer
-from ledger.timestamp import imprint_for_checkpoint_body, verify_token
-from ledger.types import Anchor
-from ledger_client.remote import RemoteLog
+from ledger.app.settings import TsaSettings
+from ledger.core.checkpoint import Ed25519Signer
+from ledger.core.types import Anchor
+from ledger.fileio.keys import write_signer
+from ledger.log.anchoring import checkpoint_body
+from ledger.timestamp.rfc3161 import imprint_for_checkpoint_body, verify_token
+from ledger_client.remote.log import RemoteLog
 from tests.harness import ORIGIN, running_server
 from tests.tsa_openssl import openssl_tsa
 

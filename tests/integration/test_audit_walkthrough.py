@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ledger.checkpoint import Ed25519Signer
-from ledger.keys import write_signer
+from ledger.core.checkpoint import Ed25519Signer
+from ledger.fileio.keys import write_signer
 from tests.harness import ORIGIN, ServerProcess
 
 pytestmark = pytest.mark.integration

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from ledger.records import DecisionRecord, MemoryWrite, ToolCall, record_digest
-from ledger_client.capture import content_digest
-from ledger_client.cli import main
-from ledger_client.context import ledger_run
-from ledger_client.decorators import decision
-from ledger_client.sdk import LedgerClient, SenderOptions
+from ledger.records.decision import DecisionRecord, MemoryWrite, ToolCall, record_digest
+from ledger_client.cli.main import main
+from ledger_client.sdk.capture import content_digest
+from ledger_client.sdk.client import LedgerClient, SenderOptions
+from ledger_client.sdk.context import ledger_run
+from ledger_client.sdk.decorators import decision
 from tests.harness import running_server
 from tests.unit.test_context import Sink, assert_run_ok
 

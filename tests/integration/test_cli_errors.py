@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ledger.checkpoint import Ed25519Signer
-from ledger.keys import write_signer
+from ledger.core.checkpoint import Ed25519Signer
+from ledger.fileio.keys import write_signer
 from tests.harness import ORIGIN, ServerProcess
 
 pytestmark = pytest.mark.integration
@@ -23,7 +23,7 @@ def run(cwd: Path, *args: str, module: str = "ledger") -> subprocess.CompletedPr
     if module == "ledger":
         cmd = [sys.executable, "-m", "ledger", *args]
     else:
-        cmd = [sys.executable, "-c", "from ledger_client.cli import main; main()", *args]
+        cmd = [sys.executable, "-c", "from ledger_client.cli.main import main; main()", *args]
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120, env=env,
                           check=False)  # fmt: skip

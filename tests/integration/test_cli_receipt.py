@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from ledger.checkpoint import Ed25519Signer
-from ledger.cli import main as ledger
-from ledger.cli_receipt import wait_for_anchor
-from ledger.records import Outcome, ToolCall, record_digest
-from ledger_client.cli import main as verify
-from ledger_client.context import emit, ledger_run
-from ledger_client.receipt import Receipt
-from ledger_client.run_receipts import read_run_file, spooled_run
-from ledger_client.sdk import LedgerClient
+from ledger.cli.main import main as ledger
+from ledger.cli.receipt import wait_for_anchor
+from ledger.core.checkpoint import Ed25519Signer
+from ledger.records.decision import Outcome, ToolCall, record_digest
+from ledger_client.cli.main import main as verify
+from ledger_client.receipts.receipt import Receipt
+from ledger_client.sdk.client import LedgerClient
+from ledger_client.sdk.context import emit, ledger_run
+from ledger_client.sdk.run_file import read_run_file, spooled_run
 from tests.harness import running_server
 from tests.integration.test_sdk import QUICK, free_port
 

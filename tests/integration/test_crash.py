@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from ledger import merkle
-from ledger.checkpoint import Ed25519Signer, open_checkpoint
-from ledger.errors import LedgerError
-from ledger.keys import write_signer
-from ledger_client.remote import RemoteLog
+from ledger.core import merkle
+from ledger.core.checkpoint import Ed25519Signer, open_checkpoint
+from ledger.core.errors import LedgerError
+from ledger.fileio.keys import write_signer
+from ledger_client.remote.log import RemoteLog
 from tests.harness import ORIGIN, ServerProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.types import AppendItem, decode_leaf
+from ledger.core.types import AppendItem, decode_leaf
 from tests.disk_full import fill_in_child, open_log, small_tmpfs
 
 pytestmark = [pytest.mark.integration]

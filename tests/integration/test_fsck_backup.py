@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from ledger.checkpoint import Ed25519Signer
-from ledger.errors import InconsistencyError, InvalidArgumentError
-from ledger.fsck import fsck
-from ledger.keys import write_signer
-from ledger.restore import restore
-from ledger.rocks import RocksStore
-from ledger.tsa_setup import EMBEDDED_TSA_NAME, load_pems
-from ledger_client.connection import Connection
-from ledger_client.remote import RemoteLog
+from ledger.app.tsa_setup import EMBEDDED_TSA_NAME, load_pems
+from ledger.core.checkpoint import Ed25519Signer
+from ledger.core.errors import InconsistencyError, InvalidArgumentError
+from ledger.fileio.keys import write_signer
+from ledger.ops.fsck import fsck
+from ledger.ops.restore import restore
+from ledger.store.rocks import RocksStore
+from ledger_client.remote.connection import Connection
+from ledger_client.remote.log import RemoteLog
 from tests.harness import ORIGIN, running_server
 
 pytestmark = pytest.mark.integration
@@ -162,7 +162,7 @@ def test_backup_while_serving_and_restore_refuses_a_rollback(tmp_path: Path) -> 
     signer = Ed25519Signer.generate(ORIGIN)
     write_signer(data / "signer.key", signer)
     store_admin = data / "tokens.json"
-    from ledger.auth import TokenStore
+    from ledger.api.auth import TokenStore
 
     admin, _ = TokenStore(store_admin).create("ops", ["admin"], now=1)
     with running_server(data, signer) as (server, _, _):

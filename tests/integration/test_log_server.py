@@ -9,11 +9,11 @@ from pathlib import Path
 import grpc
 import pytest
 
-from ledger import merkle
-from ledger.checkpoint import Ed25519Signer, open_checkpoint
-from ledger.errors import LedgerError, PushbackError, is_retryable
-from ledger.types import decode_leaf
-from ledger_client.remote import RemoteLog, status_name
+from ledger.core import merkle
+from ledger.core.checkpoint import Ed25519Signer, open_checkpoint
+from ledger.core.errors import LedgerError, PushbackError, is_retryable
+from ledger.core.types import decode_leaf
+from ledger_client.remote.log import RemoteLog, status_name
 from tests.harness import ORIGIN, running_server
 
 pytestmark = pytest.mark.integration

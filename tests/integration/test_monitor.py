@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from ledger import merkle
-from ledger.checkpoint import Ed25519Signer, open_checkpoint
-from ledger.errors import VerificationError
-from ledger_client.cli import main
-from ledger_client.monitor import StateFile
-from ledger_client.remote import RemoteLog
+from ledger.core import merkle
+from ledger.core.checkpoint import Ed25519Signer, open_checkpoint
+from ledger.core.errors import VerificationError
+from ledger_client.cli.main import main
+from ledger_client.remote.log import RemoteLog
+from ledger_client.remote.monitor import StateFile
 from tests.harness import ORIGIN, running_server
 
 pytestmark = pytest.mark.integration
@@ -194,7 +194,7 @@ def test_polling_until_interrupted(tmp_path: Path) -> None:
         cmd = [
             sys.executable,
             "-c",
-            "from ledger_client.cli import main; main()",
+            "from ledger_client.cli.main import main; main()",
             "monitor",
             "--server",
             server.address,

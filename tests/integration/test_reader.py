@@ -14,17 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from ledger import merkle
-from ledger.checkpoint import Ed25519Signer
-from ledger.errors import FailedPreconditionError
-from ledger.keys import write_signer
+from ledger.core import merkle
+from ledger.core.checkpoint import Ed25519Signer
+from ledger.core.errors import FailedPreconditionError
+from ledger.fileio.keys import write_signer
 from tests.harness import ORIGIN, ServerProcess
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("rocksdict")
 pytest.importorskip("grpc")
 
-from ledger_client.remote import RemoteLog  # noqa: E402
+from ledger_client.remote.log import RemoteLog  # noqa: E402
 
 
 def digests(start: int, n: int) -> list[bytes]:

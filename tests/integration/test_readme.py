@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ledger.checkpoint import Ed25519Signer
-from ledger.keys import write_signer
-from ledger_client.remote import RemoteLog
+from ledger.core.checkpoint import Ed25519Signer
+from ledger.fileio.keys import write_signer
+from ledger_client.remote.log import RemoteLog
 from tests.harness import ORIGIN, ServerProcess
 
 pytestmark = pytest.mark.integration
@@ -51,7 +51,7 @@ def test_readme_quick_start_and_walk_through(tmp_path: Path) -> None:
         assert appended.returncode == 0, appended.stderr
         assert json.loads(appended.stdout)["index"] == 0
         verify = subprocess.run(
-            [sys.executable, "-c", "from ledger_client.cli import main; main()", "tlog-proof",
+            [sys.executable, "-c", "from ledger_client.cli.main import main; main()", "tlog-proof",
              "proof.txt", "--key", vkey, "--leaf", "leaf.bin"],
             capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
         )  # fmt: skip
@@ -59,7 +59,7 @@ def test_readme_quick_start_and_walk_through(tmp_path: Path) -> None:
         leaf = (tmp_path / "leaf.bin").read_bytes()
         (tmp_path / "leaf.bin").write_bytes(b"tampered")
         bad = subprocess.run(
-            [sys.executable, "-c", "from ledger_client.cli import main; main()", "tlog-proof",
+            [sys.executable, "-c", "from ledger_client.cli.main import main; main()", "tlog-proof",
              "proof.txt", "--key", vkey, "--leaf", "leaf.bin"],
             capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
         )  # fmt: skip
@@ -80,7 +80,7 @@ def test_readme_quick_start_and_walk_through(tmp_path: Path) -> None:
         assert json.loads(fetched.stdout)["anchors"] == 1
         root = str(tmp_path / "data" / "tsa" / "root.pem")  # ledger-data/tsa/root.pem
         checked = subprocess.run(
-            [sys.executable, "-c", "from ledger_client.cli import main; main()", "receipt",
+            [sys.executable, "-c", "from ledger_client.cli.main import main; main()", "receipt",
              "receipt.json", "--key", vkey, "--tsa-root", root],
             capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
         )  # fmt: skip

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ledger_client.cli import main
+from ledger_client.cli.main import main
 from tests.audit_world import SUPPORT, build, tamper, write_runs
 from tests.browser import chromium, dump_dom, png_colors, screenshot
 

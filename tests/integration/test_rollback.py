@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from ledger.checkpoint import Ed25519Signer
-from ledger.errors import DataLossError, FailedPreconditionError
-from ledger.highwater import HighWaterMark
-from ledger.keys import write_signer
-from ledger.log import Log
-from ledger.rocks import RocksStore
-from ledger.types import AppendItem
-from ledger_client.remote import RemoteLog
+from ledger.core.checkpoint import Ed25519Signer
+from ledger.core.errors import DataLossError, FailedPreconditionError
+from ledger.core.types import AppendItem
+from ledger.fileio.keys import write_signer
+from ledger.log.facade import Log
+from ledger.log.highwater import HighWaterMark
+from ledger.store.rocks import RocksStore
+from ledger_client.remote.log import RemoteLog
 from tests.harness import ORIGIN, ServerProcess
 
 pytestmark = [pytest.mark.integration]

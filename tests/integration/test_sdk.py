@@ -21,14 +21,14 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from ledger.checkpoint import Ed25519Signer
-from ledger.commitments import commit
-from ledger.keys import write_signer
-from ledger.records import DecisionRecord, MemoryWrite, new_record_id, record_digest
-from ledger_client.cli import main
-from ledger_client.receipt_verify import verify_receipt
-from ledger_client.remote import RemoteLog
-from ledger_client.sdk import (
+from ledger.core.checkpoint import Ed25519Signer
+from ledger.fileio.keys import write_signer
+from ledger.records.commitments import commit
+from ledger.records.decision import DecisionRecord, MemoryWrite, new_record_id, record_digest
+from ledger_client.cli.main import main
+from ledger_client.receipts.verify import verify_receipt
+from ledger_client.remote.log import RemoteLog
+from ledger_client.sdk.client import (
     AsyncLedgerClient,
     Backoff,
     ContextThreadPoolExecutor,
@@ -38,7 +38,7 @@ from ledger_client.sdk import (
     decision,
     ledger_run,
 )
-from ledger_client.spool import SpoolItem, read_spool
+from ledger_client.sdk.spool import SpoolItem, read_spool
 from tests.harness import ORIGIN, ServerProcess, running_server
 
 pytestmark = pytest.mark.integration

@@ -16,16 +16,16 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from ledger.auth import TokenStore
-from ledger.errors import (
+from ledger.api.auth import TokenStore
+from ledger.api.tls import make_dev_certs
+from ledger.core.errors import (
     PermissionDeniedError,
     PushbackError,
     UnauthenticatedError,
     UnavailableError,
 )
-from ledger.tls import make_dev_certs
-from ledger_client.connection import Connection
-from ledger_client.remote import RemoteLog
+from ledger_client.remote.connection import Connection
+from ledger_client.remote.log import RemoteLog
 from tests.harness import running_server
 
 pytestmark = pytest.mark.integration

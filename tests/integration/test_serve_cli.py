@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ledger.checkpoint import Ed25519Verifier, open_checkpoint
-from ledger.cli import main
-from ledger_client.remote import RemoteLog
+from ledger.cli.main import main
+from ledger.core.checkpoint import Ed25519Verifier, open_checkpoint
+from ledger_client.remote.log import RemoteLog
 
 pytestmark = pytest.mark.integration
 
@@ -139,8 +139,8 @@ def test_keygen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_ledger_tsa_command_serves_verifiable_tokens(tmp_path: Path) -> None:
     from cryptography import x509
 
-    from ledger.timestamp import imprint_for_checkpoint_body
-    from ledger.tsa import TsaClient
+    from ledger.timestamp.rfc3161 import imprint_for_checkpoint_body
+    from ledger.tsa.client import TsaClient
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "ledger", "tsa", "--listen", "127.0.0.1:0",

@@ -23,16 +23,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ledger import merkle
-from ledger.checkpoint import CosignatureVerifier, Ed25519Signer, open_checkpoint
-from ledger.cli import main as ledger_main
-from ledger.errors import VerificationError
-from ledger.keys import write_signer
-from ledger.witness_core import build_request
-from ledger_client.cli import main as verify_main
-from ledger_client.receipt import Receipt
-from ledger_client.receipt_fetch import count_cosignatures, fetch_receipt, witnessed_receipt
-from ledger_client.remote import RemoteLog
+from ledger.cli.main import main as ledger_main
+from ledger.core import merkle
+from ledger.core.checkpoint import CosignatureVerifier, Ed25519Signer, open_checkpoint
+from ledger.core.errors import VerificationError
+from ledger.fileio.keys import write_signer
+from ledger.witness.core import build_request
+from ledger_client.cli.main import main as verify_main
+from ledger_client.receipts.fetch import count_cosignatures, fetch_receipt, witnessed_receipt
+from ledger_client.receipts.receipt import Receipt
+from ledger_client.remote.log import RemoteLog
 from tests.harness import ORIGIN, ServerProcess
 from tests.witness_harness import WitnessProcess, make_witness_key, post
 

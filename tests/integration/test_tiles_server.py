@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ledger import merkle, tiles
-from ledger.checkpoint import Ed25519Signer
-from ledger.cli import main as ledger_main
-from ledger_client.cli import main as verify_main
-from ledger_client.receipt import Receipt
-from ledger_client.remote import RemoteLog
-from ledger_client.tiles import TileClient
+from ledger.cli.main import main as ledger_main
+from ledger.core import merkle, tiles
+from ledger.core.checkpoint import Ed25519Signer
+from ledger_client.cli.main import main as verify_main
+from ledger_client.receipts.receipt import Receipt
+from ledger_client.remote.log import RemoteLog
+from ledger_client.remote.tiles import TileClient
 from tests.harness import ServerThread, running_server
 from tools.nginx_mirror import find_nginx, run_nginx
 

@@ -19,10 +19,10 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from ledger.errors import FormatError, TimestampError
-from ledger.timestamp import build_request, imprint_for_checkpoint_body, verify_token
-from ledger.timestamp_asn1 import parse_response
-from ledger.tsa import TSA_POLICY_OID, TsaAuthority, TsaClient, TsaServer, run_tsa
+from ledger.core.errors import FormatError, TimestampError
+from ledger.timestamp.asn1 import parse_response
+from ledger.timestamp.rfc3161 import build_request, imprint_for_checkpoint_body, verify_token
+from ledger.tsa.client import TSA_POLICY_OID, TsaAuthority, TsaClient, TsaServer, run_tsa
 from tests.tsa_openssl import OPENSSL, OPENSSL_POLICY, openssl_tsa, run_openssl
 
 pytestmark = pytest.mark.integration

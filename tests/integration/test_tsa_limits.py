@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from ledger.timestamp import imprint_for_checkpoint_body
-from ledger.tsa import TsaAuthority, TsaClient, TsaServer
+from ledger.timestamp.rfc3161 import imprint_for_checkpoint_body
+from ledger.tsa.client import TsaAuthority, TsaClient, TsaServer
 
 pytestmark = pytest.mark.integration
 

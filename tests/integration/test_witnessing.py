@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ledger import merkle
-from ledger.checkpoint import (
+from ledger.app.settings import WitnessTarget
+from ledger.core import merkle
+from ledger.core.checkpoint import (
     Checkpoint,
     CosignatureSigner,
     CosignatureVerifier,
@@ -27,15 +28,14 @@ from ledger.checkpoint import (
     Verifier,
     open_checkpoint,
 )
-from ledger.config import WitnessTarget
-from ledger.records import DecisionRecord, MemoryWrite, new_record_id
-from ledger.witness_core import SIZE_CONTENT_TYPE
-from ledger.witness_state import load_records
-from ledger_client.cli import main as verify_main
-from ledger_client.receipt import to_tlog_proof
-from ledger_client.receipt_fetch import count_cosignatures, refresh_cosignatures
-from ledger_client.remote import RemoteLog
-from ledger_client.sdk import LedgerClient
+from ledger.records.decision import DecisionRecord, MemoryWrite, new_record_id
+from ledger.witness.core import SIZE_CONTENT_TYPE
+from ledger.witness.state import load_records
+from ledger_client.cli.main import main as verify_main
+from ledger_client.receipts.fetch import count_cosignatures, refresh_cosignatures
+from ledger_client.receipts.receipt import to_tlog_proof
+from ledger_client.remote.log import RemoteLog
+from ledger_client.sdk.client import LedgerClient
 from tests.harness import ORIGIN, running_server
 from tests.witness_fixtures import View
 from tests.witness_harness import (

@@ -11,11 +11,11 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from ledger.checkpoint import Ed25519Signer
-from ledger.log import Log
-from ledger.server import create_server
-from ledger.service import LogService
-from ledger.storage import MemoryStore
+from ledger.api.server import create_server
+from ledger.core.checkpoint import Ed25519Signer
+from ledger.log.facade import Log
+from ledger.log.service import LogService
+from ledger.store.contract import MemoryStore
 from ledger.v1 import ledger_pb2 as pb
 from ledger.v1 import ledger_pb2_grpc as pb_grpc
 

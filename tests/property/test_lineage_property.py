@@ -6,11 +6,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.records import DecisionRecord, record_digest
-from ledger.runs import run_closed_record, run_steps
-from ledger_client.audit_verify import VerifyCache
-from ledger_client.lineage import Lineage
-from ledger_client.run_verify import RunItem
+from ledger.records.decision import DecisionRecord, record_digest
+from ledger.records.runs import run_closed_record, run_steps
+from ledger_client.audit.lineage import Lineage
+from ledger_client.audit.verify import VerifyCache
+from ledger_client.receipts.run_verify import RunItem
 from tests.unit.test_receipt import World, make_record
 
 RUN = "run-lineage"

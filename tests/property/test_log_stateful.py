@@ -11,12 +11,12 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from ledger import merkle
-from ledger.checkpoint import Ed25519Signer, open_checkpoint
-from ledger.errors import LogFailedError
-from ledger.log import Log
-from ledger.storage import MemoryStore
-from ledger.types import Anchor, AppendItem
+from ledger.core import merkle
+from ledger.core.checkpoint import Ed25519Signer, open_checkpoint
+from ledger.core.errors import LogFailedError
+from ledger.core.types import Anchor, AppendItem
+from ledger.log.facade import Log
+from ledger.store.contract import MemoryStore
 
 ORIGIN = "ledger.test/stateful"
 SIGNER = Ed25519Signer.generate(ORIGIN)

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger import merkle
-from ledger.errors import VerificationError
+from ledger.core import merkle
+from ledger.core.errors import VerificationError
 from tests.reference import (
     consistency_walk,
     inclusion_walk,

@@ -26,7 +26,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from ledger.checkpoint import (
+from ledger.core.checkpoint import (
     Checkpoint,
     CosignatureSigner,
     Ed25519Signer,
@@ -34,11 +34,11 @@ from ledger.checkpoint import (
     SignedNote,
     add_signatures,
 )
-from ledger.errors import FormatError, VerificationError
-from ledger.records import record_digest
-from ledger.timestamp_asn1 import parse_signed_token
-from ledger_client.receipt import Receipt
-from ledger_client.receipt_verify import VALID, verify_receipt
+from ledger.core.errors import FormatError, VerificationError
+from ledger.records.decision import record_digest
+from ledger.timestamp.asn1 import parse_signed_token
+from ledger_client.receipts.receipt import Receipt
+from ledger_client.receipts.verify import VALID, verify_receipt
 from tests.unit.test_receipt import World, filler, make_record, roots
 
 SIZE = 24

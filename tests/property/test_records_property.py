@@ -10,10 +10,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger import jcs
-from ledger.commitments import Commitment, Disclosure, commit
-from ledger.errors import InvalidRecordError, RecordError
-from ledger.records import (
+from ledger.core import jcs
+from ledger.core.errors import InvalidRecordError, RecordError
+from ledger.records.commitments import Commitment, Disclosure, commit
+from ledger.records.decision import (
     RECORD_FIELDS,
     Candidate,
     ConstraintCheck,
@@ -35,7 +35,7 @@ from ledger.records import (
     uuid7_time_ms,
     verify_disclosure,
 )
-from ledger.runs import check_run, run_closed_record, run_steps
+from ledger.records.runs import check_run, run_closed_record, run_steps
 
 SAFE = 2**53 - 1
 TIME = "2025-06-01T12:00:00Z"

@@ -11,7 +11,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger_client.spool import HEADER, FileSpool, SpoolItem, read_spool
+from ledger_client.sdk.spool import HEADER, FileSpool, SpoolItem, read_spool
 
 
 def make_item(n: int, size: int) -> SpoolItem:

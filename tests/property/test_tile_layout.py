@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger import merkle
-from ledger.errors import StorageError
-from ledger.merkle import CompactRange, NodeID
-from ledger.tile_layout import TileReader, TileWriter, frame
-from ledger.types import encode_leaf
+from ledger.core import merkle
+from ledger.core.errors import StorageError
+from ledger.core.merkle import CompactRange, NodeID
+from ledger.core.tile_layout import TileReader, TileWriter, frame
+from ledger.core.types import encode_leaf
 
 
 def leaf(i: int, meta: int) -> bytes:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger import merkle
-from ledger.checkpoint import Checkpoint, CosignatureSigner, SignedNote
-from ledger.witness_core import LogRecord, build_request, decide, parse_request
+from ledger.core import merkle
+from ledger.core.checkpoint import Checkpoint, CosignatureSigner, SignedNote
+from ledger.witness.core import LogRecord, build_request, decide, parse_request
 from tests.witness_fixtures import View, log_signer
 
 SIGNER = log_signer()

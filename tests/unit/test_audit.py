@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from ledger_client.cli import main
-from ledger_client.receipt import Receipt
+from ledger_client.cli.main import main
+from ledger_client.receipts.receipt import Receipt
 from tests.audit_world import SUPPORT, URL, build, tamper, write_runs
 from tests.offline import OFFLINE_PROBE
 
@@ -207,10 +207,10 @@ def test_audit_commands_stay_offline(files: dict[str, Path], tmp_path: Path) -> 
 def test_fast_reader_matches_the_strict_one(files: dict[str, Path]) -> None:
     from dataclasses import fields
 
-    from ledger.errors import FormatError
-    from ledger.records import DecisionRecord, record_digest
-    from ledger_client.audit_load import LoadedItem, load_run_fast
-    from ledger_client.cli_receipts import load_run
+    from ledger.core.errors import FormatError
+    from ledger.records.decision import DecisionRecord, record_digest
+    from ledger_client.audit.load import LoadedItem, load_run_fast
+    from ledger_client.cli.receipts import load_run
 
     fast, strict = load_run_fast(files["support"]), load_run(str(files["support"]))
     assert [(i.source, i.record, i.receipt) for i in fast] == [
@@ -231,7 +231,7 @@ def test_fast_reader_matches_the_strict_one(files: dict[str, Path]) -> None:
 def test_witness_column_counts_cosignatures_when_keys_are_given(
     files: dict[str, Path], tmp_path: Path
 ) -> None:
-    from ledger.checkpoint import Checkpoint, CosignatureSigner, SignedNote
+    from ledger.core.checkpoint import Checkpoint, CosignatureSigner, SignedNote
 
     witness = CosignatureSigner.generate("witness.example/w1")
     lines = []
@@ -260,18 +260,18 @@ def test_witness_column_counts_cosignatures_when_keys_are_given(
 def test_public_names_exist() -> None:
     import importlib
 
-    for name in ("audit_index", "audit_load", "audit_verify", "cli_audit", "cli_index",
-                 "disclose", "lineage", "links", "otel_span", "report_html", "run_files",
-                 "timeline"):  # fmt: skip
+    for name in ("audit.index", "audit.load", "audit.verify", "cli.audit", "cli.index",
+                 "receipts.disclose", "audit.lineage", "sdk.links", "sdk.otel_span",
+                 "audit.report_html", "audit.run_files", "audit.timeline"):  # fmt: skip
         module = importlib.import_module(f"ledger_client.{name}")
         for public in module.__all__:
             assert hasattr(module, public), f"{name}.{public}"
 
 
 def test_index_checks_find_what_verify_run_finds(files: dict[str, Path]) -> None:
-    from ledger_client.audit_verify import VerifyCache, audit_run
-    from ledger_client.cli_receipts import load_run
-    from ledger_client.run_verify import verify_run
+    from ledger_client.audit.verify import VerifyCache, audit_run
+    from ledger_client.cli.receipts import load_run
+    from ledger_client.receipts.run_verify import verify_run
 
     tamper(files["support"], line=3)
     for path in (files["support"], files["review"]):
@@ -290,9 +290,9 @@ def test_run_names_parents_in_other_runs(files: dict[str, Path]) -> None:
 
 
 def test_receipt_disclose_opens_exactly_the_paths_asked() -> None:
-    from ledger.commitments import commit
-    from ledger.errors import MalformedReceiptError, RecordError
-    from ledger_client.receipt_verify import verify_receipt
+    from ledger.core.errors import MalformedReceiptError, RecordError
+    from ledger.records.commitments import commit
+    from ledger_client.receipts.verify import verify_receipt
     from tests.audit_world import item as item_of
 
     fetch, memory = RUNS.support[0], RUNS.support[1]

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger.auth import Policy, RateLimiter, TokenStore, required_scope
-from ledger.errors import (
+from ledger.api.auth import Policy, RateLimiter, TokenStore, required_scope
+from ledger.core.errors import (
     FailedPreconditionError,
     FormatError,
     NotFoundError,

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ledger.binding import bind_signer, open_bound_signer, read_binding, rotate_key
-from ledger.checkpoint import Ed25519Signer
-from ledger.errors import FailedPreconditionError, FormatError
-from ledger.keys import write_signer
+from ledger.core.checkpoint import Ed25519Signer
+from ledger.core.errors import FailedPreconditionError, FormatError
+from ledger.fileio.keys import write_signer
+from ledger.ops.binding import bind_signer, open_bound_signer, read_binding, rotate_key
 
 ORIGIN = "ledger.test/binding"
 

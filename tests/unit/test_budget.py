@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ledger.budget import ByteBudget
-from ledger.errors import PushbackError
+from ledger.api.budget import ByteBudget
+from ledger.core.errors import PushbackError
 
 
 def test_the_budget_refuses_past_its_limit_and_releases() -> None:

@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger.checkpoint import (
+from ledger.core.checkpoint import (
     MAX_SIGNATURES,
     Checkpoint,
     CosignatureSigner,
@@ -42,7 +42,7 @@ from ledger.checkpoint import (
     sign_note,
     verify_signatures,
 )
-from ledger.errors import (
+from ledger.core.errors import (
     BoundsError,
     MalformedKeyError,
     MalformedNoteError,

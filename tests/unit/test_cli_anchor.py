@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from ledger.checkpoint import Checkpoint, CosignatureSigner, Ed25519Signer, add_signatures
-from ledger.checkpoint import sign_checkpoint as sign
-from ledger.timestamp import build_request, imprint_for_checkpoint_body, token_from_response
-from ledger.tsa import TSA_POLICY_OID, TsaAuthority
-from ledger_client.cli import main
+from ledger.core.checkpoint import Checkpoint, CosignatureSigner, Ed25519Signer, add_signatures
+from ledger.core.checkpoint import sign_checkpoint as sign
+from ledger.timestamp.rfc3161 import build_request, imprint_for_checkpoint_body, token_from_response
+from ledger.tsa.client import TSA_POLICY_OID, TsaAuthority
+from ledger_client.cli.main import main
 from tests.offline import OFFLINE_PROBE
 from tests.tsa_openssl import OPENSSL, OPENSSL_POLICY, make_pki, openssl_tsa, pem
 

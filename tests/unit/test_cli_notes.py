@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from ledger.checkpoint import (
+from ledger.core.checkpoint import (
     Checkpoint,
     CosignatureSigner,
     Ed25519Signer,
@@ -20,8 +20,8 @@ from ledger.checkpoint import (
     sign_checkpoint,
     sign_note,
 )
-from ledger.tlogproof import TlogProof
-from ledger_client.cli import main
+from ledger.core.tlogproof import TlogProof
+from ledger_client.cli.main import main
 from tests.offline import OFFLINE_PROBE
 from tests.reference import leaf_data, mth, ref_inclusion, ref_leaf_hash
 

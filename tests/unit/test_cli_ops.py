@@ -11,7 +11,7 @@ import click
 from click.testing import CliRunner
 from cryptography import x509
 
-from ledger.cli import main
+from ledger.cli.main import main
 
 
 def test_dev_cert_writes_a_ca_a_server_and_clients(tmp_path: Path) -> None:
@@ -57,7 +57,7 @@ def test_config_init_writes_a_sample_that_loads(tmp_path: Path) -> None:
 
 def test_every_option_has_help_and_shows_its_default() -> None:
     """Help text on every option; defaults shown (``show_default`` for the whole CLI)."""
-    from ledger_client.cli import main as verify_main
+    from ledger_client.cli.main import main as verify_main
 
     missing = []
 

@@ -9,7 +9,7 @@ import sys
 
 from click.testing import CliRunner
 
-from ledger_client.cli import main
+from ledger_client.cli.main import main
 from tests.offline import OFFLINE_PROBE
 from tests.reference import mth, ref_consistency, ref_inclusion, ref_leaf_hash
 

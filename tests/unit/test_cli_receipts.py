@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from ledger.records import DecisionRecord, record_digest
-from ledger.runs import run_closed_record, run_steps
-from ledger_client.cli import main
-from ledger_client.receipt import Receipt
+from ledger.records.decision import DecisionRecord, record_digest
+from ledger.records.runs import run_closed_record, run_steps
+from ledger_client.cli.main import main
+from ledger_client.receipts.receipt import Receipt
 from tests.offline import OFFLINE_PROBE
 from tests.unit.test_receipt import TIME, World, filler, make_record, tsa, world
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from ledger.checkpoint import CosignatureSigner, CosignatureVerifier, Ed25519Signer
-from ledger.cli import main
-from ledger.keys import write_signer
-from ledger.witness_server import load_witness_settings
-from ledger.witness_state import Witness
+from ledger.cli.main import main
+from ledger.core.checkpoint import CosignatureSigner, CosignatureVerifier, Ed25519Signer
+from ledger.fileio.keys import write_signer
+from ledger.witness.server import load_witness_settings
+from ledger.witness.state import Witness
 from tests.witness_fixtures import ORIGIN, View
 
 

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from ledger.clock import BoundedClock
+from ledger.log.clock import BoundedClock
 
 YEAR_MS = 365 * 24 * 3600 * 1000
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ledger.config import Settings, load_settings
-from ledger.config_sample import sample_toml
-from ledger.errors import FormatError
+from ledger.app.settings import Settings, load_settings
+from ledger.app.settings_sample import sample_toml
+from ledger.core.errors import FormatError
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -83,7 +83,7 @@ def test_flags_are_validated_too() -> None:
 
 
 def test_every_setting_has_a_description_and_a_toml_key() -> None:
-    from ledger.config import TABLES
+    from ledger.app.settings import TABLES
 
     keys = {field for table in TABLES.values() for field in table.values()}
     for name, info in Settings.model_fields.items():
@@ -94,7 +94,7 @@ def test_every_setting_has_a_description_and_a_toml_key() -> None:
 def test_the_sample_uncommented_is_the_defaults(tmp_path: Path) -> None:
     sample = sample_toml()
     assert all(v == {} for v in tomllib.loads(sample).values())  # every key commented out
-    from ledger.config import TABLES
+    from ledger.app.settings import TABLES
 
     lines, table = [], ""
     for line in sample.splitlines():

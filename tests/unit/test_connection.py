@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ledger.errors import FormatError
-from ledger_client.connection import DEFAULT_SERVER, Connection
+from ledger.core.errors import FormatError
+from ledger_client.remote.connection import DEFAULT_SERVER, Connection
 
 ENV = {
     "LEDGER_SERVER": "log.example:443",

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from ledger.commitments import Disclosure
-from ledger.errors import InvalidRecordError
-from ledger.jcs import canonical_bytes
-from ledger.records import (
+from ledger.core.errors import InvalidRecordError
+from ledger.core.jcs import canonical_bytes
+from ledger.records.commitments import Disclosure
+from ledger.records.decision import (
     Candidate,
     DecisionRecord,
     MemoryWrite,
@@ -28,9 +28,10 @@ from ledger.records import (
     record_digest,
     verify_disclosure,
 )
-from ledger.runs import check_run
-from ledger_client.capture import Capture, capture_value, content_digest, jsonable
-from ledger_client.context import (
+from ledger.records.runs import check_run
+from ledger_client.receipts.receipt import Receipt
+from ledger_client.sdk.capture import Capture, capture_value, content_digest, jsonable
+from ledger_client.sdk.context import (
     ContextThreadPoolExecutor,
     Run,
     current_run,
@@ -38,9 +39,8 @@ from ledger_client.context import (
     ledger_run,
     rfc3339,
 )
-from ledger_client.decorators import UnrecordedDecisionWarning, decision
-from ledger_client.receipt import Receipt
-from ledger_client.sdk_errors import RunStateError
+from ledger_client.sdk.decorators import UnrecordedDecisionWarning, decision
+from ledger_client.sdk.errors import RunStateError
 
 
 class Sink:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import hashlib
 
-from ledger import merkle
-from ledger.types import encode_leaf
+from ledger.core import merkle
+from ledger.core.types import encode_leaf
 from tools.crash_verify import prefix_roots, verify_log
 
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from ledger.checkpoint import Ed25519Signer
-from ledger.errors import DataLossError, FormatError, LogFailedError, ReadOnlyError
-from ledger.highwater import SLOT_BYTES, HighWaterMark, MarkState, RestoreRecord
-from ledger.log import Log
-from ledger.storage import MemoryStore
-from ledger.tile_layout import TileWriter
-from ledger.types import AppendItem
+from ledger.core.checkpoint import Ed25519Signer
+from ledger.core.errors import DataLossError, FormatError, LogFailedError, ReadOnlyError
+from ledger.core.tile_layout import TileWriter
+from ledger.core.types import AppendItem
+from ledger.log.facade import Log
+from ledger.log.highwater import SLOT_BYTES, HighWaterMark, MarkState, RestoreRecord
+from ledger.store.contract import MemoryStore
 
 ORIGIN = "ledger.test/highwater"
 SIGNER = Ed25519Signer.generate(ORIGIN)

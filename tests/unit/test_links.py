@@ -13,13 +13,19 @@ from typing import Any
 
 import pytest
 
-from ledger.commitments import Disclosure
-from ledger.records import MemoryWrite, Outcome, RunClosed, record_digest, verify_disclosure
-from ledger.runs import check_run
-from ledger_client.context import emit, ledger_run
-from ledger_client.decorators import UnrecordedDecisionWarning, decision
-from ledger_client.disclose import load_private_disclosures
-from ledger_client.links import ValueLinks, parent_digest
+from ledger.records.commitments import Disclosure
+from ledger.records.decision import (
+    MemoryWrite,
+    Outcome,
+    RunClosed,
+    record_digest,
+    verify_disclosure,
+)
+from ledger.records.runs import check_run
+from ledger_client.receipts.disclose import load_private_disclosures
+from ledger_client.sdk.context import emit, ledger_run
+from ledger_client.sdk.decorators import UnrecordedDecisionWarning, decision
+from ledger_client.sdk.links import ValueLinks, parent_digest
 from tests.unit.test_context import Sink
 
 

@@ -6,18 +6,18 @@ import hashlib
 
 import pytest
 
-from ledger import merkle
-from ledger.checkpoint import Ed25519Signer, open_checkpoint
-from ledger.errors import (
+from ledger.core import merkle
+from ledger.core.checkpoint import Ed25519Signer, open_checkpoint
+from ledger.core.errors import (
     InvalidArgumentError,
     LogFailedError,
     NotYetPublishedError,
     OutOfRangeError,
     StorageError,
 )
-from ledger.log import Log
-from ledger.storage import MemoryStore
-from ledger.types import AppendItem, PublishedCheckpoint, decode_leaf, encode_leaf
+from ledger.core.types import AppendItem, PublishedCheckpoint, decode_leaf, encode_leaf
+from ledger.log.facade import Log
+from ledger.store.contract import MemoryStore
 
 ORIGIN = "ledger.test/unit"
 

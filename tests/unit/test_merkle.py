@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ledger import merkle
-from ledger.errors import (
+from ledger.core import merkle
+from ledger.core.errors import (
     BoundsError,
     MalformedHashError,
     ProofShapeError,

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from ledger import merkle
-from ledger.errors import VerificationError
+from ledger.core import merkle
+from ledger.core.errors import VerificationError
 from tests.vectors import load_vectors
 
 

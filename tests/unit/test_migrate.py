@@ -9,17 +9,17 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ledger import merkle
-from ledger.errors import StorageError
-from ledger.merkle import CompactRange, NodeID
-from ledger.storage import TreeState
-from ledger.types import encode_leaf
+from ledger.core import merkle
+from ledger.core.errors import StorageError
+from ledger.core.merkle import CompactRange, NodeID
+from ledger.core.types import encode_leaf
+from ledger.store.contract import TreeState
 
 rocksdict = pytest.importorskip("rocksdict")
 
-from ledger.cli import main  # noqa: E402
-from ledger.migrate import migrate  # noqa: E402
-from ledger.rocks import RocksStore  # noqa: E402
+from ledger.cli.main import main  # noqa: E402
+from ledger.store.migrate import migrate  # noqa: E402
+from ledger.store.rocks import RocksStore  # noqa: E402
 
 
 def digest(i: int) -> bytes:

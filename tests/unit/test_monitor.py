@@ -20,15 +20,15 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from ledger import merkle
-from ledger.checkpoint import (
+from ledger.core import merkle
+from ledger.core.checkpoint import (
     Checkpoint,
     CosignatureSigner,
     Ed25519Signer,
     add_signatures,
     sign_checkpoint,
 )
-from ledger.errors import (
+from ledger.core.errors import (
     InconsistencyError,
     OriginMismatchError,
     RootMismatchError,
@@ -38,10 +38,10 @@ from ledger.errors import (
     VerificationError,
     WitnessError,
 )
-from ledger.types import ConsistencyProof, Entry, PublishedCheckpoint
-from ledger_client import cli_monitor
-from ledger_client.cli import main
-from ledger_client.monitor import (
+from ledger.core.types import ConsistencyProof, Entry, PublishedCheckpoint
+from ledger_client.cli import monitor as cli_monitor
+from ledger_client.cli.main import main
+from ledger_client.remote.monitor import (
     Advance,
     FetchedEntry,
     Monitor,
@@ -210,7 +210,7 @@ def test_state_file_failed_save_keeps_old_file(
     def broken(src: object, dst: object) -> None:
         raise OSError("disk on fire")
 
-    monkeypatch.setattr("ledger_client.monitor.os.replace", broken)
+    monkeypatch.setattr("ledger_client.remote.monitor.os.replace", broken)
     with pytest.raises(OSError, match="disk on fire"):
         StateFile(path).save(replace(state, audited_size=0, audit_hashes=()))
     assert StateFile(path).load() == state
@@ -616,7 +616,7 @@ class FakeRemote:
 
 @pytest.fixture
 def remote(monkeypatch: pytest.MonkeyPatch) -> type[FakeRemote]:
-    monkeypatch.setattr("ledger_client.remote.RemoteLog", FakeRemote)
+    monkeypatch.setattr("ledger_client.remote.log.RemoteLog", FakeRemote)
     FakeRemote.log, FakeRemote.fail = FakeLog(leaves(5)), None
     return FakeRemote
 

@@ -22,10 +22,9 @@ from typing import Any
 import pytest
 from cryptography import x509
 
-from ledger import merkle
-from ledger.checkpoint import Checkpoint, Ed25519Signer, Ed25519Verifier, sign_checkpoint
-from ledger.commitments import Disclosure, commit
-from ledger.errors import (
+from ledger.core import merkle
+from ledger.core.checkpoint import Checkpoint, Ed25519Signer, Ed25519Verifier, sign_checkpoint
+from ledger.core.errors import (
     BoundsError,
     FormatError,
     OriginMismatchError,
@@ -34,12 +33,19 @@ from ledger.errors import (
     TimestampError,
     VerificationError,
 )
-from ledger.records import DecisionRecord, MemoryWrite, ToolCall, new_record_id, record_digest
-from ledger.timestamp import build_request, imprint_for_checkpoint_body, token_from_response
-from ledger.tlogproof import TlogProof
-from ledger.tsa_authority import TsaAuthority
-from ledger.types import encode_leaf
-from ledger_client.receipt import (
+from ledger.core.tlogproof import TlogProof
+from ledger.core.types import encode_leaf
+from ledger.records.commitments import Disclosure, commit
+from ledger.records.decision import (
+    DecisionRecord,
+    MemoryWrite,
+    ToolCall,
+    new_record_id,
+    record_digest,
+)
+from ledger.timestamp.rfc3161 import build_request, imprint_for_checkpoint_body, token_from_response
+from ledger.tsa.authority import TsaAuthority
+from ledger_client.receipts.receipt import (
     ANCHOR_FIELDS,
     PREVIOUS_FIELDS,
     RECEIPT_FIELDS,
@@ -50,7 +56,7 @@ from ledger_client.receipt import (
     ReceiptAnchor,
     to_tlog_proof,
 )
-from ledger_client.receipt_verify import NOT_CHECKED, UNTRUSTED, VALID, verify_receipt
+from ledger_client.receipts.verify import NOT_CHECKED, UNTRUSTED, VALID, verify_receipt
 from tests.unit.test_records import schema_errors
 
 ORIGIN = "ledger.example.com/receipts"
@@ -405,7 +411,7 @@ def test_tlog_proof_export() -> None:
 
 
 def load_schemas() -> tuple[dict[str, Any], dict[str, Any]]:
-    folder = resources.files("ledger").joinpath("schemas")
+    folder = resources.files("ledger.records").joinpath("schemas")
     receipt = json.loads(folder.joinpath("receipt-v1.schema.json").read_text())
     record = json.loads(folder.joinpath("decision-record-v1.schema.json").read_text())
     return receipt, record
@@ -441,8 +447,9 @@ def test_schema_agrees_with_the_parser() -> None:
 def test_pure_modules_import_neither_grpc_nor_rocksdict() -> None:
     probe = (
         "import sys\n"
-        "import ledger_client.receipt, ledger_client.receipt_verify, ledger_client.receipt_fetch\n"
-        "import ledger_client.run_verify, ledger_client.run_receipts, ledger.timestamp_policy\n"
+        "import ledger_client.receipts.receipt, ledger_client.receipts.verify\n"
+        "import ledger_client.receipts.fetch, ledger_client.receipts.run_verify\n"
+        "import ledger_client.sdk.run_file, ledger.timestamp.policy\n"
         "print([m for m in ('grpc', 'rocksdict', 'google.protobuf') if m in sys.modules])\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)

@@ -21,10 +21,12 @@ from typing import Any
 
 import pytest
 
-from ledger import commitments, jcs, records, runs
-from ledger.commitments import SALT_BYTES, Commitment, Disclosure, commit, commitment_digest
-from ledger.errors import InvalidRecordError, MalformedHashError, RecordError
-from ledger.records import (
+from ledger.core import jcs
+from ledger.core.errors import InvalidRecordError, MalformedHashError, RecordError
+from ledger.records import commitments, runs
+from ledger.records import decision as records
+from ledger.records.commitments import SALT_BYTES, Commitment, Disclosure, commit, commitment_digest
+from ledger.records.decision import (
     CANDIDATE_FIELDS,
     KINDS,
     OTEL_FIELDS,
@@ -51,7 +53,7 @@ from ledger.records import (
     uuid7_time_ms,
     verify_disclosure,
 )
-from ledger.runs import PROBLEM_CODES, RunReport, check_run, run_closed_record, run_steps
+from ledger.records.runs import PROBLEM_CODES, RunReport, check_run, run_closed_record, run_steps
 
 T0 = 1_700_000_000_000
 TIME = "2025-06-01T12:00:00.250Z"
@@ -628,7 +630,11 @@ def test_valid_edge_values_are_accepted() -> None:
 
 
 def load_schema() -> dict[str, Any]:
-    text = resources.files("ledger").joinpath("schemas/decision-record-v1.schema.json").read_text()
+    text = (
+        resources.files("ledger.records")
+        .joinpath("schemas/decision-record-v1.schema.json")
+        .read_text()
+    )
     schema: dict[str, Any] = json.loads(text)
     return schema
 
@@ -929,7 +935,8 @@ def test_public_names_exist() -> None:
 
 def test_pure_modules_import_no_service_code() -> None:
     probe = (
-        "import sys, ledger.runs, ledger.records, ledger.commitments, ledger.jcs; "
+        "import sys, ledger.records.runs, ledger.records, ledger.records.commitments; "
+        "import ledger.core.jcs; "
         "bad = [m for m in sys.modules if m.split('.')[0] in ('grpc', 'rocksdict', 'google')]; "
         "assert not bad, bad"
     )

@@ -12,19 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from ledger.commitments import Disclosure
-from ledger.errors import FormatError
-from ledger.records import DecisionRecord, record_digest
-from ledger_client.receipt import Receipt
-from ledger_client.run_receipts import (
+from ledger.core.errors import FormatError
+from ledger.records.commitments import Disclosure
+from ledger.records.decision import DecisionRecord, record_digest
+from ledger_client.receipts.receipt import Receipt
+from ledger_client.receipts.run_verify import RunItem, verify_run
+from ledger_client.sdk.run_file import (
     RunLine,
     complete_run_receipts,
     read_run_file,
     spooled_run,
     write_run_file,
 )
-from ledger_client.run_verify import RunItem, verify_run
-from ledger_client.spool import FileSpool, SpoolItem
+from ledger_client.sdk.spool import FileSpool, SpoolItem
 from tests.unit.test_cli_receipts import RECORDS
 from tests.unit.test_receipt import World, make_record
 

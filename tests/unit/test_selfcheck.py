@@ -8,14 +8,14 @@ from dataclasses import replace
 
 import pytest
 
-from ledger import merkle
-from ledger.checkpoint import Ed25519Signer
-from ledger.errors import DataLossError, InvalidArgumentError, LogFailedError, OutOfRangeError
-from ledger.log import Log
-from ledger.merkle import CompactRange
-from ledger.storage import MemoryStore
-from ledger.tile_layout import bundle_key, tile_key
-from ledger.types import AppendItem
+from ledger.core import merkle
+from ledger.core.checkpoint import Ed25519Signer
+from ledger.core.errors import DataLossError, InvalidArgumentError, LogFailedError, OutOfRangeError
+from ledger.core.merkle import CompactRange
+from ledger.core.tile_layout import bundle_key, tile_key
+from ledger.core.types import AppendItem
+from ledger.log.facade import Log
+from ledger.store.contract import MemoryStore
 
 ORIGIN = "ledger.test/selfcheck"
 

@@ -7,12 +7,12 @@ import hashlib
 
 import pytest
 
-from ledger.checkpoint import Ed25519Signer
-from ledger.errors import InvalidArgumentError, PushbackError, ServiceError
-from ledger.log import Log
-from ledger.service import LogService
-from ledger.storage import MemoryStore
-from ledger.types import AppendItem
+from ledger.core.checkpoint import Ed25519Signer
+from ledger.core.errors import InvalidArgumentError, PushbackError, ServiceError
+from ledger.core.types import AppendItem
+from ledger.log.facade import Log
+from ledger.log.service import LogService
+from ledger.store.contract import MemoryStore
 
 ORIGIN = "ledger.test/service"
 

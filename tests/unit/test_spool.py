@@ -19,22 +19,22 @@ from typing import Any, NamedTuple
 import grpc
 import pytest
 
-from ledger.errors import (
+from ledger.core.errors import (
     InvalidArgumentError,
     PushbackError,
     UnavailableError,
     is_retryable,
 )
-from ledger.types import AppendResult
-from ledger_client.remote import AppendOutcome, RemoteLog, translate
-from ledger_client.sdk_errors import (
+from ledger.core.types import AppendResult
+from ledger_client.remote.log import AppendOutcome, RemoteLog, translate
+from ledger_client.sdk.errors import (
     ClientClosedError,
     DeliveryError,
     SpoolError,
     SpoolFullError,
 )
-from ledger_client.sender import Backoff, Sender, SenderOptions
-from ledger_client.spool import (
+from ledger_client.sdk.sender import Backoff, Sender, SenderOptions
+from ledger_client.sdk.spool import (
     HEADER,
     FileSpool,
     MemorySpool,

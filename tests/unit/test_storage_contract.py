@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from ledger import merkle
-from ledger.checkpoint import Checkpoint, Ed25519Signer, sign_checkpoint
-from ledger.errors import StorageError
-from ledger.integrator import Integrator
-from ledger.merkle import CompactRange, NodeID
-from ledger.storage import Batch, MemoryStore, Store, TreeState
-from ledger.tile_layout import frame
-from ledger.types import Anchor, PublishedCheckpoint, encode_leaf
+from ledger.core import merkle
+from ledger.core.checkpoint import Checkpoint, Ed25519Signer, sign_checkpoint
+from ledger.core.errors import StorageError
+from ledger.core.merkle import CompactRange, NodeID
+from ledger.core.tile_layout import frame
+from ledger.core.types import Anchor, PublishedCheckpoint, encode_leaf
+from ledger.log.integrator import Integrator
+from ledger.store.contract import Batch, MemoryStore, Store, TreeState
 
 Reopen = Callable[[], Store]
 
@@ -33,7 +33,7 @@ def reopen(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Reopen]:
             return memory
     else:
         pytest.importorskip("rocksdict")
-        from ledger.rocks import RocksStore
+        from ledger.store.rocks import RocksStore
 
         def again() -> Store:
             for store in opened:
@@ -274,7 +274,7 @@ def test_full_tiles_and_bundles_are_written_once() -> None:
 def test_a_secondary_sees_what_it_caught_up_to_and_never_writes(tmp_path: Path) -> None:
     """Reader processes: a RocksDB secondary serves the state of its last catch-up only."""
     pytest.importorskip("rocksdict")
-    from ledger.rocks import RocksStore
+    from ledger.store.rocks import RocksStore
 
     primary = RocksStore(tmp_path / "db")
     try:

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger import merkle, tiles
-from ledger.errors import BoundsError, MalformedTileError, MalformedTilePathError
+from ledger.core import merkle, tiles
+from ledger.core.errors import BoundsError, MalformedTileError, MalformedTilePathError
 from tests.reference import ref_consistency, ref_inclusion, ref_leaf_hash
 
 # --- paths ------------------------------------------------------------------------------------
@@ -255,7 +255,7 @@ def test_reader_asks_only_for_tiles_of_the_tree(big: _MemoryTiles) -> None:
 def test_pure() -> None:
     """The tile math is pure core: it loads no network, storage or HTTP library."""
     probe = (
-        "import sys, ledger.tiles\n"
+        "import sys, ledger.core.tiles\n"
         "bad = [m for m in ('grpc', 'rocksdict', 'aiohttp', 'urllib.request', 'socket')"
         " if m in sys.modules]\n"
         "print(bad)\n"

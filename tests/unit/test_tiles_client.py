@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ledger import merkle, tiles
-from ledger.checkpoint import Ed25519Signer
-from ledger.errors import (
+from ledger.core import merkle, tiles
+from ledger.core.checkpoint import Ed25519Signer
+from ledger.core.errors import (
     BoundsError,
     MalformedTileError,
     NotFoundError,
@@ -22,15 +22,15 @@ from ledger.errors import (
     ServiceError,
     VerificationError,
 )
-from ledger.log import Log
-from ledger.sequencer import AppendItem
-from ledger.storage import MemoryStore
-from ledger.tile_reader import TileReader
-from ledger.tiles_mirror import TileMirror
-from ledger.types import PublishedCheckpoint, decode_leaf
-from ledger_client.cli import main as verify_main
-from ledger_client.receipt import Receipt
-from ledger_client.tiles import TileClient, http_fetch
+from ledger.core.types import PublishedCheckpoint, decode_leaf
+from ledger.http.mirror import TileMirror
+from ledger.log.facade import Log
+from ledger.log.sequencer import AppendItem
+from ledger.store.contract import MemoryStore
+from ledger.store.tile_reader import TileReader
+from ledger_client.cli.main import main as verify_main
+from ledger_client.receipts.receipt import Receipt
+from ledger_client.remote.tiles import TileClient, http_fetch
 from tests.offline import OFFLINE_PROBE
 
 ORIGIN = "ledger.test/tile-client"

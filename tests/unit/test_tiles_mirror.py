@@ -8,19 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from ledger import tiles
-from ledger.checkpoint import Ed25519Signer
-from ledger.config import Settings, load_settings
-from ledger.errors import NotFoundError, NotYetPublishedError, StorageError
-from ledger.log import Log
-from ledger.rocks import RocksStore
-from ledger.sequencer import AppendItem
-from ledger.storage import MemoryStore
-from ledger.tile_reader import TileReader
-from ledger.tiles_mirror import TileMirror, write_renamed
-from ledger.tiles_mirror_process import MirrorProcess
-from ledger.types import PublishedCheckpoint
-from ledger_client.tiles import TileClient
+from ledger.app.settings import Settings, load_settings
+from ledger.core import tiles
+from ledger.core.checkpoint import Ed25519Signer
+from ledger.core.errors import NotFoundError, NotYetPublishedError, StorageError
+from ledger.core.types import PublishedCheckpoint
+from ledger.http.mirror import TileMirror, write_renamed
+from ledger.http.mirror_process import MirrorProcess
+from ledger.log.facade import Log
+from ledger.log.sequencer import AppendItem
+from ledger.store.contract import MemoryStore
+from ledger.store.rocks import RocksStore
+from ledger.store.tile_reader import TileReader
+from ledger_client.remote.tiles import TileClient
 
 ORIGIN = "ledger.test/mirror"
 

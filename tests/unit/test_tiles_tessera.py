@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from ledger import merkle
-from ledger.checkpoint import Checkpoint, Ed25519Verifier, open_checkpoint
-from ledger.errors import RootMismatchError
-from ledger_client.tiles import TileClient
+from ledger.core import merkle
+from ledger.core.checkpoint import Checkpoint, Ed25519Verifier, open_checkpoint
+from ledger.core.errors import RootMismatchError
+from ledger_client.remote.tiles import TileClient
 from tests.vectors import VECTORS
 
 TESSERA = VECTORS / "tessera-log"

@@ -21,8 +21,9 @@ from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.serialization import Encoding
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from ledger.errors import FormatError, MalformedHashError, TimestampError
-from ledger.timestamp import (
+from ledger.core.errors import FormatError, MalformedHashError, TimestampError
+from ledger.timestamp.asn1 import parse_response
+from ledger.timestamp.rfc3161 import (
     TimestampRequest,
     VerifiedTimestamp,
     build_request,
@@ -31,8 +32,7 @@ from ledger.timestamp import (
     verify_response,
     verify_token,
 )
-from ledger.timestamp_asn1 import parse_response
-from ledger.tsa_authority import TSA_POLICY_OID, SerialNumbers, TsaAuthority
+from ledger.tsa.authority import TSA_POLICY_OID, SerialNumbers, TsaAuthority
 from tests.tsa_openssl import Pki, make_ca, make_pki
 
 BODY = b"example.com/decision-ledger\n42\nq1ZbY3Fb9nRNsWsRN0mgkNvyVU4FnKgX1bNDHJsqkuo=\n"
@@ -414,7 +414,8 @@ def test_save_and_load_keep_keys_private(tmp_path: Path) -> None:
 def test_pure_core_imports_no_network_stack() -> None:
     network = {"rfc3161ng", "requests", "grpc", "urllib.request", "http.client"}
     code = (
-        f"import sys, ledger.timestamp; bad = {network!r} & set(sys.modules); assert not bad, bad"
+        "import sys, ledger.timestamp.rfc3161; "
+        f"bad = {network!r} & set(sys.modules); assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 

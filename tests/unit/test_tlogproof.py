@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger.checkpoint import Checkpoint, Ed25519Signer, Ed25519Verifier, open_checkpoint
-from ledger.checkpoint import sign_checkpoint as sign
-from ledger.errors import MalformedProofFileError
-from ledger.tlogproof import HEADER, MAX_PROOF_HASHES, TlogProof
+from ledger.core.checkpoint import Checkpoint, Ed25519Signer, Ed25519Verifier, open_checkpoint
+from ledger.core.checkpoint import sign_checkpoint as sign
+from ledger.core.errors import MalformedProofFileError
+from ledger.core.tlogproof import HEADER, MAX_PROOF_HASHES, TlogProof
 
 # The proof lines of the c2sp.org/tlog-proof example (its checkpoint signatures are elided there,
 # so a real sum.golang.org checkpoint note stands in for it).

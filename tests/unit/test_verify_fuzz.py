@@ -26,13 +26,13 @@ import pytest
 from click.testing import CliRunner
 from cryptography import x509
 
-from ledger.anchoring import token_certificates
-from ledger.checkpoint import Checkpoint, CosignatureSigner, Ed25519Signer
-from ledger.note import SignedNote, add_signatures
-from ledger.timestamp import build_request, imprint_for_checkpoint_body, token_from_response
-from ledger.tsa_authority import TsaAuthority
-from ledger_client.cli import main
-from ledger_client.receipt import Receipt, ReceiptAnchor
+from ledger.core.checkpoint import Checkpoint, CosignatureSigner, Ed25519Signer
+from ledger.core.note import SignedNote, add_signatures
+from ledger.log.anchoring import token_certificates
+from ledger.timestamp.rfc3161 import build_request, imprint_for_checkpoint_body, token_from_response
+from ledger.tsa.authority import TsaAuthority
+from ledger_client.cli.main import main
+from ledger_client.receipts.receipt import Receipt, ReceiptAnchor
 from tests.tsa_openssl import OPENSSL, openssl_tsa
 from tests.unit.test_receipt import full_receipt, tsa, world
 
@@ -138,7 +138,7 @@ def test_every_byte_of_an_embedded_tsa_token(tmp_path: Path, key_type: str) -> N
 
 @pytest.mark.skipif(OPENSSL is None, reason="needs the openssl binary (openssl ts -reply)")
 def test_every_byte_of_an_openssl_token(tmp_path: Path) -> None:
-    from ledger.tsa import TsaClient
+    from ledger.tsa.client import TsaClient
 
     body = _body()
     with openssl_tsa(tmp_path) as (url, root_pem, _):

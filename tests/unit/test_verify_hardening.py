@@ -18,18 +18,18 @@ import pytest
 from click.testing import CliRunner
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from ledger.anchoring import Anchorer, TsaTarget
-from ledger.checkpoint import Checkpoint, Ed25519Signer
-from ledger.errors import FormatError, SignatureError, TimestampError
-from ledger.log import Log
-from ledger.storage import MemoryStore
-from ledger.timestamp import build_request, token_from_response, verify_token
-from ledger.timestamp_policy import DEFAULT_SKEW, check_gen_time
-from ledger.tsa import TsaClient, TsaServer
-from ledger.tsa_authority import TsaAuthority
-from ledger_client.cli import main
-from ledger_client.receipt import Receipt, ReceiptAnchor
-from ledger_client.receipt_verify import ReceiptChecker, verify_receipt
+from ledger.core.checkpoint import Checkpoint, Ed25519Signer
+from ledger.core.errors import FormatError, SignatureError, TimestampError
+from ledger.log.anchoring import Anchorer, TsaTarget
+from ledger.log.facade import Log
+from ledger.store.contract import MemoryStore
+from ledger.timestamp.policy import DEFAULT_SKEW, check_gen_time
+from ledger.timestamp.rfc3161 import build_request, token_from_response, verify_token
+from ledger.tsa.authority import TsaAuthority
+from ledger.tsa.client import TsaClient, TsaServer
+from ledger_client.cli.main import main
+from ledger_client.receipts.receipt import Receipt, ReceiptAnchor
+from ledger_client.receipts.verify import ReceiptChecker, verify_receipt
 from tests.unit.test_cli_receipts import items as run_items
 from tests.unit.test_cli_receipts import key as run_key
 from tests.unit.test_log import items
@@ -283,9 +283,9 @@ def test_garbage_from_one_tsa_does_not_stop_the_others() -> None:
 def test_the_audit_index_applies_the_same_anchor_time_policy() -> None:
     """``ledger-verify index``/``report`` check records part by part (``audit_verify``); an
     anchor older than its leaf is the same named failure there as in ``verify_receipt``."""
-    from ledger.types import decode_leaf
-    from ledger_client.audit_verify import VerifyCache
-    from ledger_client.receipt_verify import VALID
+    from ledger.core.types import decode_leaf
+    from ledger_client.audit.verify import VerifyCache
+    from ledger_client.receipts.verify import VALID
 
     authority = authority_at(datetime(2020, 1, 1, tzinfo=UTC))
     receipt = receipt_stamped_by(authority)

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger import errors, wire
-from ledger.anchoring import AnchorOutcome
-from ledger.errors import LedgerError, PushbackError, RemoteError, is_retryable
-from ledger.limits import RETRY_AFTER_KEY
-from ledger.types import (
+from ledger.api import wire
+from ledger.core import errors
+from ledger.core.errors import LedgerError, PushbackError, RemoteError, is_retryable
+from ledger.core.limits import RETRY_AFTER_KEY
+from ledger.core.types import (
     Anchor,
     AppendItem,
     AppendOutcome,
@@ -28,6 +28,7 @@ from ledger.types import (
     ReceiptBundle,
     encode_leaf,
 )
+from ledger.log.anchoring import AnchorOutcome
 from ledger.v1 import ledger_pb2 as pb
 
 hashes = st.binary(min_size=32, max_size=32)
@@ -47,15 +48,15 @@ def error_classes() -> list[type[LedgerError]]:
 def test_every_error_class_has_an_explicit_status() -> None:
     """Every class the log can raise (all of ``ledger.*``); the SDK's own ``ClientError``s are
     raised on the agent's side and never cross the wire."""
-    import ledger_client.sdk_errors  # noqa: F401  (loaded, so that the walk sees them)
+    import ledger_client.sdk.errors  # noqa: F401  (loaded, so that the walk sees them)
 
     server_side = [c for c in error_classes() if not c.__module__.startswith("ledger_client.")]
     client_side = [c for c in error_classes() if c.__module__.startswith("ledger_client.")]
     assert client_side and not any(issubclass(c, errors.ServiceError) for c in client_side)
     missing = [c.__name__ for c in server_side if c not in wire.STATUS_OF]
-    assert not missing, f"add these to ledger.wire.STATUS_OF: {missing}"
+    assert not missing, f"add these to ledger.api.wire.STATUS_OF: {missing}"
     declared = {n for n, v in vars(errors).items() if inspect.isclass(v)}
-    assert {c.__name__ for c in error_classes() if c.__module__ == "ledger.errors"} == declared
+    assert {c.__name__ for c in error_classes() if c.__module__ == "ledger.core.errors"} == declared
 
 
 def test_the_inverse_table_round_trips_and_carries_the_retry_rule() -> None:
@@ -194,8 +195,8 @@ def test_stream_ack_round_trip(position: int, results: list[AppendResult]) -> No
 
 @pytest.fixture(scope="module")
 def token() -> bytes:
-    from ledger.timestamp import build_request, token_from_response
-    from ledger.tsa_authority import TsaAuthority
+    from ledger.timestamp.rfc3161 import build_request, token_from_response
+    from ledger.tsa.authority import TsaAuthority
 
     tsa = TsaAuthority.generate("Wire TSA")
     request = build_request(hashlib.sha256(b"checkpoint body").digest())
@@ -225,7 +226,7 @@ def test_mypy_catches_a_misspelt_field_in_a_handler(tmp_path: Path) -> None:
     """Handlers are typed with the generated messages: a misspelt field fails mypy --strict."""
     api = pytest.importorskip("mypy.api")
     root = Path(__file__).resolve().parents[2]
-    source = (root / "ledger" / "server.py").read_text()
+    source = (root / "ledger" / "api" / "server.py").read_text()
     assert "request.size)" in source
     bad = tmp_path / "bad_server.py"
     bad.write_text(source.replace("request.size)", "request.sizee)", 1))

@@ -6,10 +6,10 @@ import base64
 
 import pytest
 
-from ledger.checkpoint import CosignatureSigner, Ed25519Signer, open_checkpoint
-from ledger.errors import FormatError
-from ledger.note import add_signatures
-from ledger.witness_core import (
+from ledger.core.checkpoint import CosignatureSigner, Ed25519Signer, open_checkpoint
+from ledger.core.errors import FormatError
+from ledger.core.note import add_signatures
+from ledger.witness.core import (
     MAX_PROOF_LINES,
     SIZE_CONTENT_TYPE,
     Decision,
@@ -222,14 +222,14 @@ def test_core_is_pure_and_names_exist() -> None:
     import subprocess
     import sys
 
-    from ledger import witness_core
+    from ledger.witness import core as witness_core
 
     for name in witness_core.__all__:
         assert hasattr(witness_core, name), name
     probe = (
-        "import sys, ledger.witness_core; "
+        "import sys, ledger.witness.core; "
         "bad = [m for m in sys.modules if m.split('.')[0] in "
-        "('grpc', 'rocksdict', 'google', 'aiohttp', 'socket', 'ledger.witness_state')]; "
+        "('grpc', 'rocksdict', 'google', 'aiohttp', 'socket', 'ledger.witness.state')]; "
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", probe], check=True, timeout=60)

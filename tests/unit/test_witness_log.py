@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ledger.checkpoint import (
+from ledger.app.settings import load_settings
+from ledger.core.checkpoint import (
     Checkpoint,
     CosignatureSigner,
     NoteSignature,
@@ -17,12 +18,11 @@ from ledger.checkpoint import (
     add_signatures,
     open_checkpoint,
 )
-from ledger.config import load_settings
-from ledger.errors import FormatError, StorageError, WitnessError
-from ledger.rocks import RocksStore
-from ledger.storage import MemoryStore, Store
-from ledger_client.receipt import Receipt
-from ledger_client.receipt_verify import verify_receipt
+from ledger.core.errors import FormatError, StorageError, WitnessError
+from ledger.store.contract import MemoryStore, Store
+from ledger.store.rocks import RocksStore
+from ledger_client.receipts.receipt import Receipt
+from ledger_client.receipts.verify import verify_receipt
 from tests.witness_fixtures import View, log_signer
 
 NOW = 1_790_000_000

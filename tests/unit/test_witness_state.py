@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from ledger.checkpoint import CosignatureSigner, Ed25519Signer
-from ledger.errors import FormatError, StorageError
-from ledger.witness_core import LogRecord
-from ledger.witness_state import Witness, load_evidence, load_records
+from ledger.core.checkpoint import CosignatureSigner, Ed25519Signer
+from ledger.core.errors import FormatError, StorageError
+from ledger.witness.core import LogRecord
+from ledger.witness.state import Witness, load_evidence, load_records
 from tests.witness_fixtures import ORIGIN, View, log_signer
 
 NONE = LogRecord(origin=ORIGIN, size=0, root_hash=b"", note="")
@@ -156,7 +156,7 @@ def test_journal_torn_tail_corruption_and_compaction(tmp_path: Path) -> None:
 
 
 def test_journal_compacts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("ledger.witness_journal.COMPACT_AT", 4)
+    monkeypatch.setattr("ledger.witness.journal.COMPACT_AT", 4)
     signer = log_signer()
     view = View(signer)
     witness = open_witness(tmp_path, signer)

@@ -12,12 +12,12 @@ import time
 
 import pytest
 
-from ledger.checkpoint import Ed25519Signer
-from ledger.errors import LogFailedError
-from ledger.log import Log
-from ledger.service import LogService
-from ledger.storage import MemoryStore
-from ledger.types import Anchor, AppendItem
+from ledger.core.checkpoint import Ed25519Signer
+from ledger.core.errors import LogFailedError
+from ledger.core.types import Anchor, AppendItem
+from ledger.log.facade import Log
+from ledger.log.service import LogService
+from ledger.store.contract import MemoryStore
 
 ORIGIN = "ledger.test/faults"
 SIGNER = Ed25519Signer.generate(ORIGIN)

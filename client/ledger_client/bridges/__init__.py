@@ -20,10 +20,10 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.commitments import Disclosure
-from ledger.records import Outcome, Payload
-from ledger_client.capture import Capture, CapturedValue
-from ledger_client.context import Frame, Run, RunEntry, current_frame, error_name
+from ledger.records.commitments import Disclosure
+from ledger.records.decision import Outcome, Payload
+from ledger_client.sdk.capture import Capture, CapturedValue
+from ledger_client.sdk.context import Frame, Run, RunEntry, current_frame, error_name
 
 __all__ = ["Opened", "SpanTracker", "captured_fields"]
 

@@ -43,12 +43,19 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler  # type: ignore[import-not-found,unused-ignore]
 
-from ledger.jcs import child_path
-from ledger.records import Candidate, MemoryWrite, Outcome, Termination, ToolCall, ToolSelection
+from ledger.core.jcs import child_path
+from ledger.records.decision import (
+    Candidate,
+    MemoryWrite,
+    Outcome,
+    Termination,
+    ToolCall,
+    ToolSelection,
+)
 from ledger_client.bridges import SpanTracker, captured_fields
-from ledger_client.capture import Capture, CapturedValue, capture_value
-from ledger_client.context import Run
-from ledger_client.decorators import UnrecordedDecisionWarning
+from ledger_client.sdk.capture import Capture, CapturedValue, capture_value
+from ledger_client.sdk.context import Run
+from ledger_client.sdk.decorators import UnrecordedDecisionWarning
 
 __all__ = ["MEMORY_EVENT", "LedgerCallbackHandler"]
 

@@ -47,8 +47,8 @@ from opentelemetry.sdk.trace import (  # type: ignore[import-not-found,unused-ig
 )
 from opentelemetry.trace import StatusCode  # type: ignore[import-not-found,unused-ignore]
 
-from ledger.jcs import child_path
-from ledger.records import (
+from ledger.core.jcs import child_path
+from ledger.records.decision import (
     Candidate,
     Handoff,
     MemoryWrite,
@@ -59,8 +59,8 @@ from ledger.records import (
     ToolSelection,
 )
 from ledger_client.bridges import Opened, SpanTracker, captured_fields
-from ledger_client.capture import Capture, CapturedValue, capture_value
-from ledger_client.context import Run
+from ledger_client.sdk.capture import Capture, CapturedValue, capture_value
+from ledger_client.sdk.context import Run
 
 __all__ = ["LLM_OPERATIONS", "LedgerSpanProcessor"]
 

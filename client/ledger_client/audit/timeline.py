@@ -1,0 +1,183 @@
+"""A run's timeline: one row per record, in log order, with what was verified and what not.
+
+Pure: no I/O. DESIGN.md "Decision record (v1)" and "Receipts". A row holds the record's step,
+its client time and the log's time (from the leaf), kind, a label (the tool, constraint,
+memory key, ... ``label_of``), its parents (as steps of this run, or ``ext:<digest prefix>``
+for a record of another run), the log index, and the verdict: ``verified`` or why not (the
+failed receipt part, or the run problems naming this record, e.g. ``altered``). Used by
+``ledger-verify run --timeline`` (text and ``--json``), ``ledger-verify report`` (HTML) and
+the index (``ledger_client.audit_index``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography import x509
+
+from ledger.core.checkpoint import Verifier
+from ledger.core.jcs import Json
+from ledger.records.decision import DecisionRecord
+from ledger.records.runs import RunProblem
+from ledger_client.audit.verify import RecordCheck, RunAudit, VerifyCache, audit_run, iso_ms
+from ledger_client.receipts.run_verify import RunItem, verify_run
+
+__all__ = [
+    "TimelineRow",
+    "format_timeline",
+    "label_of",
+    "outcome_of",
+    "run_timeline",
+    "timeline",
+    "trust_of",
+]
+
+
+def label_of(record: DecisionRecord) -> str:
+    """The tool or decision a record is about, in a few words."""
+    p: Any = record.payload
+    kind = record.kind
+    if kind in ("tool_call", "parameter_construction"):
+        return str(p.tool)
+    if kind == "constraint_check":
+        return f"{p.constraint_id} {'passed' if p.passed else 'FAILED'}"
+    if kind == "memory_write":
+        return f"{p.key} <- {p.source}"
+    if kind == "handoff":
+        return f"to {p.to_agent}"
+    if kind == "tool_selection":
+        return f"selected {record.selected or '-'}"
+    if kind == "termination":
+        return str(p.reason)
+    if kind in ("plan", "run_closed"):
+        return f"{len(p.steps)} {'planned steps' if kind == 'plan' else 'steps listed'}"
+    outcome = record.actual_outcome
+    if isinstance(outcome, dict) and "error" in outcome:
+        return f"error {outcome['error']}"
+    return ""
+
+
+def trust_of(record: DecisionRecord) -> str | None:
+    """A ``memory_write``'s trust label (None for other kinds)."""
+    return getattr(record.payload, "trust_label", None) if record.kind == "memory_write" else None
+
+
+def outcome_of(record: DecisionRecord) -> str | None:
+    """``error:<type>`` for a failed decision, ``passed``/``failed`` for a constraint check."""
+    outcome = record.actual_outcome
+    if isinstance(outcome, dict) and isinstance(outcome.get("error"), str):
+        return f"error:{outcome['error']}"
+    if record.kind == "constraint_check":
+        return "passed" if getattr(record.payload, "passed", False) else "failed"
+    return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TimelineRow:
+    """One record of the timeline (module docstring)."""
+
+    check: RecordCheck
+    parents: tuple[tuple[str, int | None], ...]  # (digest, step in this run or None: external)
+    problems: tuple[str, ...]  # "code: message" of run problems naming this record
+
+    @property
+    def verified(self) -> bool:
+        return self.check.ok and not self.problems
+
+    @property
+    def why_not(self) -> str | None:
+        if self.check.error is not None:
+            return f"receipt: {self.check.error}"
+        return "; ".join(self.problems) or None
+
+    def parent_text(self) -> str:
+        return ", ".join(
+            f"#{step}" if step is not None else f"ext:{digest[:12]}"
+            for digest, step in self.parents
+        )
+
+    def to_json_obj(self) -> dict[str, Json]:
+        c, record = self.check, self.check.record
+        return {
+            "step": record.step,
+            "time": record.time,
+            "logged_at": iso_ms(c.logged_at_ms),
+            "kind": record.kind,
+            "label": label_of(record),
+            "trust_label": trust_of(record),
+            "outcome": outcome_of(record),
+            "parents": [{"digest": d, "step": s} for d, s in self.parents],
+            "index": c.index,
+            "record_digest": c.digest,
+            "source": c.source,
+            "verified": self.verified,
+            "why_not": self.why_not,
+            "checks": {
+                "record": c.record_status,
+                "checkpoint": c.checkpoint,
+                "inclusion": c.inclusion,
+                "witnesses": c.witnesses,
+                "anchor": c.anchor,
+                "anchored_at": c.anchored_at_text,
+            },
+            "disclosed": [{"field_path": p, "value": v} for p, v in c.disclosed],
+        }
+
+
+def timeline(audit: RunAudit) -> list[TimelineRow]:
+    """The rows of one audited run, in log order."""
+    step_of = {c.digest: c.record.step for c in audit.checks}
+    rows = []
+    for check in audit.checks:
+        problems = tuple(
+            f"{p.code}: {p.message}"
+            for p in audit.problems_of(check.digest)
+            if p.code != "invalid_receipt"
+        )
+        parents = tuple((d, step_of.get(d)) for d in check.record.parent_digests)
+        rows.append(TimelineRow(check=check, parents=parents, problems=problems))
+    return rows
+
+
+_HEAD = ("step", "time", "kind", "tool/decision", "parents", "index", "verified")
+
+
+def format_timeline(rows: list[TimelineRow]) -> list[str]:
+    """The rows as an aligned text table (the last column: ``yes`` or ``NO: why``)."""
+    table = [_HEAD] + [
+        (
+            str(r.check.record.step),
+            r.check.record.time,
+            r.check.record.kind,
+            label_of(r.check.record)[:40],
+            r.parent_text() or "-",
+            str(r.check.index),
+            "yes" if r.verified else f"NO: {r.why_not}",
+        )
+        for r in rows
+    ]
+    widths = [max(len(row[i]) for row in table) for i in range(len(_HEAD) - 1)]
+    return [
+        "  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
+        for row in table
+    ]
+
+
+def run_timeline(
+    items: Sequence[RunItem],
+    verifiers: Sequence[Verifier],
+    roots: Sequence[x509.Certificate] | None,
+    origin: str | None,
+    *,
+    problems: Sequence[tuple[RunProblem, str | None]] | None = None,
+    witnesses: Sequence[Verifier] = (),
+) -> tuple[list[Json], list[str]]:
+    """One run's timeline rows as JSON and as a text table (``ledger-verify run --timeline``),
+    with the problems ``verify_run`` finds (``problems``: already found by the caller)."""
+    if problems is None:
+        problems = verify_run(items, verifiers, tsa_roots=roots, origin=origin).problems
+    cache = VerifyCache(verifiers, tsa_roots=roots, origin=origin, witnesses=witnesses)
+    rows = timeline(audit_run(items, cache, run_problems=problems))
+    return [r.to_json_obj() for r in rows], ["timeline:", *format_timeline(rows)]

@@ -1,0 +1,280 @@
+"""``ledger-verify lineage``, ``report`` and ``disclose``: the auditor's commands, offline.
+
+* ``lineage RUNS... --key VKEY (--from DIGEST [--descendants|--ancestors] | --tainted)``: walk
+  the parent graph across run files (``ledger_client.lineage``), verify every receipt on the
+  path, print the records found (kind, step, run, tool, time, log index, verdict) and every
+  unknown parent digest. Exit 1 when a record on the path fails or a parent is unknown.
+* ``report RUNS... --key VKEY --html OUT.html``: one self-contained HTML page
+  (``ledger_client.report_html``). Exit 1 when a run is not verified (the page is written).
+* ``disclose RECEIPT --path P [--path P ...] --out R2 [--disclosures FILE] [--digest HEX]``:
+  a receipt that opens exactly the paths ``P`` (``Receipt.disclose``), the values taken from
+  the SDK's private disclosures file (default: beside a run file, ``<run>.disclosures.jsonl``).
+  RECEIPT is a receipt, a ``{"record", "receipt"}`` item, or a run file with ``--digest``.
+
+Options shared with ``run``: ``--tsa-root`` (anchors checked), ``--origin``, and ``--witness``
+(witness cosignature keys; without them witnesses are reported ``not checked``). Exit codes as
+for every subcommand (``cli_common``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from ledger.core.checkpoint import CosignatureVerifier
+from ledger.core.errors import FormatError
+from ledger.core.jcs import Json, canonical_bytes, loads_strict
+from ledger.records.decision import DecisionRecord, record_digest
+from ledger_client.audit.lineage import Lineage, LineageResult
+from ledger_client.audit.report_html import render_report
+from ledger_client.audit.run_files import run_paths
+from ledger_client.audit.timeline import label_of
+from ledger_client.audit.verify import RunAudit, VerifyCache, audit_run
+from ledger_client.cli.anchor import load_certificates
+from ledger_client.cli.common import EXIT_INVALID, Outcome, finish, json_option
+from ledger_client.cli.notes import log_verifiers, read_input
+from ledger_client.cli.receipts import load_run
+from ledger_client.receipts.disclose import (
+    describe_disclosures,
+    disclosed_values,
+    load_private_disclosures,
+)
+from ledger_client.receipts.receipt import Receipt
+from ledger_client.receipts.run_verify import RunItem, verify_run
+
+__all__ = ["COMMANDS", "disclose", "lineage", "make_cache", "report", "verification_options"]
+
+_KEY_HELP = "log verifier key name+hexid+base64 (type 0x01); repeat for several"
+_ROOT_HELP = "trusted TSA root certificate(s), PEM; repeat. Without it anchors are not checked"
+
+
+def verification_options(fn: click.decorators.FC) -> click.decorators.FC:
+    """``--key``, ``--tsa-root``, ``--origin``, ``--witness`` (in this order on the command)."""
+    for option in reversed(
+        (
+            click.option(
+                "--key", "keys", multiple=True, required=True, metavar="VKEY", help=_KEY_HELP
+            ),
+            click.option("--tsa-root", "roots", multiple=True, metavar="PEM", help=_ROOT_HELP),
+            click.option("--origin", metavar="ORIGIN", help="expected checkpoint origin"),
+            click.option(
+                "--witness", "witnesses", multiple=True, metavar="VKEY",
+                help="witness cosignature key; repeat. Without it witnesses are not checked",
+            ),
+        )
+    ):  # fmt: skip
+        fn = option(fn)
+    return fn
+
+
+def make_cache(
+    keys: Sequence[str], roots: Sequence[str], origin: str | None, witnesses: Sequence[str]
+) -> VerifyCache:
+    """A ``VerifyCache`` from the command-line values (bad keys or PEMs: exit 2)."""
+    try:
+        wits = [CosignatureVerifier.from_key_string(w) for w in witnesses]
+    except FormatError as exc:
+        raise FormatError(f"--witness: {exc}") from None
+    return VerifyCache(
+        log_verifiers(keys),
+        tsa_roots=load_certificates(roots, "--tsa-root") or None,
+        origin=origin,
+        witnesses=wits,
+    )
+
+
+def _fail(
+    check: str, as_json: bool, summary: str, details: dict[str, Json], lines: list[str]
+) -> NoReturn:
+    if as_json:
+        payload = {"valid": False, "check": check, "error": summary, **details}
+        click.echo(json.dumps(payload, sort_keys=True))
+    else:
+        click.echo("\n".join([f"INVALID: {summary}", *lines]), err=True)
+    sys.exit(EXIT_INVALID)
+
+
+# --- lineage ----------------------------------------------------------------------------------
+
+
+def _lineage_lines(result: LineageResult) -> list[str]:
+    lines = [f"{result.direction} of {', '.join(s[:16] for s in result.start) or 'nothing'}:"]
+    for node in result.nodes:
+        c, r = node.check, node.check.record
+        verdict = (
+            "verified" if node.verified else f"NOT VERIFIED: {c.error or '; '.join(node.problems)}"
+        )
+        label = label_of(r)
+        tool = f" {label}" if label else ""
+        lines.append(
+            f"  [{node.depth}] {r.kind}{tool} (step {r.step}, run {r.run_id}, agent {r.agent}) "
+            f"time {r.time} index {c.index} {c.digest[:16]}: {verdict}"
+        )
+    for child, parent in result.unknown_parents:
+        lines.append(f"  unknown parent {parent} of {child[:16]}: in none of the given runs")
+    return lines
+
+
+@click.command("lineage")
+@click.argument("runs", nargs=-1, required=True, metavar="RUNS...")
+@verification_options
+@click.option("--from", "start", metavar="DIGEST", help="the record to start from (hex or prefix)")
+@click.option("--descendants", "direction", flag_value="descendants", default=True,
+              help="records that rest on it (default)")  # fmt: skip
+@click.option("--ancestors", "direction", flag_value="ancestors", help="records it rests on")
+@click.option("--tainted", is_flag=True, help="start from every untrusted memory write")
+@click.option("--label", "labels", multiple=True, metavar="LABEL",
+              help="trust label counted as tainted (default: untrusted); repeat")  # fmt: skip
+@json_option
+def lineage(
+    runs: tuple[str, ...],
+    keys: tuple[str, ...],
+    roots: tuple[str, ...],
+    origin: str | None,
+    witnesses: tuple[str, ...],
+    start: str | None,
+    direction: str,
+    tainted: bool,
+    labels: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Walk the parent graph across run files from a record (or every tainted memory write)."""
+
+    def check() -> Outcome:
+        if (start is None) == (not tainted):
+            raise click.BadParameter("give exactly one of --from DIGEST and --tainted")
+        cache = make_cache(keys, roots, origin, witnesses)
+        graph = Lineage(((str(p), load_run(str(p))) for p in run_paths(runs)), cache)
+        if tainted:
+            result = graph.walk(graph.tainted_starts(labels or ("untrusted",)), "descendants")
+        else:
+            assert start is not None
+            result = graph.walk([graph.resolve(start)], direction)
+        details, lines = result.to_json_obj(), _lineage_lines(result)
+        if not result.ok:
+            bad = sum(1 for n in result.nodes if not n.verified)
+            summary = (
+                f"{bad} record(s) not verified, {len(result.unknown_parents)} unknown parent(s)"
+            )
+            _fail("lineage", as_json, summary, details, lines)
+        return Outcome("lineage", details, [f"{len(result.nodes)} record(s)", *lines])
+
+    finish("lineage", as_json, check)
+
+
+# --- report -----------------------------------------------------------------------------------
+
+
+def _audit(items: Sequence[RunItem], cache: VerifyCache) -> RunAudit:
+    """The run audited, with the problems ``ledger-verify run`` reports (``verify_run``)."""
+    verdict = verify_run(items, cache.log_keys, tsa_roots=cache.tsa_roots, origin=cache.origin)
+    return audit_run(items, cache, run_problems=verdict.problems)
+
+
+@click.command("report")
+@click.argument("runs", nargs=-1, required=True, metavar="RUNS...")
+@verification_options
+@click.option("--html", "out", required=True, metavar="OUT.html", help="where to write the page")
+@json_option
+def report(
+    runs: tuple[str, ...],
+    keys: tuple[str, ...],
+    roots: tuple[str, ...],
+    origin: str | None,
+    witnesses: tuple[str, ...],
+    out: str,
+    as_json: bool,
+) -> None:
+    """Write one self-contained HTML page: timeline, parent graph, checks, problems."""
+
+    def check() -> Outcome:
+        cache = make_cache(keys, roots, origin, witnesses)
+        audits = [(str(p), _audit(load_run(str(p)), cache)) for p in run_paths(runs)]
+        page = render_report(
+            audits, anchors_checked=bool(cache.tsa_roots), witnesses_checked=bool(witnesses)
+        )
+        Path(out).write_text(page, encoding="utf-8")
+        failing = [a.run_id for _, a in audits if not a.ok]
+        details: dict[str, Any] = {"html": out, "runs": len(audits), "failing_runs": failing}
+        lines = [f"wrote {out}: {len(audits)} run(s), {len(failing)} not verified"]
+        if failing:
+            _fail("report", as_json, f"{len(failing)} run(s) not verified", details, lines)
+        return Outcome("report", details, lines)
+
+    finish("report", as_json, check)
+
+
+# --- disclose ---------------------------------------------------------------------------------
+
+
+def _attached(receipt: Receipt, record: DecisionRecord | None) -> Receipt:
+    """The receipt carrying its record (needed to disclose a field of it)."""
+    if receipt.record is not None or record is None:
+        return receipt
+    if record_digest(record) != receipt.record_digest:
+        raise FormatError("the record beside the receipt is not the one it is for")
+    return replace(receipt, record=record)
+
+
+def _receipt_from(path: str, digest: str | None) -> Receipt:
+    """A receipt from a receipt file, a ``{record, receipt}`` item, or a run file + digest."""
+    if digest is not None:
+        found = [i for i in load_run(path) if i.digest.startswith(digest.lower())]
+        if len(digest) < 8 or len(found) != 1:
+            raise FormatError(f"--digest {digest}: {len(found)} records of {path} match")
+        return _attached(found[0].receipt, found[0].record)
+    obj = loads_strict(read_input(path, "receipt"))
+    if isinstance(obj, dict) and "receipt" in obj and set(obj) <= {"record", "receipt"}:
+        given = obj.get("record")
+        record = None if given is None else DecisionRecord.from_json_obj(given)
+        return _attached(Receipt.from_json_obj(obj["receipt"]), record)
+    return Receipt.from_json_obj(obj)
+
+
+def _private_default(path: str) -> Path | None:
+    where = Path(path)
+    candidate = where.with_name(f"{where.stem}.disclosures.jsonl")
+    return candidate if candidate.is_file() else None
+
+
+@click.command("disclose")
+@click.argument("receipt_file", metavar="RECEIPT")
+@click.option("--path", "paths", multiple=True, required=True, metavar="FIELD",
+              help="field path to disclose, e.g. parameters.url; repeat")  # fmt: skip
+@click.option("--out", required=True, metavar="R2", help="where to write the new receipt")
+@click.option("--disclosures", "private", metavar="FILE",
+              help="the SDK's private disclosures file (default: beside a run file)")  # fmt: skip
+@click.option("--digest", metavar="HEX", help="the record, when RECEIPT is a run file")
+@json_option
+def disclose(
+    receipt_file: str,
+    paths: tuple[str, ...],
+    out: str,
+    private: str | None,
+    digest: str | None,
+    as_json: bool,
+) -> None:
+    """Write a receipt that discloses exactly the given field paths of its record."""
+
+    def check() -> Outcome:
+        receipt = _receipt_from(receipt_file, digest)
+        source = Path(private) if private else _private_default(receipt_file)
+        kept = None
+        if source is not None:
+            kept = load_private_disclosures(source).get(receipt.record_digest.hex(), ())
+        opened = receipt.disclose(paths, kept)
+        Path(out).write_bytes(canonical_bytes(opened.to_json_obj()) + b"\n")
+        details: dict[str, Any] = {"out": out, "disclosed": disclosed_values(opened)}
+        lines = [f"wrote {out}", *describe_disclosures(opened)]
+        return Outcome("disclose", details, lines)
+
+    finish("disclose", as_json, check)
+
+
+COMMANDS = (lineage, report, disclose)

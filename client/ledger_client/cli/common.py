@@ -1,0 +1,78 @@
+"""Shared machinery of the ``ledger-verify`` subcommands: outcomes, exit codes, hash parsing.
+
+Exit codes, in one place (``finish``): 0 valid, 1 invalid (well-formed input whose claim
+fails), 2 usage error or input that does not parse.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+import click
+
+from ledger.core.errors import FormatError, LedgerError, TimestampError, VerificationError
+from ledger_client.cli import encoding
+
+EXIT_VALID, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+
+HASH_HELP = "32-byte hash, hex or base64"
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What one subcommand found: printed for people, or as one JSON object with ``--json``."""
+
+    check: str
+    details: dict[str, Any] = field(default_factory=dict)
+    lines: list[str] = field(default_factory=list)
+
+
+def finish(check: str, as_json: bool, run: Callable[[], Outcome]) -> NoReturn:
+    """Run a check and exit with the code the CLI promises; the only place exit codes are set."""
+    try:
+        outcome = run()
+    except VerificationError as exc:
+        payload: dict[str, Any] = {"valid": False, "check": check, "error": str(exc)}
+        if isinstance(exc, TimestampError):
+            payload["failed_check"] = exc.check
+        _emit(as_json, payload, f"INVALID: {exc}")
+        sys.exit(EXIT_INVALID)
+    except (FormatError, click.BadParameter, OSError) as exc:
+        message = exc.format_message() if isinstance(exc, click.BadParameter) else str(exc)
+        _emit(as_json, {"valid": False, "check": check, "error": message}, f"error: {message}")
+        sys.exit(EXIT_USAGE)
+    except LedgerError as exc:  # anything else we raise on purpose is a usage problem
+        _emit(as_json, {"valid": False, "check": check, "error": str(exc)}, f"error: {exc}")
+        sys.exit(EXIT_USAGE)
+    payload = {"valid": True, "check": outcome.check, **outcome.details}
+    human = "\n".join([f"OK: {outcome.check} verified", *outcome.lines])
+    _emit(as_json, payload, human)
+    sys.exit(EXIT_VALID)
+
+
+def _emit(as_json: bool, payload: dict[str, Any], human: str) -> None:
+    if as_json:
+        click.echo(json.dumps(payload, sort_keys=True))
+    elif payload["valid"]:
+        click.echo(human)
+    else:
+        click.echo(human, err=True)
+
+
+def parse_hash(value: str, what: str) -> bytes:
+    """Parse a hash given as hex or base64 (a click usage error when neither)."""
+    try:
+        return encoding.decode_hash(value)
+    except FormatError as exc:
+        raise click.BadParameter(f"{what}: {exc}") from None
+
+
+def parse_hashes(values: Sequence[str], what: str) -> list[bytes]:
+    return [parse_hash(v, f"{what} {i}") for i, v in enumerate(values)]
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")

@@ -1,0 +1,64 @@
+"""The one top-level handler of the CLIs (``ledger``, ``ledger-verify``): every expected failure
+becomes one line on stderr and an exit code, never a traceback.
+
+Exit codes: 0 ok; 1 the operation failed (a claim did not verify, the port is busy, the data
+dir is in use or unreadable, the server refused); 2 usage or bad input (a flag, a config value,
+a file that does not parse or decode); 130 interrupted. ``LEDGER_DEBUG=1`` re-raises, for
+developers who want the traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import click
+
+from ledger.core.errors import FormatError, InvalidArgumentError, LedgerError, StorageError
+
+__all__ = ["CliGroup", "describe"]
+
+EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+
+
+def describe(exc: BaseException) -> tuple[str, int]:
+    """One line and an exit code for an exception."""
+    if isinstance(exc, (FormatError, InvalidArgumentError)):
+        return str(exc), EXIT_USAGE
+    if isinstance(exc, StorageError) and "lock file" in str(exc).lower():
+        return (
+            f"{str(exc).split(':', 1)[0]}: the data dir is in use by a running server (RocksDB "
+            "lock held); stop it, or talk to it with --server",
+            EXIT_FAILED,
+        )
+    if isinstance(exc, LedgerError):
+        return str(exc), EXIT_FAILED
+    if isinstance(exc, UnicodeDecodeError):
+        return "a file is not UTF-8 text (a binary file?)", EXIT_USAGE
+    if isinstance(exc, PermissionError):
+        return f"{exc.filename or 'a file'}: permission denied", EXIT_FAILED
+    if isinstance(exc, (NotADirectoryError, IsADirectoryError, FileNotFoundError)):
+        return f"{exc.filename or 'a path'}: {exc.strerror}", EXIT_USAGE
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        return f"{where}{exc.strerror or exc}", EXIT_FAILED
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted", EXIT_INTERRUPTED
+    return f"unexpected {type(exc).__name__}: {exc} (LEDGER_DEBUG=1 shows the traceback)", 1
+
+
+class CliGroup(click.Group):
+    """A click group whose commands fail with one line (``describe``), never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
+            raise
+        except (Exception, KeyboardInterrupt) as exc:
+            if os.environ.get("LEDGER_DEBUG"):
+                raise
+            message, code = describe(exc)
+            click.echo(f"error: {message}", err=True)
+            sys.exit(code)

@@ -1,0 +1,177 @@
+"""``ledger-verify index`` and ``query``: many runs in an embedded SQLite database.
+
+* ``index DIR... --db audit.sqlite --key VKEY [--tsa-root PEM ...]``: verify and index every
+  run file under DIR (``ledger_client.audit_index``; incremental). Prints what it did; exit 0
+  even when some runs fail verification (the index records why; query ``--status failed``),
+  2 on bad input.
+* ``query --db audit.sqlite [--agent A] [--run R] [--kind K] [--tool T] [--since T]
+  [--until T] [--trust LABEL] [--outcome O] [--status verified|failed] [--limit N] [--json]``:
+  matching records, oldest first (by the log's time), as a table or one JSON object. Times are
+  RFC 3339 (``2026-11-30T08:00:00Z``) and compare with the log's time from the leaf.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+from cryptography.hazmat.primitives.serialization import Encoding
+
+from ledger.core.errors import FormatError
+from ledger_client.audit.index import AuditIndex, CacheSpec
+from ledger_client.audit.run_files import run_paths
+from ledger_client.audit.verify import iso_ms
+from ledger_client.cli.audit import make_cache, verification_options
+from ledger_client.cli.common import Outcome, finish, json_option
+
+__all__ = ["COMMANDS", "index", "query"]
+
+
+def _fingerprint(*groups: tuple[str, ...] | str | None) -> str:
+    text = repr([g for g in groups])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _progress(total: int) -> Any:
+    if not sys.stderr.isatty():
+        return None
+    return lambda n: click.echo(f"\rindexed {n}/{total}", err=True, nl=n == total)
+
+
+@click.command("index")
+@click.argument("dirs", nargs=-1, required=True, metavar="DIR...")
+@click.option("--db", required=True, metavar="FILE", help="the SQLite index (created if missing)")
+@verification_options
+@click.option("--workers", type=click.IntRange(0, 64), default=0,
+              help="processes verifying files (default 0: one per core)")  # fmt: skip
+@json_option
+def index(
+    dirs: tuple[str, ...],
+    db: str,
+    keys: tuple[str, ...],
+    roots: tuple[str, ...],
+    origin: str | None,
+    witnesses: tuple[str, ...],
+    workers: int,
+    as_json: bool,
+) -> None:
+    """Verify and index the run files under DIR into an SQLite database (incrementally)."""
+
+    def check() -> Outcome:
+        cache = make_cache(keys, roots, origin, witnesses)  # checks the options (exit 2)
+        spec = CacheSpec(
+            keys=tuple(keys),
+            roots_der=tuple(c.public_bytes(Encoding.DER) for c in cache.tsa_roots or ()),
+            origin=origin,
+            witnesses=tuple(witnesses),
+        )
+        paths = [p.resolve() for p in run_paths(dirs)]
+        with AuditIndex(db) as store:
+            stats, verified = store.index(
+                paths,
+                spec,
+                fingerprint=_fingerprint(tuple(sorted(keys)), tuple(roots), origin, witnesses),
+                workers=workers or os.cpu_count() or 1,
+                progress=_progress(len(paths)),
+            )
+        details: dict[str, Any] = {**stats.to_json_obj(), "db": db, **verified}
+        lines = [
+            f"runs: {stats.indexed} indexed, {stats.skipped} unchanged, {stats.removed} removed, "
+            f"{stats.unreadable} unreadable",
+            f"records indexed: {stats.records}; runs not verified: {stats.failed_runs}",
+            f"distinct checkpoints verified: {verified['checkpoints']}, "
+            f"anchor tokens verified: {verified['tokens']}",
+        ]
+        return Outcome("index", details, lines)
+
+    finish("index", as_json, check)
+
+
+def _time_ms(value: str, option: str) -> int:
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise click.BadParameter(f"{option} {value!r}: expected an RFC 3339 time") from None
+    if moment.tzinfo is None:
+        raise click.BadParameter(f"{option} {value!r}: give a time zone (e.g. Z)")
+    return int(moment.timestamp() * 1000)
+
+
+def _filters(options: dict[str, Any]) -> list[tuple[str, list[object]]]:
+    """(SQL condition, its values) for every filter given."""
+    where: list[tuple[str, list[object]]] = []
+    for name, column in (("agent", "agent"), ("run", "run_id"), ("kind", "kind"),
+                         ("trust", "trust_label")):  # fmt: skip
+        if options[name] is not None:
+            where.append((f"{column} = ?", [options[name]]))
+    if (tool := options["tool"]) is not None:
+        where.append(("(tool = ? OR label = ?)", [tool, tool]))
+    if (outcome := options["outcome"]) is not None:
+        where.append(("(outcome = ? OR outcome LIKE ?)", [outcome, f"{outcome}:%"]))
+    for name, cond in (("since", "logged_at_ms >= ?"), ("until", "logged_at_ms <= ?")):
+        if options[name] is not None:
+            where.append((cond, [_time_ms(options[name], f"--{name}")]))
+    if options["status"] is not None:
+        where.append(("verified = ?", [int(options["status"] == "verified")]))
+    return where
+
+
+_COLUMNS = ("logged_at", "agent", "run_id", "step", "kind", "tool/decision", "trust", "outcome",
+            "index", "verified")  # fmt: skip
+
+
+def _table(rows: list[dict[str, Any]]) -> list[str]:
+    cells = [_COLUMNS] + [
+        (
+            iso_ms(r["logged_at_ms"]) or "?", r["agent"], r["run_id"][:18], str(r["step"]),
+            r["kind"], (r["label"] or "")[:36], r["trust_label"] or "-", r["outcome"] or "-",
+            str(r["log_index"]), "yes" if r["verified"] else f"NO: {(r['why_not'] or '')[:60]}",
+        )
+        for r in rows
+    ]  # fmt: skip
+    widths = [max(len(c[i]) for c in cells) for i in range(len(_COLUMNS))]
+    return [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    ]
+
+
+@click.command("query")
+@click.option("--db", required=True, metavar="FILE", help="an index made by `ledger-verify index`")
+@click.option("--agent", help="agent name")
+@click.option("--run", help="run id")
+@click.option("--kind", help="record kind, e.g. memory_write")
+@click.option("--tool", help="tool (tool_call, parameter_construction) or decision label")
+@click.option("--since", metavar="TIME", help="logged at or after (RFC 3339)")
+@click.option("--until", metavar="TIME", help="logged at or before (RFC 3339)")
+@click.option("--trust", metavar="LABEL", help="memory_write trust label, e.g. untrusted")
+@click.option("--outcome", help="passed, failed, or error (any error) / error:TYPE")
+@click.option("--status", type=click.Choice(["verified", "failed"]), help="verification status")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 1_000_000),
+    default=1000,
+    show_default=True,
+    help="at most this many rows",
+)
+@json_option
+def query(db: str, limit: int, as_json: bool, **options: Any) -> None:
+    """Query an audit index: records by agent, run, kind, tool, time, trust, outcome, status."""
+
+    def check() -> Outcome:
+        if not Path(db).is_file():
+            raise FormatError(f"--db {db}: no such index (make one with `ledger-verify index`)")
+        with AuditIndex(db) as store:
+            rows = store.query(_filters(options), limit)
+        details: dict[str, Any] = {"count": len(rows), "records": rows}
+        lines = [f"{len(rows)} record(s)", *(_table(rows) if rows else [])]
+        return Outcome("query", details, lines)
+
+    finish("query", as_json, check)
+
+
+COMMANDS = (index, query)

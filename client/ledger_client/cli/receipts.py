@@ -1,0 +1,297 @@
+"""``ledger-verify receipt`` and ``run``: decision-record receipts and whole runs, offline.
+
+* ``receipt FILE [--record FILE] --key VKEY [--tsa-root PEM ...]``: every part of a receipt
+  (``ledger_client.receipt_verify.verify_receipt``, with the anchor time policy at the current
+  time), then a short report: record digest, index, tree size, logged at (the leaf's time),
+  anchored at (the earliest valid RFC 3161 genTime) and by whom: the TSA certificate subject the
+  chain check proved. A receipt's own ``tsa`` label is shown only as unauthenticated. Without
+  ``--tsa-root`` anchors are reported ``not checked``, never valid.
+* ``run PATH --key VKEY [--tsa-root PEM ...]``: PATH is a folder of ``*.json`` files or a
+  JSON-lines file; each item is ``{"record": <decision record or null>, "receipt": <receipt>}``
+  (``record`` may be left out or null when the receipt carries it). Every receipt must verify;
+  then, in log order (by receipt index), parents that are present must have been logged earlier
+  (``parent_logged_later``) and ``ledger.runs.check_run`` must find the run exactly as its
+  ``run_closed`` record lists it (``missing``, ``extra``, ``altered``, ``reordered``,
+  ``after_close``, ``step_gap``, ...; ``ledger_client.run_verify``). Problems are named by code
+  with the record's step, id, digest and file (or line); ``--json`` adds the per-step
+  ``timeline``. A line whose receipt is ``null`` (the SDK wrote it while the log was down) is
+  input to complete first (exit 2, naming ``ledger receipt run``).
+  ``--timeline`` adds one row per record with its checks (``ledger_client.timeline``).
+
+The log order is the order receipts prove; the order of files or lines is not authenticated
+and does not matter. Exit codes as for every subcommand (``cli_common``): 0 valid, 1 a check
+failed, 2 usage or malformed input.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import NoReturn
+
+import click
+from cryptography import x509
+
+from ledger.core.errors import FormatError, InvalidRecordError
+from ledger.core.jcs import Json, loads_strict
+from ledger.records.decision import DecisionRecord
+from ledger_client.audit.timeline import run_timeline
+from ledger_client.cli.anchor import load_certificates
+from ledger_client.cli.common import EXIT_INVALID, Outcome, finish, json_option
+from ledger_client.cli.notes import (
+    MAX_INPUT_BYTES,
+    iso_utc,
+    log_verifiers,
+    read_input,
+    witness_options,
+    witness_policy,
+)
+from ledger_client.receipts.disclose import describe_disclosures, disclosed_values
+from ledger_client.receipts.receipt import Receipt
+from ledger_client.receipts.run_verify import RunItem, RunVerdict, verify_run
+from ledger_client.receipts.verify import VALID, AnchorCheck, ReceiptReport, verify_receipt
+
+__all__ = ["receipt", "run"]
+
+_KEY_HELP = "log verifier key name+hexid+base64 (type 0x01); repeat for several"
+_ROOT_HELP = "trusted TSA root certificate(s), PEM; repeat. Without it anchors are not checked"
+_ORIGIN_HELP = "expected checkpoint origin"
+
+
+def _roots(paths: Sequence[str]) -> list[x509.Certificate] | None:
+    """Every certificate in the ``--tsa-root`` files (PEM or DER); None when none is given."""
+    return load_certificates(paths, "--tsa-root") or None
+
+
+# --- receipt ----------------------------------------------------------------------------------
+
+
+def _anchor_lines(report: ReceiptReport, details: dict[str, Json]) -> list[str]:
+    first = report.anchored
+    if first is not None:
+        stamp = details["anchored_at"]
+        head = f"anchored at:   {stamp} by {first.signer} (size {first.checkpoint_size})"
+    elif not report.anchors:
+        head = "anchored at:   no anchor in the receipt"
+    else:
+        head = "anchored at:   not checked (give --tsa-root PEM to check the anchors)"
+    lines = [head]
+    for anchor in report.anchors:
+        lines.append(f"  anchor:      over size {anchor.checkpoint_size}, {_anchor_status(anchor)}")
+    return lines
+
+
+def _anchor_status(anchor: AnchorCheck) -> str:
+    """Who stamped, as the chain check proved it; the receipt's label only as unauthenticated."""
+    if anchor.status == VALID:
+        return f"valid, signed by {anchor.signer}"
+    status = anchor.status.replace("_", " ") + (f": {anchor.detail}" if anchor.detail else "")
+    return f"{status} (label {anchor.tsa!r}, unauthenticated)"
+
+
+def describe_receipt(report: ReceiptReport) -> list[str]:
+    """Human lines for a verified receipt."""
+    details = report.to_json_obj()
+    record = report.record
+    about = "not given (digest only)"
+    if record is not None:
+        about = f"{record.kind}, step {record.step} of run {record.run_id} ({record.record_id})"
+    lines = [
+        f"record digest: {report.record_digest.hex()}",
+        f"record:        {about}",
+        f"index:         {report.index} (tree size {report.tree_size}, {report.origin})",
+        f"logged at:     {details['logged_at']} (the log's time, from the leaf)",
+        *(f"signed by:     {name}" for name in report.signed_by),
+        *(
+            f"cosigned by:   {c.name}+{c.key_id.hex()} at "
+            f"{iso_utc(datetime.fromtimestamp(c.timestamp, UTC))}"
+            for c in report.cosigned_by
+        ),
+        *_anchor_lines(report, details),
+    ]
+    if report.disclosed:
+        lines.append(f"disclosed:     {', '.join(report.disclosed)}")
+    if report.previous_size is not None:
+        lines.append(f"previous:      size {report.previous_size}, consistent with this one")
+    return lines
+
+
+@click.command("receipt")
+@click.argument("file", metavar="FILE|-")
+@click.option("--record", "record_file", metavar="FILE", help="the decision record (JSON)")
+@click.option("--key", "keys", multiple=True, required=True, metavar="VKEY", help=_KEY_HELP)
+@click.option("--tsa-root", "roots", multiple=True, metavar="PEM", help=_ROOT_HELP)
+@click.option("--origin", metavar="ORIGIN", help=_ORIGIN_HELP)
+@witness_options
+@json_option
+def receipt(
+    file: str,
+    record_file: str | None,
+    keys: tuple[str, ...],
+    roots: tuple[str, ...],
+    origin: str | None,
+    witnesses: tuple[str, ...],
+    min_witnesses: int | None,
+    as_json: bool,
+) -> None:
+    """Check a decision-record receipt: record, leaf, proofs, checkpoint, anchors, witnesses."""
+
+    def check() -> Outcome:
+        verifiers, trusted = log_verifiers(keys), _roots(roots)
+        wits, required = witness_policy(witnesses, min_witnesses)
+        parsed = Receipt.from_json(read_input(file, "receipt"))
+        record = None
+        if record_file is not None:
+            record = DecisionRecord.from_json(read_input(record_file, "record"))
+        report = verify_receipt(
+            parsed,
+            verifiers,
+            tsa_roots=trusted,
+            origin=origin,
+            record=record,
+            witnesses=wits,
+            min_witnesses=required,
+        )
+        details = {**report.to_json_obj(), "disclosures": disclosed_values(parsed)}
+        return Outcome(
+            "receipt", details, [*describe_receipt(report), *describe_disclosures(parsed)]
+        )
+
+    finish("receipt", as_json, check)
+
+
+# --- run --------------------------------------------------------------------------------------
+
+
+def _item(obj: Json, source: str) -> RunItem:
+    if not isinstance(obj, dict) or "receipt" not in obj:
+        raise FormatError(f"{source}: expected an object with 'receipt' and optional 'record'")
+    unknown = sorted(set(obj) - {"record", "receipt"})
+    if unknown:
+        raise FormatError(f"{source}: {unknown[0]}: unknown field (only 'record' and 'receipt')")
+    if obj["receipt"] is None:
+        raise FormatError(
+            f"{source}: no receipt yet (the log had not covered the run): complete the file "
+            "with `ledger receipt run --spool SPOOL --out FILE`"
+        )
+    try:  # ``obj`` comes from loads_strict(..., safe_numbers=True): checked once
+        parsed = Receipt.from_json_obj(obj["receipt"], checked=True)
+        given = obj.get("record")
+        record = (
+            parsed.record if given is None else DecisionRecord.from_json_obj(given, checked=True)
+        )
+    except FormatError as exc:
+        raise FormatError(f"{source}: {exc}") from None
+    if record is None:
+        raise FormatError(f"{source}: no record (neither beside the receipt nor in it)")
+    return RunItem(source=source, record=record, receipt=parsed)
+
+
+def _parse(data: bytes | str, source: str) -> Json:
+    try:
+        return loads_strict(data, safe_numbers=True)
+    except InvalidRecordError as exc:
+        raise FormatError(f"{source}: {exc}") from None
+
+
+def _lines_of(path: Path) -> Iterator[RunItem]:
+    with path.open("rb") as stream:
+        for number, line in enumerate(stream, 1):
+            if len(line) > MAX_INPUT_BYTES:
+                raise FormatError(f"{path.name}:{number}: longer than {MAX_INPUT_BYTES} bytes")
+            if line.strip():
+                source = f"{path.name}:{number}"
+                yield _item(_parse(line, source), source)
+
+
+def load_run(path: str) -> list[RunItem]:
+    """The items of a run folder (``*.json``, one item each) or JSON-lines file."""
+    where = Path(path)
+    if where.is_dir():
+        files = sorted(where.glob("*.json"))
+        items = [_item(_parse(read_input(str(f), "run item"), f.name), f.name) for f in files]
+    else:
+        items = list(_lines_of(where))
+    if not items:
+        raise FormatError(f"{path}: no records found")
+    return items
+
+
+def _describe_run(verdict: RunVerdict) -> list[str]:
+    run = verdict.run
+    lines = [
+        f"run:           {run.run_id} ({verdict.records} records, "
+        f"{verdict.receipts_valid} valid receipts)",
+        f"closed by:     {run.closed_by or '(no run_closed record)'}",
+    ]
+    if not verdict.anchors_checked:
+        lines.append("anchors:       not checked (give --tsa-root PEM to check them)")
+    for parent in run.external_parents:  # lineage across runs: `ledger-verify lineage`
+        lines.append(f"parent in another run: {parent}")
+    for problem, source in verdict.problems:
+        where = "run" if problem.step is None else f"step {problem.step}"
+        origin = f" [{source}]" if source else ""
+        lines.append(f"  {problem.code}: {where}{origin}: {problem.message}")
+    return lines
+
+
+def _fail(as_json: bool, details: dict[str, Json], lines: list[str]) -> NoReturn:
+    """Report a run with problems (like ``finish`` on a failed check) and exit 1."""
+    problems = details["problems"]
+    count = len(problems) if isinstance(problems, list) else 0
+    summary = f"{count} problem(s) in run {details['run_id']}"
+    if as_json:
+        payload = {"valid": False, "check": "run", "error": summary, **details}
+        click.echo(json.dumps(payload, sort_keys=True))
+    else:
+        click.echo("\n".join([f"INVALID: {summary}", *lines]), err=True)
+    sys.exit(EXIT_INVALID)
+
+
+@click.command("run")
+@click.argument("path", metavar="PATH")
+@click.option("--key", "keys", multiple=True, required=True, metavar="VKEY", help=_KEY_HELP)
+@click.option("--tsa-root", "roots", multiple=True, metavar="PEM", help=_ROOT_HELP)
+@click.option("--origin", metavar="ORIGIN", help=_ORIGIN_HELP)
+@witness_options
+@click.option("--timeline", is_flag=True, help="one row per record (ledger_client.audit.timeline)")
+@json_option
+def run(
+    path: str,
+    keys: tuple[str, ...],
+    roots: tuple[str, ...],
+    origin: str | None,
+    witnesses: tuple[str, ...],
+    min_witnesses: int | None,
+    timeline: bool,
+    as_json: bool,
+) -> None:
+    """Check a run (folder of *.json or JSON-lines of {record, receipt}): complete, in order."""
+
+    def check() -> Outcome:
+        verifiers, trusted = log_verifiers(keys), _roots(roots)
+        wits, required = witness_policy(witnesses, min_witnesses)
+        items = load_run(path)
+        verdict = verify_run(
+            items,
+            verifiers,
+            tsa_roots=trusted,
+            origin=origin,
+            witnesses=wits,
+            min_witnesses=required,
+        )
+        details, lines = verdict.to_json_obj(), _describe_run(verdict)
+        details["external_parents"] = list(verdict.run.external_parents)
+        if timeline:
+            details["timeline"], rows = run_timeline(
+                items, verifiers, trusted, origin, problems=verdict.problems, witnesses=wits
+            )
+            lines += rows
+        if not verdict.ok:
+            _fail(as_json, details, lines)
+        return Outcome("run", details, lines)
+
+    finish("run", as_json, check)

@@ -1,0 +1,360 @@
+"""Receipts: everything a third party needs to check one decision record offline (v1).
+
+Pure: no grpc, no rocksdict, no I/O. DESIGN.md "Receipts"; the published JSON Schema (draft
+2020-12) is ``ledger/schemas/receipt-v1.schema.json``. A receipt is one JSON object, written in
+RFC 8785 canonical form (``to_json``; ``from_json`` accepts any strict JSON and is its exact
+inverse). Every member is required; optional ones are ``null`` or ``[]``, never absent::
+
+    receipt          "decision-ledger/receipt/v1"
+    record_digest    SHA-256 of the record's RFC 8785 bytes, 64 lowercase hex digits
+    record           the decision record (schema ledger.decision/v1) or null
+    disclosures      [{"field_path", "salt", "value"}]: opened commitments (needs a record)
+    leaf             base64 of the v1 leaf (version, log time, record digest, metadata)
+    index            the leaf's 0-based index
+    tree_size        size of the checkpoint below (equal to its size line)
+    inclusion_proof  [base64 hash]: RFC 9162 §2.1.3 path, leaf sibling first
+    checkpoint       the log's signed note (C2SP tlog-checkpoint + signed-note), verbatim
+    anchors          [{"tsa", "token", "certificates"}]: RFC 3161 tokens (base64 DER) over
+                     SHA-256 of the checkpoint body, with the certificates they carry
+    previous         null, or {"checkpoint", "consistency_proof", "anchors"}: the checkpoint
+                     this receipt was upgraded from, the RFC 9162 §2.1.4 proof from it to
+                     ``checkpoint``, and its anchors (they still date the record)
+
+Hashes are standard padded base64 (as in C2SP formats); numbers are at most 2**53 - 1. Unknown
+or missing members raise ``MalformedReceiptError`` naming the field.
+
+Construction and parsing check the format only; ``ledger_client.receipt_verify.verify_receipt``
+checks the claims (and says which parts the formats leave unauthenticated). ``to_tlog_proof``
+exports the inclusion part as c2sp.org/tlog-proof@v1.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import cast
+
+from ledger.core import merkle
+from ledger.core.checkpoint import Checkpoint, SignedNote, decode_b64
+from ledger.core.errors import (
+    InvalidRecordError,
+    MalformedNoteError,
+    MalformedReceiptError,
+)
+from ledger.core.jcs import (
+    Json,
+    canonical_bytes,
+    index_path,
+    loads_strict,
+    read_int,
+    read_list,
+    read_matching,
+    read_object,
+    read_text,
+    to_plain,
+    wrong_type,
+)
+from ledger.core.limits import HASH_SIZE
+from ledger.core.tlogproof import MAX_PROOF_HASHES, TlogProof
+from ledger.records.commitments import Disclosure, check_disclosure_in
+from ledger.records.decision import DecisionRecord
+
+__all__ = [
+    "ANCHOR_FIELDS",
+    "PREVIOUS_FIELDS",
+    "RECEIPT_FIELDS",
+    "RECEIPT_V1",
+    "MalformedReceiptError",
+    "PreviousCheckpoint",
+    "Receipt",
+    "ReceiptAnchor",
+    "to_tlog_proof",
+]
+
+RECEIPT_V1 = "decision-ledger/receipt/v1"
+RECEIPT_FIELDS = (
+    "receipt", "record_digest", "record", "disclosures", "leaf", "index", "tree_size",
+    "inclusion_proof", "checkpoint", "anchors", "previous",
+)  # fmt: skip
+ANCHOR_FIELDS = ("tsa", "token", "certificates")
+PREVIOUS_FIELDS = ("checkpoint", "consistency_proof", "anchors")
+_MAX = 2**53 - 1
+_hex_digest = read_matching(re.compile(r"[0-9a-f]{64}"), "64 lowercase hex digits (SHA-256)")
+
+
+# --- the v1 types --------------------------------------------------------------------------------
+
+
+def _b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode()
+
+
+def _check_note(note: str, field: str) -> None:
+    """Format only: a signed note whose text is a checkpoint (signatures: ``verify_receipt``)."""
+    problem = _note_problem(note)
+    if problem is not None:
+        raise MalformedReceiptError(field, problem)
+
+
+@lru_cache(maxsize=256)
+def _note_problem(note: str) -> str | None:
+    """Why ``note`` is not a checkpoint note (None: it is); many receipts share one note."""
+    try:
+        Checkpoint.from_text(SignedNote.from_text(note).text)
+    except MalformedNoteError as exc:
+        return str(exc)
+    return None
+
+
+def _check_hashes(hashes: Sequence[bytes], field: str) -> None:
+    if len(hashes) > MAX_PROOF_HASHES:
+        raise MalformedReceiptError(field, f"{len(hashes)} hashes, at most {MAX_PROOF_HASHES}")
+    for i, h in enumerate(hashes):
+        if not isinstance(h, bytes) or len(h) != merkle.HASH_SIZE:
+            raise MalformedReceiptError(index_path(field, i), "expected a 32-byte hash")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReceiptAnchor:
+    """An RFC 3161 token over a checkpoint body; ``tsa`` and ``certificates`` are unsigned."""
+
+    tsa: str
+    token: bytes
+    certificates: tuple[bytes, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.tsa or not self.token or not all(self.certificates):
+            raise MalformedReceiptError("anchors", "tsa, token and certificates are non-empty")
+        object.__setattr__(self, "certificates", tuple(self.certificates))
+
+    def to_json_obj(self) -> dict[str, Json]:
+        return {
+            "tsa": self.tsa,
+            "token": _b64(self.token),
+            "certificates": [_b64(c) for c in self.certificates],
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PreviousCheckpoint:
+    """The checkpoint a receipt was upgraded from, the consistency proof and its anchors."""
+
+    checkpoint: str
+    consistency_proof: tuple[bytes, ...]
+    anchors: tuple[ReceiptAnchor, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_note(self.checkpoint, "previous.checkpoint")
+        _check_hashes(self.consistency_proof, "previous.consistency_proof")
+        object.__setattr__(self, "consistency_proof", tuple(self.consistency_proof))
+        object.__setattr__(self, "anchors", tuple(self.anchors))
+
+    def to_json_obj(self) -> dict[str, Json]:
+        return {
+            "checkpoint": self.checkpoint,
+            "consistency_proof": [_b64(h) for h in self.consistency_proof],
+            "anchors": [a.to_json_obj() for a in self.anchors],
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Receipt:
+    """One record's receipt (layout in the module docstring); construction checks the format."""
+
+    record_digest: bytes
+    leaf: bytes
+    index: int
+    tree_size: int
+    inclusion_proof: tuple[bytes, ...]
+    checkpoint: str
+    anchors: tuple[ReceiptAnchor, ...] = ()
+    record: DecisionRecord | None = None
+    disclosures: tuple[Disclosure, ...] = ()
+    previous: PreviousCheckpoint | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.record_digest, bytes) or len(self.record_digest) != HASH_SIZE:
+            raise MalformedReceiptError("record_digest", "expected 32 bytes")
+        if not isinstance(self.leaf, bytes) or not self.leaf:
+            raise MalformedReceiptError("leaf", "expected non-empty bytes")
+        for name, low in (("index", 0), ("tree_size", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= _MAX:
+                raise MalformedReceiptError(name, f"expected an integer in [{low}, 2**53 - 1]")
+        _check_hashes(self.inclusion_proof, "inclusion_proof")
+        _check_note(self.checkpoint, "checkpoint")
+        if self.disclosures and self.record is None:
+            raise MalformedReceiptError("disclosures", "disclosures need the record")
+        for name in ("inclusion_proof", "anchors", "disclosures"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+
+    def to_json_obj(self) -> dict[str, Json]:
+        """The receipt as plain JSON with exactly the members ``RECEIPT_FIELDS``."""
+        return {
+            "receipt": RECEIPT_V1,
+            "record_digest": self.record_digest.hex(),
+            "record": None if self.record is None else self.record.to_json_obj(),
+            "disclosures": [d.to_json_obj() for d in self.disclosures],
+            "leaf": _b64(self.leaf),
+            "index": self.index,
+            "tree_size": self.tree_size,
+            "inclusion_proof": [_b64(h) for h in self.inclusion_proof],
+            "checkpoint": self.checkpoint,
+            "anchors": [a.to_json_obj() for a in self.anchors],
+            "previous": None if self.previous is None else self.previous.to_json_obj(),
+        }
+
+    def to_json(self) -> str:
+        """RFC 8785 canonical JSON text (deterministic: equal receipts give equal text)."""
+        return canonical_bytes(self.to_json_obj()).decode("utf-8")
+
+    def disclose(
+        self, paths: Sequence[str], disclosures: Sequence[Disclosure] | None = None
+    ) -> Receipt:
+        """A copy of this receipt that discloses exactly the field ``paths`` and nothing else.
+
+        The disclosures come from ``disclosures`` (e.g. the SDK's private file) or else from
+        this receipt; each is checked against the record's commitment. ``MalformedReceiptError``
+        names a path with no disclosure; ``RecordError`` one whose value does not open it.
+        """
+        if self.record is None:
+            raise MalformedReceiptError("record", "disclosing a field needs the record")
+        source = self.disclosures if disclosures is None else tuple(disclosures)
+        by_path = {d.field_path: d for d in source}
+        missing = [p for p in paths if p not in by_path]
+        if missing:
+            known = ", ".join(sorted(by_path)) or "none"
+            raise MalformedReceiptError(
+                "disclosures", f"no disclosure for {missing[0]!r} (known paths: {known})"
+            )
+        chosen = tuple(by_path[p] for p in dict.fromkeys(paths))
+        obj = self.record.to_json_obj()
+        for disclosure in chosen:
+            check_disclosure_in(obj, disclosure)
+        return replace(self, disclosures=chosen)
+
+    @classmethod
+    def from_json_obj(cls, obj: object, *, checked: bool = False) -> Receipt:
+        """Validate a JSON object and build the receipt (inverse of ``to_json_obj``).
+
+        ``checked``: ``obj`` came from ``loads_strict(..., safe_numbers=True)`` (no second pass
+        over its I-JSON limits).
+        """
+        try:
+            return _read_receipt(cast(Json, obj) if checked else to_plain(obj))
+        except MalformedReceiptError:
+            raise
+        except InvalidRecordError as exc:
+            raise _nested("", exc) from None
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Receipt:
+        """Strictly parse JSON text (no duplicate members, NaN, ...) and validate it."""
+        try:
+            obj = loads_strict(text, safe_numbers=True)
+        except InvalidRecordError as exc:
+            raise _nested("", exc) from None
+        return cls.from_json_obj(obj, checked=True)
+
+
+# --- reading JSON: each reader takes (JSON value, field path) ------------------------------------
+
+
+def _nested(prefix: str, exc: InvalidRecordError) -> MalformedReceiptError:
+    """Re-home an error of a nested reader (record, disclosure, jcs) under ``prefix``."""
+    message = str(exc).removeprefix(f"{exc.field}: ")
+    if exc.field in ("$", ""):
+        return MalformedReceiptError(prefix or "$", message)
+    joiner = "" if not prefix or exc.field.startswith("[") else "."
+    return MalformedReceiptError(f"{prefix}{joiner}{exc.field}", message)
+
+
+def _bytes_b64(value: Json, path: str) -> bytes:
+    raw = decode_b64(value) if isinstance(value, str) else None
+    if not raw:
+        raise MalformedReceiptError(path, "expected non-empty canonical standard base64")
+    return raw
+
+
+def _hash_b64(value: Json, path: str) -> bytes:
+    raw = _bytes_b64(value, path)
+    if len(raw) != merkle.HASH_SIZE:
+        raise MalformedReceiptError(path, f"expected a 32-byte hash, got {len(raw)} bytes")
+    return raw
+
+
+def _note(value: Json, path: str) -> str:
+    if not isinstance(value, str):
+        raise wrong_type(path, "a signed checkpoint note (string)", value)
+    _check_note(value, path)
+    return value
+
+
+def _anchor(value: Json, path: str) -> ReceiptAnchor:
+    obj = read_object(value, path, ANCHOR_FIELDS)
+    certs = read_list(obj["certificates"], f"{path}.certificates", _bytes_b64)
+    return ReceiptAnchor(
+        tsa=read_text(obj["tsa"], f"{path}.tsa"),
+        token=_bytes_b64(obj["token"], f"{path}.token"),
+        certificates=certs,
+    )
+
+
+def _previous(value: Json, path: str) -> PreviousCheckpoint | None:
+    if value is None:
+        return None
+    obj = read_object(value, path, PREVIOUS_FIELDS)
+    return PreviousCheckpoint(
+        checkpoint=_note(obj["checkpoint"], f"{path}.checkpoint"),
+        consistency_proof=read_list(
+            obj["consistency_proof"], f"{path}.consistency_proof", _hash_b64
+        ),
+        anchors=read_list(obj["anchors"], f"{path}.anchors", _anchor),
+    )
+
+
+def _record(value: Json) -> DecisionRecord | None:
+    try:
+        return None if value is None else DecisionRecord.from_json_obj(value)
+    except InvalidRecordError as exc:
+        raise _nested("record", exc) from None
+
+
+def _disclosure(value: Json, path: str) -> Disclosure:
+    try:
+        return Disclosure.from_json_obj(value)
+    except InvalidRecordError as exc:
+        raise _nested(path, exc) from None
+
+
+def _read_receipt(value: Json) -> Receipt:
+    obj = read_object(value, "", RECEIPT_FIELDS)
+    if obj["receipt"] != RECEIPT_V1:
+        raise MalformedReceiptError("receipt", f"expected {RECEIPT_V1!r}, got {obj['receipt']!r}")
+    return Receipt(
+        record_digest=bytes.fromhex(_hex_digest(obj["record_digest"], "record_digest")),
+        record=_record(obj["record"]),
+        disclosures=read_list(obj["disclosures"], "disclosures", _disclosure),
+        leaf=_bytes_b64(obj["leaf"], "leaf"),
+        index=read_int(obj["index"], "index"),
+        tree_size=read_int(obj["tree_size"], "tree_size", minimum=1),
+        inclusion_proof=read_list(obj["inclusion_proof"], "inclusion_proof", _hash_b64),
+        checkpoint=_note(obj["checkpoint"], "checkpoint"),
+        anchors=read_list(obj["anchors"], "anchors", _anchor),
+        previous=_previous(obj["previous"], "previous"),
+    )
+
+
+def to_tlog_proof(receipt: Receipt, *, with_leaf: bool = True) -> TlogProof:
+    """The receipt as c2sp.org/tlog-proof@v1; ``extra`` carries the leaf (unauthenticated
+    until its hash is checked against the proof, as the spec allows for data needed to
+    reconstruct the record hash)."""
+    return TlogProof(
+        index=receipt.index,
+        proof=receipt.inclusion_proof,
+        checkpoint_note=receipt.checkpoint,
+        extra=receipt.leaf if with_leaf else None,
+    )

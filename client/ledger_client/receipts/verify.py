@@ -1,0 +1,447 @@
+"""Verifying receipts (``ledger_client.receipt``) offline, part by part, and whole runs.
+
+Pure: no grpc, no rocksdict, no I/O. Each part is checked with the project's core: records and
+disclosures (``ledger.records``: RFC 8785 digest, salted commitments), the v1 leaf
+(``ledger.types``), the signed checkpoint (C2SP signed-note / tlog-checkpoint,
+``ledger.checkpoint.open_checkpoint``), the inclusion and consistency proofs (RFC 9162 §2.1.3 and
+§2.1.4, ``ledger.merkle``) and the RFC 3161 anchors over SHA-256 of the checkpoint body
+(``ledger.timestamp.verify_token``).
+
+Authenticated (``verify_receipt`` rejects any change): record digest, record, disclosures,
+leaf, index, tree size, every proof hash, both checkpoints' bodies and the log's signatures on
+them, and each anchor token's signed content when TSA roots are given. Not authenticated, by
+the formats themselves: signature lines of keys the verifier does not know (c2sp signed-note
+says to ignore them), an anchor's ``tsa`` label and ``certificates`` (helpers: the token's own
+signature and a configured root decide), and every anchor when no TSA root is given (reported
+``not_checked``, never valid). With roots, an anchor that chains to none of them is reported
+``untrusted`` and ignored; any other anchor failure rejects the receipt, and at least one
+anchor must verify.
+
+Anchor time policy (``ledger.timestamp_policy``): a valid anchor's genTime must not precede the
+leaf's time (the stamped checkpoint covers the leaf) and must not lie in the future at ``now``,
+both allowing the token's accuracy and ``skew``; violations are named ``TimestampError`` checks
+``anchor-before-leaf`` / ``anchor-in-future``.
+
+Batches: a ``ReceiptChecker`` verifies many receipts with one set of keys, roots and ``now``.
+It verifies each distinct checkpoint note, consistency proof and anchor token once, caching the
+result keyed by the exact bytes verified (the note text; the token DER, the imprint and the
+intermediate certificates' DER; sizes, roots and proof hashes). ``verify_receipt`` is a checker
+used once. Runs: ``ledger_client.run_verify``.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from cryptography import x509
+
+from ledger.core import merkle
+from ledger.core.checkpoint import (
+    Checkpoint,
+    Cosignature,
+    VerifiedCheckpoint,
+    Verifier,
+    open_checkpoint,
+)
+from ledger.core.errors import (
+    BoundsError,
+    FormatError,
+    OriginMismatchError,
+    RecordError,
+    StorageError,
+    TimestampError,
+)
+from ledger.core.jcs import Json, index_path
+from ledger.core.types import decode_leaf
+from ledger.records.decision import DecisionRecord, record_digest, verify_disclosure
+from ledger.timestamp.policy import DEFAULT_SKEW, check_gen_time
+from ledger.timestamp.rfc3161 import VerifiedTimestamp, imprint_for_checkpoint_body, verify_token
+from ledger_client.receipts.receipt import MalformedReceiptError, Receipt, ReceiptAnchor
+
+__all__ = [
+    "NOT_CHECKED",
+    "UNTRUSTED",
+    "VALID",
+    "AnchorCheck",
+    "ReceiptChecker",
+    "ReceiptReport",
+    "verify_receipt",
+]
+
+VALID, NOT_CHECKED, UNTRUSTED = "valid", "not_checked", "untrusted"
+
+
+def _b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode()
+
+
+def _iso(moment: datetime | None) -> str | None:
+    """``2026-01-02T03:04:05.678Z`` (UTC), or None."""
+    return None if moment is None else moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AnchorCheck:
+    """What one anchor showed: ``status`` is ``valid``, ``not_checked`` or ``untrusted``.
+
+    ``signer`` is what the chain check proved (set only when ``valid``); ``tsa`` is the
+    receipt's own label, which nothing authenticates: show ``signer``, never the label, as who
+    stamped (JSON: ``unauthenticated_label``).
+    """
+
+    tsa: str  # the receipt's label: unauthenticated
+    checkpoint_size: int
+    status: str
+    gen_time: datetime | None = None
+    signer: str | None = None  # the verified signer certificate's subject (RFC 4514)
+    tsa_name: str | None = None  # TSTInfo.tsa, when present
+    detail: str | None = None
+
+    def to_json_obj(self) -> dict[str, Json]:
+        return {
+            "unauthenticated_label": self.tsa,
+            "checkpoint_size": self.checkpoint_size,
+            "status": self.status,
+            "gen_time": _iso(self.gen_time),
+            "signer": self.signer,
+            "tsa_name": self.tsa_name,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReceiptReport:
+    """What a receipt proves once ``verify_receipt`` accepted it."""
+
+    record_digest: bytes
+    index: int
+    tree_size: int
+    origin: str
+    root_hash: bytes
+    logged_at_ms: int  # the log's receive time, from the leaf
+    signed_by: tuple[str, ...]
+    cosigned_by: tuple[Cosignature, ...]  # valid lines of the witnesses given (tlog-cosignature)
+    record: DecisionRecord | None
+    disclosed: tuple[str, ...]
+    anchors_checked: bool
+    anchors: tuple[AnchorCheck, ...]
+    previous_size: int | None
+
+    @property
+    def logged_at(self) -> datetime:
+        """The log's receive time (the leaf's milliseconds), UTC."""
+        return _ms_time(self.logged_at_ms)
+
+    @property
+    def anchored(self) -> AnchorCheck | None:
+        """The earliest valid anchor: the record existed by its genTime."""
+        valid = [a for a in self.anchors if a.status == VALID and a.gen_time is not None]
+        return min(valid, key=lambda a: a.gen_time or self.logged_at, default=None)
+
+    @property
+    def anchored_at(self) -> datetime | None:
+        """genTime of the earliest valid anchor (None: no anchor was checked and valid)."""
+        first = self.anchored
+        return None if first is None else first.gen_time
+
+    def to_json_obj(self) -> dict[str, Json]:
+        first = self.anchored
+        return {
+            "record_digest": self.record_digest.hex(),
+            "index": self.index,
+            "tree_size": self.tree_size,
+            "origin": self.origin,
+            "root_hash": _b64(self.root_hash),
+            "logged_at": _iso(self.logged_at),
+            "logged_at_ms": self.logged_at_ms,
+            "signed_by": list(self.signed_by),
+            "cosigned_by": [
+                {"witness": f"{c.name}+{c.key_id.hex()}", "time": c.timestamp}
+                for c in self.cosigned_by
+            ],
+            "record": _record_summary(self.record),
+            "disclosed": list(self.disclosed),
+            "anchors_checked": self.anchors_checked,
+            "anchors": [a.to_json_obj() for a in self.anchors],
+            "anchored_at": _iso(self.anchored_at),
+            "anchored_by": None if first is None else first.signer,
+            "previous_size": self.previous_size,
+        }
+
+
+def _record_summary(record: DecisionRecord | None) -> Json:
+    if record is None:
+        return None
+    return {
+        "kind": record.kind,
+        "run_id": record.run_id,
+        "step": record.step,
+        "record_id": record.record_id,
+    }
+
+
+def _check_leaf(receipt: Receipt) -> int:
+    try:
+        entry = decode_leaf(receipt.index, receipt.leaf)
+    except StorageError as exc:
+        raise RecordError(f"leaf: {exc}") from None
+    if entry.record_digest != receipt.record_digest:
+        raise RecordError(
+            f"leaf {receipt.index} logs record digest {entry.record_digest.hex()}, "
+            f"the receipt is for {receipt.record_digest.hex()}"
+        )
+    return entry.timestamp_ms
+
+
+def _ms_time(ms: int) -> datetime:
+    seconds, millis = divmod(ms, 1000)
+    return datetime.fromtimestamp(seconds, UTC) + timedelta(milliseconds=millis)
+
+
+def _intermediates(anchor: ReceiptAnchor, where: str) -> list[x509.Certificate]:
+    try:
+        return [x509.load_der_x509_certificate(der) for der in anchor.certificates]
+    except ValueError as exc:
+        raise MalformedReceiptError(f"{where}.certificates", f"not DER: {exc}") from None
+
+
+_TokenKey = tuple[bytes, bytes, tuple[bytes, ...]]
+_ConsistencyKey = tuple[int, int, bytes, bytes, tuple[bytes, ...]]
+
+
+class ReceiptChecker:
+    """Verifies receipts against fixed log keys, TSA roots, origin and ``now``, caching what
+    many receipts share (module docstring). Not thread-safe; one per invocation."""
+
+    def __init__(
+        self,
+        log_keys: Sequence[Verifier],
+        *,
+        tsa_roots: Sequence[x509.Certificate] | None = None,
+        origin: str | None = None,
+        now: datetime | None = None,
+        skew: timedelta = DEFAULT_SKEW,
+        witnesses: Sequence[Verifier] = (),
+        min_witnesses: int = 0,
+    ) -> None:
+        if now is not None and now.tzinfo is None:
+            raise FormatError("now must be timezone-aware")
+        self.log_keys = tuple(log_keys)
+        self.tsa_roots = tuple(tsa_roots or ())
+        self.origin = origin
+        self.now = now or datetime.now(UTC)
+        self.skew = skew
+        self.witnesses = tuple(witnesses)
+        self.min_witnesses = min_witnesses
+        self._notes: dict[tuple[str, bool], VerifiedCheckpoint] = {}
+        self._tokens: dict[_TokenKey, VerifiedTimestamp] = {}
+        self._consistent: set[_ConsistencyKey] = set()
+
+    # --- cached pieces ------------------------------------------------------------------------
+
+    def open_note(self, note: str, *, quorum: bool = True) -> VerifiedCheckpoint:
+        """``open_checkpoint`` with this checker's keys and origin, once per distinct note;
+        ``quorum``: also require ``min_witnesses`` of the witnesses' cosignatures."""
+        key = (note, quorum)
+        verified = self._notes.get(key)
+        if verified is None:
+            witnesses = self.witnesses if quorum else ()
+            verified = open_checkpoint(
+                note,
+                self.log_keys,
+                origin=self.origin,
+                witnesses=witnesses,
+                min_witnesses=self.min_witnesses if quorum else 0,
+            )
+            self._notes[key] = verified
+        return verified
+
+    def _token(self, anchor: ReceiptAnchor, digest: bytes, where: str) -> VerifiedTimestamp:
+        key = (anchor.token, digest, anchor.certificates)
+        stamp = self._tokens.get(key)
+        if stamp is None:
+            stamp = verify_token(
+                anchor.token,
+                digest=digest,
+                roots=self.tsa_roots,
+                intermediates=_intermediates(anchor, where),
+            )
+            self._tokens[key] = stamp
+        return stamp
+
+    def _consistency(self, old: Checkpoint, new: Checkpoint, proof: tuple[bytes, ...]) -> None:
+        key = (old.size, new.size, old.root_hash, new.root_hash, proof)
+        if key not in self._consistent:
+            merkle.verify_consistency(old.size, new.size, old.root_hash, new.root_hash, proof)
+            self._consistent.add(key)
+
+    # --- parts --------------------------------------------------------------------------------
+
+    def _check_record(
+        self, receipt: Receipt, given: DecisionRecord | None, given_digest: bytes | None
+    ) -> DecisionRecord | None:
+        seen: dict[int, bytes] = {}
+        if given is not None and given_digest is not None:
+            seen[id(given)] = given_digest
+        for where, record in (("receipt's", receipt.record), ("given", given)):
+            if record is None:
+                continue
+            digest = seen.get(id(record))
+            if digest is None:
+                digest = seen[id(record)] = record_digest(record)
+            if digest != receipt.record_digest:
+                raise RecordError(
+                    f"the {where} record hashes to {digest.hex()}, "
+                    f"the receipt is for {receipt.record_digest.hex()}"
+                )
+        record = given if given is not None else receipt.record
+        for disclosure in receipt.disclosures:
+            assert record is not None  # Receipt refuses disclosures without a record
+            verify_disclosure(record, disclosure, receipt.record_digest)
+        return record
+
+    def _check_previous(self, receipt: Receipt, current: Checkpoint) -> Checkpoint | None:
+        """The old checkpoint is signed, covers the entry, and the current one extends it."""
+        previous = receipt.previous
+        if previous is None:
+            return None
+        old = self.open_note(previous.checkpoint, quorum=False).checkpoint  # the log's signature
+        if old.origin != current.origin:
+            raise OriginMismatchError(
+                f"previous checkpoint origin {old.origin!r} != current {current.origin!r}"
+            )
+        if receipt.index >= old.size:
+            raise BoundsError(
+                f"previous checkpoint of size {old.size} does not hold {receipt.index}"
+            )
+        self._consistency(old, current, previous.consistency_proof)
+        return old
+
+    def _check_anchor(
+        self, anchor: ReceiptAnchor, checkpoint: Checkpoint, leaf_time: datetime, where: str
+    ) -> AnchorCheck:
+        digest = imprint_for_checkpoint_body(checkpoint.body_bytes())
+        size = checkpoint.size
+        try:
+            stamp = self._token(anchor, digest, where)
+            check_gen_time(
+                stamp.gen_time, stamp.accuracy, now=self.now, not_before=leaf_time, skew=self.skew
+            )
+        except TimestampError as exc:
+            message = str(exc).removeprefix(f"{exc.check}: ")
+            if exc.check == "chain":
+                return AnchorCheck(
+                    tsa=anchor.tsa, checkpoint_size=size, status=UNTRUSTED, detail=message
+                )
+            raise TimestampError(exc.check, f"{where}: {message}") from None
+        except FormatError as exc:
+            raise MalformedReceiptError(f"{where}.token", str(exc)) from None
+        return AnchorCheck(
+            tsa=anchor.tsa,
+            checkpoint_size=size,
+            status=VALID,
+            gen_time=stamp.gen_time,
+            signer=stamp.signer_subject,
+            tsa_name=stamp.tsa_name,
+        )
+
+    def _check_anchors(
+        self, groups: Sequence[tuple[str, Sequence[ReceiptAnchor], Checkpoint]], leaf_time: datetime
+    ) -> tuple[AnchorCheck, ...]:
+        """Every anchor over its checkpoint; with roots, at least one must be valid."""
+        checks = []
+        for where, anchors, checkpoint in groups:
+            for i, anchor in enumerate(anchors):
+                if not self.tsa_roots:
+                    checks.append(
+                        AnchorCheck(
+                            tsa=anchor.tsa, checkpoint_size=checkpoint.size, status=NOT_CHECKED
+                        )
+                    )
+                else:
+                    path = index_path(where, i)
+                    checks.append(self._check_anchor(anchor, checkpoint, leaf_time, path))
+        if self.tsa_roots and not any(c.status == VALID for c in checks):
+            why = "the receipt carries no anchor" if not checks else "none chains to a given root"
+            raise TimestampError("anchor", f"no anchor verifies against the given TSA roots: {why}")
+        return tuple(checks)
+
+    # --- the whole receipt --------------------------------------------------------------------
+
+    def verify(
+        self,
+        receipt: Receipt,
+        *,
+        record: DecisionRecord | None = None,
+        record_digest_known: bytes | None = None,
+    ) -> ReceiptReport:
+        """``verify_receipt`` with this checker's settings (``record_digest_known``: the
+        caller already computed ``record_digest(record)``)."""
+        used = self._check_record(receipt, record, record_digest_known)
+        logged_ms = _check_leaf(receipt)
+        verified = self.open_note(receipt.checkpoint)
+        checkpoint = verified.checkpoint
+        if checkpoint.size != receipt.tree_size:
+            raise BoundsError(f"tree_size {receipt.tree_size} != checkpoint size {checkpoint.size}")
+        leaf_hash = merkle.leaf_hash(receipt.leaf)
+        merkle.verify_inclusion(
+            leaf_hash, receipt.index, checkpoint.size, receipt.inclusion_proof, checkpoint.root_hash
+        )
+        old = self._check_previous(receipt, checkpoint)
+        groups = [("anchors", receipt.anchors, checkpoint)]
+        if old is not None and receipt.previous is not None:
+            groups.append(("previous.anchors", receipt.previous.anchors, old))
+        return ReceiptReport(
+            record_digest=receipt.record_digest,
+            index=receipt.index,
+            tree_size=checkpoint.size,
+            origin=checkpoint.origin,
+            root_hash=checkpoint.root_hash,
+            logged_at_ms=logged_ms,
+            signed_by=tuple(f"{s.name}+{s.key_id.hex()}" for s in verified.log_signatures),
+            cosigned_by=verified.cosignatures,
+            record=used,
+            disclosed=tuple(d.field_path for d in receipt.disclosures),
+            anchors_checked=bool(self.tsa_roots),
+            anchors=self._check_anchors(groups, _ms_time(logged_ms)),
+            previous_size=None if old is None else old.size,
+        )
+
+
+def verify_receipt(
+    receipt: Receipt,
+    log_keys: Sequence[Verifier],
+    *,
+    tsa_roots: Sequence[x509.Certificate] | None = None,
+    origin: str | None = None,
+    record: DecisionRecord | None = None,
+    now: datetime | None = None,
+    skew: timedelta = DEFAULT_SKEW,
+    witnesses: Sequence[Verifier] = (),
+    min_witnesses: int = 0,
+) -> ReceiptReport:
+    """Check every part of ``receipt``; raise a ``VerificationError`` at the first failure.
+
+    In order: the records (the receipt's and ``record``) hash to the record digest and the
+    disclosures open their commitments; the v1 leaf logs that digest; the checkpoint is signed
+    by one of ``log_keys`` (its origin is ``origin`` when given) and its size is ``tree_size``;
+    the inclusion proof leads from the leaf hash at ``index`` to its root; the previous
+    checkpoint (if any) is signed, covers ``index`` and is consistent with the current one; the
+    anchors verify against ``tsa_roots`` (none given: reported ``not_checked``) and meet the
+    anchor time policy at ``now`` (default: the current time) with ``skew``. At least
+    ``min_witnesses`` of ``witnesses`` (tlog-cosignature keys) must have cosigned the checkpoint
+    (``WitnessError``); the previous checkpoint needs only the log's signature.
+    """
+    checker = ReceiptChecker(
+        log_keys,
+        tsa_roots=tsa_roots,
+        origin=origin,
+        now=now,
+        skew=skew,
+        witnesses=witnesses,
+        min_witnesses=min_witnesses,
+    )
+    return checker.verify(receipt, record=record)

@@ -1,0 +1,65 @@
+"""sdk."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ledger_client.sdk.client import (
+        MEMORY_SPOOL_BYTES,
+        AsyncLedgerClient,
+        Backoff,
+        Capture,
+        ClientClosedError,
+        ClientError,
+        ContextThreadPoolExecutor,
+        DeliveryError,
+        LedgerClient,
+        Run,
+        RunEntry,
+        RunStateError,
+        SenderOptions,
+        SpoolError,
+        SpoolFullError,
+        UnrecordedDecisionWarning,
+        content_digest,
+        current_run,
+        decision,
+        emit,
+        jsonable,
+        ledger_run,
+    )
+
+__all__ = [
+    "MEMORY_SPOOL_BYTES",
+    "AsyncLedgerClient",
+    "Backoff",
+    "Capture",
+    "ClientClosedError",
+    "ClientError",
+    "ContextThreadPoolExecutor",
+    "DeliveryError",
+    "LedgerClient",
+    "Run",
+    "RunEntry",
+    "RunStateError",
+    "SenderOptions",
+    "SpoolError",
+    "SpoolFullError",
+    "UnrecordedDecisionWarning",
+    "content_digest",
+    "current_run",
+    "decision",
+    "emit",
+    "jsonable",
+    "ledger_run",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """The public names of ``ledger_client.sdk.client``, loaded on first use (PEP 562), so that
+    importing one SDK module (the spool, a run file) does not load grpc."""
+    if name in __all__:
+        return getattr(importlib.import_module("ledger_client.sdk.client"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,422 @@
+"""The agent SDK: ``LedgerClient`` (threads) and ``AsyncLedgerClient`` (asyncio), plus the
+implicit-context API (``ledger_run``, ``@decision``) re-exported from its modules.
+
+DESIGN.md "Who uses it": an agent appends a record per decision, never blocks on the log and
+never loses a record. The client canonicalizes a record (RFC 8785), writes it to the spool
+(``ledger_client.spool``: durable, crash-safe, format in its docstring) and returns; a
+background sender (``ledger_client.sender``: batching, retries, backpressure, the overflow
+policy) sends the digests to the log. Only digests go on the wire; the spool holds the record
+with its commitments; clear values and salts (``Disclosure``) go to neither unless
+``spool_disclosures=True``. Records left in the spool by a crashed or closed process are sent
+on the next start with the same spool; the log deduplicates by digest, so each is logged once.
+
+    client = LedgerClient("localhost:6962", spool="agent.spool")
+    digest = client.submit(record)          # returns at once (unless the spool is full)
+    receipt = client.append(record)         # waits for the covering checkpoint
+    client.flush(5.0); client.close()       # close also runs at exit (atexit)
+
+``close`` (and the atexit hook) waits up to ``close_timeout`` for delivery; what is still
+pending stays in the spool for the next start.
+
+Witnesses: ``LedgerClient(..., witnesses=[VKEY, ...], min_witnesses=K)`` makes ``receipt`` and
+``append`` return only receipts whose checkpoint carries K valid cosignatures of those witnesses
+(c2sp.org/tlog-cosignature; ``receipt_fetch.witnessed_receipt``), waiting for them until the
+timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import hashlib
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from ledger.core.checkpoint import CosignatureVerifier
+from ledger.core.errors import LedgerError, UnavailableError, is_retryable
+from ledger.core.jcs import canonical_bytes
+from ledger.records.commitments import Disclosure, check_disclosure_in
+from ledger.records.decision import DecisionRecord
+from ledger_client.receipts.fetch import count_cosignatures, fetch_receipts, witnessed_receipt
+from ledger_client.receipts.receipt import Receipt
+from ledger_client.remote.connection import Connection
+from ledger_client.remote.log import RemoteLog
+from ledger_client.sdk.capture import Capture, content_digest, jsonable
+from ledger_client.sdk.context import (
+    ContextThreadPoolExecutor,
+    Run,
+    RunEntry,
+    current_run,
+    emit,
+    ledger_run,
+)
+from ledger_client.sdk.decorators import UnrecordedDecisionWarning, decision
+from ledger_client.sdk.errors import (
+    ClientClosedError,
+    ClientError,
+    DeliveryError,
+    RunStateError,
+    SpoolError,
+    SpoolFullError,
+)
+from ledger_client.sdk.sender import Backoff, Sender, SenderOptions
+from ledger_client.sdk.spool import FileSpool, MemorySpool, Spool, SpoolItem
+
+__all__ = [
+    "MEMORY_SPOOL_BYTES",
+    "AsyncLedgerClient",
+    "Backoff",
+    "Capture",
+    "ClientClosedError",
+    "ClientError",
+    "ContextThreadPoolExecutor",
+    "DeliveryError",
+    "LedgerClient",
+    "Run",
+    "RunEntry",
+    "RunStateError",
+    "SenderOptions",
+    "SpoolError",
+    "SpoolFullError",
+    "UnrecordedDecisionWarning",
+    "content_digest",
+    "current_run",
+    "decision",
+    "emit",
+    "jsonable",
+    "ledger_run",
+]
+
+MEMORY_SPOOL_BYTES = 64 << 20
+_T = TypeVar("_T")
+
+
+class LedgerClient:
+    """A thread-safe client for agents: spool, background sender, receipts (module docstring).
+
+    ``address``: ``host:port``, a ``Connection``, or None; the address (when None), the token
+    and the TLS files come from ``LEDGER_SERVER``, ``LEDGER_TOKEN``, ``LEDGER_TLS_CA``,
+    ``LEDGER_TLS_CERT`` and ``LEDGER_TLS_KEY`` unless a ``Connection`` gives them.
+    ``spool``: the spool file (``None``: in memory, lost with the process, and at most
+    ``MEMORY_SPOOL_BYTES`` pending). ``options``: batching, overflow and retry settings.
+    ``prefer_anchored``: receipts on the earliest anchored checkpoint when there is one.
+    ``witnesses`` / ``min_witnesses``: receipts only on checkpoints cosigned by that many of
+    those witness keys (default: all of them when any is given).
+    ``connect``: builds the ``RemoteLog`` (tests).
+    """
+
+    def __init__(
+        self,
+        address: str | Connection | None = None,
+        *,
+        spool: str | Path | None = None,
+        options: SenderOptions | None = None,
+        spool_disclosures: bool = False,
+        prefer_anchored: bool = True,
+        rpc_timeout: float = 30.0,
+        close_timeout: float = 10.0,
+        register_atexit: bool = True,
+        connect: Callable[[], RemoteLog] | None = None,
+        witnesses: Sequence[str] = (),
+        min_witnesses: int | None = None,
+    ) -> None:
+        self.witnesses = [CosignatureVerifier.from_key_string(key) for key in witnesses]
+        self.min_witnesses = len(self.witnesses) if min_witnesses is None else min_witnesses
+        if not 0 <= self.min_witnesses <= len(self.witnesses):
+            raise ValueError(f"min_witnesses {min_witnesses} needs 0..{len(self.witnesses)}")
+        connection = address if isinstance(address, Connection) else Connection.resolve(address)
+        self.address = connection.address
+        self.options = options or SenderOptions()
+        self.spool_disclosures = spool_disclosures
+        self.prefer_anchored = prefer_anchored
+        self.close_timeout = close_timeout
+        self._connect = connect or (lambda: RemoteLog(connection, timeout=rpc_timeout))
+        if spool is None:  # the backlog would be in memory: keep it small
+            limit = min(self.options.max_pending_bytes, MEMORY_SPOOL_BYTES)
+            self.options = replace(self.options, max_pending_bytes=limit)
+        store: Spool = MemorySpool() if spool is None else FileSpool(spool)
+        self.sender = Sender(store, self._connect, self.options)
+        self._remote: RemoteLog | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+        self._atexit = register_atexit
+        if register_atexit:
+            atexit.register(self._at_exit)
+
+    # --- sending ----------------------------------------------------------------------------
+
+    @property
+    def pending(self) -> int:
+        """Records spooled and not yet acknowledged by the log."""
+        return self.sender.pending
+
+    def _item(self, record: DecisionRecord, disclosures: Sequence[Disclosure]) -> SpoolItem:
+        record_json = record.to_json().encode("utf-8")
+        if disclosures:
+            obj = record.to_json_obj()
+            for disclosure in disclosures:
+                check_disclosure_in(obj, disclosure)
+        kept = None
+        if self.spool_disclosures and disclosures:
+            kept = canonical_bytes([d.to_json_obj() for d in disclosures])
+        return SpoolItem(hashlib.sha256(record_json).digest(), record_json, kept)
+
+    def submit(
+        self, record: DecisionRecord, *, disclosures: Sequence[Disclosure] = (), block: bool = True
+    ) -> bytes:
+        """Spool ``record`` for sending and return its digest at once.
+
+        ``disclosures`` are checked against the record, and spooled only with
+        ``spool_disclosures``. When the spool is full: the overflow policy (``block=False``
+        raises ``SpoolFullError`` instead of waiting).
+        """
+        item = self._item(record, disclosures)
+        self.sender.put(item, block=block)
+        return item.digest
+
+    def append(
+        self,
+        record: DecisionRecord,
+        *,
+        disclosures: Sequence[Disclosure] = (),
+        timeout: float | None = 30.0,
+    ) -> Receipt:
+        """Spool ``record``, have it sent now, wait for the covering checkpoint: its receipt.
+
+        ``TimeoutError`` after ``timeout`` seconds (the record stays spooled and is sent).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        item = self._item(record, disclosures)
+        ticket = self.sender.put(item)
+        if not self.sender.wait(ticket, timeout=_left(deadline), checkpoint=True):
+            raise TimeoutError(f"record {item.digest.hex()} not acknowledged in {timeout} s")
+        left = _left(deadline)
+        return self.receipt(
+            item.digest,
+            record=record,
+            disclosures=disclosures,
+            timeout=30.0 if left is None else left,
+        )
+
+    def flush(self, timeout: float | None = None, *, checkpoint: bool = False) -> bool:
+        """Send everything spooled so far now; True once the log has acknowledged all of it.
+
+        ``checkpoint``: and once a published checkpoint covers it (receipts can be fetched).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self.sender.flush(timeout, checkpoint=checkpoint):
+            return False
+        return not checkpoint or self._covered(self.sender.covering_size, deadline)
+
+    def _covered(self, size: int, deadline: float | None) -> bool:
+        """Poll the latest checkpoint until it has ``size`` entries (False past ``deadline``)."""
+
+        def covering() -> bool:
+            if self._remote_log().checkpoint().size < size:
+                raise _NotYet
+            return True
+
+        try:
+            return self._retrying(covering, deadline)
+        except TimeoutError:
+            return False
+
+    def _retrying(self, call: Callable[[], _T], deadline: float | None) -> _T:
+        """``call`` until it succeeds, retrying what ``is_retryable`` allows (the one retry rule)
+        with backoff; a fresh channel after UNAVAILABLE. ``TimeoutError`` past ``deadline``."""
+        for attempt in range(1_000_000):
+            try:
+                return call()
+            except _NotYet:
+                pass
+            except LedgerError as exc:
+                if not is_retryable(exc):
+                    raise
+                if isinstance(exc, UnavailableError):
+                    self._drop_remote()
+            pause = self.options.backoff.delay(attempt, random.random())
+            if deadline is not None and time.monotonic() + pause > deadline:
+                break
+            time.sleep(pause)
+        raise TimeoutError("the log did not answer in time")
+
+    # --- receipts ---------------------------------------------------------------------------
+
+    def _remote_log(self) -> RemoteLog:
+        with self._lock:
+            if self._closed:
+                raise ClientClosedError("the ledger client is closed")
+            if self._remote is None:
+                self._remote = self._connect()
+            return self._remote
+
+    def _drop_remote(self) -> None:
+        with self._lock:
+            if self._remote is not None:
+                self._remote.close()
+                self._remote = None
+
+    def receipt(
+        self,
+        digest: bytes,
+        *,
+        record: DecisionRecord | None = None,
+        disclosures: Sequence[Disclosure] = (),
+        timeout: float = 30.0,
+    ) -> Receipt:
+        """The receipt of a logged record (``fetch_receipt``), retrying until a checkpoint
+        covers it or ``timeout`` passes (``TimeoutError``)."""
+        (receipt,) = self.receipts([digest], timeout=timeout)
+        return replace(receipt, record=record, disclosures=tuple(disclosures))
+
+    def receipts(self, digests: Sequence[bytes], *, timeout: float = 30.0) -> list[Receipt]:
+        """Receipts of many logged records in a few round trips (``fetch_receipts``), retrying
+        until a checkpoint covers them all or ``timeout`` passes (``TimeoutError``)."""
+        deadline = time.monotonic() + timeout
+
+        def fetch() -> list[Receipt]:
+            remote = self._remote_log()
+            found = fetch_receipts(remote, digests, prefer_anchored=self.prefer_anchored)
+            if self.min_witnesses == 0:
+                return found
+            # All share one checkpoint: find a cosigned one for the first, then fetch them all
+            # at its size (the log serves each size's note with the cosignatures it has).
+            first = witnessed_receipt(remote, found[0], self.witnesses, self.min_witnesses)
+            if first is None:
+                raise _NotYet
+            if first.tree_size != found[0].tree_size:
+                found = fetch_receipts(remote, digests, tree_size=first.tree_size)
+            if count_cosignatures(found[0].checkpoint, self.witnesses) < self.min_witnesses:
+                raise _NotYet
+            return found
+
+        try:
+            return self._retrying(fetch, deadline)
+        except TimeoutError:
+            quorum = f" cosigned by {self.min_witnesses} witness(es)" if self.min_witnesses else ""
+            raise TimeoutError(
+                f"no receipts{quorum} for {len(digests)} records within {timeout} s"
+            ) from None
+
+    # --- closing ----------------------------------------------------------------------------
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Deliver what is pending (up to ``timeout``, default ``close_timeout``) and stop.
+
+        True when nothing is left; otherwise the rest stays in the spool. Idempotent.
+        """
+        with self._lock:
+            if self._closed:
+                return self.sender.pending == 0
+            self._closed = True
+            remote, self._remote = self._remote, None
+        if self._atexit:
+            atexit.unregister(self._at_exit)
+        if remote is not None:
+            remote.close()
+        return self.sender.close(self.close_timeout if timeout is None else timeout)
+
+    def _at_exit(self) -> None:
+        self.close()
+
+    def __enter__(self) -> LedgerClient:
+        return self
+
+    def __exit__(
+        self, typ: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def _left(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+class AsyncLedgerClient:
+    """``LedgerClient`` for asyncio: the same client (``sync``), with awaitable calls.
+
+    ``submit`` returns at once unless the spool is full and the policy is ``"block"``; then it
+    waits in a worker thread, never blocking the event loop. Records emitted through
+    ``ledger_run``/``@decision`` use ``sync.submit`` directly (so steps stay in order).
+    """
+
+    def __init__(
+        self, address: str | Connection | LedgerClient | None = None, **kwargs: Any
+    ) -> None:
+        """``address`` and keyword arguments as for ``LedgerClient``, or a client to wrap."""
+        if isinstance(address, LedgerClient):
+            if kwargs:
+                raise TypeError("options go to the wrapped LedgerClient, not here")
+            self.sync = address
+        else:
+            self.sync = LedgerClient(address, **kwargs)
+
+    @property
+    def pending(self) -> int:
+        return self.sync.pending
+
+    async def submit(
+        self, record: DecisionRecord, *, disclosures: Sequence[Disclosure] = ()
+    ) -> bytes:
+        """Spool ``record``; its digest (see ``LedgerClient.submit``)."""
+        try:
+            return self.sync.submit(record, disclosures=disclosures, block=False)
+        except SpoolFullError:
+            if self.sync.options.overflow == "raise":
+                raise
+        return await asyncio.to_thread(self.sync.submit, record, disclosures=disclosures)
+
+    async def append(
+        self,
+        record: DecisionRecord,
+        *,
+        disclosures: Sequence[Disclosure] = (),
+        timeout: float | None = 30.0,
+    ) -> Receipt:
+        """Spool, send now, and return the receipt (see ``LedgerClient.append``)."""
+        return await asyncio.to_thread(
+            self.sync.append, record, disclosures=disclosures, timeout=timeout
+        )
+
+    async def receipt(
+        self,
+        digest: bytes,
+        *,
+        record: DecisionRecord | None = None,
+        disclosures: Sequence[Disclosure] = (),
+        timeout: float = 30.0,
+    ) -> Receipt:
+        """See ``LedgerClient.receipt``."""
+        return await asyncio.to_thread(
+            self.sync.receipt, digest, record=record, disclosures=disclosures, timeout=timeout
+        )
+
+    async def receipts(self, digests: Sequence[bytes], *, timeout: float = 30.0) -> list[Receipt]:
+        """See ``LedgerClient.receipts``."""
+        return await asyncio.to_thread(self.sync.receipts, digests, timeout=timeout)
+
+    async def flush(self, timeout: float | None = None, *, checkpoint: bool = False) -> bool:
+        """See ``LedgerClient.flush``."""
+        return await asyncio.to_thread(self.sync.flush, timeout, checkpoint=checkpoint)
+
+    async def close(self, timeout: float | None = None) -> bool:
+        """See ``LedgerClient.close``."""
+        return await asyncio.to_thread(self.sync.close, timeout)
+
+    async def __aenter__(self) -> AsyncLedgerClient:
+        return self
+
+    async def __aexit__(
+        self, typ: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+
+class _NotYet(Exception):
+    """The condition polled for does not hold yet (retry)."""

@@ -1,0 +1,54 @@
+"""Errors of the agent SDK (``ledger_client.sdk``), under the ledger's one error tree.
+
+LedgerError                      (ledger.errors)
+└── ClientError                  the agent-side client cannot do what was asked
+    ├── SpoolError               the spool file is unusable: locked by another process,
+    │                            not a spool, unwritable, or corrupted while in use
+    ├── SpoolFullError           the overflow policy refused a record (``overflow="raise"``,
+    │                            or ``"block"`` waited past its timeout); nothing was written
+    ├── DeliveryError            the log refused a batch for good (a non-retryable gRPC
+    │                            status); the records stay in the spool
+    ├── ClientClosedError        the client was closed
+    └── RunStateError            no run is open here, or the run is already closed
+"""
+
+from __future__ import annotations
+
+from ledger.core.errors import LedgerError
+
+__all__ = [
+    "ClientClosedError",
+    "ClientError",
+    "DeliveryError",
+    "RunStateError",
+    "SpoolError",
+    "SpoolFullError",
+]
+
+
+class ClientError(LedgerError):
+    """The agent-side client cannot do what was asked."""
+
+
+class SpoolError(ClientError):
+    """The spool file is locked by another process, not a spool, unwritable or corrupted."""
+
+
+class SpoolFullError(ClientError):
+    """The overflow policy refused a record; it was not written anywhere."""
+
+
+class DeliveryError(ClientError):
+    """The log refused a batch with a non-retryable status; the records stay spooled."""
+
+    def __init__(self, message: str, *, status: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ClientClosedError(ClientError):
+    """The client is closed."""
+
+
+class RunStateError(ClientError):
+    """No run is open in this context, or the run is already closed."""

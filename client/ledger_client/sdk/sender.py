@@ -1,0 +1,355 @@
+"""The background sender: spooled records go to the log in batches, with retries and pushback.
+
+``Sender.put`` writes a record to the spool (``ledger_client.spool``) and returns a ticket (its
+position in the spool order); one daemon thread sends the spool in order with the batch RPC
+``AppendRecords`` and acknowledges each batch in the spool once the log has made it durable.
+So the log sees a client's records in exactly the order they were put.
+
+* Batching: a batch is sent when ``batch_size`` records are pending, when the oldest has waited
+  ``batch_age`` seconds, or at once when someone flushes, closes or waits for a receipt (then
+  the request asks the log to wait for the covering checkpoint).
+* Retries: the ledger's one retry rule (``ledger.errors.is_retryable``: UNAVAILABLE,
+  RESOURCE_EXHAUSTED, OUT_OF_RANGE, DEADLINE_EXCEEDED, INTERNAL and the transient transport
+  statuses) is retried forever with exponential backoff and jitter (``Backoff``); a
+  pushback's ``retry-after-ms`` hint is honoured instead. A resend is harmless: the log
+  deduplicates by digest. After a failure the channel is rebuilt, so a restarted server is
+  found at once. Any other error (a refusal that resending cannot cure) stops the sender with
+  ``DeliveryError``; the records stay in the spool and every later call raises that error.
+* Overflow (bounded memory, nothing dropped): records are never queued in memory; the spool is
+  the queue and the sender holds one batch at a time. With a spool file the backlog lives on
+  disk. When ``max_pending`` records or ``max_pending_bytes`` bytes are pending, ``put`` blocks
+  until the sender makes room (``overflow="block"``, the default; ``block_timeout`` bounds the
+  wait, then ``SpoolFullError``), or raises ``SpoolFullError`` at once (``overflow="raise"``).
+  A refused record is written nowhere, and the caller is told.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from ledger.core.errors import LedgerError, PushbackError, is_retryable
+from ledger.core.limits import MAX_BATCH
+from ledger_client.remote.log import RemoteLog, status_name
+from ledger_client.sdk.errors import ClientClosedError, ClientError, DeliveryError, SpoolFullError
+from ledger_client.sdk.spool import Spool, SpoolItem
+
+__all__ = [
+    "Backoff",
+    "Overflow",
+    "Sender",
+    "SenderOptions",
+]
+
+_log = logging.getLogger("ledger_client.sender")
+
+Overflow = Literal["block", "raise"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Backoff:
+    """Exponential backoff: ``initial * multiplier**attempt`` capped at ``maximum``, +-jitter."""
+
+    initial: float = 0.05
+    maximum: float = 5.0
+    multiplier: float = 2.0
+    jitter: float = 0.2
+
+    def delay(self, attempt: int, rand: float) -> float:
+        """The wait before retry ``attempt`` (0-based); ``rand`` is uniform in [0, 1)."""
+        base = min(self.maximum, self.initial * self.multiplier ** min(attempt, 64))
+        return base * (1 - self.jitter + 2 * self.jitter * rand)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SenderOptions:
+    """Batching, overflow and retry settings (module docstring)."""
+
+    batch_size: int = 500
+    batch_age: float = 0.05
+    max_pending: int = 1_000_000
+    max_pending_bytes: int = 1 << 30
+    overflow: Overflow = "block"
+    block_timeout: float | None = None
+    backoff: Backoff = Backoff()
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.batch_size <= MAX_BATCH:
+            raise ValueError(f"batch_size {self.batch_size} outside 1..{MAX_BATCH}")
+        if self.overflow not in ("block", "raise"):
+            raise ValueError(f"overflow {self.overflow!r}: want 'block' or 'raise'")
+        if self.max_pending < 1 or self.max_pending_bytes < 1 or self.batch_age < 0:
+            raise ValueError("max_pending and max_pending_bytes >= 1, batch_age >= 0")
+
+
+class Sender:
+    """Owns the spool's consumer side: one daemon thread, tickets, flush and close."""
+
+    def __init__(
+        self,
+        spool: Spool,
+        connect: Callable[[], RemoteLog],
+        options: SenderOptions | None = None,
+        *,
+        name: str = "ledger-sender",
+    ) -> None:
+        self._spool = spool
+        self._connect = connect
+        self.options = options or SenderOptions()
+        self._cond = threading.Condition()
+        self._remote: RemoteLog | None = None
+        self._put = spool.pending_count  # tickets handed out (records left from earlier count)
+        self._acked = 0
+        self._since: float | None = 0.0 if self._put else None
+        self._urgent = 0  # highest ticket someone waits on with a checkpoint
+        self._flushing = 0
+        self._stopping = self._abandon = self._closed = False
+        self.error: ClientError | None = None
+        self.batches = self.retries = self.hinted = self.sent = 0  # hinted: retries on a hint
+        self.covering_size = 0  # a checkpoint of this size covers every acknowledged record
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._thread.start()
+
+    # --- producer side ----------------------------------------------------------------------
+
+    @property
+    def pending(self) -> int:
+        """Records put (or left from an earlier process) and not yet acknowledged."""
+        return self._spool.pending_count
+
+    def put(self, item: SpoolItem, *, block: bool = True) -> int:
+        """Spool ``item`` under the overflow policy; return its ticket."""
+        size = item.size
+        with self._cond:
+            self._check_usable()
+            deadline = self._deadline(self.options.block_timeout)
+            while self._full(size):
+                self._refuse_or_wait(block, deadline)
+                self._check_usable()
+            self._spool.append(item)
+            self._put += 1
+            if self._since is None:
+                self._since = time.monotonic()
+            self._cond.notify_all()
+            return self._put
+
+    def _full(self, size: int) -> bool:
+        spool, opts = self._spool, self.options
+        return spool.pending_count > 0 and (
+            spool.pending_count >= opts.max_pending
+            or spool.pending_bytes + size > opts.max_pending_bytes
+        )
+
+    def _refuse_or_wait(self, block: bool, deadline: float | None) -> None:
+        state = f"{self._spool.pending_count} records, {self._spool.pending_bytes} bytes pending"
+        limits = f"(max {self.options.max_pending} records, {self.options.max_pending_bytes} bytes)"
+        if self.options.overflow == "raise" or not block:
+            raise SpoolFullError(f"spool full: {state} {limits}")
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            raise SpoolFullError(
+                f"spool still full after {self.options.block_timeout} s: {state} {limits}"
+            )
+        self._cond.wait(remaining)
+
+    def _check_usable(self) -> None:
+        if self.error is not None:
+            raise self.error
+        if self._stopping:
+            raise ClientClosedError("the ledger client is closed")
+
+    @staticmethod
+    def _deadline(timeout: float | None) -> float | None:
+        return None if timeout is None else time.monotonic() + timeout
+
+    def wait(self, ticket: int, *, timeout: float | None = None, checkpoint: bool = False) -> bool:
+        """Wait until record ``ticket`` is acknowledged; ``checkpoint``: send it now, covered."""
+        with self._cond:
+            if checkpoint:
+                self._urgent = max(self._urgent, ticket)
+                self._cond.notify_all()
+            self._cond.wait_for(lambda: self._acked >= ticket or self._dead(), timeout)
+            if self._acked >= ticket:
+                return True
+            if self.error is not None:
+                raise self.error
+            return False
+
+    def flush(self, timeout: float | None = None, *, checkpoint: bool = False) -> bool:
+        """Send everything put so far now; True once all of it is acknowledged.
+
+        ``checkpoint``: also wait until a published checkpoint covers it.
+        """
+        with self._cond:
+            self._flushing += 1
+            ticket = self._put
+            self._cond.notify_all()
+        try:
+            return self.wait(ticket, timeout=timeout, checkpoint=checkpoint)
+        finally:
+            with self._cond:
+                self._flushing -= 1
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Stop accepting, deliver what is pending within ``timeout``, stop the thread.
+
+        Returns True when nothing is left; what is left stays in the spool for the next start.
+        """
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._thread.join(timeout)
+        with self._cond:
+            self._abandon = True
+            self._cond.notify_all()
+            remote = self._remote
+        if self._thread.is_alive() and remote is not None:
+            remote.close()  # cancels the RPC in flight
+        self._thread.join(5.0)
+        with self._cond:
+            left = self._spool.pending_count
+            if not self._closed:
+                self._closed = True
+                self._spool.close()
+            self._drop_remote()
+        return left == 0
+
+    def _dead(self) -> bool:
+        return self.error is not None or self._abandon or not self._thread.is_alive()
+
+    # --- the sender thread ------------------------------------------------------------------
+
+    def _main(self) -> None:
+        try:
+            while (wait_checkpoint := self._next_batch()) is not None:
+                items = self._spool.peek(self.options.batch_size)
+                self._spool.sync()
+                size = self._deliver(items, wait_checkpoint)
+                if size is None:
+                    return
+                self._acknowledge(len(items), size)
+        except Exception as exc:  # keep an unexpected failure visible to every caller
+            _log.exception("the ledger sender stopped")
+            with self._cond:
+                self.error = ClientError(f"the ledger sender stopped: {exc!r}")
+        finally:
+            with self._cond:
+                self._cond.notify_all()
+
+    def _next_batch(self) -> bool | None:
+        """Wait until a batch is due; return whether to ask for a checkpoint (None: stop)."""
+        with self._cond:
+            while True:
+                if self._abandon or self._closed:
+                    return None
+                pending = self._spool.pending_count
+                if pending == 0 and self._stopping:
+                    return None
+                wait = self._due_in(pending)
+                if wait <= 0:
+                    batch_end = self._acked + min(pending, self.options.batch_size)
+                    # what is put from now on waits its own batch_age; what this batch
+                    # leaves behind is due at once
+                    self._since = None if pending <= self.options.batch_size else 0.0
+                    return self._acked < self._urgent <= batch_end
+                self._cond.wait(wait if wait != float("inf") else None)
+
+    def _due_in(self, pending: int) -> float:
+        """Seconds until the next batch is due (0: now, inf: nothing pending)."""
+        if pending == 0:
+            return float("inf")
+        if pending >= self.options.batch_size or self._stopping or self._flushing:
+            return 0.0
+        if self._urgent > self._acked:
+            return 0.0
+        since = self._since if self._since is not None else time.monotonic()
+        return since + self.options.batch_age - time.monotonic()
+
+    def _acknowledge(self, count: int, covering_size: int) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            self._spool.ack(count)
+            self._acked += count
+            self.covering_size = max(self.covering_size, covering_size)
+            self.batches += 1
+            self.sent += count
+            if not self._spool.pending_count:
+                self._since = None
+            elif self._since is None:
+                self._since = 0.0
+            self._cond.notify_all()
+
+    def _deliver(self, items: list[SpoolItem], wait_checkpoint: bool) -> int | None:
+        """Send one batch until the log acknowledges it: the tree size that covers it.
+
+        None when stopped or refused.
+        """
+        digests = [item.digest for item in items]
+        attempt = 0
+        while True:
+            hint = None
+            try:
+                outcome = self._remote_log().append(digests, wait_for_checkpoint=wait_checkpoint)
+                if len(outcome.results) == len(digests):
+                    return max(r.index for r in outcome.results) + 1
+                _log.warning("log answered %d results for %d", len(outcome.results), len(digests))
+            except LedgerError as exc:
+                if self._abandon or not self._retryable(exc, len(digests)):
+                    return None
+                hint = exc.retry_after if isinstance(exc, PushbackError) else None
+            except (ClientClosedError, ValueError):  # closed under us (ValueError: by grpc)
+                if self._abandon:
+                    return None
+                raise
+            delay = (
+                hint if hint is not None else self.options.backoff.delay(attempt, random.random())
+            )
+            attempt += 1
+            self.retries += 1
+            self.hinted += hint is not None
+            if not self._sleep(delay):
+                return None
+
+    def _retryable(self, exc: LedgerError, count: int) -> bool:
+        kind = status_name(exc)
+        if not is_retryable(exc):
+            message = f"the log refused a batch of {count} records: {kind}: {exc}"
+            _log.error("%s; they stay in the spool", message)
+            with self._cond:
+                self.error = DeliveryError(message, status=kind)
+            return False
+        _log.info("append of %d records failed (%s: %s); retrying", count, kind, exc)
+        if not isinstance(exc, PushbackError):
+            with self._cond:
+                self._drop_remote()
+        return True
+
+    def _sleep(self, delay: float) -> bool:
+        """Wait ``delay`` seconds unless abandoned (False)."""
+        deadline = time.monotonic() + delay
+        with self._cond:
+            while not self._abandon:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return True
+                self._cond.wait(remaining)
+        return False
+
+    def _remote_log(self) -> RemoteLog:
+        with self._cond:
+            if self._abandon:
+                raise ClientClosedError("the ledger client is closed")
+            if self._remote is None:
+                self._remote = self._connect()
+            return self._remote
+
+    def _drop_remote(self) -> None:
+        if self._remote is not None:
+            self._remote.close()
+            self._remote = None

@@ -1,0 +1,417 @@
+"""gRPC adapter for ``ledger.v1.LedgerService`` (proto/ledger/v1/ledger.proto).
+
+Handlers only translate: requests through ``ledger.wire`` into core types, a call on the
+``LogService`` (which runs reads on its reader threads, never on the event loop), and answers
+back through ``ledger.wire``; errors become statuses through ``wire.status_of``. Health checking
+(grpc.health.v1) and server reflection are registered so ``grpcurl`` works without the .proto.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from functools import wraps
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf import message_factory
+from google.protobuf.message import DecodeError
+from grpc_health.v1 import health as grpc_health
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from ledger.api import wire
+from ledger.api.budget import DEFAULT_BUDGET_BYTES, ByteBudget
+from ledger.api.streams import DEFAULT_IDLE_S, StreamReader
+from ledger.core.errors import (
+    FailedPreconditionError,
+    InvalidArgumentError,
+    LedgerError,
+    PushbackError,
+    ServiceError,
+)
+from ledger.core.limits import (
+    DEFAULT_ANCHORED_SIZES,
+    HASH_SIZE,
+    MAX_ANCHORED_SIZES,
+    MAX_BATCH,
+    MAX_MESSAGE_BYTES,
+    MAX_PROOFS_PER_CALL,
+    MAX_REQUEST_BYTES,
+)
+from ledger.core.types import AppendItem, AppendOutcome, InclusionProof
+from ledger.log.anchoring import AnchorOutcome
+from ledger.log.sequencer import validate_items
+from ledger.log.service import LogService
+from ledger.ops.backup import BackupOutcome
+from ledger.v1 import ledger_pb2 as pb
+
+__all__ = ["LedgerServicer", "ServerLimits", "create_server"]
+
+_log = logging.getLogger("ledger.server")
+_Req = TypeVar("_Req")
+_Resp = TypeVar("_Resp")
+Context = grpc.aio.ServicerContext[Any, Any]
+Handler = Callable[[Any, _Req, Context], Awaitable[_Resp]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerLimits:
+    """What bounds the server's memory: gRPC core buffers a whole message before Python sees it,
+    so the core limits come first (largest request, concurrent RPCs, HTTP/2 windows), then one
+    byte budget over every request Python holds (unary and stream messages alike), and an idle
+    timeout for streams. Worst case in core: ``concurrent calls * max_request_bytes``, where the
+    concurrent calls are capped by ``max_concurrent_rpcs`` when set (server-wide) and by
+    ``max_streams_per_connection`` per connection."""
+
+    max_request_bytes: int = MAX_REQUEST_BYTES
+    max_concurrent_rpcs: int = 0  # 0: no server-wide cap (grpc's limiter costs ~40% of B5)
+    max_streams_per_connection: int = 100
+    idle_s: float = DEFAULT_IDLE_S
+    budget: ByteBudget = field(default_factory=lambda: ByteBudget(DEFAULT_BUDGET_BYTES))
+
+    def core_options(self) -> list[tuple[str, int]]:
+        """gRPC core channel arguments."""
+        return [
+            ("grpc.max_receive_message_length", self.max_request_bytes),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_concurrent_streams", self.max_streams_per_connection),
+            # no BDP probing: each stream's receive window stays at the HTTP/2 default (64 KiB)
+            # instead of growing to megabytes per stream
+            ("grpc.http2.bdp_probe", 0),
+            ("grpc.so_reuseport", 0),
+        ]
+
+
+def _guarded(fn: Handler[_Req, _Resp]) -> Handler[_Req, _Resp]:
+    """Turn ledger errors into statuses with their message; never leak a traceback."""
+
+    @wraps(fn)
+    async def wrapper(self: Any, request: _Req, context: Context) -> _Resp:
+        try:
+            return await fn(self, request, context)
+        except LedgerError as exc:
+            context.set_trailing_metadata(wire.retry_trailer(exc))
+            await context.abort(wire.status_of(exc), str(exc))
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
+        except Exception:
+            _log.exception("internal error in %s", fn.__name__)
+            await context.abort(grpc.StatusCode.INTERNAL, "internal error (see server log)")
+        raise AssertionError("unreachable")  # abort() always raises
+
+    return wrapper
+
+
+def _inclusions_to_pb(proofs: Sequence[InclusionProof]) -> pb.GetInclusionProofsResponse:
+    response = pb.GetInclusionProofsResponse(tree_size=proofs[0].tree_size)
+    for p in proofs:
+        wire.fill_inclusion(response.proofs.add(), p)
+    return response
+
+
+def _digest(value: bytes, field: str) -> bytes:
+    if len(value) != HASH_SIZE:
+        raise InvalidArgumentError(f"{field}: {len(value)} bytes, want {HASH_SIZE}")
+    return value
+
+
+class LedgerServicer:
+    """Implements ``ledger.v1.LedgerService`` over a ``LogService`` (and nothing else)."""
+
+    def __init__(
+        self,
+        service: LogService,
+        *,
+        anchor_now: Callable[[], Awaitable[AnchorOutcome]] | None = None,
+        backup: Callable[[str], Awaitable[BackupOutcome]] | None = None,
+        limits: ServerLimits | None = None,
+    ) -> None:
+        self._service = service
+        self._anchor_now = anchor_now
+        self._backup = backup
+        self._limits = limits or ServerLimits()
+
+    @_guarded
+    async def AppendRecords(
+        self, request: pb.AppendRecordsRequest, context: Context
+    ) -> pb.AppendRecordsResponse:
+        results = await self._service.append(wire.items_from_pb(request.items))
+        if not request.wait_for_checkpoint:
+            return wire.append_outcome_to_pb(AppendOutcome(results=results))
+        cp = await self._service.wait_for_checkpoint(max(r.index for r in results) + 1)
+        proofs = None
+        if request.include_proofs:
+            found = await self._service.inclusion_proofs([r.index for r in results], (), cp.size)
+            proofs = [p.hashes for p in found]
+        return wire.append_outcome_to_pb(
+            AppendOutcome(results=results, checkpoint=cp, proofs=proofs)
+        )
+
+    async def StreamAppend(
+        self, raw_messages: AsyncIterator[bytes], context: Context
+    ) -> AsyncIterator[pb.StreamAppendAck]:
+        """Append groups as they come; acknowledge each once durable. A malformed message, an
+        idle stream or an exhausted budget ends the stream with its status, after the
+        acknowledgements of everything committed before it (``ledger.streams``)."""
+        reader = StreamReader(
+            raw_messages, _stream_items, budget=self._limits.budget, idle_s=self._limits.idle_s
+        )
+        read_task = asyncio.create_task(reader.fill())
+        position = 0
+        try:
+            while (group := await reader.take()) is not None:
+                try:
+                    results = await self._service.append(group)
+                except LedgerError as exc:
+                    context.set_trailing_metadata(wire.retry_trailer(exc))
+                    await context.abort(wire.status_of(exc), f"stream position {position}: {exc}")
+                yield wire.stream_ack_to_pb(position, results)
+                position += len(group)
+            if (error := reader.error) is not None:
+                context.set_trailing_metadata(wire.retry_trailer(error))
+                await context.abort(
+                    wire.status_of(error),
+                    f"stream position {position} (every item before it is acknowledged): {error}",
+                )
+        finally:
+            read_task.cancel()
+            reader.close()
+
+    @_guarded
+    async def GetCheckpoint(
+        self, request: pb.GetCheckpointRequest, context: Context
+    ) -> pb.Checkpoint:
+        return wire.checkpoint_to_pb(await self._service.checkpoint(request.size))
+
+    @_guarded
+    async def GetInclusionProof(
+        self, request: pb.GetInclusionProofRequest, context: Context
+    ) -> pb.InclusionProof:
+        which = request.WhichOneof("leaf")
+        if which is None:
+            raise InvalidArgumentError("leaf: set index or record_digest")
+        if which == "record_digest":
+            digest = _digest(request.record_digest, "record_digest")
+            proofs = await self._service.inclusion_proofs((), [digest], request.tree_size)
+        else:
+            proofs = await self._service.inclusion_proofs([request.index], (), request.tree_size)
+        return wire.inclusion_to_pb(proofs[0])
+
+    @_guarded
+    async def GetInclusionProofs(
+        self, request: pb.GetInclusionProofsRequest, context: Context
+    ) -> pb.GetInclusionProofsResponse:
+        total = len(request.indexes) + len(request.record_digests)
+        if not 0 < total <= MAX_PROOFS_PER_CALL:
+            raise InvalidArgumentError(
+                f"indexes + record_digests: {total} requested, want 1..{MAX_PROOFS_PER_CALL}"
+            )
+        digests = [_digest(d, f"record_digests[{i}]") for i, d in enumerate(request.record_digests)]
+        proofs = await self._service.inclusion_proofs(
+            list(request.indexes), digests, request.tree_size
+        )
+        return await self._service.offload(_inclusions_to_pb, proofs)
+
+    @_guarded
+    async def GetConsistencyProof(
+        self, request: pb.GetConsistencyProofRequest, context: Context
+    ) -> pb.ConsistencyProof:
+        proof = await self._service.consistency_proof(request.size1, request.size2)
+        return wire.consistency_to_pb(proof)
+
+    @_guarded
+    async def GetEntries(
+        self, request: pb.GetEntriesRequest, context: Context
+    ) -> pb.GetEntriesResponse:
+        entries = await self._service.entries(request.start, request.count)
+        response = pb.GetEntriesResponse()
+        for entry in entries:
+            wire.fill_entry(response.entries.add(), entry)
+        return response
+
+    @_guarded
+    async def GetEntry(self, request: pb.GetEntryRequest, context: Context) -> pb.Entry:
+        digest = _digest(request.record_digest, "record_digest")
+        return wire.entry_to_pb(await self._service.entry(digest))
+
+    @_guarded
+    async def GetAnchors(
+        self, request: pb.GetAnchorsRequest, context: Context
+    ) -> pb.GetAnchorsResponse:
+        checkpoint, anchors = await self._service.anchors(request.size)
+        return pb.GetAnchorsResponse(
+            checkpoint=wire.checkpoint_to_pb(checkpoint),
+            anchors=[wire.anchor_to_pb(a) for a in anchors],
+        )
+
+    @_guarded
+    async def GetReceipts(
+        self, request: pb.GetReceiptsRequest, context: Context
+    ) -> pb.GetReceiptsResponse:
+        count = len(request.record_digests)
+        if not 0 < count <= MAX_PROOFS_PER_CALL:
+            raise InvalidArgumentError(
+                f"record_digests: {count} requested, want 1..{MAX_PROOFS_PER_CALL}"
+            )
+        digests = [_digest(d, f"record_digests[{i}]") for i, d in enumerate(request.record_digests)]
+        bundle = await self._service.receipts(
+            digests, request.tree_size, prefer_anchored=request.prefer_anchored
+        )
+        return await self._service.offload(wire.receipts_to_pb, bundle)
+
+    @_guarded
+    async def ListAnchoredSizes(
+        self, request: pb.ListAnchoredSizesRequest, context: Context
+    ) -> pb.ListAnchoredSizesResponse:
+        limit = request.limit or DEFAULT_ANCHORED_SIZES
+        if limit > MAX_ANCHORED_SIZES:
+            raise InvalidArgumentError(f"limit: {limit}, max {MAX_ANCHORED_SIZES}")
+        return pb.ListAnchoredSizesResponse(sizes=await self._service.anchored_sizes(limit))
+
+    @_guarded
+    async def AnchorNow(
+        self, request: pb.AnchorNowRequest, context: Context
+    ) -> pb.AnchorNowResponse:
+        if self._anchor_now is None:
+            raise FailedPreconditionError("no TSA is configured on this server")
+        return wire.anchor_outcome_to_pb(await self._anchor_now())
+
+    @_guarded
+    async def Backup(self, request: pb.BackupRequest, context: Context) -> pb.BackupResponse:
+        if self._backup is None:
+            raise FailedPreconditionError("backups are not enabled on this server")
+        if not request.out_dir:
+            raise InvalidArgumentError("out_dir: empty, want a path on the server's host")
+        done = await self._backup(request.out_dir)
+        return pb.BackupResponse(
+            out_dir=str(done.out_dir),
+            tree_size=done.tree_size,
+            checkpoint_size=done.checkpoint_size,
+        )
+
+
+def _parse(cls: Any, raw: bytes) -> Any:
+    try:
+        return cls.FromString(raw)
+    except DecodeError as exc:
+        raise InvalidArgumentError(f"malformed {cls.DESCRIPTOR.name} message: {exc}") from None
+
+
+def _stream_items(raw: bytes) -> list[AppendItem]:
+    """One StreamAppend message's items, validated (an empty message adds nothing)."""
+    items = wire.items_from_pb(_parse(pb.StreamAppendRequest, raw).items)
+    return list(validate_items(items, MAX_BATCH)) if items else []
+
+
+def _unary(behaviour: Any, cls: Any, budget: ByteBudget) -> Any:
+    async def handler(raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        try:
+            budget.take(len(raw), "a request")
+        except PushbackError as exc:
+            context.set_trailing_metadata(wire.retry_trailer(exc))
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+        try:
+            try:
+                request = _parse(cls, raw)
+            except InvalidArgumentError as exc:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            return await behaviour(request, context)
+        finally:
+            budget.give(len(raw))
+
+    return handler
+
+
+def _streaming(behaviour: Any) -> Any:
+    """Streams get raw messages: ``ledger.streams`` parses them one at a time."""
+
+    async def handler(raw_iterator: AsyncIterator[bytes], context: Any) -> AsyncIterator[Any]:
+        async for response in behaviour(raw_iterator, context):
+            yield response
+
+    return handler
+
+
+def _register(servicer: LedgerServicer, server: grpc.aio.Server, budget: ByteBudget) -> None:
+    """Register every RPC of the service, parsing requests ourselves so that bytes that are not
+    the request message get INVALID_ARGUMENT (grpc's own deserializer would answer INTERNAL)."""
+    service = pb.DESCRIPTOR.services_by_name["LedgerService"]
+    handlers = {}
+    for method in service.methods:
+        request_cls = message_factory.GetMessageClass(method.input_type)
+        response_cls = message_factory.GetMessageClass(method.output_type)
+        behaviour = getattr(servicer, method.name)
+        if method.client_streaming:
+            handlers[method.name] = grpc.stream_stream_rpc_method_handler(
+                _streaming(behaviour),
+                response_serializer=response_cls.SerializeToString,
+            )
+        else:
+            handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+                _unary(behaviour, request_cls, budget),
+                response_serializer=response_cls.SerializeToString,
+            )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(service.full_name, handlers),)
+    )
+
+
+async def create_server(
+    service: LogService,
+    listen: str,
+    *,
+    anchor_now: Callable[[], Awaitable[AnchorOutcome]] | None = None,
+    backup: Callable[[str], Awaitable[BackupOutcome]] | None = None,
+    credentials: grpc.ServerCredentials | None = None,
+    interceptors: Sequence[grpc.aio.ServerInterceptor[Any, Any]] = (),
+    limits: ServerLimits | None = None,
+) -> tuple[grpc.aio.Server, int]:
+    """Build and start a gRPC server on ``listen`` (port 0 picks one); return it and its port.
+
+    With ``credentials`` it speaks TLS (``grpc.ssl_server_credentials``), else plaintext; the
+    ``interceptors`` (authentication, access log) see every call; ``limits`` bound memory
+    (message size, streams, the in-flight byte budget). Health reports SERVING once started:
+    callers start it only after the log has recovered."""
+    limits = limits or ServerLimits()
+    server = grpc.aio.server(
+        interceptors=list(interceptors),
+        options=limits.core_options(),
+        maximum_concurrent_rpcs=limits.max_concurrent_rpcs or None,
+    )
+    servicer = LedgerServicer(service, anchor_now=anchor_now, backup=backup, limits=limits)
+    _register(servicer, server, limits.budget)
+    health = grpc_health.aio.HealthServicer()  # type: ignore[attr-defined]
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    names = (
+        pb.DESCRIPTOR.services_by_name["LedgerService"].full_name,
+        health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+        reflection.SERVICE_NAME,
+    )
+    reflection.enable_server_reflection(names, server)
+    try:
+        if credentials is None:
+            port = server.add_insecure_port(listen)
+        else:
+            port = server.add_secure_port(listen, credentials)
+    except RuntimeError as exc:  # grpc raises RuntimeError when it cannot bind
+        raise ServiceError(f"cannot listen on {listen}: {exc}") from None
+    if port == 0:
+        raise ServiceError(f"cannot listen on {listen}")
+    await server.start()
+    await health.set("", health_pb2.HealthCheckResponse.SERVING)
+    await health.set(names[0], health_pb2.HealthCheckResponse.SERVING)
+    pending: set[asyncio.Task[None]] = set()
+
+    def not_serving(_fault: Exception) -> None:  # the writer stopped: tell load balancers
+        for name in ("", names[0]):
+            task = asyncio.ensure_future(
+                health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+            )
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+
+    service.add_failure_listener(not_serving)
+    return server, port

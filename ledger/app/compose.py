@@ -1,0 +1,365 @@
+"""Composing a running log server: store, log, service, gRPC server, the C2SP tlog-tiles HTTP
+endpoint (with ``/metrics``) and static mirror (``ledger.http_tiles``, ``ledger.tiles_mirror``),
+witnessing, and the anchorer. ``start_app`` is the library entry point (tests bind port 0);
+``serve`` blocks until SIGTERM/SIGINT, then drains in-flight appends and publishes a final
+checkpoint.
+
+Order matters: the listen addresses are checked first (``ledger.preflight``), so a busy port
+or a bad address creates nothing on disk; then the data dir's binding (origin, key); then
+recovery; the gRPC server starts (health SERVING) only after the log has recovered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+from aiohttp import web
+
+from ledger.api.auth import Policy, RateLimiter, TokenStore
+from ledger.api.budget import ByteBudget
+from ledger.api.interceptor import AuthInterceptor
+from ledger.api.server import ServerLimits, create_server
+from ledger.api.tls import ServerTls, load_server_tls, server_ssl_context
+from ledger.app.preflight import check_listen, check_plaintext
+from ledger.app.settings import Settings, is_loopback, parse_listen
+from ledger.app.tsa_setup import TsaSetup, setup_tsas
+from ledger.core.checkpoint import Ed25519Signer
+from ledger.core.errors import FormatError
+from ledger.http.metrics import MetricsServer, add_metrics_route, start_metrics_server
+from ledger.http.mirror_process import MirrorProcess
+from ledger.http.tiles import TilesServer, start_tiles_server
+from ledger.log.anchoring import Anchorer, AnchorSchedule, TsaTarget
+from ledger.log.facade import Log
+from ledger.log.highwater import HighWaterMark
+from ledger.log.metrics import LedgerMetrics, MetricsRegistry, ObservedSource, witness_metrics
+from ledger.log.service import LogService
+from ledger.log.witnessing import Cosigning
+from ledger.ops.backup import BackupOutcome, backup_store
+from ledger.ops.binding import bind_signer, open_bound_signer
+from ledger.store.rocks import RocksStore
+from ledger.store.tile_reader import TileReader
+
+__all__ = ["App", "serve", "start_app"]
+
+SHUTDOWN_GRACE_S = 5.0
+# Reader threads (proofs) and the writer share one GIL: a thread that wants it waits up to the
+# switch interval (5 ms by default) each time. 1 ms keeps the writer's and the event loop's many
+# short hand-offs from queueing behind a proof batch (B4R in the README's benchmark table).
+GIL_SWITCH_INTERVAL_S = 0.001
+
+
+@dataclass(slots=True)
+class App:
+    """A started server and its parts."""
+
+    settings: Settings
+    signer: Ed25519Signer
+    store: RocksStore
+    service: LogService
+    server: grpc.aio.Server
+    port: int
+    anchoring: AnchorSchedule
+    tsas: TsaSetup
+    cosigning: Cosigning
+    metrics: LedgerMetrics
+    policy: Policy
+    metrics_server: MetricsServer | None = None
+    tiles: TilesServer | None = None
+    mirror: MirrorProcess | None = None
+    key_created: bool = False
+
+    @property
+    def address(self) -> str:
+        """``host:port`` the server listens on."""
+        host = self.settings.listen.rsplit(":", 1)[0]
+        return f"{host}:{self.port}"
+
+    @property
+    def tiles_url(self) -> str | None:
+        """Base URL of the tiles endpoint (None when it is off)."""
+        return None if self.tiles is None else self.tiles.url
+
+    @property
+    def metrics_address(self) -> str | None:
+        """``host:port`` of ``/metrics`` (None when disabled): its own server, else the tiles
+        endpoint's."""
+        if self.metrics_server is not None:
+            host = self.settings.metrics_listen.rsplit(":", 1)[0]
+            return f"{host}:{self.metrics_server.port}"
+        if self.tiles is not None and self.settings.metrics_listen == "":
+            return f"{self.tiles.host}:{self.tiles.port}"
+        return None
+
+    @property
+    def verifier_key(self) -> str:
+        """The log's C2SP verifier key string."""
+        return self.signer.verifier().key_string()
+
+    async def stop(self) -> None:
+        """Stop taking calls, drain appends, publish a final checkpoint, close the store."""
+        await self.server.stop(SHUTDOWN_GRACE_S)
+        if self.tiles is not None:
+            await self.tiles.stop()
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
+        await self.cosigning.stop()
+        await self.anchoring.stop()
+        await self.service.stop()
+        if self.mirror is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.mirror.stop)
+        self.tsas.close()
+        self.store.close()
+
+
+def server_limits(settings: Settings) -> ServerLimits:
+    """The memory bounds of ``[server]`` (``ledger.server.ServerLimits``)."""
+    return ServerLimits(
+        max_request_bytes=settings.max_request_mb << 20,
+        max_concurrent_rpcs=settings.max_concurrent_rpcs,
+        idle_s=settings.stream_idle_s,
+        budget=ByteBudget(settings.inflight_mb << 20),
+    )
+
+
+def _policy(settings: Settings) -> Policy:
+    host, _ = parse_listen(settings.listen)
+    return Policy(
+        tokens=TokenStore(settings.token_file),
+        mtls={cn: list(scopes) for cn, scopes in settings.auth_mtls.items()},
+        loopback=is_loopback(host),
+        reads_need_token=settings.auth_reads == "token",
+    )
+
+
+def _tls(settings: Settings) -> ServerTls | None:
+    if settings.tls_server_cert is None and settings.tls_server_key is None:
+        return None
+    if settings.tls_server_cert is None or settings.tls_server_key is None:
+        raise FormatError("[tls] needs both cert and key")
+    return load_server_tls(
+        settings.tls_server_cert, settings.tls_server_key, settings.tls_client_ca
+    )
+
+
+def _credentials(tls: ServerTls | None) -> grpc.ServerCredentials | None:
+    if tls is None:
+        return None
+    return grpc.ssl_server_credentials(
+        [(tls.private_key, tls.cert_chain)],
+        root_certificates=tls.client_ca,
+        require_client_auth=tls.client_ca is not None,
+    )
+
+
+def _observed(targets: list[TsaTarget], metrics: LedgerMetrics) -> list[TsaTarget]:
+    return [TsaTarget(t.name, ObservedSource(t.name, t.source, metrics)) for t in targets]
+
+
+def _cosigning(settings: Settings, log: Log) -> Cosigning:
+    """Witness submission (``ledger.witnessing``) for the configured ``[[witness]]`` entries."""
+    return Cosigning(
+        log=log,
+        witnesses=settings.witnesses,
+        quorum=settings.witness_quorum or len(settings.witnesses),
+        status_dir=settings.data_dir,
+    )
+
+
+def _start_mirror(settings: Settings) -> MirrorProcess | None:
+    if settings.tiles_dir is None:
+        return None
+    return MirrorProcess(
+        db_dir=settings.db_dir,
+        secondary_dir=settings.data_dir / "tiles-secondary",
+        directory=settings.tiles_dir,
+        origin=settings.origin,
+    )
+
+
+def _check_addresses(settings: Settings) -> None:
+    """Every fixed listen address must be free before anything touches the disk."""
+    check_listen(settings.listen, "listen")
+    if settings.metrics_listen not in ("", "off"):
+        check_listen(settings.metrics_listen, "metrics listen")
+    if settings.tiles_listen not in ("", "off"):
+        check_listen(settings.tiles_listen, "tiles listen")
+
+
+async def _http_endpoints(
+    settings: Settings,
+    port: int,
+    reader: TileReader,
+    registry: MetricsRegistry,
+    tls: ServerTls | None,
+) -> tuple[TilesServer | None, MetricsServer | None]:
+    """The tiles endpoint (with ``/metrics`` unless ``[metrics] listen`` names its own) and,
+    when configured, a metrics endpoint of its own; both over TLS when the server has it."""
+    ssl = server_ssl_context(tls) if tls is not None else None
+    tiles_listen = settings.tiles_address(port)
+    on_tiles = settings.metrics_listen == ""
+
+    requests = registry.counter(
+        "ledger_tile_requests", "tlog-tiles HTTP requests", ["kind", "status"]
+    )
+
+    def counted(request: web.Request, status: int) -> None:
+        path = request.path
+        kind = "entries" if path.startswith("/tile/entries/") else path.split("/")[1] or "other"
+        kind = kind if kind in ("tile", "entries", "checkpoint", "metrics") else "other"
+        requests.labels(kind, str(status)).inc()
+
+    @web.middleware
+    async def count(request: web.Request, handler: Any) -> web.StreamResponse:
+        try:
+            response: web.StreamResponse = await handler(request)
+        except web.HTTPException as exc:
+            counted(request, exc.status)
+            raise
+        counted(request, response.status)
+        return response
+
+    def mount(app: web.Application) -> None:
+        app.middlewares.append(count)
+        if on_tiles:
+            add_metrics_route(app, registry)
+
+    tiles = None
+    if tiles_listen is not None:
+        tiles = await start_tiles_server(reader, tiles_listen, ssl=ssl, mount=mount)
+    metrics_server = None
+    if settings.metrics_listen not in ("", "off"):
+        host, mport = parse_listen(settings.metrics_listen)
+        try:
+            metrics_server = await start_metrics_server(registry, host, mport, ssl=ssl)
+        except BaseException:
+            if tiles is not None:
+                await tiles.stop()
+            raise
+    return tiles, metrics_server
+
+
+async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> App:
+    """Check the addresses, bind the data dir, recover the log, start everything.
+
+    Without ``signer`` the key comes from ``settings.signer_key_file`` (``ledger serve``)."""
+    _check_addresses(settings)
+    tls = _tls(settings)
+    check_plaintext(settings, tls_enabled=tls is not None)
+    policy = _policy(settings)
+    created = False
+    if signer is None:
+        signer, created = open_bound_signer(
+            settings.data_dir, settings.signer_key_file, settings.origin
+        )
+    else:
+        bind_signer(settings.data_dir, signer, settings.origin)
+    store = RocksStore(
+        settings.db_dir, memtable_mb=settings.memtable_mb, cache_mb=settings.cache_mb
+    )
+    registry = MetricsRegistry()
+    metrics = LedgerMetrics(registry)
+    mirror: MirrorProcess | None = None
+    try:
+        mark = HighWaterMark(settings.high_water_file)
+        log = Log(store=store, signer=signer, origin=settings.origin, mark=mark)
+        reader = TileReader(store=store, published=log.latest_checkpoint)
+        mirror = _start_mirror(settings)
+        service = LogService(
+            log,
+            checkpoint_interval=settings.checkpoint_interval_ms / 1000,
+            max_pending=settings.max_pending,
+            on_publish=None if mirror is None else mirror.submit,
+        )
+        service.observer = metrics
+        cosigning = _cosigning(settings, log)
+        await service.start()
+        if mirror is not None and (latest := log.latest_checkpoint()) is not None:
+            mirror.submit(latest)  # catch up with what was published before this start
+        tsas = setup_tsas(settings)
+    except BaseException:
+        if mirror is not None:
+            mirror.stop()
+        store.close()
+        raise
+    tsas.targets = _observed(tsas.targets, metrics)
+    registry.add_collector(witness_metrics(lambda: cosigning.status, lambda: cosigning.quorum_size))
+    metrics.watch(
+        queue_depth=lambda: service.queue_depth,
+        tree_size=lambda: log.size,
+        rocksdb=store.properties,
+    )
+    anchoring = AnchorSchedule(
+        Anchorer(log=log, tsas=tsas.targets), interval=settings.anchor_interval_s
+    )
+
+    async def backup(out_dir: str) -> BackupOutcome:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            None, backup_store, store, settings.data_dir, Path(out_dir)
+        )
+
+    server: grpc.aio.Server | None = None
+    try:
+        anchor_now = anchoring.anchor_now if tsas.targets else None
+        limiter = RateLimiter(settings.rate_per_s, settings.burst)
+        interceptor = AuthInterceptor(policy, limiter, metrics, access_log=settings.access_log)
+        server, port = await create_server(
+            service,
+            settings.listen,
+            anchor_now=anchor_now,
+            backup=backup,
+            credentials=_credentials(tls),
+            interceptors=[interceptor],
+            limits=server_limits(settings),
+        )
+        tiles, metrics_server = await _http_endpoints(settings, port, reader, registry, tls)
+    except BaseException:
+        if server is not None:
+            await server.stop(None)
+        tsas.close()
+        await service.stop()
+        if mirror is not None:
+            mirror.stop()
+        store.close()
+        raise
+    anchoring.start()
+    await cosigning.start()
+    return App(
+        settings=settings,
+        signer=signer,
+        store=store,
+        service=service,
+        server=server,
+        port=port,
+        anchoring=anchoring,
+        tsas=tsas,
+        cosigning=cosigning,
+        metrics=metrics,
+        policy=policy,
+        metrics_server=metrics_server,
+        tiles=tiles,
+        mirror=mirror,
+        key_created=created,
+    )
+
+
+async def serve(settings: Settings, on_ready: Callable[[App], None]) -> None:
+    """Run until SIGTERM or SIGINT, then shut down gracefully."""
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+    app = await start_app(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    on_ready(app)
+    await stop.wait()
+    await app.stop()

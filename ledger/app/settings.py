@@ -1,0 +1,452 @@
+"""Operator configuration: embedded defaults < TOML file < environment (``LEDGER_<FIELD>``) < flags.
+
+Environment names are the field names upper-cased (``LEDGER_MAX_PENDING``,
+``LEDGER_TLS_SERVER_CERT``); none collides with the client's ``LEDGER_SERVER``,
+``LEDGER_TOKEN`` and ``LEDGER_TLS_CA/CERT/KEY``.
+
+One pydantic-settings model (``Settings``) holds every option with its range and description;
+``ledger config init`` writes a commented sample from it and the ``--help`` of ``ledger serve``
+takes its help texts and defaults from it. The TOML file has one table per concern; every key
+is optional (``TABLES`` maps ``table.key`` to a field):
+
+    [log]
+    origin = "ledger.example.com/agents/2026"   # change this: it names the log forever
+    data_dir = "ledger-data"                    # RocksDB in <data_dir>/db, keys beside it
+    key_file = "ledger-data/signer.key"         # created with a new data dir only (mode 0600)
+    mark_file = "ledger-data.high-water"        # published high-water mark: keep it outside
+                                                # the data dir (default: beside it)
+    checkpoint_interval_ms = 50
+
+    [server]
+    listen = "127.0.0.1:6962"
+    max_pending = 200000
+    max_request_mb = 2                          # larger requests are refused by gRPC core
+    max_concurrent_rpcs = 0                     # 0: no server-wide cap; else RESOURCE_EXHAUSTED
+    inflight_mb = 64                            # one budget for every request held in memory
+    stream_idle_s = 60                          # a stream with no message this long is closed
+    log_format = "text"                         # or "json" (JSON lines)
+    allow_plaintext = false                     # plaintext beyond loopback needs this
+
+    [tls]                                       # gRPC and HTTP over TLS; client_ca: mTLS
+    cert = "server.pem"
+    key = "server.key"
+    client_ca = "ca.pem"
+
+    [auth]
+    tokens_file = "ledger-data/tokens.json"     # hashes only (``ledger token create``)
+    reads = "open"                              # or "token": reads need a credential too
+    rate_per_s = 0                              # per identity (token bucket); 0: no limit
+    burst = 100
+    [auth.mtls]                                 # client-certificate CN -> scopes
+    "agent-b" = ["append"]
+
+    [metrics]
+    listen = ""                                 # /metrics on the tiles endpoint; HOST:PORT; "off"
+
+    [storage]
+    memtable_mb = 16                            # x2, charged to the block cache
+    cache_mb = 32
+
+    [tiles]                                     # C2SP tlog-tiles (README "Tiles")
+    listen = ""                                 # "" = 127.0.0.1:<gRPC port + 1>; "off"
+    dir = "ledger-tiles"                        # a static mirror (default: none)
+
+    [anchor]
+    interval_s = 300                            # 0 disables the in-server schedule
+    embedded_tsa = true                         # a development TSA in-process: proves nothing
+    [[anchor.tsa]]                              # independent TSAs (repeatable)
+    name = "freetsa"
+    url = "https://freetsa.org/tsr"
+    roots = ["freetsa-root.pem"]
+    intermediates = []
+    timeout_s = 10
+
+    [witnessing]
+    quorum = 2                                  # k of the n witnesses below (0: all of them)
+    [[witness]]                                 # c2sp.org/tlog-witness witnesses (repeatable)
+    name = "witness-1"
+    url = "http://127.0.0.1:7380"               # POST <url>/add-checkpoint
+    key = "witness-1+abcd1234+BA..."            # its tlog-cosignature verifier key (type 0x04)
+    timeout_s = 10
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import tomllib
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings.exceptions import SettingsError
+
+from ledger.core.checkpoint import CosignatureVerifier
+from ledger.core.errors import FormatError
+
+__all__ = [
+    "DEFAULT_ORIGIN",
+    "TABLES",
+    "Settings",
+    "TsaSettings",
+    "WitnessTarget",
+    "load_settings",
+    "parse_listen",
+]
+
+DEFAULT_ORIGIN = "ledger.localhost/dev"
+ENV_PREFIX = "LEDGER_"
+Scope = Literal["append", "admin", "read"]
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` -> (host, port); port 0..65535 (0 picks a free port)."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{value!r}: want HOST:PORT with a port in 0..65535")
+    return host.strip("[]"), int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names only this machine (localhost, 127/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class TsaSettings(BaseModel):
+    """One RFC 3161 time-stamping authority the anchorer asks."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1, description="name stored with each anchor")
+    url: str = Field(pattern=r"^https?://", description="RFC 3161 endpoint (HTTP POST)")
+    roots: tuple[Path, ...] = Field(min_length=1, description="trusted root certificates (PEM)")
+    intermediates: tuple[Path, ...] = ()
+    timeout_s: float = Field(10.0, gt=0, le=300, description="HTTP timeout, seconds")
+
+
+class WitnessTarget(BaseModel):
+    """One witness the log asks to cosign its checkpoints (``ledger.witnessing``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1, description="the witness's name (status, metrics)")
+    url: str = Field(pattern=r"^https?://", description="its base URL: POST <url>/add-checkpoint")
+    key: str = Field(description="its tlog-cosignature verifier key (type 0x04)")
+    timeout_s: float = Field(10.0, gt=0, le=300, description="HTTP timeout, seconds")
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, value: str) -> str:
+        try:
+            CosignatureVerifier.from_key_string(value)
+        except FormatError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+
+class Settings(BaseSettings):
+    """The effective configuration of ``ledger serve`` and the operator commands."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, frozen=True, extra="forbid", validate_default=True
+    )
+
+    origin: str = Field(
+        DEFAULT_ORIGIN,
+        min_length=1,
+        max_length=255,
+        pattern=r"^[^\s]+$",
+        description="the log's origin: the first line of every checkpoint; names the log forever",
+    )
+    data_dir: Path = Field(
+        Path("ledger-data"), description="data directory: RocksDB in <data_dir>/db, mode 0700"
+    )
+    key_file: Path | None = Field(
+        None, description="signer key file (default <data_dir>/signer.key; mode 0600)"
+    )
+    mark_file: Path | None = Field(
+        None,
+        description="published high-water mark, outside the data dir "
+        "(default <data_dir>.high-water)",
+    )
+    checkpoint_interval_ms: int = Field(
+        50, ge=1, le=60_000, description="publish a checkpoint at most this often (ms)"
+    )
+    listen: str = Field("127.0.0.1:6962", description="gRPC HOST:PORT (port 0 picks a free port)")
+    max_pending: int = Field(
+        200_000, ge=1, le=10_000_000, description="queued items before RESOURCE_EXHAUSTED"
+    )
+    max_request_mb: int = Field(
+        2, ge=1, le=16, description="largest request (MiB); larger ones are refused by gRPC core"
+    )
+    max_concurrent_rpcs: int = Field(
+        0, ge=0, le=100_000, description="server-wide call cap; 0: none (it costs unary rate)"
+    )
+    inflight_mb: int = Field(
+        64, ge=1, le=4096, description="one budget (MiB) for every request held in memory"
+    )
+    stream_idle_s: float = Field(
+        60.0, gt=0, le=86_400, description="close a stream idle for this long (seconds)"
+    )
+    log_format: Literal["text", "json"] = Field("text", description="server log lines")
+    access_log: bool = Field(True, description="one log line per call (ledger.access)")
+    allow_plaintext: bool = Field(
+        False, description="serve plaintext beyond loopback (never do this on a network)"
+    )
+    tls_server_cert: Path | None = Field(None, description="server certificate chain (PEM)")
+    tls_server_key: Path | None = Field(None, description="server private key (PEM, mode 0600)")
+    tls_client_ca: Path | None = Field(
+        None, description="CA of client certificates: set it to require mTLS"
+    )
+    tokens_file: Path | None = Field(
+        None, description="token hashes (default <data_dir>/tokens.json)"
+    )
+    auth_reads: Literal["open", "token"] = Field(
+        "open", description="'open': anyone may read; 'token': reads need a credential"
+    )
+    auth_mtls: dict[str, tuple[Scope, ...]] = Field(
+        default_factory=dict, description="client-certificate common name -> scopes"
+    )
+    rate_per_s: float = Field(
+        0.0, ge=0, le=1_000_000, description="calls per second per identity; 0: unlimited"
+    )
+    burst: int = Field(100, ge=1, le=1_000_000, description="token-bucket size per identity")
+    metrics_listen: str = Field(
+        "",
+        description="/metrics: empty = on the tiles HTTP endpoint; HOST:PORT = its own; 'off'",
+    )
+    memtable_mb: int = Field(16, ge=1, le=4096, description="RocksDB memtable size (MiB), x2")
+    cache_mb: int = Field(32, ge=1, le=65536, description="RocksDB block cache (MiB)")
+    anchor_interval_s: float = Field(
+        300.0, ge=0, le=86_400, description="anchor every N seconds; 0 disables the schedule"
+    )
+    embedded_tsa: bool = Field(
+        True, description="in-process development TSA (proves nothing to third parties)"
+    )
+    tsas: tuple[TsaSettings, ...] = Field((), description="independent RFC 3161 TSAs")
+    tiles_listen: str = Field(
+        "", description="tiles HTTP HOST:PORT; empty: 127.0.0.1 at gRPC port + 1; 'off': none"
+    )
+    tiles_dir: Path | None = Field(None, description="static tiles mirror folder (none: off)")
+    witnesses: tuple[WitnessTarget, ...] = Field((), description="witnesses asked to cosign")
+    witness_quorum: int = Field(
+        0, ge=0, le=64, description="cosignatures a checkpoint needs (0: every witness)"
+    )
+
+    @field_validator("tiles_listen")
+    @classmethod
+    def _tiles_listen(cls, value: str) -> str:
+        if value not in ("", "off"):
+            parse_listen(value)
+        return value
+
+    @model_validator(mode="after")
+    def _quorum(self) -> Settings:
+        if self.witness_quorum > len(self.witnesses):
+            raise ValueError(
+                f"witnessing.quorum {self.witness_quorum} needs 0..{len(self.witnesses)} "
+                "(the number of [[witness]] entries; 0: all)"
+            )
+        return self
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        parse_listen(value)
+        return value
+
+    @field_validator("metrics_listen")
+    @classmethod
+    def _metrics_listen(cls, value: str) -> str:
+        if value not in ("", "off"):
+            parse_listen(value)
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Flags (init) > environment > TOML (``_FileSource``, set by ``load_settings``)."""
+        return (init_settings, env_settings, _FileSource(settings_cls))
+
+    @property
+    def signer_key_file(self) -> Path:
+        """Where the signer key lives."""
+        return self.key_file or self.data_dir / "signer.key"
+
+    @property
+    def high_water_file(self) -> Path:
+        """The published high-water mark (``ledger.highwater``), outside the data dir."""
+        return self.mark_file or self.data_dir.with_name(self.data_dir.name + ".high-water")
+
+    @property
+    def db_dir(self) -> Path:
+        """The RocksDB directory."""
+        return self.data_dir / "db"
+
+    def tiles_address(self, grpc_port: int) -> str | None:
+        """Where the tiles endpoint listens (None: off); by default 127.0.0.1 at the gRPC port
+        + 1 (port 0 when the gRPC port was picked by the OS)."""
+        if self.tiles_listen == "off":
+            return None
+        if self.tiles_listen:
+            return self.tiles_listen
+        return f"127.0.0.1:{grpc_port + 1 if self.listen.endswith(':' + str(grpc_port)) else 0}"
+
+    @property
+    def token_file(self) -> Path:
+        """Where the token hashes live."""
+        return self.tokens_file or self.data_dir / "tokens.json"
+
+    @property
+    def tls_enabled(self) -> bool:
+        """Whether the servers speak TLS."""
+        return self.tls_server_cert is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values for ``ledger config show``."""
+        out = self.model_dump(mode="json")
+        out["key_file"] = str(self.signer_key_file)
+        out["tokens_file"] = str(self.token_file)
+        out["mark_file"] = str(self.high_water_file)
+        return out
+
+    def with_overrides(self, **overrides: Any) -> Settings:
+        """A validated copy with the non-None overrides applied (flags win)."""
+        unknown = set(overrides) - set(Settings.model_fields)
+        if unknown:
+            raise FormatError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+        values = self.model_dump()
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return _validated(lambda: Settings.model_validate(values), "flags")
+
+
+# table -> TOML key -> field (``auth.mtls`` and ``anchor.tsa`` are tables in TOML)
+TABLES: dict[str, dict[str, str]] = {
+    "log": {
+        "origin": "origin",
+        "data_dir": "data_dir",
+        "key_file": "key_file",
+        "mark_file": "mark_file",
+        "checkpoint_interval_ms": "checkpoint_interval_ms",
+    },
+    "server": {
+        "listen": "listen",
+        "max_pending": "max_pending",
+        "max_request_mb": "max_request_mb",
+        "max_concurrent_rpcs": "max_concurrent_rpcs",
+        "inflight_mb": "inflight_mb",
+        "stream_idle_s": "stream_idle_s",
+        "log_format": "log_format",
+        "allow_plaintext": "allow_plaintext",
+        "access_log": "access_log",
+    },
+    "tls": {"cert": "tls_server_cert", "key": "tls_server_key", "client_ca": "tls_client_ca"},
+    "auth": {
+        "tokens_file": "tokens_file",
+        "reads": "auth_reads",
+        "mtls": "auth_mtls",
+        "rate_per_s": "rate_per_s",
+        "burst": "burst",
+    },
+    "metrics": {"listen": "metrics_listen"},
+    "storage": {"memtable_mb": "memtable_mb", "cache_mb": "cache_mb"},
+    "tiles": {"listen": "tiles_listen", "dir": "tiles_dir"},
+    "witnessing": {"quorum": "witness_quorum", "witness": "witnesses"},
+    "anchor": {
+        "interval_s": "anchor_interval_s",
+        "embedded_tsa": "embedded_tsa",
+        "tsa": "tsas",
+    },
+}
+_KEY_OF = {field: f"{table}.{key}" for table, keys in TABLES.items() for key, field in keys.items()}
+_KEY_OF["witnesses"] = "witness"  # written [[witness]] (or [[witnessing.witness]])
+
+
+class _FileSource(PydanticBaseSettingsSource):
+    """The TOML layer: the flattened values ``load_settings`` read (none by default)."""
+
+    values: ClassVar[dict[str, Any]] = {}
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self.values.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self.values)
+
+
+def _flatten(doc: dict[str, Any], path: Path) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for table, raw in doc.items():
+        if table == "witness" and isinstance(raw, list):  # [[witness]], as [[witnessing.witness]]
+            values["witnesses"] = raw
+            continue
+        if table not in TABLES or not isinstance(raw, dict):
+            raise FormatError(f"config {path}: unknown table [{table}]")
+        for key, value in raw.items():
+            if key not in TABLES[table]:
+                raise FormatError(f"config {path}: unknown key {table}.{key}")
+            values[TABLES[table][key]] = value
+    return values
+
+
+def _describe(exc: ValidationError, where: str) -> str:
+    first = exc.errors()[0]
+    loc = [str(p) for p in first["loc"]]
+    name = _KEY_OF.get(loc[0], loc[0]) if loc else "?"
+    if where == "environment" and loc:
+        name = ENV_PREFIX + loc[0].upper()
+    rest = "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in loc[1:])
+    value = first.get("input")
+    shown = "" if isinstance(value, dict | list) else f" (got {value!r})"
+    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return f"{where}: {name}{rest}: {first['msg']}{shown}{more}"
+
+
+def _validated(build: Any, where: str) -> Settings:
+    try:
+        result: Settings = build()
+    except ValidationError as exc:
+        raise FormatError(_describe(exc, where)) from None
+    except SettingsError as exc:
+        raise FormatError(f"environment: {exc}") from None
+    return result
+
+
+def load_settings(path: Path | None) -> Settings:
+    """Embedded defaults < the TOML file at ``path`` (when given) < ``LEDGER_*`` variables."""
+    values: dict[str, Any] = {}
+    if path is not None:
+        try:
+            doc = tomllib.loads(path.read_bytes().decode("utf-8"))
+        except OSError as exc:
+            raise FormatError(f"cannot read config {path}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise FormatError(f"config {path} is not UTF-8 text (a binary file?)") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise FormatError(f"config {path} is not valid TOML: {exc}") from None
+        values = _flatten(doc, path)
+    _FileSource.values = values
+    try:
+        file_only = _validated(lambda: Settings.model_validate(values), f"config {path}")
+        del file_only  # the file alone must be valid, so its errors name the file
+        return _validated(Settings, "environment")
+    finally:
+        _FileSource.values = {}

@@ -1,0 +1,365 @@
+"""Operator commands for a deployed log: ``tls dev-cert``, ``token create|list|revoke``,
+``rotate-key``, ``fsck``, ``backup``, ``restore`` and ``config init``.
+
+They only parse and print; the work is in ``ledger.tls``, ``ledger.auth``, ``ledger.binding``,
+``ledger.fsck``, ``ledger.backup``, ``ledger.restore`` and ``ledger.config_sample``. Failures
+reach the one handler of ``ledger_client.cli_errors`` (one line, exit 1 or 2).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ledger.app.settings import Settings, load_settings
+from ledger.core.errors import FormatError
+from ledger_client.cli.connection import connection_from, connection_options
+
+__all__ = ["register_ops"]
+
+_DIR = click.Path(file_okay=False, path_type=Path)
+_FILE = click.Path(dir_okay=False, path_type=Path)
+_config = click.option("--config", type=_FILE, help="TOML configuration file")
+_data_dir = click.option("--data-dir", type=_DIR, help="data dir (default: from the config)")
+
+
+def _settings(config: Path | None, **flags: Any) -> Settings:
+    return load_settings(config).with_overrides(**flags)
+
+
+# --- tls -----------------------------------------------------------------------------------
+
+
+@click.group("tls")
+def tls_group() -> None:
+    """TLS material for development."""
+
+
+@tls_group.command("dev-cert")
+@click.option(
+    "--out",
+    type=_DIR,
+    default=Path("ledger-tls"),
+    show_default=True,
+    help="directory for ca.pem, server.pem/.key and <client>.pem/.key",
+)
+@click.option(
+    "--host",
+    "hosts",
+    multiple=True,
+    default=("localhost", "127.0.0.1"),
+    show_default=True,
+    help="server name or IP address (repeatable)",
+)
+@click.option(
+    "--client",
+    "clients",
+    multiple=True,
+    default=(),
+    show_default=True,
+    help="also issue a client certificate with this common name (mTLS; repeatable)",
+)
+def dev_cert(out: Path, hosts: tuple[str, ...], clients: tuple[str, ...]) -> None:
+    """Make a local CA and a server certificate (and client certificates) for development."""
+    from ledger.api.tls import make_dev_certs
+
+    made = make_dev_certs(
+        out, hosts=list(hosts), clients=list(clients), now=dt.datetime.now(dt.UTC)
+    )
+    click.echo(
+        json.dumps(
+            {
+                "ca": str(made.ca),
+                "server_cert": str(made.server_cert),
+                "server_key": str(made.server_key),
+                "clients": [{"cert": str(c), "key": str(k)} for c, k in made.clients],
+            }
+        )
+    )
+    click.echo(
+        f"serve with [tls] cert = {made.server_cert}, key = {made.server_key}; "
+        f"clients trust {made.ca} (--tls-ca / LEDGER_TLS_CA)",
+        err=True,
+    )
+
+
+# --- tokens --------------------------------------------------------------------------------
+
+
+def _token_store(config: Path | None, data_dir: Path | None) -> Any:
+    from ledger.api.auth import TokenStore
+
+    return TokenStore(_settings(config, data_dir=data_dir).token_file)
+
+
+@click.group("token")
+def token_group() -> None:
+    """Bearer tokens of writers and admins (stored as SHA-256 hashes only)."""
+
+
+@token_group.command("create")
+@_config
+@_data_dir
+@click.option("--name", required=True, help="who holds it (shown in the access log)")
+@click.option(
+    "--scope",
+    "scopes",
+    multiple=True,
+    required=True,
+    type=click.Choice(["append", "admin", "read"]),
+    help="append, admin or read (repeatable)",
+)
+def token_create(
+    config: Path | None, data_dir: Path | None, name: str, scopes: tuple[str, ...]
+) -> None:
+    """Create a token and print it once (only its hash is kept)."""
+    token, record = _token_store(config, data_dir).create(name, scopes, now=int(time.time()))
+    click.echo(token)
+    click.echo(
+        f"token {record.name} ({record.id}, scopes {','.join(record.scopes)}): shown once; "
+        "give it as LEDGER_TOKEN. A running server picks it up within a second.",
+        err=True,
+    )
+
+
+@token_group.command("list")
+@_config
+@_data_dir
+def token_list(config: Path | None, data_dir: Path | None) -> None:
+    """List tokens: name, id, scopes, creation time (never the token)."""
+    for r in _token_store(config, data_dir).records():
+        created = dt.datetime.fromtimestamp(r.created, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        click.echo(f"{r.name}\t{r.id}\t{','.join(r.scopes)}\t{created}")
+
+
+@token_group.command("revoke")
+@_config
+@_data_dir
+@click.argument("name")
+def token_revoke(config: Path | None, data_dir: Path | None, name: str) -> None:
+    """Revoke the token NAME (its name or id); a running server refuses it within a second."""
+    record = _token_store(config, data_dir).revoke(name)
+    click.echo(f"revoked {record.name} ({record.id})")
+
+
+# --- key rotation --------------------------------------------------------------------------
+
+
+@click.command("rotate-key")
+@_config
+@_data_dir
+@click.option("--key", "key_file", type=_FILE, help="the log's key file (default: from config)")
+@click.option("--new-key", type=_FILE, help="the new signer key (default: generate one)")
+def rotate_key(
+    config: Path | None, data_dir: Path | None, key_file: Path | None, new_key: Path | None
+) -> None:
+    """Deliberately replace a stopped log's signing key.
+
+    The old key file is kept as <key>.retired-<time>; the data dir's binding records the new
+    verifier key and the earlier ones. Tell everyone who verifies the log (monitors,
+    witnesses, ledger-verify users) the new verifier key: checkpoints signed from now on verify
+    only with it.
+    """
+    from ledger.ops.binding import rotate_key as rotate
+
+    settings = _settings(config, data_dir=data_dir, key_file=key_file)
+    binding = rotate(settings.data_dir, settings.signer_key_file, new_key)
+    click.echo(binding.verifier_key)
+    click.echo(
+        f"new key in {settings.signer_key_file}; previous: {', '.join(binding.previous_keys)}",
+        err=True,
+    )
+
+
+# --- fsck ----------------------------------------------------------------------------------
+
+
+def tsa_roots(settings: Settings) -> dict[str, list[Any]]:
+    """Trust roots per TSA name: configured TSAs, and the embedded TSA's state if present."""
+    from ledger.app.tsa_setup import EMBEDDED_TSA_NAME, load_pems
+
+    roots = {t.name: load_pems(t.roots, f"TSA {t.name} root") for t in settings.tsas}
+    embedded = settings.data_dir / "tsa" / "root.pem"
+    if embedded.exists():
+        roots[EMBEDDED_TSA_NAME] = load_pems((embedded,), "embedded TSA root")
+    return roots
+
+
+@click.command("fsck")
+@_config
+@_data_dir
+@click.option("--key", "key_file", type=_FILE, help="the log's key file (default: from config)")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+def fsck_command(
+    config: Path | None, data_dir: Path | None, key_file: Path | None, as_json: bool
+) -> None:
+    """Check a stopped log's data: entries, every node, dedup index, tree state, checkpoint
+    signatures and roots, anchor tokens, origin/key binding. Exit 1 names each problem."""
+    from ledger.ops.fsck import fsck
+
+    settings = _settings(config, data_dir=data_dir, key_file=key_file)
+    if not settings.data_dir.is_dir():
+        raise FormatError(f"data dir {settings.data_dir} is not a directory")
+    report = fsck(
+        settings.data_dir, key_file=settings.signer_key_file, tsa_roots=tsa_roots(settings)
+    )
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "ok": report.ok,
+                    "counts": report.counts,
+                    "seconds": round(report.seconds, 3),
+                    "problems": [
+                        {"what": p.what, "where": p.where, "detail": p.detail}
+                        for p in report.problems
+                    ],
+                    "notes": report.notes,
+                }
+            )
+        )
+    else:
+        for problem in report.problems:
+            click.echo(f"PROBLEM: {problem}", err=True)
+        for note in report.notes:
+            click.echo(f"note: {note}", err=True)
+        counts = ", ".join(f"{v} {k}" for k, v in report.counts.items())
+        verdict = "OK" if report.ok else f"{len(report.problems)} problem(s)"
+        click.echo(
+            f"fsck {settings.data_dir}: {verdict}; checked {counts} in {report.seconds:.2f} s"
+        )
+    sys.exit(0 if report.ok else 1)
+
+
+# --- backup and restore --------------------------------------------------------------------
+
+
+@click.command("backup")
+@connection_options
+@_config
+@_data_dir
+@click.option("--out", type=_DIR, required=True, help="backup directory (must not exist)")
+@click.option(
+    "--offline",
+    is_flag=True,
+    help="back up the stopped log in --data-dir (or --config) instead of a server",
+)
+def backup_command(
+    config: Path | None, data_dir: Path | None, out: Path, offline: bool, **conn: Any
+) -> None:
+    """Take a consistent backup: from a running server (the Backup admin RPC; OUT is a path on
+    the server's host) or, with --offline, from a stopped log's data dir."""
+    from ledger.ops.backup import backup_data_dir
+
+    target = out.resolve()
+    if offline or data_dir is not None or config is not None:
+        done = backup_data_dir(_settings(config, data_dir=data_dir).data_dir, target)
+        where, size, cp = str(done.out_dir), done.tree_size, done.checkpoint_size
+    else:
+        from ledger_client.remote.log import RemoteLog
+
+        with RemoteLog(connection_from(**conn), timeout=600) as remote:
+            where, size, cp = remote.backup(str(target))
+    click.echo(json.dumps({"out": where, "tree_size": size, "checkpoint_size": cp}))
+
+
+@click.command("from-backup")
+@_config
+@_data_dir
+@click.option("--from", "source", type=_DIR, required=True, help="a backup directory")
+@click.option(
+    "--published-checkpoint",
+    "notes",
+    type=_FILE,
+    multiple=True,
+    help="a checkpoint the log published (from a monitor or witness); repeatable",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="restore even if older than a published checkpoint (a visible rollback)",
+)
+def restore_command(
+    config: Path | None,
+    data_dir: Path | None,
+    source: Path,
+    notes: tuple[Path, ...],
+    force: bool,
+) -> None:
+    """Restore a backup into a stopped log's data dir, refusing a state older than the newest
+    checkpoint the log published (its high-water mark, the data dir's own checkpoints, and any
+    --published-checkpoint; unless --force); fsck runs on the result first."""
+    from ledger.log.highwater import HighWaterMark
+    from ledger.ops.fsck import fsck
+    from ledger.ops.restore import restore
+
+    settings = _settings(config, data_dir=data_dir)
+    texts = [p.read_bytes().decode("utf-8") for p in notes]
+    roots = tsa_roots(settings)
+    mark = HighWaterMark(settings.high_water_file).read()
+    done = restore(
+        source,
+        settings.data_dir,
+        published_notes=texts,
+        published_sizes=[mark.checkpoint.size] if mark is not None else [],
+        force=force,
+        run_fsck=lambda d: fsck(d, key_file=settings.signer_key_file, tsa_roots=roots),
+    )
+    click.echo(
+        json.dumps(
+            {
+                "data_dir": str(done.data_dir),
+                "tree_size": done.tree_size,
+                "checkpoint_size": done.checkpoint_size,
+                "newest_published": done.newest_published,
+                "previous_db": str(done.replaced) if done.replaced else None,
+                "fsck": "ok",
+            }
+        )
+    )
+
+
+# --- config init ---------------------------------------------------------------------------
+
+
+@click.command("init")
+@click.option(
+    "--out",
+    type=_FILE,
+    default=Path("ledger.toml"),
+    show_default=True,
+    help="where to write the sample",
+)
+@click.option("--force", is_flag=True, help="overwrite an existing file")
+def config_init(out: Path, force: bool) -> None:
+    """Write a commented sample configuration (every option, its range and default)."""
+    from ledger.app.settings_sample import sample_toml
+
+    if out.exists() and not force:
+        raise FormatError(f"{out} exists; pass --force to overwrite it")
+    out.write_text(sample_toml())
+    click.echo(f"wrote {out}", err=True)
+
+
+def register_ops(main: click.Group) -> None:
+    """Add the commands of this module to ``ledger`` (``config init`` to its config group)."""
+    for command in (
+        tls_group,
+        token_group,
+        rotate_key,
+        fsck_command,
+        backup_command,
+    ):
+        main.add_command(command)
+    restore = main.commands.get("restore")
+    if isinstance(restore, click.Group):
+        restore.add_command(restore_command)
+    config = main.commands.get("config")
+    if isinstance(config, click.Group):
+        config.add_command(config_init)

@@ -1,0 +1,199 @@
+"""``ledger restore``: status, accept and catch-up after a rollback of the data dir (README
+"Restore"; ``ledger.recovery`` holds the rules). Run with the server stopped (RocksDB allows
+one process per data dir). Exit codes: 0 ok / consistent, 1 refused or not consistent, 2 usage.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ledger.app.settings import Settings, load_settings
+from ledger.core.errors import LedgerError
+
+__all__ = ["restore"]
+
+PAGE = 1_000
+
+
+def _fail(message: str, code: int = 1) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def _settings(config: Path | None, data_dir: Path | None, mark_file: Path | None) -> Settings:
+    try:
+        return load_settings(config).with_overrides(data_dir=data_dir, mark_file=mark_file)
+    except LedgerError as exc:
+        _fail(str(exc), 2)
+        raise AssertionError from exc
+
+
+def _options(fn: Any) -> Any:
+    fn = click.option(
+        "--mark-file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="the published high-water mark (default <data_dir>.high-water)",
+    )(fn)
+    fn = click.option(
+        "--data-dir", type=click.Path(file_okay=False, path_type=Path), help="the log's data dir"
+    )(fn)
+    return click.option(
+        "--config", type=click.Path(dir_okay=False, path_type=Path), help="TOML configuration"
+    )(fn)
+
+
+@contextmanager
+def _store(path: Path, wal_recovery: str = "strict") -> Iterator[Any]:
+    from ledger.store.rocks import RocksStore
+
+    if not path.is_dir():
+        _fail(f"no data dir at {path}", 2)
+    try:
+        store = RocksStore(path, wal_recovery=wal_recovery)
+    except LedgerError as exc:
+        _fail(str(exc))
+        raise AssertionError from exc
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@click.group()
+def restore() -> None:
+    """Inspect and repair a data dir that fell behind its published high-water mark."""
+
+
+@restore.command()
+@_options
+def status(config: Path | None, data_dir: Path | None, mark_file: Path | None) -> None:
+    """Compare the data dir's tree with the published high-water mark."""
+    from ledger.log.highwater import HighWaterMark
+    from ledger.log.selfcheck import root_at
+
+    settings = _settings(config, data_dir, mark_file)
+    mark = HighWaterMark(settings.high_water_file)
+    with _store(settings.db_dir) as store:
+        try:
+            state = mark.read()
+        except LedgerError as exc:
+            _fail(str(exc))
+            raise AssertionError from exc
+        size = store.load_state().size
+        click.echo(f"tree size:       {size}")
+        if state is None:
+            click.echo(f"high-water mark: none at {mark.path}")
+            return
+        cp = state.checkpoint
+        click.echo(f"high-water mark: size {cp.size}, root {cp.root_hash.hex()} ({mark.path})")
+        if state.restore is not None:
+            click.echo(f"restore accepted at tree size {state.restore.tree_size}: read-only")
+        if size < cp.size:
+            _fail(f"behind the mark by {cp.size - size} entries: `ledger restore` accept/catch-up")
+        if root_at(store.get_nodes, cp.size) != cp.root_hash:
+            _fail("the tree is not the published one (different root at the mark's size)")
+    click.echo("consistent with the mark")
+
+
+@restore.command()
+@_options
+@click.option(
+    "--salvage-wal", is_flag=True, help="open a damaged WAL keeping the records before the damage"
+)
+def accept(
+    config: Path | None, data_dir: Path | None, mark_file: Path | None, salvage_wal: bool
+) -> None:
+    """Accept the data dir as it is: the log starts read-only until `catch-up` completes."""
+    from ledger.log.highwater import HighWaterMark, MarkState, RestoreRecord
+    from ledger.log.selfcheck import root_at
+
+    settings = _settings(config, data_dir, mark_file)
+    mark = HighWaterMark(settings.high_water_file)
+    with _store(settings.db_dir, "salvage" if salvage_wal else "strict") as store:
+        state = mark.read()
+        if state is None:
+            _fail(f"no high-water mark at {mark.path}: nothing to accept", 2)
+            return
+        cp, size = state.checkpoint, store.load_state().size
+        if size >= cp.size:
+            if root_at(store.get_nodes, cp.size) != cp.root_hash:
+                _fail("the tree is not the published one; accepting it cannot make it consistent")
+            click.echo("the tree already reaches the mark: nothing to accept")
+            return
+        record = RestoreRecord(tree_size=size, accepted_ms=time.time_ns() // 1_000_000)
+        mark.write(MarkState(checkpoint=cp, restore=record))
+    click.echo(
+        f"accepted: tree size {size}, {cp.size - size} entries behind the mark; the log will "
+        "serve reads only until `ledger restore catch-up` brings the missing entries back"
+    )
+
+
+@restore.command("catch-up")
+@_options
+@click.option(
+    "--from-data-dir",
+    "source_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="a stopped copy of this log that has the missing entries",
+)
+@click.option("--from-server", "source_server", help="HOST:PORT of a server of this log")
+def catch_up(
+    config: Path | None,
+    data_dir: Path | None,
+    mark_file: Path | None,
+    source_dir: Path | None,
+    source_server: str | None,
+) -> None:
+    """Copy the missing entries verbatim from another copy of this log, checked against the
+    mark's root before any is stored; then the log is read-write again."""
+    from ledger.fileio.keys import load_signer
+    from ledger.log.facade import Log
+    from ledger.log.highwater import HighWaterMark
+
+    if (source_dir is None) == (source_server is None):
+        _fail("give exactly one of --from-data-dir DIR or --from-server HOST:PORT", 2)
+    settings = _settings(config, data_dir, mark_file)
+    with _store(settings.db_dir) as store:
+        try:
+            signer = load_signer(settings.signer_key_file)
+            mark = HighWaterMark(settings.high_water_file)
+            log = Log(store=store, signer=signer, origin=settings.origin, mark=mark)
+            if log.read_only is None:
+                click.echo("the tree is consistent with the mark: nothing to catch up")
+                return
+            leaves = _leaves_from(source_dir, source_server, log.size)
+            cp = log.catch_up(leaves)
+        except LedgerError as exc:
+            _fail(str(exc))
+            raise AssertionError from exc
+    click.echo(f"caught up: tree size {log.size}, consistent with the mark (size {cp.size})")
+
+
+def _leaves_from(source_dir: Path | None, source_server: str | None, start: int) -> list[bytes]:
+    if source_dir is not None:
+        with _store(source_dir / "db" if (source_dir / "db").is_dir() else source_dir) as src:
+            end = src.load_state().size
+            return [
+                leaf
+                for at in range(start, end, PAGE)
+                for leaf in src.get_leaves(range(at, min(at + PAGE, end)))
+            ]
+    from ledger_client.remote.log import RemoteLog
+
+    assert source_server is not None
+    leaves: list[bytes] = []
+    try:
+        with RemoteLog(source_server, timeout=60) as remote:
+            end = remote.checkpoint().size
+            while start + len(leaves) < end:
+                leaves.extend(e.leaf for e in remote.entries(start + len(leaves), PAGE))
+    except LedgerError as exc:
+        _fail(f"{source_server}: {exc}")
+    return leaves

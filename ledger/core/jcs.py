@@ -1,0 +1,348 @@
+"""RFC 8785 JSON Canonicalization Scheme (JCS), strict JSON parsing, and field paths.
+
+Pure: standard library plus ``rfc8785``, no I/O.
+
+* ``canonical_bytes`` is RFC 8785 §3.2: members sorted by UTF-16 code units (§3.2.3), no
+  insignificant whitespace (§3.2.1), ECMAScript number formatting (§3.2.2.3), minimal string
+  escaping (§3.2.2.2), UTF-8 output (§3.2.4). Before serialising, every value is checked against
+  the I-JSON limits RFC 8785 §3.1 relies on (RFC 7493): integers within +-(2**53 - 1), no NaN or
+  Infinity, no lone surrogates, string keys only. A violation raises ``InvalidRecordError``
+  naming the field path.
+* ``loads_strict`` parses JSON text and refuses what would make canonical bytes ambiguous:
+  duplicate member names, NaN/Infinity literals, non-UTF-8 bytes, unsafe numbers.
+* Field paths name a place in a JSON value: ``candidates[1].score``, ``parameters["a.b"]``.
+  The same syntax appears in error messages and in disclosures (``parse_path``).
+* ``read_*`` are small typed readers over plain JSON for schema validators: each takes
+  ``(value, path)``, returns the typed value or raises ``InvalidRecordError`` naming ``path``.
+
+``safe_numbers=True`` (used for decision records) additionally refuses any number, float
+included, whose magnitude exceeds 2**53 - 1: a float such as ``2.0**60`` serialises as an integer
+literal that a strict reader must refuse, so a record holding it could not be read back.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, TypeAlias
+
+import rfc8785
+
+from ledger.core.errors import InvalidRecordError
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_SAFE_INTEGER",
+    "Json",
+    "canonical_bytes",
+    "canonical_plain",
+    "child_path",
+    "index_path",
+    "json_type_name",
+    "loads_strict",
+    "parse_path",
+    "read_bool",
+    "read_int",
+    "read_list",
+    "read_matching",
+    "read_object",
+    "read_optional",
+    "read_text",
+    "to_plain",
+    "wrong_type",
+]
+
+Json: TypeAlias = bool | int | float | str | list["Json"] | dict[str, "Json"] | None
+
+MAX_SAFE_INTEGER = 2**53 - 1
+MAX_DEPTH = 64
+_ROOT = "$"
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DIGITS = re.compile(r"[0-9]+")
+
+
+# --- field paths ---------------------------------------------------------------------------------
+
+
+def child_path(path: str, key: str) -> str:
+    """The path of member ``key`` of the object at ``path`` (identifier keys use ``.key``)."""
+    if _IDENT.fullmatch(key):
+        return f"{path}.{key}" if path else key
+    return f"{path}[{json.dumps(key)}]"
+
+
+def index_path(path: str, index: int) -> str:
+    """The path of element ``index`` of the array at ``path``."""
+    return f"{path}[{index}]"
+
+
+def _name(path: str) -> str:
+    return path or _ROOT
+
+
+def parse_path(path: str) -> list[str | int]:
+    """Split a field path (``a.b[2]["c d"]``) into member names and array indexes.
+
+    The inverse of ``child_path``/``index_path``; raises ``InvalidRecordError`` on bad syntax.
+    """
+    parts: list[str | int] = []
+    pos = 0
+    while pos < len(path):
+        pos = _parse_segment(path, pos, parts)
+    return parts
+
+
+def _parse_segment(path: str, pos: int, parts: list[str | int]) -> int:
+    if path[pos] == "[":
+        return _parse_bracket(path, pos + 1, parts)
+    if parts:
+        if path[pos] != ".":
+            raise InvalidRecordError("field_path", f"expected '.' or '[' at {pos} in {path!r}")
+        pos += 1
+    match = _IDENT.match(path, pos)
+    if match is None:
+        raise InvalidRecordError("field_path", f"expected a member name at {pos} in {path!r}")
+    parts.append(match.group())
+    return match.end()
+
+
+def _parse_bracket(path: str, pos: int, parts: list[str | int]) -> int:
+    digits = _DIGITS.match(path, pos)
+    if digits is not None:
+        parts.append(int(digits.group()))
+        end = digits.end()
+    else:
+        try:
+            key, end = json.JSONDecoder().raw_decode(path, pos)
+        except json.JSONDecodeError as exc:
+            raise InvalidRecordError("field_path", f"bad member name in {path!r}") from exc
+        if not isinstance(key, str):
+            raise InvalidRecordError("field_path", f"bad member name in {path!r}")
+        parts.append(key)
+    if path[end : end + 1] != "]":
+        raise InvalidRecordError("field_path", f"expected ']' at {end} in {path!r}")
+    return end + 1
+
+
+# --- validation and conversion -------------------------------------------------------------------
+
+
+def json_type_name(value: object) -> str:
+    """The JSON name of a Python value's type, for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "array"
+    if isinstance(value, Mapping):
+        return "object"
+    return type(value).__name__
+
+
+def _check_text(text: str, path: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidRecordError(_name(path), "string holds a lone surrogate") from exc
+    return str(text)
+
+
+def _check_int(value: int, path: str) -> int:
+    if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+        raise InvalidRecordError(
+            _name(path), f"integer {value} outside the JCS-safe range +-(2**53 - 1)"
+        )
+    return int(value)
+
+
+def _check_float(value: float, path: str, safe_numbers: bool) -> float:
+    if not math.isfinite(value):
+        raise InvalidRecordError(_name(path), f"{value} is not a JSON number (NaN/Infinity)")
+    if safe_numbers and abs(value) > MAX_SAFE_INTEGER:
+        raise InvalidRecordError(
+            _name(path), f"number {value!r} outside the JCS-safe range +-(2**53 - 1)"
+        )
+    return float(value)
+
+
+def to_plain(value: object, path: str = "", *, safe_numbers: bool = False, depth: int = 0) -> Json:
+    """Check ``value`` against the I-JSON limits and return it as plain JSON (dict/list/scalars).
+
+    Tuples become lists; objects with a ``to_json_obj()`` method are converted through it.
+    Raises ``InvalidRecordError`` naming the first offending field path.
+    """
+    if depth > MAX_DEPTH:
+        raise InvalidRecordError(_name(path), f"nested deeper than {MAX_DEPTH} levels")
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return _check_int(value, path)
+    if isinstance(value, float):
+        return _check_float(value, path, safe_numbers)
+    if isinstance(value, str):
+        return _check_text(value, path)
+    if isinstance(value, list | tuple):
+        return [
+            to_plain(item, index_path(path, i), safe_numbers=safe_numbers, depth=depth + 1)
+            for i, item in enumerate(value)
+        ]
+    if isinstance(value, Mapping):
+        return _plain_object(value, path, safe_numbers, depth)
+    convert = getattr(value, "to_json_obj", None)
+    if callable(convert):
+        return to_plain(convert(), path, safe_numbers=safe_numbers, depth=depth)
+    raise InvalidRecordError(_name(path), f"{type(value).__name__} is not a JSON value")
+
+
+def _plain_object(
+    value: Mapping[object, object], path: str, safe_numbers: bool, depth: int
+) -> dict[str, Json]:
+    out: dict[str, Json] = {}
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise InvalidRecordError(_name(path), f"object key {key!r} is not a string")
+        here = child_path(path, _check_text(key, path))
+        out[key] = to_plain(item, here, safe_numbers=safe_numbers, depth=depth + 1)
+    return out
+
+
+def canonical_bytes(obj: object, *, path: str = "", safe_numbers: bool = False) -> bytes:
+    """RFC 8785 §3.2 canonical form of ``obj`` as UTF-8 bytes.
+
+    Requires a JSON value (or an object with ``to_json_obj()``) within the I-JSON limits; raises
+    ``InvalidRecordError`` naming the offending field otherwise.
+    """
+    plain = to_plain(obj, path, safe_numbers=safe_numbers)
+    try:
+        return bytes(rfc8785.dumps(plain))
+    except rfc8785.CanonicalizationError as exc:  # pragma: no cover - to_plain checks first
+        raise InvalidRecordError(_name(path), str(exc)) from exc
+
+
+def canonical_plain(plain: Json) -> bytes:
+    """RFC 8785 bytes of a value ``to_plain`` already returned (skips checking it again)."""
+    return bytes(rfc8785.dumps(plain))
+
+
+# --- strict parsing ------------------------------------------------------------------------------
+
+
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key, value in pairs:
+        if key in out:
+            raise InvalidRecordError(child_path("", key), "duplicate object member name")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> object:
+    raise InvalidRecordError(_ROOT, f"{name} is not a JSON number (RFC 8259 §6)")
+
+
+def loads_strict(data: str | bytes, *, safe_numbers: bool = False) -> Json:
+    """Parse JSON text (``bytes`` must be UTF-8) and check it with ``to_plain``.
+
+    Refuses duplicate member names, NaN/Infinity, lone surrogates and unsafe integers, so that
+    the canonical form of what was read is well defined. Raises ``InvalidRecordError``.
+    """
+    if isinstance(data, bytes | bytearray):
+        try:
+            data = bytes(data).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidRecordError(_ROOT, f"not UTF-8: {exc}") from exc
+    try:
+        parsed = json.loads(data, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except InvalidRecordError:
+        raise
+    except (ValueError, RecursionError) as exc:
+        raise InvalidRecordError(_ROOT, f"not JSON: {exc}") from exc
+    return to_plain(parsed, safe_numbers=safe_numbers)
+
+
+# --- typed readers for schema validators ---------------------------------------------------------
+
+Reader: TypeAlias = Callable[[Json, str], Any]
+
+
+def wrong_type(path: str, expected: str, value: object) -> InvalidRecordError:
+    """``InvalidRecordError`` at ``path``: "expected <expected>, got <JSON type>"."""
+    got = '""' if value == "" else json_type_name(value)
+    return InvalidRecordError(_name(path), f"expected {expected}, got {got}")
+
+
+def read_object(value: Json, path: str, names: tuple[str, ...]) -> dict[str, Json]:
+    """An object with exactly the members ``names`` (a missing or unknown member is named)."""
+    if not isinstance(value, dict):
+        raise wrong_type(path, "an object", value)
+    for name in names:
+        if name not in value:
+            raise InvalidRecordError(child_path(path, name), "missing required field")
+    for key in value:
+        if key not in names:
+            raise InvalidRecordError(child_path(path, key), "unknown field")
+    return value
+
+
+def read_text(value: Json, path: str) -> str:
+    """A non-empty string."""
+    if not isinstance(value, str) or not value:
+        raise wrong_type(path, "a non-empty string", value)
+    return value
+
+
+def read_matching(pattern: re.Pattern[str], what: str) -> Reader:
+    """A reader for strings that fully match ``pattern`` (``what`` describes it in errors)."""
+
+    def read(value: Json, path: str) -> str:
+        if not isinstance(value, str) or not pattern.fullmatch(value):
+            raise InvalidRecordError(_name(path), f"expected {what}, got {value!r}")
+        return value
+
+    return read
+
+
+def read_int(value: Json, path: str, minimum: int = 0) -> int:
+    """An integer in ``[minimum, 2**53 - 1]``; ``2.0`` is the same JSON number, ``true`` is not."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= MAX_SAFE_INTEGER:
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise wrong_type(path, f"an integer >= {minimum}", value)
+    if not minimum <= value <= MAX_SAFE_INTEGER:
+        raise InvalidRecordError(_name(path), f"{value} outside [{minimum}, 2**53 - 1]")
+    return value
+
+
+def read_bool(value: Json, path: str) -> bool:
+    """``true`` or ``false``."""
+    if not isinstance(value, bool):
+        raise wrong_type(path, "true or false", value)
+    return value
+
+
+def read_list(value: Json, path: str, item: Reader, *, unique: bool = False) -> tuple[Any, ...]:
+    """An array read item by item into a tuple; with ``unique`` a repeated item is named."""
+    if not isinstance(value, list):
+        raise wrong_type(path, "an array", value)
+    out = tuple(item(v, index_path(path, i)) for i, v in enumerate(value))
+    if unique:
+        seen: set[Any] = set()
+        for i, v in enumerate(out):
+            if v in seen:
+                raise InvalidRecordError(index_path(path, i), "duplicate entry")
+            seen.add(v)
+    return out
+
+
+def read_optional(read: Reader) -> Reader:
+    """A reader that maps ``null`` to ``None`` and anything else through ``read``."""
+    return lambda value, path: None if value is None else read(value, path)

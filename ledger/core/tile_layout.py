@@ -1,0 +1,355 @@
+"""Tile-shaped storage layout (C2SP tlog-tiles): the Merkle tree as tiles, entries as bundles.
+
+Pure: no I/O. Both stores (``ledger.storage.MemoryStore``, ``ledger.rocks.RocksStore``) keep
+exactly these values under exactly these keys; they differ only in where the bytes live.
+
+* **Entry bundle** ``N`` (key ``b"B" || N (8)``): entries ``[256 N, 256 N + w)``, each a
+  big-endian uint16 length and the exact v1 leaf bytes (the tlog-tiles entry bundle format).
+* **Tile value** ``(L, N)`` (key ``b"T" || L (1) || N (8)``): tile level ``L`` holds Merkle
+  nodes of height ``8 L``; tile ``N`` of it covers nodes ``[256 N, 256 N + w)`` of that height.
+  The value is the tile's *rows*, concatenated, 32 bytes per hash: row ``r`` holds the full
+  nodes of height ``8 L + r`` inside the tile (``w >> r`` of them, ``r = 0..7``). Row 0 is the
+  tile as served (``value[:32 w]``); rows 1..7 are the interior nodes proofs need and a tile
+  does not carry. Level 0 stores rows 1..7 only: its row 0 (the leaf hashes) is derived from
+  the entry bundle, which saves 32 bytes per entry.
+
+A group commit rewrites the right-edge (partial) bundle and one partial tile value per level;
+values left of the edge are full and written once. A tile of width ``w`` is a prefix of every
+wider tile of the same index, so every partial width published in a checkpoint stays servable
+by truncation. ``TileWriter`` computes the values a commit writes; ``TileReader`` answers
+node, leaf, tile and bundle reads over any batched key-value lookup.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from ledger.core.errors import StorageError
+from ledger.core.limits import HASH_SIZE, MAX_METADATA
+from ledger.core.merkle import NodeID
+
+__all__ = [
+    "TILE_HEIGHT",
+    "TILE_WIDTH",
+    "Lookup",
+    "TileReader",
+    "TileWriter",
+    "bundle_key",
+    "encode_bundle",
+    "frame",
+    "split_bundle",
+    "tile_key",
+]
+
+TILE_HEIGHT = 8
+TILE_WIDTH = 1 << TILE_HEIGHT
+_PLAIN = 43  # a v1 leaf without metadata: version (1) || time (8) || digest (32) || length (2)
+_PLAIN_LOW = bytes([_PLAIN & 0xFF])
+_FRAMES = tuple(n.to_bytes(2, "big") for n in range(_PLAIN + MAX_METADATA + 1))
+_sha256 = hashlib.sha256
+_INDEX_MASK = (1 << 56) - 1
+
+Lookup = Callable[[list[bytes]], list[bytes | None]]
+"""A batched read: the value of each key, or None (one multi-get in RocksDB)."""
+
+
+def bundle_key(index: int) -> bytes:
+    """Key of entry bundle ``index``."""
+    return b"B" + index.to_bytes(8, "big")
+
+
+def tile_key(level: int, index: int) -> bytes:
+    """Key of the tile value at tile level ``level``, index ``index``."""
+    return b"T" + level.to_bytes(1, "big") + index.to_bytes(8, "big")
+
+
+def _rows(level: int) -> int:
+    """Rows stored in a tile value: level 0 keeps rows 1..7, higher levels rows 0..7."""
+    return TILE_HEIGHT - 1 if level == 0 else TILE_HEIGHT
+
+
+def _total(base: int, rows: int) -> int:
+    return sum(base >> k for k in range(rows))
+
+
+# Value length (in hashes) -> base width, per row count; the sum is strictly increasing in base.
+_BASE = {rows: {_total(b, rows): b for b in range(TILE_WIDTH + 1)} for rows in (7, 8)}
+# Offsets (in hashes) of row k, per base width: _OFFSETS[base][k].
+_OFFSETS = [[_total(b, k) for k in range(TILE_HEIGHT + 1)] for b in range(TILE_WIDTH + 1)]
+
+
+def _base(value: bytes, level: int) -> int:
+    """Base width of a stored tile value (row 0 width; for level 0, half the bundle width)."""
+    base = _BASE[_rows(level)].get(len(value) // HASH_SIZE)
+    if base is None or len(value) % HASH_SIZE:
+        raise StorageError(f"tile value at level {level} has a malformed length {len(value)}")
+    return base
+
+
+# --- entry bundles ---------------------------------------------------------------------------
+
+
+def frame(leaf: bytes) -> bytes:
+    """One entry as an entry bundle holds it: uint16 length || leaf."""
+    return _FRAMES[len(leaf)] + leaf
+
+
+def encode_bundle(leaves: Iterable[bytes]) -> bytes:
+    """Entries in the tlog-tiles bundle format (uint16 length || leaf, each)."""
+    frames = _FRAMES
+    return b"".join([frames[len(leaf)] + leaf for leaf in leaves])
+
+
+def _uniform(value: bytes) -> bool:
+    """True when every entry of the bundle is a leaf without metadata (43 bytes): then every
+    frame the parse meets reads 43, so entry ``k`` is at ``45 k`` (checked in C, not a loop)."""
+    n = len(value) // (_PLAIN + 2)
+    return (
+        len(value) == n * (_PLAIN + 2)
+        and value[1 :: _PLAIN + 2] == _PLAIN_LOW * n
+        and value[0 :: _PLAIN + 2] == bytes(n)
+    )
+
+
+def split_bundle(value: bytes) -> list[bytes]:
+    """The leaves of a bundle, in order (fast when no entry carries metadata)."""
+    if _uniform(value):
+        return [value[i + 2 : i + _PLAIN + 2] for i in range(0, len(value), _PLAIN + 2)]
+    leaves, at = [], 0
+    while at < len(value):
+        end = at + 2 + int.from_bytes(value[at : at + 2], "big")
+        if end > len(value):
+            raise StorageError(f"entry bundle of {len(value)} bytes is truncated at {at}")
+        leaves.append(value[at + 2 : end])
+        at = end
+    return leaves
+
+
+# --- writing -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Bundle:
+    """The right-edge entry bundle being extended."""
+
+    index: int
+    data: bytearray
+
+
+@dataclass(slots=True)
+class _Tile:
+    """The right-edge tile of one level being extended: its rows (row 0 unused at level 0)."""
+
+    index: int
+    rows: list[bytearray]
+    dirty: bool = False
+
+    @classmethod
+    def empty(cls, index: int) -> _Tile:
+        return cls(index, [bytearray() for _ in range(TILE_HEIGHT)])
+
+    def copy(self) -> _Tile:
+        return _Tile(self.index, [bytearray(r) for r in self.rows])
+
+    def value(self, level: int) -> bytes:
+        return b"".join(self.rows[1:] if level == 0 else self.rows)
+
+
+class TileWriter:
+    """The right edge of the layout (partial bundle and tiles), and the values a commit writes.
+
+    ``plan`` works on copies and returns the writer after the commit; a store keeps the old one
+    until the commit is durable, so a failed commit leaves it exactly where the durable store is.
+    """
+
+    def __init__(self, size: int, bundle: _Bundle, tiles: dict[int, _Tile]) -> None:
+        self.size = size
+        self._bundle = bundle
+        self._tiles = tiles
+
+    @classmethod
+    def load(cls, size: int, lookup: Lookup) -> TileWriter:
+        """The right edge of a durable tree of ``size`` entries, read back from the store."""
+        levels = [lvl for lvl in range(8) if size >> (TILE_HEIGHT * lvl) or lvl == 0]
+        keys = [bundle_key(size >> TILE_HEIGHT)]
+        keys += [tile_key(lvl, size >> (TILE_HEIGHT * (lvl + 1))) for lvl in levels]
+        values = lookup(keys)
+        bundle = bytearray(values[0] or b"")
+        if (size & (TILE_WIDTH - 1)) and not values[0]:
+            raise StorageError(f"the partial entry bundle at size {size} is missing")
+        tiles = {}
+        for lvl, value in zip(levels, values[1:], strict=True):
+            rows = _rows(lvl)
+            width = (size >> (TILE_HEIGHT * lvl)) & (TILE_WIDTH - 1)
+            base = _base(value, lvl) if value else 0
+            if base != (width >> 1 if lvl == 0 else width):
+                raise StorageError(f"the right-edge tile at level {lvl} does not match size {size}")
+            offsets = _OFFSETS[base]
+            tile = tiles[lvl] = _Tile.empty(size >> (TILE_HEIGHT * (lvl + 1)))
+            first = TILE_HEIGHT - rows
+            for k in range(rows):
+                at, end = offsets[k] * HASH_SIZE, offsets[k + 1] * HASH_SIZE
+                tile.rows[first + k] += (value or b"")[at:end]
+        return cls(size, _Bundle(size >> TILE_HEIGHT, bundle), tiles)
+
+    def plan(
+        self,
+        first: int,
+        entries: Sequence[bytes],
+        nodes: Iterable[tuple[NodeID, bytes]],
+    ) -> tuple[dict[bytes, bytes], TileWriter]:
+        """The values to write for framed entries ``first..`` (see ``frame``) and the nodes
+        (height >= 1) they complete, and the writer after them."""
+        if first != self.size:
+            raise StorageError(f"a commit from index {first} does not extend a tree of {self.size}")
+        writes: dict[bytes, bytes] = {}
+        bundle = self._add_entries(first, entries, writes)
+        tiles = {lvl: tile.copy() for lvl, tile in self._tiles.items()}
+        for (height, index), h in nodes:
+            lvl, row = height >> 3, height & 7
+            n = index >> (TILE_HEIGHT - row)
+            tile = tiles.get(lvl)
+            if tile is None or tile.index != n:
+                if tile is not None and tile.dirty:  # now full: written this once
+                    writes[tile_key(lvl, tile.index)] = tile.value(lvl)
+                tile = tiles[lvl] = _Tile.empty(n)
+            tile.rows[row] += h
+            tile.dirty = True
+        for lvl, tile in tiles.items():
+            if tile.dirty:
+                writes[tile_key(lvl, tile.index)] = tile.value(lvl)
+                tile.dirty = False
+        return writes, TileWriter(first + len(entries), bundle, tiles)
+
+    def _add_entries(
+        self, first: int, entries: Sequence[bytes], writes: dict[bytes, bytes]
+    ) -> _Bundle:
+        bundle = _Bundle(self._bundle.index, bytearray(self._bundle.data))
+        at = 0
+        while at < len(entries):
+            index = first + at
+            n = index >> TILE_HEIGHT
+            if n != bundle.index:
+                bundle = _Bundle(n, bytearray())
+            take = min(len(entries) - at, TILE_WIDTH - (index & (TILE_WIDTH - 1)))
+            bundle.data += b"".join(entries[at : at + take])
+            writes[bundle_key(n)] = bytes(bundle.data)
+            at += take
+        return bundle
+
+
+# --- reading -------------------------------------------------------------------------------
+
+
+class TileReader:
+    """Nodes, leaves, tiles and entry bundles answered from the stored values (one batched
+    lookup per call); anything the caller says must be there raises ``StorageError`` if not."""
+
+    def __init__(self, lookup: Lookup) -> None:
+        self._lookup = lookup
+
+    def _values(self, keys: list[bytes], what: str) -> dict[bytes, bytes]:
+        distinct = list(dict.fromkeys(keys))
+        found = self._lookup(distinct)
+        values = {}
+        for key, value in zip(distinct, found, strict=True):
+            if value is None:
+                raise StorageError(f"missing {what} {key.hex()}")
+            values[key] = value
+        return values
+
+    def leaves(self, indexes: Sequence[int]) -> list[bytes]:
+        """The leaves at ``indexes``."""
+        if not indexes:
+            return []
+        keys = [bundle_key(i >> TILE_HEIGHT) for i in indexes]
+        values = self._values(keys, "entry bundle")
+        split: dict[bytes, list[bytes] | None] = {}  # None: uniform, sliced in place
+        out = []
+        step = _PLAIN + 2
+        for i, key in zip(indexes, keys, strict=True):
+            value = values[key]
+            if key not in split:
+                split[key] = None if _uniform(value) else split_bundle(value)
+            leaves = split[key]
+            pos = i & (TILE_WIDTH - 1)
+            if leaves is None:
+                leaf = value[pos * step + 2 : (pos + 1) * step]
+            else:
+                leaf = leaves[pos] if pos < len(leaves) else b""
+            if not leaf:
+                raise StorageError(f"missing entry {i}")
+            out.append(leaf)
+        return out
+
+    def nodes(self, ids: Sequence[NodeID]) -> list[bytes]:
+        """Hashes of full nodes (any height; height 0 is the leaf hash of the entry).
+
+        Proofs ask for thousands of nodes in a few hundred values: each value's key and base
+        width are worked out once, each node is then two shifts and a slice.
+        """
+        if not ids:
+            return []
+        leaf_ids = [j for h, j in ids if h == 0]
+        leaf_hashes = iter([_sha256(b"\x00" + leaf).digest() for leaf in self.leaves(leaf_ids)])
+        # a tile value as one integer: level (above bit 56) and tile index
+        tiles = {(h >> 3) << 56 | j >> (TILE_HEIGHT - (h & 7)) for h, j in ids if h}
+        keys = {t: tile_key(t >> 56, t & _INDEX_MASK) for t in tiles}
+        values = self._values(list(keys.values()), "tile value") if keys else {}
+        bases = {t: _base(values[key], t >> 56) for t, key in keys.items()}
+        out = []
+        for h, j in ids:
+            if h == 0:
+                out.append(next(leaf_hashes))
+                continue
+            level, row = h >> 3, h & 7
+            t = level << 56 | j >> (TILE_HEIGHT - row)
+            pos = j & ((TILE_WIDTH >> row) - 1)
+            stored = row - 1 if level == 0 else row
+            base = bases[t]
+            if pos >= base >> stored:
+                raise StorageError(f"missing tree node {NodeID(h, j)}")
+            at = (_OFFSETS[base][stored] + pos) * HASH_SIZE
+            out.append(values[keys[t]][at : at + HASH_SIZE])
+        return out
+
+    def tiles(self, ids: Sequence[tuple[int, int, int]]) -> list[bytes]:
+        """Tiles ``(level, index, width)`` as served: ``width`` hashes of height ``8 level``."""
+        for level, index, width in ids:
+            if not 0 < width <= TILE_WIDTH or level < 0 or index < 0:
+                raise StorageError(f"no tile ({level}, {index}) of width {width}")
+        low = [(i, w) for lvl, i, w in ids if lvl == 0]
+        low_tiles = iter(
+            [
+                b"".join(_sha256(b"\x00" + leaf).digest() for leaf in split_bundle(bundle))
+                for bundle in self.bundles(low)
+            ]
+        )
+        keys = [tile_key(lvl, i) for lvl, i, _ in ids if lvl]
+        values = self._values(keys, "tile") if keys else {}
+        out = []
+        for level, index, width in ids:
+            row = next(low_tiles) if level == 0 else values[tile_key(level, index)]
+            if level and _base(row, level) < width:
+                raise StorageError(f"tile ({level}, {index}) is narrower than {width}")
+            out.append(row[: width * HASH_SIZE])
+        return out
+
+    def bundles(self, ids: Sequence[tuple[int, int]]) -> list[bytes]:
+        """Entry bundles ``(index, width)`` as served: the first ``width`` entries."""
+        for index, width in ids:
+            if not 0 < width <= TILE_WIDTH or index < 0:
+                raise StorageError(f"no entry bundle {index} of width {width}")
+        keys = [bundle_key(i) for i, _ in ids]
+        values = self._values(keys, "entry bundle") if keys else {}
+        out = []
+        for (index, width), key in zip(ids, keys, strict=True):
+            value = values[key]
+            leaves = split_bundle(value)
+            if len(leaves) < width:
+                raise StorageError(f"entry bundle {index} is narrower than {width}")
+            cut = len(value) if len(leaves) == width else sum(len(x) + 2 for x in leaves[:width])
+            out.append(value[:cut])
+        return out

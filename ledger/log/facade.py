@@ -1,0 +1,447 @@
+"""The log facade: sequencing, integration and publishing composed over one store.
+
+Synchronous and single-writer (``append`` and ``publish`` hold one lock); reads run concurrently.
+Recovery on open: the tree state comes from the store, and the newest stored checkpoint must
+match the durable tree at its size (recomputed from stored nodes), or the log refuses to open;
+so must the published high-water mark kept outside the data dir (``ledger.recovery``).
+RFC 9162 §2.1.3/§2.1.4 proofs are served for any size up to the latest published checkpoint,
+with one batched node read per request. Before it signs and before it serves, the log checks
+itself against what it signed (``ledger.selfcheck``): a failed check is ``DataLossError``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from ledger.core import merkle
+from ledger.core.checkpoint import NoteSignature, SignedNote, Signer, add_signatures
+from ledger.core.errors import (
+    DataLossError,
+    InvalidArgumentError,
+    LogFailedError,
+    NotFoundError,
+    NotYetPublishedError,
+    OutOfRangeError,
+    ReadOnlyError,
+)
+from ledger.core.limits import HASH_SIZE, MAX_ANCHORED_SIZES, MAX_GROUP, MAX_PAGE
+from ledger.core.types import (
+    Anchor,
+    AppendItem,
+    AppendResult,
+    ConsistencyProof,
+    Entry,
+    InclusionProof,
+    PublishedCheckpoint,
+    ReceiptBundle,
+    decode_leaf,
+)
+from ledger.log import selfcheck
+from ledger.log.clock import BoundedClock
+from ledger.log.highwater import HighWaterMark
+from ledger.log.integrator import Integrator
+from ledger.log.publisher import Publisher
+from ledger.log.recovery import check_against_mark, leave_read_only
+from ledger.log.sequencer import Sequencer, validate_items
+from ledger.store.contract import Store, TreeState
+
+__all__ = ["Log", "wall_clock_ms"]
+
+
+def wall_clock_ms() -> int:
+    """Milliseconds since the Unix epoch (the default clock)."""
+    return time.time_ns() // 1_000_000
+
+
+class Log:
+    """A transparency log over an injected store, signer, origin and clock."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        signer: Signer,
+        origin: str,
+        clock_ms: Callable[[], int] | None = None,
+        max_batch: int = MAX_GROUP,
+        mark: HighWaterMark | None = None,
+    ) -> None:
+        self._store = store
+        self._lock = threading.Lock()
+        self._cosign_lock = threading.Lock()
+        self._max_batch = max_batch
+        self._failure: Exception | None = None
+        self.failure_listeners: list[Callable[[Exception], None]] = []
+        state = store.load_state()
+        self._integrator = Integrator(state.compact)
+        self._sequencer = Sequencer(
+            store=store,
+            clock_ms=clock_ms or BoundedClock(),
+            next_index=state.size,
+            last_timestamp_ms=state.last_timestamp_ms,
+            check_leaves=self._check_leaves,
+        )
+        self._publisher = Publisher(
+            store=store, signer=signer, origin=origin, mark=mark, check=self._check_extends
+        )
+        self._roots = selfcheck.RootCheck(store.get_nodes)
+        self._check_recovered(state)
+        self._mark = mark
+        self.read_only: str | None = None  # why appends are refused after a forced restore
+        if mark is not None:
+            self.read_only = check_against_mark(self, mark, self._publisher)
+
+    # --- writes ----------------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        """Size of the durable (integrated) tree."""
+        return self._integrator.size
+
+    @property
+    def origin(self) -> str:
+        """The log's origin."""
+        return self._publisher.origin
+
+    def append(self, items: Sequence[AppendItem]) -> list[AppendResult]:
+        """Sequence, integrate and durably commit one batch; return a result per item.
+
+        Items are validated here unless they come as ``ValidItems`` (checked once already).
+        """
+        batch = validate_items(items, self._max_batch)
+        with self._lock:
+            self._raise_if_failed()
+            if self.read_only is not None:
+                raise ReadOnlyError(self.read_only)
+            sequenced = self._sequencer.sequence(batch)
+            if not sequenced.entries:
+                return sequenced.results
+            nodes, compact = self._integrator.integrate(sequenced.leaf_hashes)
+            state = TreeState(compact=compact, last_timestamp_ms=sequenced.last_timestamp_ms)
+            try:
+                self._store.commit(sequenced.batch(nodes, state))
+            except Exception as exc:
+                self._set_failure(exc)
+                raise LogFailedError(
+                    f"the group commit failed ({type(exc).__name__}: {exc}); the log stops "
+                    "appending. Nothing acknowledged is lost: fix the cause (for example free "
+                    "disk space) and restart the server"
+                ) from exc
+            self._sequencer.adopt(sequenced)
+            self._integrator.adopt(compact)
+            return sequenced.results
+
+    def publish(self) -> PublishedCheckpoint:
+        """Sign and store a checkpoint for the durable tree (no-op when nothing is new)."""
+        with self._lock:
+            self._raise_if_failed()
+            if self.read_only is not None:  # never sign while behind the published mark
+                latest = self._publisher.latest
+                if latest is None:
+                    raise ReadOnlyError(self.read_only)
+                return latest
+            try:
+                return self._publisher.publish(self._integrator.size, self._integrator.root())
+            except DataLossError as exc:
+                self._set_failure(exc)
+                raise
+            except Exception as exc:
+                self._set_failure(exc)
+                raise LogFailedError(
+                    f"publishing a checkpoint failed ({type(exc).__name__}: {exc}); the log "
+                    "stops appending. Nothing acknowledged is lost: fix the cause (for example "
+                    "free disk space) and restart the server"
+                ) from exc
+
+    def catch_up(self, leaves: Sequence[bytes]) -> PublishedCheckpoint:
+        """Append the missing ``leaves`` verbatim (read-only mode only) and leave read-only mode
+        once the tree matches the published mark again; the leaves are checked before any is
+        stored: together they must rebuild the mark's root."""
+        with self._lock:
+            if self._mark is None or self.read_only is None:
+                raise InvalidArgumentError("catch-up: the log is not behind its published mark")
+            published = leave_read_only(self, self._mark, leaves, self._integrator)
+            self._publisher.adopt(published)
+            self.read_only = None
+            return published
+
+    def commit_leaves(self, start: int, leaves: Sequence[bytes]) -> None:
+        """Commit leaves at ``start`` exactly as given (catch-up, under the lock)."""
+        sequenced = self._sequencer.sequence_leaves(start, leaves)
+        nodes, compact = self._integrator.integrate(sequenced.leaf_hashes)
+        state = TreeState(compact=compact, last_timestamp_ms=sequenced.last_timestamp_ms)
+        self._store.commit(sequenced.batch(nodes, state))
+        self._sequencer.adopt(sequenced)
+        self._integrator.adopt(compact)
+
+    @property
+    def failure(self) -> Exception | None:
+        """The fault that stopped the writer, if any."""
+        return self._failure
+
+    def _set_failure(self, exc: Exception) -> None:
+        """Stop appending for good (until a restart) and tell the listeners, once."""
+        if self._failure is not None:
+            return
+        self._failure = exc
+        for listener in self.failure_listeners:
+            listener(exc)
+
+    def add_cosignatures(
+        self, size: int, signatures: Sequence[NoteSignature]
+    ) -> PublishedCheckpoint:
+        """Add witness cosignature lines to the stored checkpoint of ``size`` (same note text;
+        a witness that already has a line keeps its first one). Durable when it returns.
+
+        It takes its own lock, not the writer's: it rewrites only an existing size, which
+        ``publish`` never touches, so it never waits behind a group commit."""
+        with self._cosign_lock:
+            self._raise_if_failed()
+            stored = self._store.get_checkpoint(size)
+            if stored is None:
+                raise NotFoundError(f"size: no checkpoint was published for size {size}")
+            present = {(s.name, s.key_id) for s in SignedNote.from_text(stored.note).signatures}
+            new = [s for s in signatures if (s.name, s.key_id) not in present]
+            if not new:
+                return stored
+            updated = replace(stored, note=add_signatures(stored.note, new))
+            self._store.put_checkpoint(updated)
+            self._publisher.refresh(updated)
+            return updated
+
+    def put_anchor(self, anchor: Anchor) -> None:
+        """Store a verified anchor for a published checkpoint."""
+        if self._store.get_checkpoint(anchor.size) is None:
+            raise NotFoundError(f"no checkpoint published for size {anchor.size}")
+        try:
+            self._store.put_anchor(anchor)
+        except Exception as exc:
+            self._set_failure(exc)
+            raise LogFailedError(
+                f"storing an anchor failed ({type(exc).__name__}: {exc}); the log stops "
+                "appending. Fix the cause (for example free disk space) and restart the server"
+            ) from exc
+
+    # --- reads -----------------------------------------------------------------------------
+
+    def latest_checkpoint(self) -> PublishedCheckpoint | None:
+        """The newest published checkpoint (None before the first publish)."""
+        return self._publisher.latest
+
+    def checkpoint(self, size: int) -> PublishedCheckpoint:
+        """The checkpoint published for exactly ``size``; 0 means the latest."""
+        if size == 0:
+            return self._require_latest()
+        found = self._store.get_checkpoint(size)
+        if found is None:
+            raise NotFoundError(f"size: no checkpoint was published for size {size}")
+        return found
+
+    def anchors(self, size: int) -> list[Anchor]:
+        """Anchors stored for the checkpoint of ``size``."""
+        return self._store.get_anchors(size)
+
+    def anchored_sizes(self, limit: int) -> list[int]:
+        """Checkpoint sizes with anchors, newest first."""
+        return self._store.anchored_sizes(limit)
+
+    def entries(self, start: int, count: int) -> list[Entry]:
+        """Published entries from ``start``: at most ``MAX_PAGE``, cut at the published size."""
+        if count <= 0:
+            raise InvalidArgumentError(f"count: {count}, want 1..{MAX_PAGE}")
+        published = self._require_latest().size
+        if start >= published:
+            raise OutOfRangeError(f"start: {start} >= published tree size {published}")
+        indexes = range(start, min(start + min(count, MAX_PAGE), published))
+        leaves = self._store.get_leaves(indexes)
+        self._check_leaves(indexes, leaves)
+        return [decode_leaf(i, leaf) for i, leaf in zip(indexes, leaves, strict=True)]
+
+    def index_of(self, record_digest: bytes) -> int:
+        """The index of a logged record digest."""
+        if len(record_digest) != HASH_SIZE:
+            raise InvalidArgumentError(
+                f"record_digest: {len(record_digest)} bytes, want {HASH_SIZE}"
+            )
+        return self._entry_of(record_digest)[0]
+
+    def _entry_of(self, record_digest: bytes) -> tuple[int, bytes]:
+        """Index and leaf of a digest; the leaf must hold the digest (the index is checked)."""
+        (index,) = self._store.find_digests([record_digest])
+        if index is None or index >= self.size:
+            raise NotFoundError(f"record_digest {record_digest.hex()} is not in the log")
+        leaf = self._store.get_leaves([index])[0]
+        if decode_leaf(index, leaf).record_digest != record_digest:
+            raise DataLossError(
+                f"the digest index maps {record_digest.hex()} to entry {index}, which holds "
+                "another digest: the index is damaged"
+            )
+        return index, leaf
+
+    def entry_by_digest(self, record_digest: bytes) -> Entry:
+        """The entry of a logged record digest (sequenced entries included)."""
+        index, leaf = self._entry_of(record_digest)
+        self._check_leaves([index], [leaf])
+        return decode_leaf(index, leaf)
+
+    def inclusion_proofs(self, indexes: Sequence[int], tree_size: int) -> list[InclusionProof]:
+        """Inclusion proofs of ``indexes`` at ``tree_size`` (0: latest) with one node read.
+
+        An index at or beyond an explicit ``tree_size`` can never be proven there
+        (``InvalidArgumentError``); beyond the latest checkpoint it may be later
+        (``NotYetPublishedError`` when sequenced, else ``OutOfRangeError``).
+        """
+        size = self._proof_size(tree_size, "tree_size")
+        for i in indexes:
+            self._check_included(i, size, explicit=tree_size != 0)
+        plans = [merkle.inclusion_proof_nodes(i, size) for i in indexes]
+        # Proofs at one size share their upper nodes: read and fold each distinct node once.
+        distinct = list({node for plan in plans for node in plan})
+        hashes = merkle.fold_proof_nodes(distinct, self._read_nodes)
+        hash_of = dict(zip(distinct, hashes, strict=True))
+        leaves = self._store.get_leaves(indexes)
+        proofs = [
+            InclusionProof(
+                entry=decode_leaf(i, leaf),
+                tree_size=size,
+                hashes=tuple(hash_of[node] for node in plan),
+            )
+            for i, plan, leaf in zip(indexes, plans, leaves, strict=True)
+        ]
+        if proofs:
+            latest = self._require_latest()
+            selfcheck.check_inclusion(proofs, selfcheck.proven_root(proofs[0], latest, self._roots))
+        return proofs
+
+    def _read_nodes(self, ids: Sequence[merkle.NodeID]) -> list[bytes]:
+        """One batched read of distinct node ids, answered in the order asked."""
+        unique = list(dict.fromkeys(ids))
+        found = dict(zip(unique, self._store.get_nodes(unique), strict=True))
+        return [found[i] for i in ids]
+
+    def inclusion_proof(self, index: int, tree_size: int) -> InclusionProof:
+        """One inclusion proof (see ``inclusion_proofs``)."""
+        return self.inclusion_proofs([index], tree_size)[0]
+
+    def consistency_proof(self, size1: int, size2: int) -> ConsistencyProof:
+        """RFC 9162 consistency proof, ``size1 <= size2 <= latest published`` (0: latest)."""
+        latest = size2 == 0
+        size2 = self._proof_size(size2, "size2")
+        if size1 > size2 and latest:
+            raise OutOfRangeError(f"size1: {size1} > latest published tree size {size2}")
+        if size1 > size2:
+            raise InvalidArgumentError(f"size1: {size1} > size2 {size2}")
+        if size1 == 0 or size1 == size2:
+            return ConsistencyProof(size1=size1, size2=size2, hashes=())
+        hashes = selfcheck.prove_consistency(self._store.get_nodes, size1, size2)
+        proof = ConsistencyProof(size1=size1, size2=size2, hashes=hashes)
+        selfcheck.check_consistency(proof, self.root_at(size1), self._signed_root(size2))
+        return proof
+
+    def receipt_bundle(
+        self, record_digests: Sequence[bytes], tree_size: int = 0, *, prefer_anchored: bool = True
+    ) -> ReceiptBundle:
+        """Everything the receipts of ``record_digests`` need, at one checkpoint.
+
+        The checkpoint is ``tree_size``'s when given; else, with ``prefer_anchored``, the
+        earliest anchored checkpoint covering every entry (the tightest "existed by" time the
+        log can prove), else the latest.
+        """
+        indexes = [self.index_of(d) for d in record_digests]
+        if not indexes:
+            raise InvalidArgumentError("record_digests: empty, want 1 or more")
+        size = tree_size or self._receipt_size(max(indexes) + 1, prefer_anchored)
+        proofs = self.inclusion_proofs(indexes, size)
+        return ReceiptBundle(
+            checkpoint=self.checkpoint(size),
+            anchors=tuple(self.anchors(size)),
+            proofs=tuple(proofs),
+        )
+
+    def _receipt_size(self, needed: int, prefer_anchored: bool) -> int:
+        if prefer_anchored:
+            covering = [s for s in self.anchored_sizes(MAX_ANCHORED_SIZES) if s >= needed]
+            if covering:
+                return min(covering)
+        latest = self._require_latest().size
+        if latest < needed:
+            raise NotYetPublishedError(
+                f"entry {needed - 1} is sequenced but the latest checkpoint has size {latest}; "
+                "retry after the next checkpoint"
+            )
+        return latest
+
+    def root_at(self, size: int) -> bytes:
+        """Root hash of the durable tree at ``size`` (from stored nodes)."""
+        return selfcheck.root_at(self._store.get_nodes, size)
+
+    # --- self-checks -----------------------------------------------------------------------
+
+    def _signed_root(self, size: int) -> bytes:
+        return self._roots.root(size, self._require_latest())
+
+    def _check_extends(self, old: PublishedCheckpoint, size: int, root_hash: bytes) -> None:
+        selfcheck.check_extends(self._store.get_nodes, old, size, root_hash)
+
+    def _check_leaves(self, indexes: Sequence[int], leaves: Sequence[bytes]) -> None:
+        selfcheck.check_leaves(
+            self._integrator.compact,
+            indexes,
+            leaves,
+            get_nodes=self._store.get_nodes,
+            get_leaves=self._store.get_leaves,
+        )
+
+    # --- internals -------------------------------------------------------------------------
+
+    def _require_latest(self) -> PublishedCheckpoint:
+        latest = self._publisher.latest
+        if latest is None:
+            raise NotYetPublishedError("no checkpoint has been published yet; retry shortly")
+        return latest
+
+    def _proof_size(self, size: int, field: str) -> int:
+        published = self._require_latest().size
+        if size == 0:
+            return published
+        if size > published:
+            raise OutOfRangeError(f"{field}: {size} > latest published tree size {published}")
+        return size
+
+    def _check_included(self, index: int, size: int, *, explicit: bool) -> None:
+        if index < size:
+            return
+        if explicit:
+            raise InvalidArgumentError(f"index: {index} >= tree_size {size}")
+        if index < self.size:
+            raise NotYetPublishedError(
+                f"index {index} is sequenced but not covered by a checkpoint of size {size}; "
+                "retry after the next checkpoint"
+            )
+        raise OutOfRangeError(f"index: {index} >= latest published tree size {size}")
+
+    def _raise_if_failed(self) -> None:
+        if self._failure is not None:
+            raise LogFailedError(
+                f"the log stopped after a fault ({type(self._failure).__name__}: "
+                f"{self._failure}); restart it once the cause is fixed"
+            ) from self._failure
+
+    def _check_recovered(self, state: TreeState) -> None:
+        latest = self._publisher.latest
+        if latest is None:
+            return
+        if latest.size > state.size:
+            raise DataLossError(
+                f"checkpoint of size {latest.size} is ahead of the durable tree ({state.size}): "
+                "the tree state was rolled back or damaged"
+            )
+        root = self.root_at(latest.size)
+        if root != latest.root_hash:
+            raise DataLossError(
+                f"durable tree root {root.hex()} at size {latest.size} differs from the "
+                f"published checkpoint's {latest.root_hash.hex()}"
+            )

@@ -1,0 +1,412 @@
+"""The log as an asyncio service: group commit, the checkpoint cadence, waiters and pushback.
+
+Many concurrent appends share one durable write: requests queue here while the single writer
+thread commits the previous group, then the next group is committed in one RocksDB write batch
+(``Log.append``). A checkpoint is published after each commit, at most every
+``checkpoint_interval`` seconds, so the newest entry is covered within about that interval plus
+one commit. Past ``max_pending`` queued items, appends are refused with ``PushbackError``.
+
+A fault in the writer (a commit, a checkpoint or an anchor that cannot be stored; a self-check
+that fails) stops the log loudly: the error is logged with its cause, the failure listeners
+(health: NOT_SERVING) are told, queued and new appends fail at once with ``LogFailedError``
+(UNAVAILABLE), and ``stop`` returns promptly. Reads go on. A restart resumes the log once the
+cause is fixed: nothing acknowledged is lost (README "Faults").
+
+Reads (checkpoints, proofs, entries, anchors, receipts) run on a pool of reader threads, never on
+the event-loop thread, so a large proof batch does not stall appends or other calls; the
+adapters (gRPC, HTTP) reach the log only through this service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from ledger.core.errors import (
+    LogFailedError,
+    NotFoundError,
+    PushbackError,
+    ReadOnlyError,
+    UnavailableError,
+)
+from ledger.core.limits import MAX_BATCH, MAX_GROUP
+from ledger.core.types import (
+    Anchor,
+    AppendItem,
+    AppendResult,
+    ConsistencyProof,
+    Entry,
+    InclusionProof,
+    PublishedCheckpoint,
+    ReceiptBundle,
+)
+from ledger.log.facade import Log
+from ledger.log.sequencer import ValidItems, validate_items
+
+SMALL_READ = 16  # proofs in one call that still count as a small read
+
+__all__ = ["LogService"]
+
+_log = logging.getLogger("ledger.service")
+_T = TypeVar("_T")
+STOP_DRAIN_S = 10.0  # how long ``stop`` waits for queued appends before failing them
+
+
+class ServiceObserver(Protocol):
+    """What the service reports (``ledger.metrics.LedgerMetrics``)."""
+
+    def on_append(self, items: int) -> None: ...
+    def on_commit(self, items: int, new: int, seconds: float) -> None: ...
+    def on_publish(self, size: int) -> None: ...
+
+
+@dataclass(slots=True)
+class _Request:
+    items: ValidItems
+    done: asyncio.Future[list[AppendResult]] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+
+class LogService:
+    """Owns the writer and publisher tasks around a ``Log``."""
+
+    def __init__(
+        self,
+        log: Log,
+        *,
+        checkpoint_interval: float = 0.05,
+        max_pending: int = 200_000,
+        group_items: int = 20_000,
+        readers: int = 2,
+        on_publish: Callable[[PublishedCheckpoint], None] | None = None,
+    ) -> None:
+        self.log = log
+        self._on_publish = on_publish  # called on the loop after each publish; must be quick
+        self._interval = checkpoint_interval
+        self._max_pending = max_pending
+        self._group_items = min(max(group_items, MAX_BATCH), MAX_GROUP)
+        self._queue: deque[_Request] = deque()
+        self._queued_items = 0
+        self._wake_writer = asyncio.Event()
+        self._wake_publisher = asyncio.Event()
+        self._published = asyncio.Condition()
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-writer")
+        self._readers = ThreadPoolExecutor(max_workers=readers, thread_name_prefix="ledger-reader")
+        # Batched reads (hundreds of proofs, pages, receipts) take one thread of their own: Python
+        # work there holds the GIL, and more threads of it would starve the writer (B4R); small
+        # reads never queue behind them.
+        self._batches = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-batch")
+        self._tasks: list[asyncio.Task[None]] = []
+        self._accepting = False
+        self._dirty = False
+        self._last_publish = 0.0
+        self.observer: ServiceObserver | None = None
+        self._failure: Exception | None = None
+        self._failure_listeners: list[Callable[[Exception], None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def failure(self) -> Exception | None:
+        """The fault that stopped the writer (None while healthy)."""
+        return self._failure
+
+    def add_failure_listener(self, listener: Callable[[Exception], None]) -> None:
+        """Call ``listener(fault)`` on the event loop when the writer stops after a fault."""
+        self._failure_listeners.append(listener)
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Publish a checkpoint for the recovered tree, then start the writer and publisher."""
+        self._loop = asyncio.get_running_loop()
+        self.log.failure_listeners.append(self._log_failed)
+        await self._run(self.log.publish)
+        self._accepting = True
+        self._tasks = [
+            asyncio.create_task(self._write_loop(), name="ledger-writer"),
+            asyncio.create_task(self._publish_loop(), name="ledger-publisher"),
+        ]
+
+    async def stop(self) -> None:
+        """Refuse new appends, drain queued ones, publish a final checkpoint, stop the tasks."""
+        self._accepting = False
+        deadline = asyncio.get_running_loop().time() + STOP_DRAIN_S
+        while self._queue and self._failure is None:
+            if asyncio.get_running_loop().time() > deadline:
+                self._fail_queued(
+                    UnavailableError("the log stopped before this append was written")
+                )
+                break
+            self._wake_writer.set()
+            await asyncio.sleep(0.005)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._failure is None:
+            with contextlib.suppress(Exception):
+                await self._publish_once()
+        self._writer.shutdown(wait=True)
+        self._readers.shutdown(wait=True)
+        self._batches.shutdown(wait=True)
+
+    @property
+    def queue_depth(self) -> int:
+        """Items waiting for the writer."""
+        return self._queued_items
+
+    # --- appends ---------------------------------------------------------------------------
+
+    async def append(self, items: Sequence[AppendItem]) -> list[AppendResult]:
+        """Append a batch; return once it is durable."""
+        valid = validate_items(items, MAX_BATCH)
+        if self._failure is not None:
+            raise self._failed_error()
+        if self.log.read_only is not None:
+            raise ReadOnlyError(self.log.read_only)
+        if not self._accepting:
+            raise UnavailableError("the log is shutting down; retry against the restarted server")
+        if self._queued_items + len(items) > self._max_pending:
+            raise PushbackError(
+                f"{self._queued_items} items queued (max {self._max_pending}); retry shortly",
+                retry_after=0.05,
+            )
+        request = _Request(valid)
+        if self.observer is not None:
+            self.observer.on_append(len(items))
+        self._queue.append(request)
+        self._queued_items += len(items)
+        self._wake_writer.set()
+        return await request.done
+
+    async def wait_for_checkpoint(self, size: int, timeout: float = 10.0) -> PublishedCheckpoint:
+        """Wait until a published checkpoint covers ``size`` entries; return it."""
+
+        def covered() -> bool:
+            latest = self.log.latest_checkpoint()
+            return self._failure is not None or (latest is not None and latest.size >= size)
+
+        self._wake_publisher.set()
+        try:
+            async with self._published:
+                await asyncio.wait_for(self._published.wait_for(covered), timeout)
+        except TimeoutError:
+            # UNAVAILABLE, so clients retry: the entries are durable and appends are idempotent.
+            raise UnavailableError(
+                f"no checkpoint covered {size} entries within {timeout:g} s; the entries are "
+                "durable: retry (appends are idempotent) or fetch proofs after the next checkpoint"
+            ) from None
+        latest = self.log.latest_checkpoint()
+        if latest is None or latest.size < size:
+            raise self._failed_error()
+        return latest
+
+    # --- faults ------------------------------------------------------------------------------
+
+    def _failed_error(self) -> LogFailedError:
+        fault = self._failure
+        error = LogFailedError(
+            f"the log stopped after a fault and takes no appends ({type(fault).__name__}: "
+            f"{fault}); the operator must fix the cause and restart it; acknowledged entries "
+            "are safe"
+        )
+        error.__cause__ = fault
+        return error
+
+    def _log_failed(self, exc: Exception) -> None:
+        """The log's listener (called on the writer thread)."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._fail, exc)
+
+    def _fail(self, exc: Exception) -> None:
+        """Enter the failed state (on the event loop): log, fail queued appends, tell listeners."""
+        if self._failure is not None:
+            return
+        self._failure = exc
+        _log.error("the log stopped after a fault: %s: %s", type(exc).__name__, exc, exc_info=exc)
+        self._fail_queued(self._failed_error())
+        for listener in self._failure_listeners:
+            try:
+                listener(exc)
+            except Exception:
+                _log.exception("a failure listener failed")
+        self._wake_publisher.set()
+        asyncio.get_running_loop().create_task(self._notify_published())
+
+    def _fail_queued(self, error: Exception) -> None:
+        while self._queue:
+            request = self._queue.popleft()
+            self._queued_items -= len(request.items)
+            if not request.done.done():
+                request.done.set_exception(error)
+
+    async def _notify_published(self) -> None:
+        async with self._published:
+            self._published.notify_all()
+
+    # --- reads, on the reader threads -------------------------------------------------------
+
+    async def checkpoint(self, size: int = 0) -> PublishedCheckpoint:
+        """The checkpoint published for ``size`` (0: the latest)."""
+        if size == 0 and (latest := self.log.latest_checkpoint()) is not None:
+            return latest  # in memory: no thread hop for the most frequent read
+        return await self._read(self.log.checkpoint, size)
+
+    async def inclusion_proofs(
+        self, indexes: Sequence[int], record_digests: Sequence[bytes], tree_size: int
+    ) -> list[InclusionProof]:
+        """Inclusion proofs at one size: ``indexes`` first, then ``record_digests``."""
+
+        def prove() -> list[InclusionProof]:
+            found = [self.log.index_of(d) for d in record_digests]
+            return self.log.inclusion_proofs([*indexes, *found], tree_size)
+
+        if len(indexes) + len(record_digests) > SMALL_READ:
+            return await self._read_batch(prove)
+        return await self._read(prove)
+
+    async def consistency_proof(self, size1: int, size2: int) -> ConsistencyProof:
+        """RFC 9162 consistency proof (``size2`` 0: the latest)."""
+        return await self._read(self.log.consistency_proof, size1, size2)
+
+    async def entries(self, start: int, count: int) -> list[Entry]:
+        """A page of published entries."""
+        return await self._read_batch(self.log.entries, start, count)
+
+    async def entry(self, record_digest: bytes) -> Entry:
+        """The entry of a logged record digest."""
+        return await self._read(self.log.entry_by_digest, record_digest)
+
+    async def anchors(self, size: int) -> tuple[PublishedCheckpoint, list[Anchor]]:
+        """The checkpoint of ``size`` (0: the newest anchored) and its anchors."""
+
+        def read() -> tuple[PublishedCheckpoint, list[Anchor]]:
+            at = size
+            if at == 0:
+                sizes = self.log.anchored_sizes(1)
+                if not sizes:
+                    raise NotFoundError("size: no checkpoint has been anchored yet")
+                at = sizes[0]
+            checkpoint = self.log.checkpoint(at)
+            anchors = self.log.anchors(at)
+            if not anchors:
+                raise NotFoundError(f"size: the checkpoint of size {at} has no anchor yet")
+            return checkpoint, anchors
+
+        return await self._read(read)
+
+    async def anchored_sizes(self, limit: int) -> list[int]:
+        """Anchored checkpoint sizes, newest first."""
+        return await self._read(self.log.anchored_sizes, limit)
+
+    async def receipts(
+        self, record_digests: Sequence[bytes], tree_size: int, *, prefer_anchored: bool
+    ) -> ReceiptBundle:
+        """One checkpoint, its anchors and an inclusion proof per digest (``receipt_bundle``)."""
+        return await self._read_batch(
+            lambda: self.log.receipt_bundle(
+                record_digests, tree_size, prefer_anchored=prefer_anchored
+            )
+        )
+
+    async def offload(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """Run ``fn`` (building a large answer from what a read returned) on a reader thread,
+        so that neither the read nor the answer's construction holds the event loop."""
+        return await self._read_batch(fn, *args)
+
+    async def _read(self, fn: Callable[..., _T], *args: Any) -> _T:
+        return await asyncio.get_running_loop().run_in_executor(self._readers, fn, *args)
+
+    async def _read_batch(self, fn: Callable[..., _T], *args: Any) -> _T:
+        return await asyncio.get_running_loop().run_in_executor(self._batches, fn, *args)
+
+    # --- the writer and the publisher -------------------------------------------------------
+
+    async def _write_loop(self) -> None:
+        while self._failure is None:
+            await self._wake_writer.wait()
+            self._wake_writer.clear()
+            while self._queue and self._failure is None:
+                await self._commit(self._take_group())
+                self._dirty = True
+                if self._publish_due():
+                    # Publish before the next group takes the writer: a checkpoint never waits
+                    # behind another commit. A fault reaches ``_fail`` through the listener.
+                    with contextlib.suppress(Exception):
+                        await self._publish_once()
+                else:
+                    self._wake_publisher.set()
+
+    def _publish_due(self) -> bool:
+        return asyncio.get_running_loop().time() >= self._last_publish + self._interval
+
+    def _take_group(self) -> list[_Request]:
+        group: list[_Request] = []
+        count = 0
+        while self._queue and (not group or count + len(self._queue[0].items) <= self._group_items):
+            request = self._queue.popleft()
+            group.append(request)
+            count += len(request.items)
+        self._queued_items -= count
+        return group
+
+    async def _commit(self, group: list[_Request]) -> None:
+        items = ValidItems.concat(request.items for request in group)
+        started = asyncio.get_running_loop().time()
+        try:
+            results = await self._run(self.log.append, items)
+        except Exception as exc:
+            if not isinstance(exc, LogFailedError | ReadOnlyError):
+                self._fail(exc)  # e.g. a damaged index found while sequencing
+            if self._failure is not None:
+                exc = self._failed_error()
+            for request in group:
+                if not request.done.done():
+                    request.done.set_exception(exc)
+            return
+        if self.observer is not None:
+            new = sum(1 for r in results if not r.duplicate)
+            self.observer.on_commit(len(items), new, asyncio.get_running_loop().time() - started)
+        at = 0
+        for request in group:
+            n = len(request.items)
+            if not request.done.done():
+                request.done.set_result(results[at : at + n])
+            at += n
+
+    async def _publish_loop(self) -> None:
+        """Publish what the write loop left unpublished, once the interval has passed."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._wake_publisher.wait()
+            self._wake_publisher.clear()
+            delay = self._last_publish + self._interval - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if not self._dirty or self._failure is not None:
+                continue
+            with contextlib.suppress(Exception):  # a fault is reported through the log's listener
+                await self._publish_once()
+
+    async def _publish_once(self) -> None:
+        self._dirty = False
+        self._last_publish = asyncio.get_running_loop().time()
+        published = await self._run(self.log.publish)
+        if self.observer is not None:
+            self.observer.on_publish(published.size)
+        async with self._published:
+            self._published.notify_all()
+        if self._on_publish is not None:
+            self._on_publish(published)
+
+    async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """Run ``fn`` on the single writer thread (commits and publishes never overlap)."""
+        return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)

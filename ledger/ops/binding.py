@@ -1,0 +1,215 @@
+"""The data dir is bound to its log: origin and public key recorded when the dir is created.
+
+``<data_dir>/log.json`` (written once, mode 0600; rewritten only by ``rotate_key``)::
+
+    {"format": "decision-ledger/data-dir/v1", "origin": "...", "verifier_key": "<C2SP key>",
+     "previous_keys": ["<C2SP key>", ...]}
+
+``open_bound_signer`` is what ``ledger serve`` calls before anything else touches the disk: a
+new data dir (no ``db``) is created 0700, with a key generated only if the key file does not
+exist; an existing one must have its key file (never silently replaced), with the recorded
+origin and key. Private key files readable by group or others are refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ledger.core.checkpoint import Ed25519Signer
+from ledger.core.errors import FailedPreconditionError, FormatError
+from ledger.fileio.keys import load_signer, write_signer
+
+__all__ = [
+    "BINDING_FILE",
+    "Binding",
+    "bind_signer",
+    "check_private_file",
+    "open_bound_signer",
+    "read_binding",
+    "rotate_key",
+]
+
+BINDING_FILE = "log.json"
+_FORMAT = "decision-ledger/data-dir/v1"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Binding:
+    """What a data dir is bound to: its origin and its current (and earlier) verifier keys."""
+
+    origin: str
+    verifier_key: str
+    previous_keys: tuple[str, ...] = ()
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "format": _FORMAT,
+                "origin": self.origin,
+                "verifier_key": self.verifier_key,
+                "previous_keys": list(self.previous_keys),
+            },
+            indent=2,
+        )
+
+    @classmethod
+    def from_json(cls, text: str, where: Path) -> Binding:
+        try:
+            doc = json.loads(text)
+            if doc.get("format") != _FORMAT:
+                raise ValueError(f"format {doc.get('format')!r}, want {_FORMAT!r}")
+            return cls(
+                origin=str(doc["origin"]),
+                verifier_key=str(doc["verifier_key"]),
+                previous_keys=tuple(str(k) for k in doc.get("previous_keys", [])),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise FormatError(f"{where}: not a data-dir binding: {exc}") from None
+
+
+def check_private_file(path: Path, what: str) -> None:
+    """Refuse a private key file that group or others may read or write."""
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        raise FailedPreconditionError(
+            f"{what} {path} has mode {mode:04o}: group/others may access it; run `chmod 600 {path}`"
+        )
+
+
+def read_binding(data_dir: Path) -> Binding | None:
+    """The binding of ``data_dir`` (None when it has none yet)."""
+    path = data_dir / BINDING_FILE
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        return Binding.from_json(raw.decode("utf-8"), path)
+    except UnicodeDecodeError:
+        raise FormatError(f"{path}: not UTF-8 text (a binary file?)") from None
+
+
+def _write_binding(data_dir: Path, binding: Binding) -> None:
+    path = data_dir / BINDING_FILE
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(binding.to_json() + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _is_new(data_dir: Path) -> bool:
+    if data_dir.exists() and not data_dir.is_dir():
+        raise FormatError(f"data dir {data_dir} exists and is not a directory")
+    return not (data_dir / "db").exists() and not (data_dir / BINDING_FILE).exists()
+
+
+def _check(binding: Binding, signer: Ed25519Signer, origin: str, key_file: Path) -> None:
+    if binding.origin != origin:
+        raise FailedPreconditionError(
+            f"this data dir holds the log {binding.origin!r}, not {origin!r}: the origin names "
+            "a log forever (start with its own origin, or use a new data dir)"
+        )
+    key = signer.verifier().key_string()
+    if key != binding.verifier_key:
+        raise FailedPreconditionError(
+            f"key {key_file} ({key}) is not this log's key ({binding.verifier_key}); "
+            "rotating keys is deliberate: `ledger rotate-key`"
+        )
+
+
+def open_bound_signer(
+    data_dir: Path, key_file: Path, origin: str, *, create: bool = True
+) -> tuple[Ed25519Signer, bool]:
+    """The log's signer, checked against the binding; for a new data dir (and ``create``),
+    create the dir (0700), the key (only if absent) and the binding. Says if a key was made."""
+    if _is_new(data_dir):
+        if not create:
+            raise FailedPreconditionError(f"{data_dir} holds no log")
+        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        created = not key_file.exists()
+        if created:
+            write_signer(key_file, Ed25519Signer.generate(origin))
+        check_private_file(key_file, "signer key")
+        signer = load_signer(key_file)
+        if signer.name != origin:
+            raise FailedPreconditionError(
+                f"key {key_file} is named {signer.name!r}, but the origin is {origin!r}"
+            )
+        _write_binding(data_dir, Binding(origin=origin, verifier_key=_vkey(signer)))
+        return signer, created
+    if not key_file.exists():
+        recorded = read_binding(data_dir)
+        known = f" (its verifier key is {recorded.verifier_key})" if recorded else ""
+        raise FailedPreconditionError(
+            f"signer key {key_file} is missing, but {data_dir} holds a log{known}: restore "
+            "the key file; a new key would make new checkpoints fail against the published key"
+        )
+    check_private_file(key_file, "signer key")
+    signer = load_signer(key_file)
+    binding = read_binding(data_dir)
+    if binding is None:  # a log created before bindings existed: bind it now
+        binding = Binding(origin=signer.name, verifier_key=_vkey(signer))
+        _check(binding, signer, origin, key_file)
+        _write_binding(data_dir, binding)
+    _check(binding, signer, origin, key_file)
+    return signer, False
+
+
+def bind_signer(data_dir: Path, signer: Ed25519Signer, origin: str) -> None:
+    """For a signer given in code (tests, embedding): create a new data dir (0700) bound to it,
+    or check an existing binding."""
+    if signer.name != origin:
+        raise FailedPreconditionError(
+            f"the signer is named {signer.name!r}, but the origin is {origin!r}"
+        )
+    if _is_new(data_dir):
+        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _write_binding(data_dir, Binding(origin=origin, verifier_key=_vkey(signer)))
+        return
+    binding = read_binding(data_dir)
+    if binding is None:
+        binding = Binding(origin=origin, verifier_key=_vkey(signer))
+        _write_binding(data_dir, binding)
+    _check(binding, signer, origin, Path("(given signer)"))
+
+
+def _vkey(signer: Ed25519Signer) -> str:
+    return signer.verifier().key_string()
+
+
+def rotate_key(data_dir: Path, key_file: Path, new_key: Path | None) -> Binding:
+    """Deliberately rotate the log's key (stopped log): the current key file is kept as
+    ``<key_file>.retired-<unix time>``, the new one (``new_key``, else a generated key) takes
+    its place, and the binding records the new verifier key and the earlier ones."""
+    binding = read_binding(data_dir)
+    if binding is None:
+        raise FailedPreconditionError(f"{data_dir} has no binding ({BINDING_FILE}): no log")
+    if new_key is not None:
+        check_private_file(new_key, "new signer key")
+        signer = load_signer(new_key)
+    else:
+        signer = Ed25519Signer.generate(binding.origin)
+    if signer.name != binding.origin:
+        raise FailedPreconditionError(
+            f"new key is named {signer.name!r}, but the log's origin is {binding.origin!r}"
+        )
+    if _vkey(signer) == binding.verifier_key:
+        raise FailedPreconditionError("the new key is the current key")
+    if key_file.exists():
+        key_file.rename(key_file.with_name(f"{key_file.name}.retired-{int(time.time())}"))
+    write_signer(key_file, signer)
+    rotated = Binding(
+        origin=binding.origin,
+        verifier_key=_vkey(signer),
+        previous_keys=(*binding.previous_keys, binding.verifier_key),
+    )
+    _write_binding(data_dir, rotated)
+    return rotated

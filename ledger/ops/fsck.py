@@ -1,0 +1,390 @@
+"""``ledger fsck``: check every byte of a stopped log's data against what it must be.
+
+Recomputes the tree from the stored entry bundles (RFC 6962 §2.1) in one sequential pass and
+rebuilds the tile layout from them (``ledger.tile_layout``), comparing every stored bundle and
+tile value once it can no longer change (so memory stays the right edge); checks the bundles
+are contiguous, each leaf parses (v1), timestamps never decrease and the
+dedup index maps exactly each entry's digest to its index (a sequential scan compared through a
+sum of SHA-256(digest || index) over both, so no random reads; a mismatch is then named);
+checks the tree state (compact range, last time); checks every checkpoint (C2SP signature by
+the bound key or an earlier one, origin, size, stored root == note root == recomputed root) and
+every anchor (RFC 3161 token over the checkpoint body, genTime, chain to the TSA's roots where
+known); and checks the data dir's binding (origin, key file). RocksDB is opened with paranoid
+checks and absolute WAL consistency, and every read verifies block checksums, so a flipped byte
+in a table file, the WAL or the manifest is reported too. Each problem names what and where.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cryptography import x509
+
+from ledger.core import merkle
+from ledger.core.checkpoint import open_checkpoint
+from ledger.core.errors import LedgerError
+from ledger.core.limits import HASH_SIZE
+from ledger.core.note import Ed25519Verifier
+from ledger.core.tile_layout import TILE_HEIGHT, TILE_WIDTH, TileWriter, frame, split_bundle
+from ledger.core.types import decode_leaf
+from ledger.fileio.keys import load_signer
+from ledger.log.anchoring import checkpoint_body
+from ledger.log.integrator import Integrator
+from ledger.ops.binding import Binding, read_binding
+from ledger.store.contract import TreeState
+from ledger.store.rocks import INDEX_BYTES, RocksStore
+from ledger.timestamp.rfc3161 import imprint_for_checkpoint_body, verify_token
+
+__all__ = ["FsckReport", "Problem", "fsck"]
+
+MAX_PROBLEMS = 100
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Problem:
+    """One thing that is wrong: ``what`` (entry, node, dedup, state, checkpoint, anchor,
+    binding, rocksdb) and ``where`` (index, key, size, file)."""
+
+    what: str
+    where: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.what} {self.where}: {self.detail}"
+
+
+@dataclass(slots=True)
+class FsckReport:
+    """What fsck checked and found."""
+
+    problems: list[Problem] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def add(self, what: str, where: object, detail: str) -> None:
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(Problem(what=what, where=str(where), detail=detail))
+
+
+class _Stop(Exception):
+    """Too many problems to go on."""
+
+
+def _u64(raw: bytes) -> int:
+    return int.from_bytes(raw, "big")
+
+
+def _full_key(key: bytes, size: int) -> bool:
+    """Whether the bundle or tile value at ``key`` can no longer change at tree ``size``."""
+    if key[:1] == b"B":
+        return size >= (_u64(key[1:]) + 1) * TILE_WIDTH
+    level, index = key[1], _u64(key[2:])
+    return size >= (index + 1) << (TILE_HEIGHT * (level + 1))
+
+
+class _TreeReplay:
+    """Rebuilds the tile layout from the entries (``ledger.tile_layout.TileWriter``) and
+    compares each bundle and tile value with the stored one once it can no longer change, so
+    memory stays the right edge only; every stored tree key must be one of them."""
+
+    def __init__(self, store: RocksStore, report: FsckReport) -> None:
+        self._store = store
+        self._report = report
+        self._writer = TileWriter.load(0, lambda keys: [None] * len(keys))
+        self._pending: dict[bytes, bytes] = {}
+        self.expected_keys: set[bytes] = set()
+        self.checked = 0
+
+    def add(
+        self, first: int, framed: list[bytes], nodes: list[tuple[merkle.NodeID, bytes]]
+    ) -> None:
+        writes, self._writer = self._writer.plan(first, framed, nodes)
+        self._pending.update(writes)
+        self._compare(first + len(framed), final=False)
+
+    def finish(self, size: int) -> None:
+        self._compare(size, final=True)
+        for key, _ in self._store.scan_family("tree"):
+            if key not in self.expected_keys:
+                self._report.add("tree", f"key {key.hex()}", "stored but not part of the tree")
+
+    def _compare(self, size: int, *, final: bool) -> None:
+        done = [k for k in self._pending if final or _full_key(k, size)]
+        if not done:
+            return
+        stored = self._store.tree_values(done)
+        for key, value in zip(done, stored, strict=True):
+            want = self._pending.pop(key)
+            self.expected_keys.add(key)
+            self.checked += 1
+            if value != want:
+                what = "bundle" if key[:1] == b"B" else "tile"
+                found = "missing" if value is None else "differs from the recomputed value"
+                self._report.add(what, _tree_where(key), found)
+
+
+def _tree_where(key: bytes) -> str:
+    if key[:1] == b"B":
+        return f"entries {_u64(key[1:]) * TILE_WIDTH}.. (bundle {_u64(key[1:])})"
+    return f"level {key[1]} index {_u64(key[2:])}"
+
+
+def _pair(digest: bytes, index: int) -> int:
+    return int.from_bytes(hashlib.sha256(digest + index.to_bytes(8, "big")).digest(), "big")
+
+
+def _check_entries(store: RocksStore, state: TreeState, report: FsckReport) -> merkle.CompactRange:
+    """Every entry bundle, in order: contiguous, full but the last, v1 leaves, times never
+    decreasing; the tree recomputed from them and every tile compared; the tree state."""
+    compact = merkle.CompactRange()
+    replay = _TreeReplay(store, report)
+    last_time = 0
+    expected = 0
+    from_entries = 0  # sum of H(digest || index) over entries: compared with the dedup index
+    for key, value in store.scan_family("tree", b"B"):
+        if key[:1] != b"B":
+            break
+        if len(key) != 9 or _u64(key[1:]) != expected // TILE_WIDTH or expected % TILE_WIDTH:
+            report.add("bundle", f"key {key.hex()}", f"want the bundle of entry {expected}")
+            raise _Stop
+        try:
+            leaves = split_bundle(value)
+        except LedgerError as exc:
+            report.add("bundle", _tree_where(key), str(exc))
+            raise _Stop from None
+        hashes = []
+        for offset, leaf in enumerate(leaves):
+            index = expected + offset
+            try:
+                entry = decode_leaf(index, leaf)
+            except LedgerError as exc:
+                report.add("entry", f"index {index}", str(exc))
+            else:
+                if entry.timestamp_ms < last_time:
+                    report.add("entry", f"index {index}", "timestamp before the previous entry's")
+                last_time = entry.timestamp_ms
+                from_entries += _pair(entry.record_digest, index)
+            hashes.append(merkle.leaf_hash(leaf))
+        nodes, compact = Integrator(compact).integrate(hashes)
+        replay.add(expected, [frame(leaf) for leaf in leaves], nodes)
+        expected += len(leaves)
+    replay.finish(expected)
+    _check_dedup(store, expected, from_entries, report)
+    report.counts.update(entries=expected, tree_values=replay.checked)
+    if expected != state.size:
+        report.add("state", "key S", f"tree size {state.size}, but {expected} entries stored")
+    elif compact != state.compact:
+        report.add("state", "key S", "compact range differs from the recomputed tree")
+    if state.last_timestamp_ms != last_time:
+        report.add("state", "key S",
+                   f"last time {state.last_timestamp_ms} != last entry's {last_time}")  # fmt: skip
+    return compact
+
+
+def _check_dedup(store: RocksStore, size: int, from_entries: int, report: FsckReport) -> None:
+    """The dedup index holds exactly (digest -> index) of every entry: one sequential scan
+    compared by a sum of hashes; only on a mismatch, a second pass names the culprits."""
+    keys = 0
+    from_dedup = 0
+    for key, value in store.scan_family("digests"):
+        keys += 1
+        if len(key) != HASH_SIZE or len(value) != INDEX_BYTES or _u64(value) >= size:
+            report.add("dedup", f"key {key.hex()}", f"value {value.hex()} is no entry index")
+        from_dedup += _pair(key, _u64(value))
+    report.counts["dedup"] = keys
+    if keys != size:
+        report.add("dedup", "index", f"{keys} keys for {size} entries")
+    if from_dedup % _MOD == from_entries % _MOD:
+        return
+    for first in range(0, size, _NAMING_BATCH):
+        indexes = list(range(first, min(first + _NAMING_BATCH, size)))
+        digests = [leaf[9:41] for leaf in store.get_leaves(indexes)]
+        for index, digest, found in zip(indexes, digests, store.find_digests(digests),
+                                        strict=True):  # fmt: skip
+            if found != index:
+                report.add("dedup", f"digest {digest.hex()}",
+                           f"maps to {found}, the entry is at index {index}")  # fmt: skip
+    for key, value in store.scan_family("digests"):
+        index = _u64(value) if len(value) == INDEX_BYTES else size
+        if index < size and store.get_leaves([index])[0][9:41] != key:
+            report.add("dedup", f"key {key.hex()}", f"maps to entry {index}, another digest")
+
+
+_MOD = 1 << 256
+_NAMING_BATCH = 1_000
+
+
+def _check_checkpoints(
+    store: RocksStore,
+    root_at: Callable[[int], bytes],
+    binding: Binding | None,
+    size: int,
+    report: FsckReport,
+) -> list[tuple[int, str]]:
+    keys = [Ed25519Verifier.from_key_string(k) for k in _binding_keys(binding)]
+    found: list[tuple[int, str]] = []
+    for key, value in store.scan_family("default", b"C"):
+        if not key.startswith(b"C"):
+            break
+        where = f"size {_u64(key[1:])}" if len(key) == 9 else f"key {key.hex()}"
+        try:
+            cp_size = _u64(key[1:])
+            note = value[32:].decode()
+            checked = open_checkpoint(note, keys, origin=binding.origin if binding else None)
+        except (LedgerError, UnicodeDecodeError, ValueError) as exc:
+            report.add("checkpoint", where, f"does not verify: {exc}")
+            continue
+        body = checked.checkpoint
+        if len(key) != 9 or body.size != cp_size:
+            report.add("checkpoint", where, f"note says size {body.size}")
+        elif cp_size > size:
+            report.add("checkpoint", where, f"beyond the stored tree ({size})")
+        elif value[:32] != body.root_hash or root_at(cp_size) != body.root_hash:
+            report.add("checkpoint", where, "root differs from the recomputed tree's")
+        else:
+            found.append((cp_size, note))
+    report.counts["checkpoints"] = len(found)
+    return found
+
+
+def _check_point_reads(store: RocksStore, family: str, report: FsckReport) -> None:
+    """Every key a scan sees must also be found by a point read: a damaged bloom filter or
+    index block would otherwise hide entries from proofs and duplicates from the dedup index."""
+    batch: list[bytes] = []
+
+    def flush() -> None:
+        for key in store.unreadable_keys(family, batch):
+            detail = "a scan finds it, a point read does not (filter or index block damaged)"
+            report.add("rocksdb", f"{family} key {key.hex()}", detail)
+        batch.clear()
+
+    for key, _ in store.scan_family(family):
+        batch.append(key)
+        if len(batch) == _NAMING_BATCH:
+            flush()
+    flush()
+
+
+def _binding_keys(binding: Binding | None) -> list[str]:
+    return [] if binding is None else [binding.verifier_key, *binding.previous_keys]
+
+
+def _check_anchors(
+    store: RocksStore,
+    notes: dict[int, str],
+    roots: dict[str, list[x509.Certificate]],
+    report: FsckReport,
+) -> None:
+    count = 0
+    for key, value in store.scan_family("default", b"A"):
+        if not key.startswith(b"A"):
+            break
+        count += 1
+        size, tsa = _u64(key[1:9]), key[9:].decode(errors="replace")
+        where = f"size {size} tsa {tsa}"
+        note = notes.get(size)
+        if note is None:
+            report.add("anchor", where, "no valid checkpoint of that size")
+            continue
+        if tsa not in roots:
+            report.notes.append(f"anchor {where}: no roots known for TSA {tsa!r}: not checked")
+            continue
+        digest = imprint_for_checkpoint_body(checkpoint_body(note))
+        try:
+            verified = verify_token(value[8:], digest=digest, roots=roots[tsa])
+        except LedgerError as exc:
+            report.add("anchor", where, f"token does not verify: {exc}")
+            continue
+        if int(verified.gen_time.timestamp() * 1000) != _u64(value[:8]):
+            report.add("anchor", where, "stored genTime differs from the token's")
+    report.counts["anchors"] = count
+
+
+def _check_binding(data_dir: Path, key_file: Path, report: FsckReport) -> Binding | None:
+    try:
+        binding = read_binding(data_dir)
+    except LedgerError as exc:
+        report.add("binding", str(data_dir / "log.json"), str(exc))
+        return None
+    if binding is None:
+        report.add("binding", str(data_dir / "log.json"), "missing: the data dir is not bound")
+        return None
+    if key_file.exists():
+        try:
+            key = load_signer(key_file).verifier().key_string()
+        except LedgerError as exc:
+            report.add("binding", str(key_file), str(exc))
+        else:
+            if key != binding.verifier_key:
+                report.add("binding", str(key_file), "the key file is not the bound key")
+    else:
+        report.notes.append(f"key file {key_file} absent: checked against the bound key only")
+    return binding
+
+
+def fsck(
+    data_dir: Path,
+    *,
+    key_file: Path | None = None,
+    tsa_roots: dict[str, list[x509.Certificate]] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> FsckReport:
+    """Check the log in ``data_dir`` (stopped: RocksDB allows one process)."""
+    report = FsckReport()
+    start = clock()
+    binding = _check_binding(data_dir, key_file or data_dir / "signer.key", report)
+    try:
+        store = RocksStore(data_dir / "db", create=False, paranoid=True, memtable_mb=4)
+    except LedgerError as exc:
+        if "lock file" in str(exc).lower():
+            raise  # a running server holds it: not a problem of the data
+        report.add("rocksdb", str(data_dir / "db"), str(exc))
+        return report
+    try:
+        _run(store, binding, tsa_roots or {}, report)
+    except _Stop:
+        pass
+    except LedgerError as exc:
+        report.add("rocksdb", str(data_dir / "db"), str(exc))
+    except Exception as exc:  # rocksdict reports corruption as a plain Exception
+        report.add("rocksdb", str(data_dir / "db"), f"read failed: {exc}")
+    finally:
+        store.close()
+    report.seconds = clock() - start
+    return report
+
+
+def _run(
+    store: RocksStore,
+    binding: Binding | None,
+    roots: dict[str, list[x509.Certificate]],
+    report: FsckReport,
+) -> None:
+    for name, error in store.probe_table_files():
+        report.add("rocksdb", f"table file {name}", error)
+    for family in RocksStore.FAMILIES:
+        _check_point_reads(store, family, report)
+    state = store.load_state()
+    _check_entries(store, state, report)
+    size = state.size
+
+    def root_at(n: int) -> bytes:
+        if n == 0:
+            return merkle.EMPTY_ROOT
+        node = merkle.subtree_node(0, n)
+        return merkle.fold_proof_nodes([node], store.get_nodes)[0]
+
+    found = _check_checkpoints(store, root_at, binding, size, report)
+    _check_anchors(store, dict(found), roots, report)
+    for key, _ in store.scan_family("default"):
+        if key[:1] not in (b"A", b"C", b"S", b"V"):
+            report.add("rocksdb", f"key {key.hex()}", "unknown key in the default family")

@@ -1,0 +1,610 @@
+"""Decision records, schema v1: the dataclass, its validator, digests and record ids.
+
+Pure: standard library plus ``rfc8785`` (through ``ledger.jcs``), no I/O. DESIGN.md "Decision
+record (v1)"; the published JSON Schema (draft 2020-12) is ``ledger/schemas/
+decision-record-v1.schema.json`` and says the same thing as this module.
+
+* A record is one JSON object with exactly the members ``RECORD_FIELDS`` (optional ones are
+  ``null`` or empty, never absent, so that reading and writing are exact inverses and the digest
+  of what was read is the digest of what was written). ``kind`` selects the ``payload`` shape
+  (``PAYLOAD_FIELDS``); ``tool_call`` follows W3C PROV: an activity that *used* the inputs and
+  *generated* the outputs, both given as digests.
+* ``record_digest`` is SHA-256 over the RFC 8785 canonical bytes (``ledger.jcs``).
+* ``record_id`` is a UUIDv7 (RFC 9562 §5.7) in lowercase 8-4-4-4-12 form; ``time`` is the
+  client's RFC 3339 §5.6 timestamp (a claim: the log's own time is in the leaf).
+* Digests in a record (``parent_digests``, ``evidence``, PROV inputs/outputs, ``run_closed``
+  steps) are 64 lowercase hex digits of SHA-256. Sensitive values are replaced by salted
+  commitments (``ledger.commitments``) anywhere a JSON value, a candidate action or a plan step
+  is allowed.
+* Numbers must lie within +-(2**53 - 1) and be finite; candidate scores are decimal strings.
+
+Invalid records are refused with ``InvalidRecordError`` whose ``field`` names the path, e.g.
+``candidates[1].score``. Run-level checks (parents, the ``run_closed`` list) are ``ledger.runs``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import time as _time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from typing import Any, ClassVar, TypeAlias, cast
+
+from ledger.core.errors import InvalidRecordError, MalformedHashError, RecordError
+from ledger.core.jcs import (
+    Json,
+    Reader,
+    canonical_bytes,
+    canonical_plain,
+    child_path,
+    index_path,
+    loads_strict,
+    read_bool,
+    read_int,
+    read_list,
+    read_matching,
+    read_object,
+    read_optional,
+    read_text,
+    to_plain,
+    wrong_type,
+)
+from ledger.core.limits import HASH_SIZE
+from ledger.records.commitments import (
+    Commitment,
+    Disclosure,
+    JsonValue,
+    check_disclosure_in,
+    is_commitment_obj,
+)
+
+__all__ = [
+    "CANDIDATE_FIELDS",
+    "KINDS",
+    "OTEL_FIELDS",
+    "PAYLOAD_FIELDS",
+    "PAYLOAD_TYPES",
+    "RECORD_FIELDS",
+    "RUN_STEP_FIELDS",
+    "SCHEMA_V1",
+    "Candidate",
+    "ConstraintCheck",
+    "DecisionRecord",
+    "Handoff",
+    "MemoryWrite",
+    "OtelContext",
+    "Outcome",
+    "ParameterConstruction",
+    "Payload",
+    "Plan",
+    "RunClosed",
+    "RunStep",
+    "Termination",
+    "ToolCall",
+    "ToolSelection",
+    "new_record_id",
+    "record_digest",
+    "uuid7_time_ms",
+    "verify_disclosure",
+]
+
+SCHEMA_V1 = "ledger.decision/v1"
+RECORD_FIELDS = (
+    "schema",
+    "record_id",
+    "run_id",
+    "step",
+    "parent_digests",
+    "kind",
+    "time",
+    "agent",
+    "model",
+    "otel",
+    "evidence",
+    "candidates",
+    "selected",
+    "parameters",
+    "constraints",
+    "expected_outcome",
+    "actual_outcome",
+    "payload",
+)
+CANDIDATE_FIELDS = ("id", "action", "score", "rank")
+OTEL_FIELDS = ("trace_id", "span_id")
+RUN_STEP_FIELDS = ("step", "record_digest")
+
+_UUID7 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+_DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
+_TRACE_ID = re.compile(r"[0-9a-f]{32}")
+_SPAN_ID = re.compile(r"[0-9a-f]{16}")
+_RFC3339 = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.[0-9]+)?"
+    r"(?:[Zz]|[+-]([0-9]{2}):([0-9]{2}))"
+)
+
+
+# --- the v1 types --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OtelContext:
+    """OpenTelemetry join key: W3C Trace Context ids as lowercase hex (not all zero)."""
+
+    trace_id: str
+    span_id: str
+
+    def to_json_obj(self) -> dict[str, object]:
+        return {"trace_id": self.trace_id, "span_id": self.span_id}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Candidate:
+    """One option considered: ``score`` is a decimal string (``"0.87"``), ``rank`` >= 1."""
+
+    id: str
+    action: str | Commitment
+    score: str
+    rank: int
+
+    def to_json_obj(self) -> dict[str, object]:
+        return {"id": self.id, "action": self.action, "score": self.score, "rank": self.rank}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStep:
+    """One entry of a ``run_closed`` list: a step and the hex digest of its record."""
+
+    step: int
+    record_digest: str
+
+    def to_json_obj(self) -> dict[str, object]:
+        return {"step": self.step, "record_digest": self.record_digest}
+
+
+class _Payload:
+    """Kind-specific part of a record; ``KIND`` is the record's ``kind``."""
+
+    __slots__ = ()
+    KIND: ClassVar[str]
+
+    def to_json_obj(self) -> dict[str, object]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolSelection(_Payload):
+    """Choosing a tool among ``candidates`` (at least one); the choice is ``selected``."""
+
+    KIND: ClassVar[str] = "tool_selection"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParameterConstruction(_Payload):
+    """Building ``parameters`` for a call to ``tool``."""
+
+    KIND: ClassVar[str] = "parameter_construction"
+    tool: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCall(_Payload):
+    """A W3C PROV activity: calling ``tool`` *used* inputs and *generated* outputs (digests)."""
+
+    KIND: ClassVar[str] = "tool_call"
+    tool: str
+    inputs_used: tuple[str, ...] = ()
+    outputs_generated: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Termination(_Payload):
+    """The agent stopping, and why."""
+
+    KIND: ClassVar[str] = "termination"
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryWrite(_Payload):
+    """Writing ``value`` (usually a commitment) under ``key``: its ``source`` and trust label."""
+
+    KIND: ClassVar[str] = "memory_write"
+    key: str
+    value: JsonValue
+    source: str
+    trust_label: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConstraintCheck(_Payload):
+    """Checking constraint ``constraint_id``; ``passed`` is the verdict."""
+
+    KIND: ClassVar[str] = "constraint_check"
+    constraint_id: str
+    passed: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan(_Payload):
+    """An ordered, non-empty list of planned steps (text or commitments)."""
+
+    KIND: ClassVar[str] = "plan"
+    steps: tuple[str | Commitment, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Handoff(_Payload):
+    """Passing control to ``to_agent``."""
+
+    KIND: ClassVar[str] = "handoff"
+    to_agent: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome(_Payload):
+    """The observed result of earlier decisions (``actual_outcome`` vs ``expected_outcome``)."""
+
+    KIND: ClassVar[str] = "outcome"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunClosed(_Payload):
+    """The run's ordered list of (step, record digest), steps strictly increasing."""
+
+    KIND: ClassVar[str] = "run_closed"
+    steps: tuple[RunStep, ...]
+
+
+Payload: TypeAlias = (
+    ToolSelection
+    | ParameterConstruction
+    | ToolCall
+    | Termination
+    | MemoryWrite
+    | ConstraintCheck
+    | Plan
+    | Handoff
+    | Outcome
+    | RunClosed
+)
+_PAYLOAD_CLASSES: tuple[type[_Payload], ...] = (
+    ToolSelection,
+    ParameterConstruction,
+    ToolCall,
+    Termination,
+    MemoryWrite,
+    ConstraintCheck,
+    Plan,
+    Handoff,
+    Outcome,
+    RunClosed,
+)
+PAYLOAD_TYPES: Mapping[str, type[_Payload]] = {cls.KIND: cls for cls in _PAYLOAD_CLASSES}
+KINDS = tuple(PAYLOAD_TYPES)
+PAYLOAD_FIELDS: Mapping[str, tuple[str, ...]] = {
+    kind: tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+    for kind, cls in PAYLOAD_TYPES.items()
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DecisionRecord:
+    """One decision of one agent run (schema ``ledger.decision/v1``); the kind is the payload's.
+
+    Construction validates (``InvalidRecordError`` naming the field) and normalises: sequences
+    become tuples, commitment objects become ``Commitment``, JSON values become plain lists and
+    dicts. So ``from_json_obj(r.to_json_obj()) == r`` and ``from_json(r.to_json()) == r``.
+    """
+
+    record_id: str
+    run_id: str
+    step: int
+    time: str
+    agent: str
+    payload: Payload
+    parent_digests: tuple[str, ...] = ()
+    model: str | None = None
+    otel: OtelContext | None = None
+    evidence: Mapping[str, str] = field(default_factory=dict)
+    candidates: tuple[Candidate, ...] = ()
+    selected: str | None = None
+    parameters: Mapping[str, JsonValue] = field(default_factory=dict)
+    constraints: tuple[str, ...] = ()
+    expected_outcome: JsonValue = None
+    actual_outcome: JsonValue = None
+    schema: str = SCHEMA_V1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.payload, _PAYLOAD_CLASSES):
+            raise InvalidRecordError("payload", f"expected one of {[*PAYLOAD_TYPES]} payloads")
+        for name, value in _parse_record(self.to_json_obj()).items():
+            object.__setattr__(self, name, value)
+
+    @property
+    def kind(self) -> str:
+        """The record kind, one of ``KINDS`` (taken from the payload type)."""
+        return self.payload.KIND
+
+    def to_json_obj(self) -> dict[str, Json]:
+        """The record as plain JSON with exactly the members ``RECORD_FIELDS``."""
+        raw = {name: getattr(self, name) for name in RECORD_FIELDS if name != "kind"}
+        raw["kind"] = self.kind
+        plain = to_plain(raw, safe_numbers=True)
+        assert isinstance(plain, dict)
+        return plain
+
+    @classmethod
+    def from_json_obj(cls, obj: object, *, checked: bool = False) -> DecisionRecord:
+        """Validate a JSON object and build the record (inverse of ``to_json_obj``).
+
+        ``checked``: ``obj`` came from ``loads_strict(..., safe_numbers=True)``, so its I-JSON
+        limits need no second pass. Validated once: ``_parse_record`` returns every field
+        already normalised, so the second parse ``__post_init__`` makes for direct
+        construction is skipped (an index reads hundreds of thousands of records)."""
+        plain = cast(Json, obj) if checked else to_plain(obj, safe_numbers=True)
+        record = object.__new__(cls)
+        for name, value in _parse_record(plain).items():
+            object.__setattr__(record, name, value)
+        return record
+
+    def to_json(self) -> str:
+        """RFC 8785 canonical JSON text (the bytes ``record_digest`` hashes, decoded)."""
+        return canonical_bytes(self.to_json_obj()).decode("utf-8")
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> DecisionRecord:
+        """Strictly parse JSON text and validate it (inverse of ``to_json``)."""
+        return cls.from_json_obj(loads_strict(text, safe_numbers=True), checked=True)
+
+
+# --- validation: each reader takes (JSON value, field path) and returns the typed value ----------
+
+_digest = read_matching(_DIGEST, "64 lowercase hex digits (SHA-256)")
+_score = read_matching(_DECIMAL, "a decimal string such as '0.87'")
+_record_id = read_matching(_UUID7, "a lowercase UUIDv7")
+
+
+def _rfc3339(value: Json, path: str) -> str:
+    if not isinstance(value, str) or (match := _RFC3339.fullmatch(value)) is None:
+        raise InvalidRecordError(path, f"expected an RFC 3339 date-time, got {value!r}")
+    year, month, day, hour, minute, second, off_h, off_m = (int(g or 0) for g in match.groups())
+    try:
+        datetime(year, month, day, hour, minute, min(second, 59))
+    except ValueError as exc:
+        raise InvalidRecordError(path, f"not a valid date-time: {exc}") from exc
+    if second > 60 or off_h > 23 or off_m > 59:
+        raise InvalidRecordError(path, f"not a valid date-time: {value!r}")
+    return value
+
+
+def _json_value(value: Json, path: str) -> JsonValue:
+    if is_commitment_obj(value):
+        return Commitment.from_json_obj(value, path)
+    if isinstance(value, list):
+        return [_json_value(v, index_path(path, i)) for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return {k: _json_value(v, child_path(path, k)) for k, v in value.items()}
+    return value
+
+
+def _text_or_commitment(value: Json, path: str) -> str | Commitment:
+    if is_commitment_obj(value):
+        return Commitment.from_json_obj(value, path)
+    return read_text(value, path)
+
+
+def _parameters(value: Json, path: str) -> dict[str, JsonValue]:
+    if not isinstance(value, dict):
+        raise wrong_type(path, "an object of named parameters", value)
+    if is_commitment_obj(value):
+        raise InvalidRecordError(path, "commit single parameters, not the whole object")
+    return {k: _json_value(v, child_path(path, k)) for k, v in value.items()}
+
+
+def _evidence(value: Json, path: str) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise wrong_type(path, "an object mapping names to digests", value)
+    if "" in value:
+        raise InvalidRecordError(child_path(path, ""), "evidence names are non-empty")
+    return {k: _digest(v, child_path(path, k)) for k, v in value.items()}
+
+
+def _otel_id(pattern: re.Pattern[str], what: str) -> Reader:
+    def read(value: Json, path: str) -> str:
+        text: str = read_matching(pattern, what)(value, path)
+        if not text.strip("0"):
+            raise InvalidRecordError(path, "an all-zero id is invalid")
+        return text
+
+    return read
+
+
+_trace_id = _otel_id(_TRACE_ID, "32 lowercase hex digits")
+_span_id = _otel_id(_SPAN_ID, "16 lowercase hex digits")
+
+
+def _otel(value: Json, path: str) -> OtelContext:
+    obj = read_object(value, path, OTEL_FIELDS)
+    return OtelContext(
+        trace_id=_trace_id(obj["trace_id"], f"{path}.trace_id"),
+        span_id=_span_id(obj["span_id"], f"{path}.span_id"),
+    )
+
+
+def _candidate(value: Json, path: str) -> Candidate:
+    obj = read_object(value, path, CANDIDATE_FIELDS)
+    return Candidate(
+        id=read_text(obj["id"], f"{path}.id"),
+        action=_text_or_commitment(obj["action"], f"{path}.action"),
+        score=_score(obj["score"], f"{path}.score"),
+        rank=read_int(obj["rank"], f"{path}.rank", minimum=1),
+    )
+
+
+def _run_step(value: Json, path: str) -> RunStep:
+    obj = read_object(value, path, RUN_STEP_FIELDS)
+    return RunStep(
+        step=read_int(obj["step"], f"{path}.step"),
+        record_digest=_digest(obj["record_digest"], f"{path}.record_digest"),
+    )
+
+
+def _run_steps(value: Json, path: str) -> tuple[RunStep, ...]:
+    steps: tuple[RunStep, ...] = read_list(value, path, _run_step)
+    for i in range(1, len(steps)):
+        if steps[i].step <= steps[i - 1].step:
+            raise InvalidRecordError(f"{path}[{i}].step", "steps must strictly increase")
+    return steps
+
+
+def _plan_steps(value: Json, path: str) -> tuple[str | Commitment, ...]:
+    steps: tuple[str | Commitment, ...] = read_list(value, path, _text_or_commitment)
+    if not steps:
+        raise InvalidRecordError(path, "a plan has at least one step")
+    return steps
+
+
+def _digests(value: Json, path: str) -> tuple[str, ...]:
+    return read_list(value, path, _digest, unique=True)
+
+
+_PAYLOAD_READERS: Mapping[str, Mapping[str, Reader]] = {
+    "tool_selection": {},
+    "parameter_construction": {"tool": read_text},
+    "tool_call": {"tool": read_text, "inputs_used": _digests, "outputs_generated": _digests},
+    "termination": {"reason": read_text},
+    "memory_write": {
+        "key": read_text,
+        "value": _json_value,
+        "source": read_text,
+        "trust_label": read_text,
+    },
+    "constraint_check": {"constraint_id": read_text, "passed": read_bool},
+    "plan": {"steps": _plan_steps},
+    "handoff": {"to_agent": read_text},
+    "outcome": {},
+    "run_closed": {"steps": _run_steps},
+}
+
+_FIELD_READERS: Mapping[str, Reader] = {
+    "record_id": _record_id,
+    "run_id": read_text,
+    "step": read_int,
+    "parent_digests": _digests,
+    "time": _rfc3339,
+    "agent": read_text,
+    "model": read_optional(read_text),
+    "otel": read_optional(_otel),
+    "evidence": _evidence,
+    "candidates": lambda v, p: read_list(v, p, _candidate),
+    "selected": read_optional(read_text),
+    "parameters": _parameters,
+    "constraints": lambda v, p: read_list(v, p, read_text, unique=True),
+    "expected_outcome": _json_value,
+    "actual_outcome": _json_value,
+}
+
+
+def _kind(value: Json) -> str:
+    if not isinstance(value, str) or value not in PAYLOAD_TYPES:
+        raise InvalidRecordError("kind", f"unknown kind {value!r}; expected one of {[*KINDS]}")
+    return value
+
+
+def _payload(kind: str, value: Json, path: str) -> Payload:
+    readers = _PAYLOAD_READERS[kind]
+    obj = read_object(value, path, tuple(readers))
+    args = {name: read(obj[name], child_path(path, name)) for name, read in readers.items()}
+    payload: Payload = PAYLOAD_TYPES[kind](**args)  # type: ignore[assignment]
+    return payload
+
+
+def _parse_record(value: Json) -> dict[str, Any]:
+    """Validate a plain JSON record; return the constructor arguments (without ``kind``)."""
+    obj = read_object(value, "", RECORD_FIELDS)
+    if obj["schema"] != SCHEMA_V1:
+        raise InvalidRecordError("schema", f"expected {SCHEMA_V1!r}, got {obj['schema']!r}")
+    kind = _kind(obj["kind"])
+    args: dict[str, Any] = {"schema": SCHEMA_V1}
+    args.update((name, read(obj[name], name)) for name, read in _FIELD_READERS.items())
+    args["payload"] = _payload(kind, obj["payload"], "payload")
+    _check_cross_field(args)
+    return args
+
+
+def _check_cross_field(args: Mapping[str, Any]) -> None:
+    candidates: tuple[Candidate, ...] = args["candidates"]
+    ids = [c.id for c in candidates]
+    if len(set(ids)) != len(ids):
+        first = next(i for i, c in enumerate(ids) if ids.index(c) != i)
+        raise InvalidRecordError(f"candidates[{first}].id", "duplicate candidate id")
+    if args["selected"] is not None and args["selected"] not in ids:
+        raise InvalidRecordError("selected", f"{args['selected']!r} is not a candidate id")
+    payload = args["payload"]
+    if isinstance(payload, ToolSelection) and not candidates:
+        raise InvalidRecordError("candidates", "a tool_selection has at least one candidate")
+    if isinstance(payload, RunClosed) and payload.steps and payload.steps[-1].step >= args["step"]:
+        raise InvalidRecordError("step", "a run_closed record comes after every step it lists")
+
+
+# --- digests, ids, disclosure --------------------------------------------------------------------
+
+
+def record_digest(record: DecisionRecord) -> bytes:
+    """SHA-256 of the record's RFC 8785 canonical bytes (32 bytes)."""
+    return hashlib.sha256(canonical_plain(record.to_json_obj())).digest()  # to_json_obj checks
+
+
+def new_record_id(now_ms: int | None = None, rand: bytes | None = None) -> str:
+    """A UUIDv7 (RFC 9562 §5.7): 48-bit Unix milliseconds, version 7, variant 0b10, random rest.
+
+    ``now_ms`` defaults to the wall clock and ``rand`` (10 bytes; the version nibble and variant
+    bits are overwritten) to fresh random bytes; tests inject both.
+    """
+    ms = _time.time_ns() // 1_000_000 if now_ms is None else now_ms
+    if not 0 <= ms < 2**48:
+        raise InvalidRecordError("record_id", f"timestamp {ms} ms does not fit 48 bits")
+    rand = secrets.token_bytes(10) if rand is None else rand
+    if len(rand) != 10:
+        raise InvalidRecordError("record_id", "rand must be exactly 10 bytes")
+    raw = bytearray(ms.to_bytes(6, "big") + rand)
+    raw[6] = 0x70 | (raw[6] & 0x0F)
+    raw[8] = 0x80 | (raw[8] & 0x3F)
+    return str(uuid.UUID(bytes=bytes(raw)))
+
+
+def uuid7_time_ms(record_id: str) -> int:
+    """The Unix-millisecond timestamp in a UUIDv7 (RFC 9562 §5.7 ``unix_ts_ms``)."""
+    _record_id(record_id, "record_id")
+    return int(record_id.replace("-", "")[:12], 16)
+
+
+def verify_disclosure(
+    record: DecisionRecord | Mapping[str, object] | str | bytes,
+    disclosure: Disclosure,
+    expected_record_digest: bytes,
+) -> None:
+    """Check a disclosed field against a logged record digest.
+
+    ``record`` is the record, its JSON object or its JSON text. Checks that the record's digest
+    is ``expected_record_digest`` and that the field ``disclosure.field_path`` holds
+    ``SHA-256(salt || JCS(value))``. Raises ``RecordError`` on any mismatch, ``InvalidRecordError``
+    if the record is malformed, ``MalformedHashError`` if the expected digest is not 32 bytes.
+    """
+    if len(expected_record_digest) != HASH_SIZE:
+        raise MalformedHashError("expected record digest must be 32 bytes")
+    if isinstance(record, str | bytes):
+        record = DecisionRecord.from_json(record)
+    elif not isinstance(record, DecisionRecord):
+        record = DecisionRecord.from_json_obj(record)
+    digest = record_digest(record)
+    if digest != expected_record_digest:
+        raise RecordError(
+            f"record digest {digest.hex()} does not match expected {expected_record_digest.hex()}"
+        )
+    check_disclosure_in(record.to_json_obj(), disclosure)

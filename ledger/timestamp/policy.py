@@ -1,0 +1,63 @@
+"""Anchor time policy: when may an RFC 3161 genTime (RFC 3161 §2.4.2) date a logged entry?
+
+Pure: no I/O, no clock (the caller passes ``now``). A token that verifies (``verify_token``)
+proves that its TSA signed the stamped checkpoint body at genTime, give or take the token's own
+``accuracy``. The verifier adds two checks that tie that time to what a receipt asserts:
+
+    anchor-before-leaf   genTime + accuracy + skew < the leaf's time (the log's receive time).
+                         The stamped checkpoint covers the leaf, so it cannot be older than it:
+                         an honest TSA cannot have stamped it earlier.
+    anchor-in-future     genTime - accuracy > now + skew: a token from the future (a TSA
+                         clock that is wrong, or a forged time) dates nothing.
+
+``skew`` (default ``DEFAULT_SKEW``, 5 minutes) allows for the log's clock and the TSA's clock
+disagreeing; the leaf time is the log operator's claim and genTime the TSA's. Both failures are
+:class:`~ledger.errors.TimestampError` naming the check.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from ledger.core.errors import FormatError, TimestampError
+
+__all__ = ["DEFAULT_SKEW", "check_gen_time"]
+
+DEFAULT_SKEW = timedelta(minutes=5)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def check_gen_time(
+    gen_time: datetime,
+    accuracy: timedelta | None,
+    *,
+    now: datetime,
+    not_before: datetime | None = None,
+    skew: timedelta = DEFAULT_SKEW,
+) -> None:
+    """Apply the policy above to a verified genTime; ``now`` and ``not_before`` are aware.
+
+    ``not_before`` is the leaf time of the entry the anchored checkpoint covers (None: no
+    lower bound, e.g. a bare token). Requires ``skew >= 0``.
+    """
+    if now.tzinfo is None or (not_before is not None and not_before.tzinfo is None):
+        raise FormatError("anchor time policy needs timezone-aware times")
+    if skew < timedelta(0):
+        raise FormatError(f"clock skew must be >= 0, got {skew}")
+    slack = accuracy or timedelta(0)
+    if not_before is not None and gen_time + slack + skew < not_before:
+        raise TimestampError(
+            "anchor-before-leaf",
+            f"genTime {_iso(gen_time)} (accuracy {slack.total_seconds():g}s) precedes the "
+            f"leaf's time {_iso(not_before)} by more than the allowed skew of "
+            f"{skew.total_seconds():g}s: the stamped checkpoint covers that leaf",
+        )
+    if gen_time - slack > now + skew:
+        raise TimestampError(
+            "anchor-in-future",
+            f"genTime {_iso(gen_time)} (accuracy {slack.total_seconds():g}s) is after the "
+            f"verification time {_iso(now)} plus the allowed skew of {skew.total_seconds():g}s",
+        )

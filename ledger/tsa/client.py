@@ -1,0 +1,137 @@
+"""Time-Stamping Authorities over the network (RFC 3161 §3.4) and the embedded development TSA.
+
+- :class:`TsaClient` POSTs a TimeStampReq to a TSA URL with the stdlib ``urllib`` and returns
+  the token only after :func:`ledger.timestamp.verify_response` accepted it (status, imprint,
+  nonce, signature, ESSCertID, EKU, chain to the configured roots). Transport failures raise
+  :class:`~ledger.errors.TimestampError` with check ``"http"`` (non-200, wrong content type,
+  oversized reply) or ``"network"`` (refused, unreachable, timed out).
+- :class:`TsaAuthority` (:mod:`ledger.tsa_authority`) signs tokens; :class:`TsaServer`
+  (:mod:`ledger.tsa_server`) serves it over HTTP; :func:`run_tsa` is what ``ledger tsa`` runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from cryptography import x509
+
+from ledger.core.errors import FormatError, TimestampError
+from ledger.timestamp.rfc3161 import VerifiedTimestamp, build_request, verify_response
+from ledger.tsa.authority import TSA_POLICY_OID, SerialNumbers, TsaAuthority
+from ledger.tsa.server import QUERY_CONTENT_TYPE, REPLY_CONTENT_TYPE, TsaServer
+
+__all__ = [
+    "DEFAULT_TSA_NAME",
+    "TSA_POLICY_OID",
+    "SerialNumbers",
+    "TsaAuthority",
+    "TsaClient",
+    "TsaServer",
+    "open_authority",
+    "run_tsa",
+]
+
+DEFAULT_TSA_NAME = "Decision Ledger development TSA"
+MAX_REPLY_BYTES = 1024 * 1024
+# Some TSAs still answer with the pre-RFC name of the media type.
+_REPLY_TYPES = (REPLY_CONTENT_TYPE, "application/timestamp-response")
+
+
+class TsaClient:
+    """Ask one RFC 3161 TSA for tokens and verify each before returning it."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float,
+        roots: Sequence[x509.Certificate],
+        intermediates: Sequence[x509.Certificate] = (),
+    ) -> None:
+        if urlsplit(url).scheme not in ("http", "https"):
+            raise FormatError(f"TSA URL must be http:// or https://, got {url!r}")
+        if not roots:
+            raise FormatError("a TSA client needs at least one trusted TSA root")
+        self.url = url
+        self.timeout = timeout
+        self.roots = tuple(roots)
+        self.intermediates = tuple(intermediates)
+
+    def timestamp(
+        self, digest: bytes, *, at_time: datetime | None = None
+    ) -> tuple[bytes, VerifiedTimestamp]:
+        """A verified token over the SHA-256 ``digest``: ``(token_der, VerifiedTimestamp)``."""
+        request = build_request(digest)
+        reply = self._post(request.der)
+        verified = verify_response(
+            reply,
+            digest=digest,
+            nonce=request.nonce,
+            roots=self.roots,
+            intermediates=self.intermediates,
+            at_time=at_time,
+        )
+        return verified.token_der, verified
+
+    def _post(self, query: bytes) -> bytes:
+        http_request = urllib.request.Request(
+            self.url,
+            data=query,
+            method="POST",
+            headers={"Content-Type": QUERY_CONTENT_TYPE, "Accept": REPLY_CONTENT_TYPE},
+        )
+        try:
+            with urllib.request.urlopen(http_request, timeout=self.timeout) as response:
+                content_type = response.headers.get_content_type()
+                body = response.read(MAX_REPLY_BYTES + 1)
+                status = int(response.status)
+        except urllib.error.HTTPError as exc:
+            raise TimestampError("http", f"TSA {self.url} answered HTTP {exc.code}") from exc
+        except (urllib.error.URLError, TimeoutError, OSError) as exc:
+            raise TimestampError("network", f"TSA {self.url} unreachable: {exc}") from exc
+        return self._checked_reply(status, content_type, body)
+
+    def _checked_reply(self, status: int, content_type: str, body: bytes) -> bytes:
+        if status != 200:
+            raise TimestampError("http", f"TSA {self.url} answered HTTP {status}")
+        if content_type not in _REPLY_TYPES:
+            raise TimestampError(
+                "http", f"TSA {self.url} answered {content_type}, not {REPLY_CONTENT_TYPE}"
+            )
+        if len(body) > MAX_REPLY_BYTES:
+            raise TimestampError("http", f"TSA {self.url} reply exceeds {MAX_REPLY_BYTES} bytes")
+        return body
+
+
+def open_authority(state_dir: Path, *, name: str = DEFAULT_TSA_NAME) -> TsaAuthority:
+    """The authority saved in ``state_dir``, generating and saving one on first use."""
+    if not TsaAuthority.exists(state_dir):
+        TsaAuthority.generate(name).save(state_dir)
+    return TsaAuthority.load(state_dir)
+
+
+def run_tsa(
+    host: str,
+    port: int,
+    state_dir: Path | str,
+    *,
+    name: str = DEFAULT_TSA_NAME,
+    on_ready: Callable[[TsaServer, TsaAuthority], None] | None = None,
+) -> None:
+    """Serve the development TSA kept in ``state_dir`` until interrupted (blocking).
+
+    ``on_ready(server, authority)`` runs once the port is bound: the place to print
+    ``server.url`` and where the root certificate is (``state_dir/root.pem``). Stop from
+    another thread with ``server.stop()``, or with Ctrl-C.
+    """
+    authority = open_authority(Path(state_dir), name=name)
+    server = TsaServer(authority, host=host, port=port)
+    ready = None if on_ready is None else (lambda: on_ready(server, authority))
+    with contextlib.suppress(KeyboardInterrupt):
+        server.serve(on_bound=ready)

@@ -1,0 +1,184 @@
+"""The witness over HTTP (c2sp.org/tlog-witness): ``POST <prefix>/add-checkpoint`` with aiohttp.
+
+``create_witness_app`` wraps a ``ledger.witness_state.Witness``; the decision and its durable
+write run on a worker thread, so the event loop keeps accepting requests while one is fsynced.
+Bodies over ``MAX_BODY_BYTES`` get 413; other methods 405 (aiohttp). Every refusal has a text
+body saying what is wrong; a 409 for a stale old size carries ``text/x.tlog.size``.
+
+``WitnessSettings`` is the witness's configuration (TOML, see ``load_witness_settings``)::
+
+    [witness]
+    key_file = "witness.key"          # a tlog-cosignature (type 0x04) signer key
+    state_dir = "witness-data"
+    listen = "127.0.0.1:7380"
+    [[witness.log]]                   # every log this witness cosigns (repeatable)
+    origin = "ledger.example.com/agents/2026"
+    keys = ["ledger.example.com/agents/2026+1234abcd+AQ..."]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from ledger.core.checkpoint import CosignatureSigner, Ed25519Verifier, Verifier
+from ledger.core.errors import FormatError, MalformedKeyError
+from ledger.fileio.keys import read_key_text
+from ledger.witness.core import MAX_BODY_BYTES
+from ledger.witness.state import Witness
+
+_log = logging.getLogger("ledger.witness")
+
+__all__ = [
+    "LogKeys",
+    "WitnessSettings",
+    "create_witness_app",
+    "load_witness_settings",
+    "open_witness",
+    "run_witness",
+    "split_listen",
+    "start_witness_server",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LogKeys:
+    """A log the witness cosigns: its origin and verifier key strings (type 0x01)."""
+
+    origin: str
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WitnessSettings:
+    """The configuration of ``ledger witness serve``."""
+
+    key_file: Path = Path("witness.key")
+    state_dir: Path = Path("witness-data")
+    listen: str = "127.0.0.1:7380"
+    logs: tuple[LogKeys, ...] = field(default=())
+
+    def verifiers(self) -> dict[str, list[Verifier]]:
+        """Origin -> parsed verifier keys; MalformedKeyError names the bad key."""
+        out: dict[str, list[Verifier]] = {}
+        for log in self.logs:
+            for text in log.keys:
+                try:
+                    out.setdefault(log.origin, []).append(Ed25519Verifier.from_key_string(text))
+                except MalformedKeyError as exc:
+                    raise MalformedKeyError(f"log {log.origin!r}: {exc}") from None
+        return out
+
+
+def _log_table(i: int, raw: Any) -> LogKeys:
+    where = f"witness.log[{i}]"
+    if not isinstance(raw, dict) or set(raw) != {"origin", "keys"}:
+        raise FormatError(f"{where}: want a table with exactly origin and keys")
+    origin, keys = raw["origin"], raw["keys"]
+    if not isinstance(origin, str) or not origin:
+        raise FormatError(f"{where}.origin: want a non-empty string")
+    if not isinstance(keys, list) or not keys or not all(isinstance(k, str) for k in keys):
+        raise FormatError(f"{where}.keys: want a non-empty list of verifier key strings")
+    return LogKeys(origin=origin, keys=tuple(keys))
+
+
+def load_witness_settings(path: Path | None) -> WitnessSettings:
+    """Defaults, overlaid with the ``[witness]`` table of the TOML file at ``path``."""
+    if path is None:
+        return WitnessSettings()
+    try:
+        doc = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise FormatError(f"cannot read config {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise FormatError(f"config {path} is not valid TOML: {exc}") from None
+    table = doc.get("witness")
+    if set(doc) != {"witness"} or not isinstance(table, dict):
+        raise FormatError(f"config {path}: want one [witness] table")
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        if key == "log":
+            values["logs"] = tuple(_log_table(i, t) for i, t in enumerate(value))
+        elif key in ("key_file", "state_dir") and isinstance(value, str):
+            values[key] = Path(value)
+        elif key == "listen" and isinstance(value, str):
+            values[key] = value
+        else:
+            raise FormatError(f"config {path}: unknown or mistyped key witness.{key}")
+    return WitnessSettings(**values)
+
+
+def open_witness(settings: WitnessSettings, *, clock: Callable[[], float] = time.time) -> Witness:
+    """The witness of ``settings``: its signer key, known logs and state folder."""
+    signer = CosignatureSigner.from_key_string(read_key_text(settings.key_file))
+    logs = settings.verifiers()
+    if not logs:
+        raise FormatError("no log to witness: give [[witness.log]] entries or --log VKEY")
+    return Witness(folder=settings.state_dir, signer=signer, logs=logs, clock=clock)
+
+
+def create_witness_app(witness: Witness, *, prefix: str = "") -> web.Application:
+    """An aiohttp application serving ``POST <prefix>/add-checkpoint``."""
+
+    async def add_checkpoint(request: web.Request) -> web.Response:
+        body = await request.read()
+        loop = asyncio.get_running_loop()
+        try:
+            decision = await loop.run_in_executor(None, witness.add_checkpoint, body)
+        except OSError as exc:  # the state could not be stored: nothing was cosigned
+            _log.error("cannot store the witness state: %s", exc)
+            return web.Response(status=503, text="the witness cannot store its state; retry\n")
+        return web.Response(
+            status=decision.status,
+            body=decision.body.encode(),
+            headers={"Content-Type": decision.content_type},
+        )
+
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    app.router.add_post(f"{prefix}/add-checkpoint", add_checkpoint)
+    return app
+
+
+async def start_witness_server(witness: Witness, host: str, port: int) -> tuple[web.AppRunner, int]:
+    """Serve ``witness`` on host:port (0 picks a free port); return the runner and the port."""
+    runner = web.AppRunner(create_witness_app(witness), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    return runner, int(runner.addresses[0][1])
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    """``HOST:PORT`` -> (host, port); FormatError when it is not that."""
+    host, _, port = listen.rpartition(":")
+    if not host or not port.isdigit():
+        raise FormatError(f"listen {listen!r}: want HOST:PORT")
+    return host, int(port)
+
+
+async def run_witness(settings: WitnessSettings, on_ready: Callable[[Witness, int], None]) -> None:
+    """Serve until SIGTERM or SIGINT; the state is durable after every answer."""
+    host, port = split_listen(settings.listen)
+    witness = open_witness(settings)
+    try:
+        runner, bound = await start_witness_server(witness, host, port)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, stop.set)
+        on_ready(witness, bound)
+        await stop.wait()
+        await runner.cleanup()
+    finally:
+        witness.close()
