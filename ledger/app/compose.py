@@ -52,7 +52,8 @@ __all__ = ["App", "serve", "start_app"]
 SHUTDOWN_GRACE_S = 5.0
 # Reader threads (proofs) and the writer share one GIL: a thread that wants it waits up to the
 # switch interval (5 ms by default) each time. 1 ms keeps the writer's and the event loop's many
-# short hand-offs from queueing behind a proof batch (B4R in the README's benchmark table).
+# short hand-offs from queueing behind a proof batch (B4R in
+# docs/benchmarks.md "Quiet machine, 2026-11-30").
 GIL_SWITCH_INTERVAL_S = 0.001
 
 

@@ -47,7 +47,7 @@ is optional (``TABLES`` maps ``table.key`` to a field):
     memtable_mb = 16                            # x2, charged to the block cache
     cache_mb = 32
 
-    [tiles]                                     # C2SP tlog-tiles (README "Tiles")
+    [tiles]                                     # C2SP tlog-tiles (docs/formats.md "Tiles")
     listen = ""                                 # "" = 127.0.0.1:<gRPC port + 1>; "off"
     dir = "ledger-tiles"                        # a static mirror (default: none)
 

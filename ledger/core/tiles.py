@@ -10,7 +10,7 @@ Pure: standard library and ``ledger.merkle`` only, no I/O.
   (1234067 -> ``x001/x234/067``); the level and the width are plain decimal, no leading zeros.
 * An *entry bundle* (``tile/entries/<N>[.p/<W>]``) holds the entries ``256N .. 256N + W - 1``,
   each prefixed with its length as a big-endian uint16. For this log an entry is the v1 leaf
-  (README "The leaf"), so its RFC 6962 leaf hash is the level-0 tile hash.
+  (docs/formats.md "The leaf (v1)"), so its RFC 6962 leaf hash is the level-0 tile hash.
 * ``TileNodeReader`` answers the full-node look-ups of the proof planners in ``ledger.merkle``
   from tiles: a node of height ``h`` lies in the tile of level ``h // 8``; when ``h`` is not a
   multiple of 8 it is computed from ``2**(h % 8)`` of that tile's hashes (``TileHashes`` keeps

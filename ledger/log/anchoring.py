@@ -1,4 +1,5 @@
-"""Anchoring checkpoints with RFC 3161 timestamps (RFC 3161 §2.4, SPECS.md "RFC 3161").
+"""Anchoring checkpoints with RFC 3161 timestamps (RFC 3161 §2.4; docs/formats.md
+"RFC 3161 anchors").
 
 Each run takes the latest published checkpoint, and asks every configured TSA that has not yet
 stamped it for a token over SHA-256 of the checkpoint *body* (origin, size, root lines), so

@@ -1,7 +1,7 @@
 """The agent SDK: ``LedgerClient`` (threads) and ``AsyncLedgerClient`` (asyncio), plus the
 implicit-context API (``ledger_run``, ``@decision``) re-exported from its modules.
 
-DESIGN.md "Who uses it": an agent appends a record per decision, never blocks on the log and
+docs/design.md "Who uses it": an agent appends a record per decision, never blocks on the log and
 never loses a record. The client canonicalizes a record (RFC 8785), writes it to the spool
 (``ledger_client.spool``: durable, crash-safe, format in its docstring) and returns; a
 background sender (``ledger_client.sender``: batching, retries, backpressure, the overflow
