@@ -19,7 +19,9 @@ TEXT_SUFFIXES = frozenset({".py", ".pyi", ".md", ".toml", ".yml", ".yaml", ".txt
 NOTES = ("DESIGN", "SPECS")  # the notes' names, kept apart so this file does not cite them
 OUTSIDE = re.compile(rf"\b(?:{'|'.join(NOTES)})(?:\.md\b|\s+(?:rule\b|\"))")
 QUOTED = r'"([^"]+)"'
-CITATION = re.compile(rf"\b(docs/[\w./-]+\.md|README)\s+{QUOTED}((?:(?:\s*,|\s+and|\s+or)\s+{QUOTED})*)")
+CITATION = re.compile(
+    rf"\b(docs/[\w./-]+\.md|README)\s+{QUOTED}((?:(?:\s*,|\s+and|\s+or)\s+{QUOTED})*)"
+)
 
 
 def repository_files() -> list[Path]:
@@ -65,7 +67,7 @@ def test_nothing_cites_the_notes_outside_the_repository() -> None:
         for path in FILES
         for m in OUTSIDE.finditer(path.read_text(encoding="utf-8", errors="replace"))
     ]
-    assert not found, "cite docs/<page>.md \"Section\" instead:\n" + "\n".join(found)
+    assert not found, 'cite docs/<page>.md "Section" instead:\n' + "\n".join(found)
 
 
 def test_every_citation_names_a_page_and_a_heading_on_it() -> None:

@@ -10,7 +10,7 @@
 * Each shell block says whether it runs: ``<!-- run -->`` above the fence (it is then executed
   with bash in a temporary folder, offline, and must exit 0), or ``<!-- not run: reason -->``.
 * Synopsis lines in other blocks (``ledger-verify receipt FILE --key VKEY [--json]``) must name
-  existing commands and options.
+  existing commands and options, and every repository file a page names in backticks exists.
 """
 
 from __future__ import annotations
@@ -302,6 +302,20 @@ def test_synopsis_lines_name_real_commands(block: Block) -> None:
             check_synopsis(line)
         except AssertionError as exc:
             pytest.fail(f"{block.where}: {exc}")
+
+
+# --- paths ---------------------------------------------------------------------------------------
+
+FILE_NAMED = re.compile(
+    r"`((?:ledger|ledger_client|client|tests|tools|proto)/[\w/.-]+\.(?:py|json|proto))`"
+)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_files_the_docs_name_exist(page: Path) -> None:
+    for name in FILE_NAMED.findall(page.read_text(encoding="utf-8")):
+        path = ROOT / ("client/" + name if name.startswith("ledger_client/") else name)
+        assert path.is_file(), f"{page.relative_to(ROOT)} names {name}, which does not exist"
 
 
 # --- the checks themselves ----------------------------------------------------------------------
