@@ -32,6 +32,7 @@ import pytest
 
 from ledger.app.settings import load_settings
 from ledger.cli.main import main as ledger_main
+from ledger.core.errors import FormatError
 from ledger.witness.server import load_witness_settings
 from ledger_client.cli.main import main as verify_main
 
@@ -331,14 +332,15 @@ def _failure(program: str, args: list[str]) -> str:
     return caught.value.format_message()
 
 
-def test_the_errors_a_newcomer_hit_are_caught() -> None:
+def test_the_errors_a_newcomer_hit_are_caught(tmp_path: Path) -> None:
     # `ledger restore --from` does not exist: it is `ledger restore from-backup --from`
     assert "--from" in _failure("ledger", ["restore", "--from", "b", "--data-dir", "d"])
     parse_invocation("ledger", ["restore", "from-backup", "--from", "/b", "--data-dir", "d"])
     # a [server] block that lost its header puts its keys under [tiles] a second time
-    lost_header = '[tiles]\nlisten = ""\ndir = "ledger-tiles"\nlisten = "127.0.0.1:6962"\n'
-    with pytest.raises(tomllib.TOMLDecodeError):
-        tomllib.loads(lost_header)
+    lost_header = tmp_path / "lost.toml"
+    lost_header.write_text('[tiles]\nlisten = ""\ndir = "t"\nlisten = "127.0.0.1:6962"\n')
+    with pytest.raises(FormatError, match="Cannot overwrite a value"):
+        load_settings(lost_header)
     assert "no-such" in _failure("ledger", ["serve", "--no-such"])
     assert "No such command" in _failure("ledger-verify", ["recipt", "r.json"])
     assert "--key" in _failure("ledger-verify", ["receipt", "r.json"])  # required
