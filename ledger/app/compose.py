@@ -33,6 +33,7 @@ from ledger.app.settings import Settings, is_loopback, parse_listen
 from ledger.app.tsa_setup import TsaSetup, setup_tsas
 from ledger.core.checkpoint import Ed25519Signer
 from ledger.core.errors import FormatError
+from ledger.core.types import BackupOutcome
 from ledger.http.metrics import MetricsServer, add_metrics_route, start_metrics_server
 from ledger.http.mirror_process import MirrorProcess
 from ledger.http.tiles import TilesServer, start_tiles_server
@@ -42,7 +43,7 @@ from ledger.log.highwater import HighWaterMark
 from ledger.log.metrics import LedgerMetrics, MetricsRegistry, ObservedSource, witness_metrics
 from ledger.log.service import LogService
 from ledger.log.witnessing import Cosigning
-from ledger.ops.backup import BackupOutcome, backup_store
+from ledger.ops.backup import backup_store
 from ledger.ops.binding import bind_signer, open_bound_signer
 from ledger.store.rocks import RocksStore
 from ledger.store.tile_reader import TileReader
