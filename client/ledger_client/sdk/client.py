@@ -43,10 +43,10 @@ from ledger.core.errors import LedgerError, UnavailableError, is_retryable
 from ledger.core.jcs import canonical_bytes
 from ledger.records.commitments import Disclosure, check_disclosure_in
 from ledger.records.decision import DecisionRecord
-from ledger_client.receipts.fetch import count_cosignatures, fetch_receipts, witnessed_receipt
 from ledger_client.receipts.receipt import Receipt
 from ledger_client.remote.connection import Connection
 from ledger_client.remote.log import RemoteLog
+from ledger_client.remote.receipt_fetch import count_cosignatures, fetch_receipts, witnessed_receipt
 from ledger_client.sdk.capture import Capture, content_digest, jsonable
 from ledger_client.sdk.context import (
     ContextThreadPoolExecutor,
