@@ -7,5 +7,6 @@ that talk to a running log use the client's ``remote``, ``receipts`` and ``sdk``
 May import: ``ledger.core``, ``ledger.timestamp``, ``ledger.records``, ``ledger.fileio``,
 ``ledger.store``, ``ledger.log``, ``ledger.witness``, ``ledger.tsa``, ``ledger.api``,
 ``ledger.http``, ``ledger.ops``, ``ledger.app``, ``ledger_client.receipts``,
-``ledger_client.remote``, ``ledger_client.sdk``; libraries ``click``.
+``ledger_client.remote``, ``ledger_client.sdk``, ``ledger_client.clikit``; libraries
+``click``.
 """

@@ -8,5 +8,5 @@ recovery (``highwater``, ``recovery``), self-checks (``selfcheck``), RFC 3161 an
 (``reader``) and the Prometheus metrics (``metrics``).
 
 May import: ``ledger.core``, ``ledger.timestamp``, ``ledger.store``, ``ledger.witness``,
-``ledger.fileio``; libraries ``aiohttp``, ``prometheus_client``.
+``ledger.net``, ``ledger.fileio``; libraries ``aiohttp``, ``prometheus_client``.
 """

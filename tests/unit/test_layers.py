@@ -63,12 +63,14 @@ RULES: Mapping[str, Rule] = {
     # The server, bottom up.
     "ledger.store": rule("ledger.core ledger.fileio", "rocksdict"),
     "ledger.witness": rule("ledger.core ledger.fileio", "aiohttp"),
+    "ledger.net": rule("ledger.core", "aiohttp"),
     "ledger.log": rule(
-        "ledger.core ledger.timestamp ledger.store ledger.witness ledger.fileio",
+        "ledger.core ledger.timestamp ledger.store ledger.witness ledger.net ledger.fileio",
         "aiohttp prometheus_client",
     ),
     "ledger.tsa": rule(
-        "ledger.core ledger.timestamp ledger.fileio", "aiohttp asn1crypto cryptography"
+        "ledger.core ledger.timestamp ledger.net ledger.fileio",
+        "aiohttp asn1crypto cryptography",
     ),
     "ledger.api": rule(
         "ledger.core ledger.timestamp ledger.log ledger.v1 ledger.fileio",
@@ -86,7 +88,7 @@ RULES: Mapping[str, Rule] = {
     ),
     "ledger.cli": rule(
         f"{PURE} ledger.fileio {SERVER} ledger.app"
-        " ledger_client.receipts ledger_client.remote ledger_client.sdk",
+        " ledger_client.receipts ledger_client.remote ledger_client.sdk ledger_client.clikit",
         "click",
     ),
     "ledger.v1": rule("", "google.protobuf grpc"),
@@ -103,14 +105,22 @@ RULES: Mapping[str, Rule] = {
     "ledger_client.audit": rule(
         f"{PURE} ledger.fileio ledger_client.receipts", "cryptography sqlite3"
     ),
+    "ledger_client.clikit": rule("ledger.core ledger_client.remote.connection", "click"),
     "ledger_client.cli": rule(
-        f"{PURE} ledger.fileio ledger_client.receipts ledger_client.remote ledger_client.audit",
+        f"{PURE} ledger.fileio ledger_client.receipts ledger_client.remote ledger_client.audit"
+        " ledger_client.clikit",
         "asn1crypto click cryptography",
     ),
     "ledger_client.bridges": rule(
         "ledger.core ledger.records ledger_client.sdk", "langchain_core opentelemetry"
     ),
 }  # fmt: skip
+
+# Packages that other helpers' branches of issue 20 add (rules decided here): stacks adds
+# ledger.net (the server's one outbound HTTP client), cli adds ledger_client.clikit (plumbing both
+# CLIs share). When one is merged a test fails until it is deleted from this set and its
+# docstring has the "May import:" paragraph; then the lead deletes the set.
+PENDING_PACKAGES = frozenset({"ledger.net", "ledger_client.clikit"})
 
 # Wrong-way edges that other helpers' branches of issue 20 remove: (module, what it imports).
 # The lead deletes each entry when that branch is merged (a test fails on an entry whose edge
@@ -286,7 +296,8 @@ def test_every_package_has_a_rule_and_is_in_the_wheel() -> None:
     packages."""
     tree = {name for name, m in modules().items() if m.is_package}
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    assert set(RULES) == tree
+    assert set(RULES) - PENDING_PACKAGES == tree
+    assert sorted(PENDING_PACKAGES & tree) == [], "merged: delete it from PENDING_PACKAGES"
     assert set(config["tool"]["setuptools"]["packages"]) == tree
 
 
@@ -299,7 +310,7 @@ def allowed_in_docstring(path: Path) -> set[str]:
     return set(re.findall(r"``([\w.]+)``", paragraph))
 
 
-@pytest.mark.parametrize("package", sorted(RULES))
+@pytest.mark.parametrize("package", sorted(set(RULES) - PENDING_PACKAGES))
 def test_each_package_docstring_states_its_rule(package: str) -> None:
     path = modules()[package].path
     assert allowed_in_docstring(path) == RULES[package].imports | RULES[package].libraries
@@ -355,7 +366,7 @@ def test_the_offline_verifier_loads_no_grpc_rocksdict_or_aiohttp() -> None:
     )
     loaded = loaded_by(code)
     assert forbidden(loaded, ("grpc", "google.protobuf", "ledger.v1", *SERVER_LIBRARIES)) == []
-    assert forbidden(loaded, (*SERVER.split(), "ledger.app", "ledger.cli")) == []
+    assert forbidden(loaded, (*SERVER.split(), "ledger.net", "ledger.app", "ledger.cli")) == []
     assert forbidden(loaded, ("ledger_client.sdk", "ledger_client.remote.log")) == []
 
 

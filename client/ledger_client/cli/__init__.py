@@ -5,6 +5,6 @@ the monitor) and its shared plumbing (``common``, ``encoding``, ``errors``, ``co
 Only the commands that talk to a server load ``ledger_client.remote.log`` (and grpc), lazily.
 
 May import: ``ledger.core``, ``ledger.timestamp``, ``ledger.records``, ``ledger.fileio``,
-``ledger_client.receipts``, ``ledger_client.remote``, ``ledger_client.audit``; libraries
-``click``, ``cryptography``, ``asn1crypto``.
+``ledger_client.receipts``, ``ledger_client.remote``, ``ledger_client.audit``,
+``ledger_client.clikit``; libraries ``click``, ``cryptography``, ``asn1crypto``.
 """
