@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.integration]  # opens RocksDB, spawns processes
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = (("ledger", ROOT / "ledger"), ("ledger_client", ROOT / "client" / "ledger_client"))
