@@ -1,0 +1,7 @@
+"""net: the server side's outbound HTTP, one aiohttp client (``ledger.net.client``).
+
+Owns: timeouts, response-size caps and the mapping of transport failures to the error tree for
+every request the server makes (the TSA client, witnessing). May import: ``ledger.core`` and
+aiohttp. Imported by: ``ledger.tsa``, ``ledger.log``. The offline verifier never loads it (its
+tile client stays on the standard library: ``ledger_client.remote.tiles``).
+"""
