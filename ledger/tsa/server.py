@@ -14,7 +14,7 @@ thread for the blocking ``serve()`` that ``ledger tsa`` runs):
 - any other method -> 405 with ``Allow: POST`` (HEAD without a body);
 - past ``max_connections`` open connections -> 503 at once (the connection never reaches the
   HTTP parser); a body not received within ``body_deadline_s`` in all -> 408 and the connection
-  is closed; a connection that sends no complete request head within ``HEAD_DEADLINE_S`` (also
+  is closed; a connection that sends no complete request head within ``head_deadline_s`` (also
   between keep-alive requests) is closed. A slow or stalled client holds at most one of a
   bounded number of connections, for a bounded time, and no thread.
 
@@ -122,11 +122,13 @@ class TsaServer:
         port: int = 0,
         max_connections: int = MAX_CONNECTIONS,
         body_deadline_s: float = BODY_DEADLINE_S,
+        head_deadline_s: float = HEAD_DEADLINE_S,
     ):
         self._authority = authority
         self._address = (host, port)
         self._max_connections = max_connections
         self._body_deadline_s = body_deadline_s
+        self._head_deadline_s = head_deadline_s
         self._port: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
@@ -158,7 +160,7 @@ class TsaServer:
         self._loop, self._stopping = loop, asyncio.Event()
         server = _CappedServer(
             _Queries(self._authority, self._body_deadline_s),
-            keepalive_timeout=HEAD_DEADLINE_S,
+            keepalive_timeout=self._head_deadline_s,
             lingering_time=0,  # a body cut short is not drained: the connection closes
             access_log=None,
         )
