@@ -103,8 +103,8 @@ class _Queries:
             reply = _text(408, "the request body came too slowly")
             reply.force_close()
             return reply
-        try:
-            answer = self._authority.respond(body)
+        try:  # signing, and now and then a durable serial reservation: off the loop
+            answer = await asyncio.to_thread(self._authority.respond, body)
         except Exception:
             _log.exception("TSA failed to answer a query")
             return _text(500, "time-stamping failed")
