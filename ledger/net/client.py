@@ -4,8 +4,10 @@
 ``post_blocking`` is the same request for synchronous callers on a worker thread (the anchorer
 asks its TSAs there): a short-lived loop and session per call, as TSA calls are rare.
 
-Every request has a total timeout and a response-size cap; the body is read in chunks and
-refused past the cap, so an untrusted server cannot make the log buffer more than the cap.
+The proxy variables (``HTTPS_PROXY``, ``HTTP_PROXY``, ``NO_PROXY``) are honoured, as urllib
+did for the TSA client. Every request has a total timeout and a response-size cap; the body is
+read in chunks and refused past the cap, so an untrusted server cannot make the log buffer more
+than the cap.
 Failures are the error tree's (``ledger.core.errors``); an answered status, whatever it is, is a
 ``Reply`` for the caller to judge:
 
