@@ -42,7 +42,7 @@ from ledger.log.facade import Log
 from ledger.log.highwater import HighWaterMark
 from ledger.log.metrics import LedgerMetrics, MetricsRegistry, ObservedSource, witness_metrics
 from ledger.log.service import LogService
-from ledger.log.witnessing import Cosigning
+from ledger.log.witnessing import Cosigning, WitnessEndpoint
 from ledger.ops.backup import backup_store
 from ledger.ops.binding import bind_signer, open_bound_signer
 from ledger.store.rocks import RocksStore
@@ -167,9 +167,13 @@ def _observed(targets: list[TsaTarget], metrics: LedgerMetrics) -> list[TsaTarge
 
 def _cosigning(settings: Settings, log: Log) -> Cosigning:
     """Witness submission (``ledger.witnessing``) for the configured ``[[witness]]`` entries."""
+    endpoints = [
+        WitnessEndpoint(name=w.name, url=w.url, key=w.key, timeout_s=w.timeout_s)
+        for w in settings.witnesses
+    ]
     return Cosigning(
         log=log,
-        witnesses=settings.witnesses,
+        witnesses=endpoints,
         quorum=settings.witness_quorum or len(settings.witnesses),
         status_dir=settings.data_dir,
     )

@@ -53,7 +53,7 @@ from rocksdict import (
 
 from ledger.core.errors import DataLossError, StorageError
 from ledger.core.merkle import NodeID
-from ledger.core.tile_layout import TileReader, TileWriter
+from ledger.core.tile_layout import StoredTiles, TileWriter
 from ledger.core.types import Anchor, PublishedCheckpoint
 from ledger.store.contract import Batch, TreeState, check_new_checkpoint
 
@@ -249,7 +249,7 @@ class RocksStore:
         self._check_version(Path(path))
         self._nosync = WriteOptions()
         self._nosync.sync = False
-        self._reader = TileReader(self._lookup)
+        self._reader = StoredTiles(self._lookup)
         try:
             self._writer = TileWriter.load(self.load_state().size, self._lookup)
         except StorageError:

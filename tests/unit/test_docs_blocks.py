@@ -30,10 +30,9 @@ from pathlib import Path
 import click
 import pytest
 
-from ledger.app.settings import load_settings
+from ledger.app.settings import load_settings, load_witness_settings
 from ledger.cli.main import main as ledger_main
 from ledger.core.errors import FormatError
-from ledger.witness.server import load_witness_settings
 from ledger_client.cli.main import main as verify_main
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -120,7 +120,7 @@ RULES: Mapping[str, Rule] = {
 # ledger.net (the server's one outbound HTTP client), cli adds ledger_client.clikit (plumbing both
 # CLIs share). When one is merged a test fails until it is deleted from this set and its
 # docstring has the "May import:" paragraph; then the lead deletes the set.
-PENDING_PACKAGES = frozenset({"ledger.net", "ledger_client.clikit"})
+PENDING_PACKAGES = frozenset({"ledger_client.clikit"})
 
 # Wrong-way edges that other helpers' branches of issue 20 remove: (module, what it imports).
 # The lead deletes each entry when that branch is merged (a test fails on an entry whose edge
@@ -129,10 +129,6 @@ PENDING_EDGES: frozenset[tuple[str, str]] = frozenset({
     # fileio: check_private_file moves from ledger.ops.binding into ledger.fileio.
     ("ledger.api.auth", "ledger.ops.binding"),
     ("ledger.api.tls", "ledger.ops.binding"),
-    # stacks: witness settings in the settings model; the TSA on aiohttp (server and client).
-    ("ledger.log.witnessing", "ledger.app.settings"),
-    ("ledger.tsa.client", "urllib.request"),
-    ("ledger.tsa.server", "http.server"),
     # verify: one strict run loader (audit.load, which imports a CLI module, goes).
     ("ledger_client.audit.load", "ledger_client.cli.receipts"),
     ("ledger_client.audit.load", "rfc8785"),
