@@ -111,17 +111,37 @@ def accept(
     config: Path | None, data_dir: Path | None, mark_file: Path | None, salvage_wal: bool
 ) -> None:
     """Accept the data dir as it is: the log starts read-only until `catch-up` completes."""
-    from ledger.log.highwater import HighWaterMark, MarkState, RestoreRecord
+    from ledger.log.highwater import AckedSize, HighWaterMark, MarkState, RestoreRecord, acked_path
     from ledger.log.selfcheck import root_at
 
     settings = _settings(config, data_dir, mark_file)
     mark = HighWaterMark(settings.high_water_file)
+    acked = AckedSize(acked_path(mark.path))
     with _store(settings.db_dir, "salvage" if salvage_wal else "strict") as store:
+        size = store.load_state().size
+        try:
+            recorded = acked.read()
+            if recorded is not None and size < recorded:
+                acked.write(size)
+                click.echo(
+                    f"accepted the loss of entries {size}..{recorded - 1} (acknowledged, missing "
+                    f"from the data dir): {acked.path} now says {size}"
+                )
+        finally:
+            acked.close()
         state = mark.read()
         if state is None:
-            _fail(f"no high-water mark at {mark.path}: nothing to accept", 2)
+            latest = store.latest_checkpoint()
+            if latest is None:
+                _fail(f"no high-water mark at {mark.path} and no stored checkpoint", 2)
+                return
+            mark.write(MarkState(checkpoint=latest))
+            click.echo(
+                f"accepted without a mark: recorded the stored checkpoint {latest.size} in "
+                f"{mark.path}; the log starts read-write"
+            )
             return
-        cp, size = state.checkpoint, store.load_state().size
+        cp = state.checkpoint
         if size >= cp.size:
             if root_at(store.get_nodes, cp.size) != cp.root_hash:
                 _fail("the tree is not the published one; accepting it cannot make it consistent")

@@ -18,6 +18,13 @@ checkpoint size, on a thread of their own; so a slow or dead witness never slows
 publishing. The HTTP client is aiohttp's (already the server extra's HTTP stack): one
 connection pool, per-request timeouts and cancellation without a thread per witness.
 
+Evidence (``ledger.log.evidence``): every answer also goes to the log's ``EvidenceSink``. A 409
+naming a size beyond the local tree, a 409 at the submitted size (the witness holds another
+root there) and a 422 (the proof the log built from its own tree fails) are evidence; a 409
+naming a size the tree covers is C2SP catch-up (re-prove from it); a cosignature is agreement.
+``probe`` asks every witness about the newest stored checkpoint once at start, before anything
+new is signed or served.
+
 Operator view: ``witnesses.json`` in the data folder (rewritten at most once per second) with
 each witness's last cosigned size, its size as last reported, the last error and when, and the
 time from publication (as seen by the poll) to a quorum of cosignatures (p50/p99);
@@ -45,6 +52,7 @@ from ledger.app.settings import WitnessTarget
 from ledger.core.checkpoint import Checkpoint, CosignatureVerifier, NoteSignature, SignedNote
 from ledger.core.errors import FormatError, LedgerError
 from ledger.core.types import ConsistencyProof, PublishedCheckpoint
+from ledger.log.evidence import EvidenceSink
 from ledger.witness.core import SIZE_CONTENT_TYPE, build_request
 from ledger.witness.state import write_atomically
 
@@ -88,6 +96,10 @@ class WitnessStatus:
 class _Refused(Exception):
     """A witness answer that is not a cosignature (shown as the witness's last error); internal
     to witnessing, it never reaches a caller of the log."""
+
+
+class _Conflict(_Refused):
+    """A 422, or a 409 at the submitted size: evidence of another history (internal)."""
 
 
 class _Stale(Exception):
@@ -141,6 +153,7 @@ class Cosigning:
         quorum: int,
         status_dir: Path,
         clock: Callable[[], float] = time.time,
+        sink: EvidenceSink | None = None,
     ) -> None:
         if witnesses and not 1 <= quorum <= len(witnesses):
             raise FormatError(f"witness quorum {quorum} needs 1..{len(witnesses)}")
@@ -150,6 +163,7 @@ class Cosigning:
         self.quorum = quorum
         self._status_path = status_dir / STATUS_FILE
         self._clock = clock
+        self._sink = sink
         known = _known_sizes(self._status_path)
         self.status = [
             WitnessStatus(name=w.name, url=w.url, key=w.key, witness_size=known.get(w.key, 0))
@@ -254,11 +268,26 @@ class Cosigning:
             try:
                 line = await self._ask(i, checkpoint, status.witness_size)
             except _Stale as stale:
-                _log.info("witness %s is at size %d; re-proving", status.name, stale.size)
                 status.witness_size = stale.size
                 self._dirty = True
+                if self._sink is not None:
+                    await self._observe(self._sink.observe_size, status.name, stale.size)
+                if stale.size > checkpoint.size:
+                    raise _Refused(
+                        f"the witness cosigned size {stale.size}, larger than this log's "
+                        f"checkpoint {checkpoint.size}: was the log rolled back?"
+                    ) from None
+                _log.info("witness %s is at size %d; re-proving", status.name, stale.size)
                 continue
+            except _Conflict as conflict:
+                if self._sink is not None:
+                    await self._observe(
+                        self._sink.observe_refusal, status.name, checkpoint.size, str(conflict)
+                    )
+                raise
             await self._attach(i, checkpoint, line)
+            if self._sink is not None:
+                await self._observe(self._sink.observe_agreement, status.name, checkpoint.size)
             return
         raise _Refused(f"still 409 after {_MAX_409_PER_ROUND} re-proofs")
 
@@ -286,10 +315,70 @@ class Cosigning:
             kind = response.headers.get("Content-Type", "").split(";")[0].strip()
             if response.status == 409 and kind == SIZE_CONTENT_TYPE:
                 raise _Stale(_parse_size(body))
+            if response.status in (409, 422):
+                raise _Conflict(
+                    f"HTTP {response.status} on checkpoint {checkpoint.size} (old size {old}): "
+                    f"{body.strip()[:300]}"
+                )
             if response.status != 200:
                 raise _Refused(f"HTTP {response.status}: {body.strip()[:300]}")
         body_text = SignedNote.from_text(checkpoint.note).text
         return _cosignature(body, self._verifiers[i], Checkpoint.from_text(body_text))
+
+    async def _observe(self, fn: Callable[..., None], *args: Any) -> None:
+        """Report to the sink off this loop (a halt takes the log's writer lock)."""
+        await asyncio.get_running_loop().run_in_executor(self._reader, fn, *args)
+
+    async def probe(self, checkpoint: PublishedCheckpoint, timeout: float) -> int:
+        """Ask every witness about ``checkpoint`` (old size = its size, so no proof: a 200 if
+        the witness holds it, a 409 with its size otherwise, a plain 409 for another root),
+        reporting each answer to the sink; return how many answered within ``timeout``."""
+        if not self._targets or self._sink is None:
+            return 0
+        sink = self._sink
+        answered = 0
+
+        async def ask(session: aiohttp.ClientSession, i: int) -> None:
+            nonlocal answered
+            target = self._targets[i]
+            async with session.post(
+                target.url.rstrip("/") + "/add-checkpoint",
+                data=build_request(checkpoint.size, (), checkpoint.note),
+                timeout=aiohttp.ClientTimeout(total=min(target.timeout_s, timeout)),
+            ) as response:
+                body = await _read_capped(response)
+                kind = response.headers.get("Content-Type", "").split(";")[0].strip()
+            if response.status == 200:
+                answered += 1
+                await self._observe(sink.observe_agreement, target.name, checkpoint.size)
+            elif response.status == 409 and kind == SIZE_CONTENT_TYPE:
+                answered += 1
+                size = _parse_size(body)
+                self.status[i].witness_size = size
+                await self._observe(sink.observe_size, target.name, size)
+            elif response.status in (409, 422):
+                answered += 1
+                detail = f"HTTP {response.status} at start, size {checkpoint.size}: {body[:300]}"
+                await self._observe(sink.observe_refusal, target.name, checkpoint.size, detail)
+            else:
+                raise _Refused(f"HTTP {response.status}: {body.strip()[:300]}")
+
+        async def one(session: aiohttp.ClientSession, i: int) -> None:
+            try:
+                await ask(session, i)
+            except Exception as exc:  # unreachable, timed out, refused: not an answer
+                what = str(exc) if isinstance(exc, _Refused) else f"{type(exc).__name__}: {exc}"
+                _log.warning("start check: witness %s: %s", self._targets[i].name, what)
+
+        async with aiohttp.ClientSession() as session:
+            tasks = [asyncio.create_task(one(session, i)) for i in range(len(self._targets))]
+            _, late = await asyncio.wait(tasks, timeout=timeout)
+            for task in late:
+                task.cancel()
+            for task in late:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        return answered
 
     async def _attach(self, i: int, checkpoint: PublishedCheckpoint, line: NoteSignature) -> None:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
