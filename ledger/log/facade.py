@@ -235,14 +235,18 @@ class Log:
                     "free disk space) and restart the server"
                 ) from exc
 
-    def catch_up(self, leaves: Sequence[bytes]) -> PublishedCheckpoint:
-        """Append the missing ``leaves`` verbatim (read-only mode only) and leave read-only mode
-        once the tree matches the published mark again; the leaves are checked before any is
-        stored: together they must rebuild the mark's root."""
+    def catch_up(
+        self, leaves: Sequence[bytes], target: PublishedCheckpoint | None = None
+    ) -> PublishedCheckpoint:
+        """Append the missing ``leaves`` verbatim and leave read-only mode once the tree matches
+        the published mark again (and ``target``, a verified checkpoint of this log from a copy
+        of its tiles, beyond the mark: the way out of a halt on witness evidence); the leaves
+        are checked before any is stored: together they must rebuild the published roots."""
         with self._lock:
-            if self._mark is None or self._restored is None:
+            behind = target is not None and target.size > self.size
+            if self._mark is None or (self._restored is None and not behind):
                 raise InvalidArgumentError("catch-up: the log is not behind its published mark")
-            published = leave_read_only(self, self._mark, leaves, self._integrator)
+            published = leave_read_only(self, self._mark, leaves, self._integrator, target)
             self._publisher.adopt(published)
             self._restored = self._unconfirmed = None
             return published

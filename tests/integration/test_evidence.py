@@ -36,7 +36,7 @@ from ledger.core.errors import FailedPreconditionError
 from ledger.fileio.keys import write_signer
 from ledger_client.remote.log import RemoteLog
 from tests.harness import ORIGIN, ServerProcess
-from tests.witness_harness import WitnessProcess, make_witness_key
+from tests.witness_harness import FakeWitness, WitnessProcess, make_witness_key
 
 pytestmark = [pytest.mark.integration]
 
@@ -183,6 +183,9 @@ def test_a_snapshot_restored_with_its_mark_is_halted_before_it_signs(world: Worl
         assert grow(world, log, "two", 30, cosigned_by=2) == 50
     finally:
         assert log.terminate() == 0
+    tiles = world.tmp / "tiles"  # a copy of the published tiles (a mirror, a CDN, a bucket)
+    exported = ledger("tiles", "export", "--data-dir", str(world.tmp / "data"), "--out", str(tiles))
+    assert exported.returncode == 0, exported.stderr
     put_back(world.tmp, "snap")  # data dir + mark + acked size, as a host snapshot has them
 
     log = world.log(config)
@@ -203,6 +206,22 @@ def test_a_snapshot_restored_with_its_mark_is_halted_before_it_signs(world: Worl
     lines = [line for line in log.log_path.read_text().splitlines() if "HALTED" in line]
     assert len(lines) == 1 and ("w0" in lines[0] or "w1" in lines[0])
     assert "size 50" in lines[0]
+
+    # the way out: catch up from any copy of the published tiles, checked against its root
+    restore_config = world.tmp / "restore.toml"
+    restore_config.write_text(
+        f'[log]\norigin = "{ORIGIN}"\ndata_dir = "{world.tmp / "data"}"\n'
+        f'key_file = "{world.key_file}"\n'
+    )
+    caught = ledger("restore", "catch-up", "--config", str(restore_config),
+                    "--from-tiles", tiles.as_uri())  # fmt: skip
+    assert caught.returncode == 0, caught.stderr
+    assert "tree size 50" in caught.stdout
+    log = world.log(config)
+    try:
+        assert grow(world, log, "three", 5, cosigned_by=2) == 55
+    finally:
+        assert log.terminate() == 0
 
 
 def test_a_larger_size_from_fewer_witnesses_than_the_quorum_is_an_alert(world: World) -> None:
@@ -323,3 +342,40 @@ def test_witnesses_down_at_start_hold_the_log_unless_overridden(world: World) ->
     finally:
         assert log.terminate() == 0
     assert "start_override" in log.log_path.read_text()
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "body", "halts"),
+    [
+        (409, "text/plain", b"another root at this size\n", True),  # 409 at the submitted size
+        (422, "text/plain", b"the proof does not verify\n", True),
+        (409, "text/x.tlog.size", b"3\n", False),  # a size the tree holds: catch-up, no halt
+    ],
+)
+def test_witness_answers_that_are_evidence_halt(
+    world: World, status: int, kind: str, body: bytes, halts: bool
+) -> None:
+    fake = FakeWitness(status, kind, body)
+    try:
+        config = world.tmp / "fake.toml"
+        config.write_text(
+            f'[witnessing]\nquorum = 1\n\n[[witness]]\nname = "fake"\nurl = "{fake.url}"\n'
+            f'key = "{world.witness_keys[0][1]}"\ntimeout_s = 3\n'
+        )
+        log = world.log(config)
+        try:
+            with RemoteLog(log.address, timeout=30) as remote:
+                remote.append(digests(10, "one"), wait_for_checkpoint=True)
+                if halts:
+                    wait_for(lambda: metric(log, "ledger_evidence_halted") == 1, what="the halt")
+                    with pytest.raises(FailedPreconditionError, match="halted on evidence: fork"):
+                        remote.append(digests(1, "two"))
+                    assert health(log.address) == health_pb2.HealthCheckResponse.NOT_SERVING
+                else:
+                    time.sleep(1.0)  # it re-proves from size 3, and again, and gives up
+                    assert metric(log, "ledger_evidence_halted") == 0
+                    remote.append(digests(1, "two"), wait_for_checkpoint=True)
+        finally:
+            log.terminate()
+    finally:
+        fake.stop()

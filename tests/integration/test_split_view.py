@@ -156,6 +156,9 @@ def test_split_view_never_reaches_a_quorum(world: World) -> None:
                 return len(errors) == 2 and all("422" in e for e in errors)
 
             wait_for(refused, what="both witnesses to refuse view B with 422")
+            # the 422 is evidence of another history: view B halts (issue 22)
+            with pytest.raises(FailedPreconditionError, match="halted on evidence: fork"):
+                remote.append(digests(1, "view-b-more"))
             note_b = remote.checkpoint().note
             assert cosigners(note_b, world) == set()
             receipt_b = fetch_receipt(remote, theirs[3])
