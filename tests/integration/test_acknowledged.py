@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -65,6 +67,13 @@ def test_a_wal_cut_below_the_acknowledged_size_is_refused_naming_the_range(
     assert found is not None
     first_lost, last_lost = int(found.group(1)), int(found.group(2))
     assert published <= first_lost <= last_lost == acked - 1
+
+    accept = [sys.executable, "-m", "ledger", "restore", "accept", "--data-dir", str(data_dir)]
+    accepted = subprocess.run(accept, capture_output=True, text=True, timeout=120, check=False)
+    assert accepted.returncode == 0, accepted.stderr
+    assert f"accepted the loss of entries {first_lost}..{last_lost}" in accepted.stdout
+    server = ServerProcess(data_dir, key_file)  # the operator accepted the loss: it starts
+    assert server.terminate() == 0
 
 
 def test_an_honest_kill_restarts_and_goes_on(tmp_path: Path) -> None:

@@ -14,7 +14,6 @@ RocksDB.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import shutil
 import signal
@@ -92,17 +91,8 @@ class World:
         path.write_text(f"[witnessing]\nquorum = {quorum}\n{head}\n\n{entries}")
         return path
 
-    def log(self, config: Path, name: str = "data", **env: str) -> ServerProcess:
-        saved = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
-            return ServerProcess(self.tmp / name, self.key_file, "--config", str(config))
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+    def log(self, config: Path, *flags: str) -> ServerProcess:
+        return ServerProcess(self.tmp / "data", self.key_file, "--config", str(config), *flags)
 
     def cosigners(self, note: str) -> int:
         witnesses = [CosignatureVerifier.from_key_string(k) for _, k in self.witness_keys]
@@ -335,7 +325,7 @@ def test_witnesses_down_at_start_hold_the_log_unless_overridden(world: World) ->
         assert log.terminate() == 0
     world.witnesses[0].stop()
 
-    log = world.log(config, LEDGER_WITNESS_START_OVERRIDE="true")
+    log = world.log(config, "--witness-start-override")
     try:
         with RemoteLog(log.address, timeout=30) as remote:
             remote.append(digests(1, "three"))
