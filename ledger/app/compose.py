@@ -298,7 +298,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
 
     Without ``signer`` the key comes from ``settings.signer_key_file`` (``ledger serve``)."""
     _check_addresses(settings)
-    check_mark_location(settings)
+    mark_warnings = check_mark_location(settings)
     tls = _tls(settings)
     check_plaintext(settings, tls_enabled=tls is not None)
     policy = _policy(settings)
@@ -319,6 +319,8 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
     try:
         mark = HighWaterMark(settings.high_water_file)
         log = Log(store=store, signer=signer, origin=settings.origin, mark=mark, acked=acked)
+        for warning in mark_warnings:  # once the data dir opened and recovered
+            _log.warning("%s", warning)
         reader = TileReader(store=store, published=log.latest_checkpoint)
         mirror = _start_mirror(settings)
         service = LogService(
