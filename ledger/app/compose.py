@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import sys
 from collections.abc import Callable
@@ -28,7 +29,7 @@ from ledger.api.budget import ByteBudget
 from ledger.api.interceptor import AuthInterceptor
 from ledger.api.server import ServerLimits, create_server
 from ledger.api.tls import ServerTls, load_server_tls, server_ssl_context
-from ledger.app.preflight import check_listen, check_plaintext
+from ledger.app.preflight import check_listen, check_mark_location, check_plaintext
 from ledger.app.settings import Settings, is_loopback, parse_listen
 from ledger.app.tsa_setup import TsaSetup, setup_tsas
 from ledger.core.checkpoint import Ed25519Signer
@@ -38,9 +39,16 @@ from ledger.http.metrics import MetricsServer, add_metrics_route, start_metrics_
 from ledger.http.mirror_process import MirrorProcess
 from ledger.http.tiles import TilesServer, start_tiles_server
 from ledger.log.anchoring import Anchorer, AnchorSchedule, TsaTarget
+from ledger.log.evidence import Evidence
 from ledger.log.facade import Log
-from ledger.log.highwater import HighWaterMark
-from ledger.log.metrics import LedgerMetrics, MetricsRegistry, ObservedSource, witness_metrics
+from ledger.log.highwater import AckedSize, HighWaterMark, acked_path
+from ledger.log.metrics import (
+    LedgerMetrics,
+    MetricsRegistry,
+    ObservedSource,
+    evidence_metrics,
+    witness_metrics,
+)
 from ledger.log.service import LogService
 from ledger.log.witnessing import Cosigning, WitnessEndpoint
 from ledger.ops.backup import backup_store
@@ -71,8 +79,10 @@ class App:
     anchoring: AnchorSchedule
     tsas: TsaSetup
     cosigning: Cosigning
+    evidence: Evidence
     metrics: LedgerMetrics
     policy: Policy
+    acked: AckedSize
     metrics_server: MetricsServer | None = None
     tiles: TilesServer | None = None
     mirror: MirrorProcess | None = None
@@ -119,6 +129,7 @@ class App:
             await asyncio.get_running_loop().run_in_executor(None, self.mirror.stop)
         self.tsas.close()
         self.store.close()
+        self.acked.close()
 
 
 def server_limits(settings: Settings) -> ServerLimits:
@@ -165,7 +176,7 @@ def _observed(targets: list[TsaTarget], metrics: LedgerMetrics) -> list[TsaTarge
     return [TsaTarget(t.name, ObservedSource(t.name, t.source, metrics)) for t in targets]
 
 
-def _cosigning(settings: Settings, log: Log) -> Cosigning:
+def _cosigning(settings: Settings, log: Log, evidence: Evidence) -> Cosigning:
     """Witness submission (``ledger.witnessing``) for the configured ``[[witness]]`` entries."""
     endpoints = [
         WitnessEndpoint(name=w.name, url=w.url, key=w.key, timeout_s=w.timeout_s)
@@ -176,7 +187,43 @@ def _cosigning(settings: Settings, log: Log) -> Cosigning:
         witnesses=endpoints,
         quorum=settings.witness_quorum or len(settings.witnesses),
         status_dir=settings.data_dir,
+        sink=evidence,
     )
+
+
+_log = logging.getLogger("ledger.compose")
+
+
+async def _start_check(
+    settings: Settings, log: Log, cosigning: Cosigning, evidence: Evidence
+) -> None:
+    """With witnesses configured, ask them about the newest stored checkpoint before anything
+    new is signed or served (``ledger.log.evidence``). When fewer than ``n - quorum + 1``
+    answer within ``[witnessing] start_timeout_s``, the log starts read-only until enough do,
+    unless ``[witnessing] start_override`` is set (logged)."""
+    latest = log.latest_checkpoint()
+    n = len(settings.witnesses)
+    if n == 0 or latest is None or log.halted is not None:
+        return
+    needed = n - cosigning.quorum + 1
+    without_mark = log.unconfirmed is not None  # lifted by a quorum (``Evidence``), not here
+    if not without_mark:
+        evidence.require(needed)
+    answered = await cosigning.probe(latest, settings.witness_start_timeout_s)
+    if without_mark or log.halted is not None or evidence.agreed >= needed:
+        return
+    why = (
+        f"{answered} of {n} witnesses answered the start check within "
+        f"{settings.witness_start_timeout_s:g} s and {evidence.agreed} agreed; {needed} must "
+        "agree before the log signs"
+    )
+    if settings.witness_start_override:
+        _log.warning("starting read-write without the witnesses' view (start_override): %s", why)
+        return
+    log.hold(
+        f"the log is read-only: {why} (set [witnessing] start_override = true to start anyway)"
+    )
+    _log.warning("read-only until the witnesses answer: %s", why)
 
 
 def _start_mirror(settings: Settings) -> MirrorProcess | None:
@@ -257,6 +304,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
 
     Without ``signer`` the key comes from ``settings.signer_key_file`` (``ledger serve``)."""
     _check_addresses(settings)
+    mark_warnings = check_mark_location(settings)
     tls = _tls(settings)
     check_plaintext(settings, tls_enabled=tls is not None)
     policy = _policy(settings)
@@ -273,9 +321,12 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
     registry = MetricsRegistry()
     metrics = LedgerMetrics(registry)
     mirror: MirrorProcess | None = None
+    acked = AckedSize(acked_path(settings.high_water_file))
     try:
         mark = HighWaterMark(settings.high_water_file)
-        log = Log(store=store, signer=signer, origin=settings.origin, mark=mark)
+        log = Log(store=store, signer=signer, origin=settings.origin, mark=mark, acked=acked)
+        for warning in mark_warnings:  # once the data dir opened and recovered
+            _log.warning("%s", warning)
         reader = TileReader(store=store, published=log.latest_checkpoint)
         mirror = _start_mirror(settings)
         service = LogService(
@@ -285,7 +336,14 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
             on_publish=None if mirror is None else mirror.submit,
         )
         service.observer = metrics
-        cosigning = _cosigning(settings, log)
+        evidence = Evidence(
+            log=log,
+            verifiers=[signer.verifier()],
+            witnesses=[w.name for w in settings.witnesses],
+            quorum=settings.witness_quorum or len(settings.witnesses),
+        )
+        cosigning = _cosigning(settings, log, evidence)
+        await _start_check(settings, log, cosigning, evidence)
         await service.start()
         if mirror is not None and (latest := log.latest_checkpoint()) is not None:
             mirror.submit(latest)  # catch up with what was published before this start
@@ -294,9 +352,11 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
         if mirror is not None:
             mirror.stop()
         store.close()
+        acked.close()
         raise
     tsas.targets = _observed(tsas.targets, metrics)
     registry.add_collector(witness_metrics(lambda: cosigning.status, lambda: cosigning.quorum_size))
+    registry.add_collector(evidence_metrics(evidence, lambda: log.read_only is not None))
     metrics.watch(
         queue_depth=lambda: service.queue_depth,
         tree_size=lambda: log.size,
@@ -335,6 +395,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
         if mirror is not None:
             mirror.stop()
         store.close()
+        acked.close()
         raise
     anchoring.start()
     await cosigning.start()
@@ -348,8 +409,10 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
         anchoring=anchoring,
         tsas=tsas,
         cosigning=cosigning,
+        evidence=evidence,
         metrics=metrics,
         policy=policy,
+        acked=acked,
         metrics_server=metrics_server,
         tiles=tiles,
         mirror=mirror,

@@ -3,7 +3,15 @@ and is plaintext acceptable there.
 
 ``check_listen`` binds (and releases) a socket on the address with the options the servers use,
 so a busy port, an address of another host or a name that does not resolve is reported before a
-data dir, a key or a TSA state is created. Plaintext gRPC is for loopback development: a
+data dir, a key or a TSA state is created. ``check_mark_location``: the high-water mark must
+not sit inside the data dir (a backup or restore of the data dir would carry it back, and it
+would prove nothing); it returns warnings, which ``ledger.app.compose`` logs, when the mark
+sits beside the data dir or on tmpfs or overlay. The default mark path
+``<data_dir>.high-water`` *is* beside the data dir; we keep that default (moving it would
+silently orphan every existing mark) and warn, because a snapshot of the parent folder carries
+the mark back with the data: configure ``[log] mark_file`` on another volume, and configure
+witnesses, which are the only check that catches a whole-host snapshot restore
+(``ledger.log.evidence``). Plaintext gRPC is for loopback development: a
 listener beyond loopback needs ``[tls]`` or the explicit ``[server] allow_plaintext = true``.
 """
 
@@ -11,11 +19,60 @@ from __future__ import annotations
 
 import errno
 import socket
+from pathlib import Path
 
 from ledger.app.settings import Settings, is_loopback, parse_listen
 from ledger.core.errors import FailedPreconditionError, FormatError
 
-__all__ = ["check_listen", "check_plaintext"]
+__all__ = ["check_listen", "check_mark_location", "check_plaintext"]
+
+VOLATILE_FS = ("tmpfs", "overlay", "ramfs")
+
+
+def _filesystem(path: Path) -> str | None:
+    """The type of the file system holding ``path`` (from /proc/self/mounts; None: unknown)."""
+    try:
+        lines = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return None
+    best, kind = -1, None
+    target = str(path)
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        mount = fields[1].replace("\\040", " ")
+        inside = target == mount or target.startswith(mount.rstrip("/") + "/")
+        if inside and len(mount) > best:
+            best, kind = len(mount), fields[2]
+    return kind
+
+
+def check_mark_location(settings: Settings) -> list[str]:
+    """Refuse a mark inside the data dir; return the warnings (beside it, on tmpfs/overlay),
+    which the caller logs once the data dir and key are known good."""
+    data = settings.data_dir.resolve()
+    mark = settings.high_water_file.resolve()
+    if mark.is_relative_to(data):
+        raise FailedPreconditionError(
+            f"the high-water mark {mark} is inside the data dir {data}: a restored copy of the "
+            "data dir would carry its own mark back; set [log] mark_file outside it"
+        )
+    warnings = []
+    if mark.parent == data.parent:
+        warnings.append(
+            f"the high-water mark {mark} sits beside the data dir {data}: a snapshot of "
+            f"{data.parent} carries it back together with the data; set [log] mark_file on "
+            "another volume, and configure witnesses (only they catch a whole-host snapshot "
+            "restore)"
+        )
+    kind = _filesystem(mark.parent)
+    if kind in VOLATILE_FS:
+        warnings.append(
+            f"the high-water mark {mark} is on {kind}: it does not outlive the machine or "
+            "container; set [log] mark_file on persistent storage"
+        )
+    return warnings
 
 
 def check_listen(listen: str, what: str) -> None:

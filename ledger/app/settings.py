@@ -251,6 +251,16 @@ class Settings(BaseSettings):
     witness_quorum: int = Field(
         0, ge=0, le=64, description="cosignatures a checkpoint needs (0: every witness)"
     )
+    witness_start_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description="at start, wait this long for the witnesses' view before signing anything",
+    )
+    witness_start_override: bool = Field(
+        False,
+        description="start read-write when too few witnesses answer at start (logged)",
+    )
 
     @field_validator("tiles_listen")
     @classmethod
@@ -376,7 +386,12 @@ TABLES: dict[str, dict[str, str]] = {
     "metrics": {"listen": "metrics_listen"},
     "storage": {"memtable_mb": "memtable_mb", "cache_mb": "cache_mb"},
     "tiles": {"listen": "tiles_listen", "dir": "tiles_dir"},
-    "witnessing": {"quorum": "witness_quorum", "witness": "witnesses"},
+    "witnessing": {
+        "quorum": "witness_quorum",
+        "witness": "witnesses",
+        "start_timeout_s": "witness_start_timeout_s",
+        "start_override": "witness_start_override",
+    },
     "anchor": {
         "interval_s": "anchor_interval_s",
         "embedded_tsa": "embedded_tsa",

@@ -113,6 +113,11 @@ config_option = click.option(
 @setting_option("--tls-client-ca", "tls_client_ca", type=click.Path(dir_okay=False, path_type=Path))
 @setting_option("--tiles-listen", "tiles_listen")
 @setting_option("--tiles-dir", "tiles_dir", type=click.Path(file_okay=False, path_type=Path))
+@setting_option(
+    "--witness-start-override/--no-witness-start-override",
+    "witness_start_override",
+    default=None,
+)
 def serve(config: Path | None, **flags: Any) -> None:
     """Run the log (embedded defaults: ./ledger-data, a dev key, localhost, embedded TSA).
 

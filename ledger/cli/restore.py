@@ -112,17 +112,37 @@ def accept(
     config: Path | None, data_dir: Path | None, mark_file: Path | None, salvage_wal: bool
 ) -> None:
     """Accept the data dir as it is: the log starts read-only until `catch-up` completes."""
-    from ledger.log.highwater import HighWaterMark, MarkState, RestoreRecord
+    from ledger.log.highwater import AckedSize, HighWaterMark, MarkState, RestoreRecord, acked_path
     from ledger.log.selfcheck import root_at
 
     settings = _settings(config, data_dir, mark_file)
     mark = HighWaterMark(settings.high_water_file)
+    acked = AckedSize(acked_path(mark.path))
     with _store(settings.db_dir, "salvage" if salvage_wal else "strict") as store:
+        size = store.load_state().size
+        try:
+            recorded = acked.read()
+            if recorded is not None and size < recorded:
+                acked.write(size)
+                click.echo(
+                    f"accepted the loss of entries {size}..{recorded - 1} (acknowledged, missing "
+                    f"from the data dir): {acked.path} now says {size}"
+                )
+        finally:
+            acked.close()
         state = mark.read()
         if state is None:
-            _fail(f"no high-water mark at {mark.path}: nothing to accept", 2)
+            latest = store.latest_checkpoint()
+            if latest is None:
+                _fail(f"no high-water mark at {mark.path} and no stored checkpoint", 2)
+                return
+            mark.write(MarkState(checkpoint=latest))
+            click.echo(
+                f"accepted without a mark: recorded the stored checkpoint {latest.size} in "
+                f"{mark.path}; the log starts read-write"
+            )
             return
-        cp, size = state.checkpoint, store.load_state().size
+        cp = state.checkpoint
         if size >= cp.size:
             if root_at(store.get_nodes, cp.size) != cp.root_hash:
                 _fail("the tree is not the published one; accepting it cannot make it consistent")
@@ -145,27 +165,45 @@ def accept(
     help="a stopped copy of this log that has the missing entries",
 )
 @click.option("--from-server", "source_server", help="HOST:PORT of a server of this log")
+@click.option(
+    "--from-tiles",
+    "source_tiles",
+    help="URL (http(s):// or file://) of any copy of this log's published tiles",
+)
 def catch_up(
     config: Path | None,
     data_dir: Path | None,
     mark_file: Path | None,
     source_dir: Path | None,
     source_server: str | None,
+    source_tiles: str | None,
 ) -> None:
     """Copy the missing entries verbatim from another copy of this log, checked against the
-    mark's root before any is stored; then the log is read-write again."""
+    mark's root (and, from tiles, the tiles' verified checkpoint) before any is stored; then
+    the log is read-write again."""
     from ledger.fileio.keys import load_signer
     from ledger.log.facade import Log
     from ledger.log.highwater import HighWaterMark
 
-    if (source_dir is None) == (source_server is None):
-        _fail("give exactly one of --from-data-dir DIR or --from-server HOST:PORT", 2)
+    if sum(s is not None for s in (source_dir, source_server, source_tiles)) != 1:
+        _fail(
+            "give exactly one of --from-data-dir DIR, --from-server HOST:PORT or --from-tiles URL",
+            2,
+        )
     settings = _settings(config, data_dir, mark_file)
     with _store(settings.db_dir) as store:
         try:
             signer = load_signer(settings.signer_key_file)
             mark = HighWaterMark(settings.high_water_file)
             log = Log(store=store, signer=signer, origin=settings.origin, mark=mark)
+            if source_tiles is not None:
+                target, leaves = _leaves_from_tiles(source_tiles, signer, settings.origin, log.size)
+                if log.read_only is None and target.size <= log.size:
+                    click.echo("the tiles hold nothing beyond this tree: nothing to catch up")
+                    return
+                cp = log.catch_up(leaves, target)
+                click.echo(f"caught up from tiles: tree size {log.size} (checkpoint {cp.size})")
+                return
             if log.read_only is None:
                 click.echo("the tree is consistent with the mark: nothing to catch up")
                 return
@@ -198,3 +236,21 @@ def _leaves_from(source_dir: Path | None, source_server: str | None, start: int)
     except LedgerError as exc:
         _fail(f"{source_server}: {exc}")
     return leaves
+
+
+def _leaves_from_tiles(url: str, signer: Any, origin: str, start: int) -> tuple[Any, list[bytes]]:
+    """The tiles' checkpoint (verified with this log's key) and its leaves from ``start``."""
+    from ledger.core.types import PublishedCheckpoint
+    from ledger_client.remote.tiles import TileClient
+
+    client = TileClient(url)
+    note = client.checkpoint_note()
+    verified = client.checkpoint([signer.verifier()], origin=origin).checkpoint
+    target = PublishedCheckpoint(
+        origin=verified.origin, size=verified.size, root_hash=verified.root_hash, note=note
+    )
+    leaves: list[bytes] = []
+    while start + len(leaves) < target.size:
+        at = start + len(leaves)
+        leaves.extend(client.leaves(at, min(PAGE, target.size - at), target.size))
+    return target, leaves

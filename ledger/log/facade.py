@@ -41,7 +41,7 @@ from ledger.core.types import (
 )
 from ledger.log import selfcheck
 from ledger.log.clock import BoundedClock
-from ledger.log.highwater import HighWaterMark
+from ledger.log.highwater import AckedSize, HighWaterMark, MarkState
 from ledger.log.integrator import Integrator
 from ledger.log.publisher import Publisher
 from ledger.log.recovery import check_against_mark, leave_read_only
@@ -68,6 +68,7 @@ class Log:
         clock_ms: Callable[[], int] | None = None,
         max_batch: int = MAX_GROUP,
         mark: HighWaterMark | None = None,
+        acked: AckedSize | None = None,
     ) -> None:
         self._store = store
         self._lock = threading.Lock()
@@ -90,9 +91,85 @@ class Log:
         self._roots = selfcheck.RootCheck(store.get_nodes)
         self._check_recovered(state)
         self._mark = mark
-        self.read_only: str | None = None  # why appends are refused after a forced restore
+        self._acked = acked
+        self._restored: str | None = None  # why appends are refused after a forced restore
+        self._unconfirmed: str | None = None  # read-only until evidence shows it is not behind
+        self._halted: str | None = None  # evidence that the tree is behind or forked
+        self.halt_listeners: list[Callable[[str], None]] = []
         if mark is not None:
-            self.read_only = check_against_mark(self, mark, self._publisher)
+            if mark.read() is None and (state.size > 0 or self._publisher.latest is not None):
+                self._unconfirmed = (
+                    f"the data dir holds {state.size} entries but there is no high-water mark "
+                    f"at {mark.path}: the log is read-only until a witness quorum or a "
+                    "verified copy of its checkpoint shows the tree is not behind, or until "
+                    "`ledger restore accept`"
+                )
+            else:
+                self._restored = check_against_mark(self, mark, self._publisher)
+        if acked is not None and self._restored is None:
+            self._check_acked(acked, state.size)
+
+    # --- read-only states --------------------------------------------------------------------
+
+    @property
+    def read_only(self) -> str | None:
+        """Why appends and signing are refused (None: read-write)."""
+        return self._halted or self._restored or self._unconfirmed
+
+    @property
+    def unconfirmed(self) -> str | None:
+        """Why the log waits for evidence that its tree is not behind (None: it does not)."""
+        return self._unconfirmed
+
+    @property
+    def halted(self) -> str | None:
+        """The evidence the log halted on (None: not halted)."""
+        return self._halted
+
+    def hold(self, reason: str) -> None:
+        """Refuse appends and signing until ``confirm`` (a start that evidence did not clear)."""
+        with self._lock:
+            if self._unconfirmed is None:
+                self._unconfirmed = reason
+
+    def confirm(self, why: str) -> bool:
+        """Lift an unconfirmed hold (recording a mark when there is none); True when lifted."""
+        with self._lock:
+            if self._unconfirmed is None:
+                return False
+            if self._mark is not None and self._mark.read() is None:
+                latest = self._publisher.latest
+                if latest is not None:
+                    self._mark.write(MarkState(checkpoint=latest))
+            self._unconfirmed = None
+            return True
+
+    def halt(self, reason: str, checkpoint: PublishedCheckpoint | None = None) -> bool:
+        """Stop signing and appending on evidence (``ledger.log.evidence``); True the first
+        time. A larger checkpoint this log signed goes to the high-water mark first, so a
+        restart refuses too."""
+        with self._lock:
+            if self._halted is not None:
+                return False
+            self._halted = reason
+            if checkpoint is not None and self._mark is not None:
+                state = self._mark.read()
+                if state is None or state.checkpoint.size < checkpoint.size:
+                    self._mark.write(MarkState(checkpoint=checkpoint))
+        for listener in self.halt_listeners:
+            listener(reason)
+        return True
+
+    def _check_acked(self, acked: AckedSize, size: int) -> None:
+        recorded = acked.read()
+        if recorded is not None and size < recorded:
+            raise DataLossError(
+                f"entries {size}..{recorded - 1} acknowledged but missing: the acknowledged "
+                f"size {acked.path} says {recorded}, the tree in the data dir has {size} (the "
+                "storage lost synced WAL writes). The log refuses, so that no acknowledged "
+                "index is given to another record. Restore a copy holding them, or accept the "
+                "loss with `ledger restore accept`"
+            )
 
     # --- writes ----------------------------------------------------------------------------
 
@@ -123,6 +200,8 @@ class Log:
             state = TreeState(compact=compact, last_timestamp_ms=sequenced.last_timestamp_ms)
             try:
                 self._store.commit(sequenced.batch(nodes, state))
+                if self._acked is not None:  # synced before any append of the group is acked
+                    self._acked.write(sequenced.next_index)
             except Exception as exc:
                 self._set_failure(exc)
                 raise LogFailedError(
@@ -156,16 +235,20 @@ class Log:
                     "free disk space) and restart the server"
                 ) from exc
 
-    def catch_up(self, leaves: Sequence[bytes]) -> PublishedCheckpoint:
-        """Append the missing ``leaves`` verbatim (read-only mode only) and leave read-only mode
-        once the tree matches the published mark again; the leaves are checked before any is
-        stored: together they must rebuild the mark's root."""
+    def catch_up(
+        self, leaves: Sequence[bytes], target: PublishedCheckpoint | None = None
+    ) -> PublishedCheckpoint:
+        """Append the missing ``leaves`` verbatim and leave read-only mode once the tree matches
+        the published mark again (and ``target``, a verified checkpoint of this log from a copy
+        of its tiles, beyond the mark: the way out of a halt on witness evidence); the leaves
+        are checked before any is stored: together they must rebuild the published roots."""
         with self._lock:
-            if self._mark is None or self.read_only is None:
+            behind = target is not None and target.size > self.size
+            if self._mark is None or (self._restored is None and not behind):
                 raise InvalidArgumentError("catch-up: the log is not behind its published mark")
-            published = leave_read_only(self, self._mark, leaves, self._integrator)
+            published = leave_read_only(self, self._mark, leaves, self._integrator, target)
             self._publisher.adopt(published)
-            self.read_only = None
+            self._restored = self._unconfirmed = None
             return published
 
     def commit_leaves(self, start: int, leaves: Sequence[bytes]) -> None:
@@ -174,6 +257,8 @@ class Log:
         nodes, compact = self._integrator.integrate(sequenced.leaf_hashes)
         state = TreeState(compact=compact, last_timestamp_ms=sequenced.last_timestamp_ms)
         self._store.commit(sequenced.batch(nodes, state))
+        if self._acked is not None:
+            self._acked.write(sequenced.next_index)
         self._sequencer.adopt(sequenced)
         self._integrator.adopt(compact)
 

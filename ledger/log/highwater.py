@@ -17,6 +17,13 @@ mark. Format (integers big-endian)::
                         "note": "<the signed checkpoint note, C2SP tlog-checkpoint>",
                         "restore": null | {"tree_size": N, "accepted_ms": T}}
 
+Beside the mark, ``<mark>.acked`` holds the acknowledged tree size (``AckedSize``): after each
+group commit's WAL sync and before any of its appends is acknowledged, the new tree size is
+written there the same way (two slots, ``pwrite`` + ``fdatasync``). A data dir whose storage lost
+synced WAL writes then starts below that size, and the log refuses, naming the lost range,
+instead of handing the lost indexes to other records. (A disk that loses synced writes to both
+files is not caught here.)
+
 ``restore`` is set by ``ledger restore accept`` when the operator starts a data dir whose tree is
 behind the mark on purpose: the log then serves reads, refuses appends and signs nothing until
 its tree is consistent with the mark again (``ledger restore catch-up``), which clears it.
@@ -36,7 +43,7 @@ from ledger.core.errors import FormatError, LedgerError
 from ledger.core.note import SignedNote
 from ledger.core.types import PublishedCheckpoint
 
-__all__ = ["FORMAT", "HighWaterMark", "MarkState", "RestoreRecord"]
+__all__ = ["FORMAT", "AckedSize", "HighWaterMark", "MarkState", "RestoreRecord", "acked_path"]
 
 FORMAT = "decision-ledger/high-water/v1"
 MAGIC = b"LDGMARK1"
@@ -172,3 +179,86 @@ class HighWaterMark:
             os.close(fd)
         _fsync_dir(self.path.parent)
         self._sequence = 0
+
+
+ACKED_MAGIC = b"LDGACKD1"
+ACKED_SLOT = 512
+_ACKED = struct.Struct(">8sQQI")  # magic, sequence, size, crc32 (over sequence | size)
+
+
+def acked_path(mark_path: Path) -> Path:
+    """Where the acknowledged size lives: beside the mark (``<mark>.acked``)."""
+    return mark_path.with_name(mark_path.name + ".acked")
+
+
+def _acked_slot(raw: bytes) -> tuple[int, int] | None:
+    """(sequence, size) of an intact slot, else None."""
+    if len(raw) < _ACKED.size or raw[:8] != ACKED_MAGIC:
+        return None
+    _, sequence, size, crc = _ACKED.unpack(raw[: _ACKED.size])
+    if zlib.crc32(raw[8:24]) != crc:
+        return None
+    return sequence, size
+
+
+class AckedSize:
+    """The acknowledged tree size outside RocksDB (module docstring). The file is opened once
+    and kept open: a group commit never needs a new file descriptor."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._fd: int | None = None
+        self._sequence = 0
+
+    def read(self) -> int | None:
+        """The recorded size, or None when nothing was ever acknowledged with this file."""
+        try:
+            raw = self.path.read_bytes()[: 2 * ACKED_SLOT]
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise FormatError(f"cannot read the acknowledged size {self.path}: {exc}") from exc
+        slots = [s for s in (_acked_slot(raw[:ACKED_SLOT]), _acked_slot(raw[ACKED_SLOT:])) if s]
+        if not slots:
+            if not raw.strip(b"\0"):
+                return None  # created, never written (a crash right after creating it)
+            raise FormatError(
+                f"the acknowledged size {self.path} is damaged (no intact slot); restore it from "
+                "a copy, never delete it to make the log start"
+            )
+        sequence, size = max(slots)
+        self._sequence = max(self._sequence, sequence)
+        return size
+
+    def write(self, size: int) -> None:
+        """Record ``size`` durably (the other slot keeps the previous size until it returns)."""
+        if self._fd is None:
+            self._open()
+        assert self._fd is not None
+        sequence = self._sequence + 1
+        head = _ACKED.pack(ACKED_MAGIC, sequence, size, 0)[:24]
+        slot = head + zlib.crc32(head[8:]).to_bytes(4, "big")
+        os.pwrite(self._fd, slot, (sequence % 2) * ACKED_SLOT)
+        os.fdatasync(self._fd)
+        self._sequence = sequence
+
+    def close(self) -> None:
+        """Release the file descriptor."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def _open(self) -> None:
+        if self.read() is None and not self.path.exists():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                os.pwrite(fd, bytes(2 * ACKED_SLOT), 0)
+                os.fsync(fd)
+            except BaseException:
+                os.close(fd)
+                raise
+            _fsync_dir(self.path.parent)
+            self._fd = fd
+            return
+        self._fd = os.open(self.path, os.O_RDWR)

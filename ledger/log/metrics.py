@@ -236,3 +236,24 @@ def witness_metrics(status: Callable[[], Sequence[Any]], quorum_size: Callable[[
         return [cosigned, failures, erring, quorum]
 
     return collect
+
+
+def evidence_metrics(evidence: Any, read_only: Callable[[], bool]) -> Any:
+    """A collector of ``ledger.log.evidence.Evidence``: halted (1 when the log stopped signing
+    on evidence), the alert (witnesses reporting a size beyond the tree, fewer than the quorum:
+    the "degraded" signal) and whether the log is read-only for any reason."""
+
+    def collect() -> Iterable[Metric]:
+        halted = GaugeMetricFamily(
+            "ledger_evidence_halted", "1 while the log is halted on evidence of a rollback or fork"
+        )
+        halted.add_metric([], 1.0 if evidence.halted is not None else 0.0)
+        alert = GaugeMetricFamily(
+            "ledger_evidence_alert", "witnesses reporting a size beyond the local tree"
+        )
+        alert.add_metric([], float(evidence.alerts))
+        ro = GaugeMetricFamily("ledger_read_only", "1 while the log signs and appends nothing")
+        ro.add_metric([], 1.0 if read_only() else 0.0)
+        return [halted, alert, ro]
+
+    return collect

@@ -97,28 +97,51 @@ def _adopt_mark(mark: HighWaterMark, state: MarkState, publisher: Publisher) -> 
 
 
 def leave_read_only(
-    log: Log, mark: HighWaterMark, leaves: Sequence[bytes], integrator: Integrator
+    log: Log,
+    mark: HighWaterMark,
+    leaves: Sequence[bytes],
+    integrator: Integrator,
+    target: PublishedCheckpoint | None = None,
 ) -> PublishedCheckpoint:
-    """Commit ``leaves`` verbatim after the tree once they rebuild the mark's root; clear the
-    restore record. The leaves are checked before any is stored."""
+    """Commit ``leaves`` verbatim after the tree once they rebuild the mark's root (and the
+    root of ``target``, a verified checkpoint of this log from a copy of its tiles, when given);
+    record the larger of the two in the mark, clearing the restore record. The leaves are
+    checked before any is stored."""
     state = mark.read()
-    if state is None:
+    goals = sorted(
+        (c for c in (None if state is None else state.checkpoint, target) if c is not None),
+        key=lambda c: c.size,
+    )
+    if not goals:
         raise InvalidArgumentError(f"catch-up: no high-water mark at {mark.path}")
-    cp = state.checkpoint
+    cp = goals[-1]
     need = cp.size - integrator.size
     if len(leaves) < need:
         raise InvalidArgumentError(
             f"catch-up: {len(leaves)} leaves given, {need} needed to reach size {cp.size}"
         )
     trial = integrator.compact.copy()
-    trial.extend([merkle.leaf_hash(leaf) for leaf in leaves[:need]], with_leaves=False)
-    if trial.root() != cp.root_hash:
-        raise DataLossError(
-            f"catch-up: the given leaves rebuild root {trial.root().hex()} at size {cp.size}, "
-            f"not the published {cp.root_hash.hex()}: the source is not this log; nothing stored"
-        )
+    at = integrator.size
+    for goal in goals:
+        if goal.size < at:
+            if log.root_at(goal.size) != goal.root_hash:
+                raise DataLossError(
+                    f"catch-up: the tree's root at size {goal.size} is not the published "
+                    f"{goal.root_hash.hex()}: catching up cannot repair a different history"
+                )
+            continue
+        base = integrator.size
+        hashes = [merkle.leaf_hash(leaf) for leaf in leaves[at - base : goal.size - base]]
+        trial.extend(hashes, with_leaves=False)
+        at = goal.size
+        if trial.root() != goal.root_hash:
+            raise DataLossError(
+                f"catch-up: the given leaves rebuild root {trial.root().hex()} at size "
+                f"{goal.size}, not the published {goal.root_hash.hex()}: the source is not "
+                "this log; nothing stored"
+            )
     for at in range(0, len(leaves), CATCH_UP_BATCH):
         log.commit_leaves(integrator.size, leaves[at : at + CATCH_UP_BATCH])
     mark.write(MarkState(checkpoint=cp))
-    _log.warning("caught up to the high-water mark (size %d): read-write again", cp.size)
+    _log.warning("caught up to size %d (the high-water mark): read-write again", cp.size)
     return cp

@@ -118,8 +118,11 @@ class LogService:
         return self._failure
 
     def add_failure_listener(self, listener: Callable[[Exception], None]) -> None:
-        """Call ``listener(fault)`` on the event loop when the writer stops after a fault."""
+        """Call ``listener(fault)`` on the event loop when the writer stops after a fault, or
+        when the log halts on evidence (``ledger.log.evidence``; at once if it has already)."""
         self._failure_listeners.append(listener)
+        if self.log.halted is not None:
+            listener(ReadOnlyError(self.log.halted))
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -127,7 +130,10 @@ class LogService:
         """Publish a checkpoint for the recovered tree, then start the writer and publisher."""
         self._loop = asyncio.get_running_loop()
         self.log.failure_listeners.append(self._log_failed)
-        await self._run(self.log.publish)
+        self.log.halt_listeners.append(self._log_halted)
+        # read-only with nothing published yet: reads wait for a checkpoint
+        with contextlib.suppress(ReadOnlyError):
+            await self._run(self.log.publish)
         self._accepting = True
         self._tasks = [
             asyncio.create_task(self._write_loop(), name="ledger-writer"),
@@ -225,6 +231,21 @@ class LogService:
         """The log's listener (called on the writer thread)."""
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._fail, exc)
+
+    def _log_halted(self, reason: str) -> None:
+        """The log's halt listener (any thread): tell the failure listeners (health), fail
+        queued appends; the service itself goes on serving reads."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._halted, reason)
+
+    def _halted(self, reason: str) -> None:
+        error = ReadOnlyError(reason)
+        self._fail_queued(error)
+        for listener in self._failure_listeners:
+            try:
+                listener(error)
+            except Exception:
+                _log.exception("a failure listener failed")
 
     def _fail(self, exc: Exception) -> None:
         """Enter the failed state (on the event loop): log, fail queued appends, tell listeners."""

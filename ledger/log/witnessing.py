@@ -22,6 +22,13 @@ capped at ``MAX_ANSWER_BYTES``, cancellation without a thread per witness.
 The witnesses come as ``WitnessEndpoint`` values (plain, frozen): the app builds them from its
 settings (``ledger.app.settings.WitnessTarget``); this layer does not import the app.
 
+Evidence (``ledger.log.evidence``): every answer also goes to the log's ``EvidenceSink``. A 409
+naming a size beyond the local tree, a 409 at the submitted size (the witness holds another
+root there) and a 422 (the proof the log built from its own tree fails) are evidence; a 409
+naming a size the tree covers is C2SP catch-up (re-prove from it); a cosignature is agreement.
+``probe`` asks every witness about the newest stored checkpoint once at start, before anything
+new is signed or served.
+
 Operator view: ``witnesses.json`` in the data folder (rewritten at most once per second) with
 each witness's last cosigned size, its size as last reported, the last error and when, and the
 time from publication (as seen by the poll) to a quorum of cosignatures (p50/p99);
@@ -46,6 +53,7 @@ from typing import Any, Protocol
 from ledger.core.checkpoint import Checkpoint, CosignatureVerifier, NoteSignature, SignedNote
 from ledger.core.errors import FormatError, LedgerError
 from ledger.core.types import ConsistencyProof, PublishedCheckpoint
+from ledger.log.evidence import EvidenceSink
 from ledger.net.client import HttpClient
 from ledger.witness.core import SIZE_CONTENT_TYPE, build_request
 from ledger.witness.state import write_atomically
@@ -110,6 +118,10 @@ class _Refused(Exception):
     to witnessing, it never reaches a caller of the log."""
 
 
+class _Conflict(_Refused):
+    """A 422, or a 409 at the submitted size: evidence of another history (internal)."""
+
+
 class _Stale(Exception):
     """A 409 from the witness: it is at another size (internal, like ``_Refused``)."""
 
@@ -151,6 +163,7 @@ class Cosigning:
         quorum: int,
         status_dir: Path,
         clock: Callable[[], float] = time.time,
+        sink: EvidenceSink | None = None,
     ) -> None:
         if witnesses and not 1 <= quorum <= len(witnesses):
             raise FormatError(f"witness quorum {quorum} needs 1..{len(witnesses)}")
@@ -160,6 +173,7 @@ class Cosigning:
         self.quorum = quorum
         self._status_path = status_dir / STATUS_FILE
         self._clock = clock
+        self._sink = sink
         known = _known_sizes(self._status_path)
         self.status = [
             WitnessStatus(name=w.name, url=w.url, key=w.key, witness_size=known.get(w.key, 0))
@@ -264,11 +278,26 @@ class Cosigning:
             try:
                 line = await self._ask(i, checkpoint, status.witness_size)
             except _Stale as stale:
-                _log.info("witness %s is at size %d; re-proving", status.name, stale.size)
                 status.witness_size = stale.size
                 self._dirty = True
+                if self._sink is not None:
+                    await self._observe(self._sink.observe_size, status.name, stale.size)
+                if stale.size > checkpoint.size:
+                    raise _Refused(
+                        f"the witness cosigned size {stale.size}, larger than this log's "
+                        f"checkpoint {checkpoint.size}: was the log rolled back?"
+                    ) from None
+                _log.info("witness %s is at size %d; re-proving", status.name, stale.size)
                 continue
+            except _Conflict as conflict:
+                if self._sink is not None:
+                    await self._observe(
+                        self._sink.observe_refusal, status.name, checkpoint.size, str(conflict)
+                    )
+                raise
             await self._attach(i, checkpoint, line)
+            if self._sink is not None:
+                await self._observe(self._sink.observe_agreement, status.name, checkpoint.size)
             return
         raise _Refused(f"still 409 after {_MAX_409_PER_ROUND} re-proofs")
 
@@ -296,10 +325,74 @@ class Cosigning:
         body = reply.body.decode("utf-8", "replace")
         if reply.status == 409 and reply.content_type == SIZE_CONTENT_TYPE:
             raise _Stale(_parse_size(body))
+        if reply.status in (409, 422):
+            raise _Conflict(
+                f"HTTP {reply.status} on checkpoint {checkpoint.size} (old size {old}): "
+                f"{body.strip()[:300]}"
+            )
         if reply.status != 200:
             raise _Refused(f"HTTP {reply.status}: {body.strip()[:300]}")
         body_text = SignedNote.from_text(checkpoint.note).text
         return _cosignature(body, self._verifiers[i], Checkpoint.from_text(body_text))
+
+    async def _observe(self, fn: Callable[..., None], *args: Any) -> None:
+        """Report to the sink off this loop (a halt takes the log's writer lock)."""
+        await asyncio.get_running_loop().run_in_executor(self._reader, fn, *args)
+
+    async def probe(self, checkpoint: PublishedCheckpoint, timeout: float) -> int:
+        """Ask every witness about ``checkpoint`` (old size = its size, so no proof: a 200 if
+        the witness holds it, a 409 with its size otherwise, a plain 409 for another root),
+        reporting each answer to the sink; return how many answered within ``timeout``."""
+        if not self._targets or self._sink is None:
+            return 0
+        sink = self._sink
+        answered = 0
+
+        async def ask(http: HttpClient, i: int) -> None:
+            nonlocal answered
+            target = self._targets[i]
+            reply = await http.post(  # a witness is not trusted: its answer is capped
+                target.url.rstrip("/") + "/add-checkpoint",
+                build_request(checkpoint.size, (), checkpoint.note),
+                timeout_s=min(target.timeout_s, timeout),
+                max_bytes=MAX_ANSWER_BYTES,
+            )
+            body = reply.body.decode("utf-8", "replace")
+            if reply.status == 200:
+                answered += 1
+                await self._observe(sink.observe_agreement, target.name, checkpoint.size)
+            elif reply.status == 409 and reply.content_type == SIZE_CONTENT_TYPE:
+                answered += 1
+                size = _parse_size(body)
+                self.status[i].witness_size = size
+                await self._observe(sink.observe_size, target.name, size)
+            elif reply.status in (409, 422):
+                answered += 1
+                detail = f"HTTP {reply.status} at start, size {checkpoint.size}: {body[:300]}"
+                await self._observe(sink.observe_refusal, target.name, checkpoint.size, detail)
+            else:
+                raise _Refused(f"HTTP {reply.status}: {body.strip()[:300]}")
+
+        async def one(http: HttpClient, i: int) -> None:
+            try:
+                await ask(http, i)
+            except Exception as exc:  # unreachable, timed out, refused: not an answer
+                what = (
+                    str(exc)
+                    if isinstance(exc, (_Refused, LedgerError))
+                    else (f"{type(exc).__name__}: {exc}")
+                )
+                _log.warning("start check: witness %s: %s", self._targets[i].name, what)
+
+        async with HttpClient() as http:
+            tasks = [asyncio.create_task(one(http, i)) for i in range(len(self._targets))]
+            _, late = await asyncio.wait(tasks, timeout=timeout)
+            for task in late:
+                task.cancel()
+            for task in late:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        return answered
 
     async def _attach(self, i: int, checkpoint: PublishedCheckpoint, line: NoteSignature) -> None:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
