@@ -237,16 +237,63 @@ def canonical_plain(plain: Json) -> bytes:
 
 
 def _no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for key, value in pairs:
-        if key in out:
+    out = dict(pairs)
+    if len(out) == len(pairs):
+        return out
+    seen: set[str] = set()
+    for key, _ in pairs:  # name the first member that repeats
+        if key in seen:
             raise InvalidRecordError(child_path("", key), "duplicate object member name")
-        out[key] = value
-    return out
+        seen.add(key)
+    raise AssertionError("unreachable: a shorter dict has a repeated key")  # pragma: no cover
 
 
 def _no_constant(name: str) -> object:
     raise InvalidRecordError(_ROOT, f"{name} is not a JSON number (RFC 8259 §6)")
+
+
+class _Walk(Exception):
+    """A number the quick pass cannot accept: ``to_plain`` decides and names its field."""
+
+
+def _quick_int(text: str) -> int:
+    value = int(text)
+    if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+        raise _Walk
+    return value
+
+
+def _quick_float(limit: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        value = float(text)
+        if not (math.isfinite(value) and abs(value) <= limit):  # 1e999 parses as infinity
+            raise _Walk
+        return value
+
+    return parse
+
+
+_QUICK_FLOAT = {True: _quick_float(MAX_SAFE_INTEGER), False: _quick_float(math.inf)}
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _needs_walk(text: str, raw: bool) -> bool:
+    """Whether the text may hold what only ``to_plain`` checks precisely: nesting deeper than
+    ``MAX_DEPTH`` (it has more brackets than that) or a lone surrogate (an escaped surrogate, or
+    one in ``text`` itself when it was not decoded from UTF-8 here)."""
+    if text.count("[") + text.count("{") > MAX_DEPTH or _ESCAPED_SURROGATE.search(text):
+        return True
+    if raw:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+    return False
+
+
+def _walked(text: str, safe_numbers: bool) -> Json:
+    parsed = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    return to_plain(parsed, safe_numbers=safe_numbers)
 
 
 def loads_strict(data: str | bytes, *, safe_numbers: bool = False) -> Json:
@@ -254,19 +301,37 @@ def loads_strict(data: str | bytes, *, safe_numbers: bool = False) -> Json:
 
     Refuses duplicate member names, NaN/Infinity, lone surrogates and unsafe integers, so that
     the canonical form of what was read is well defined. Raises ``InvalidRecordError``.
+
+    Fast: the C parser's hooks check member names and numbers while parsing, and the walk of
+    ``to_plain`` runs only when a hook or ``_needs_walk`` says it must decide (same result,
+    same errors; an index reads hundreds of thousands of lines).
     """
+    raw = isinstance(data, str)
     if isinstance(data, bytes | bytearray):
         try:
-            data = bytes(data).decode("utf-8")
+            text = bytes(data).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InvalidRecordError(_ROOT, f"not UTF-8: {exc}") from exc
+    else:
+        text = data
     try:
-        parsed = json.loads(data, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        if _needs_walk(text, raw):
+            return _walked(text, safe_numbers)
+        try:
+            parsed: Json = json.loads(
+                text,
+                object_pairs_hook=_no_duplicates,
+                parse_constant=_no_constant,
+                parse_int=_quick_int,
+                parse_float=_QUICK_FLOAT[safe_numbers],
+            )
+        except _Walk:
+            return _walked(text, safe_numbers)
+        return parsed
     except InvalidRecordError:
         raise
     except (ValueError, RecursionError) as exc:
         raise InvalidRecordError(_ROOT, f"not JSON: {exc}") from exc
-    return to_plain(parsed, safe_numbers=safe_numbers)
 
 
 # --- typed readers for schema validators ---------------------------------------------------------

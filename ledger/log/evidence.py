@@ -7,7 +7,8 @@ built from its own tree (a 422, or a 409 at the submitted size: ``observe_refusa
 witness agreeing (``observe_agreement``). ``Evidence`` is the log's sink; the witnessing client
 (``ledger.log.witnessing``) feeds it at start and after every checkpoint.
 
-What it does with them (c2sp.org/tlog-witness, DESIGN "never two roots for one size"):
+What it does with them (c2sp.org/tlog-witness; never two roots for one size, docs/design.md
+"Rules of the house"):
 
 * a checkpoint signed by this log that is larger than the local tree, or has another root at a
   size the tree holds: **halt** (the larger one is written to the high-water mark first, so a

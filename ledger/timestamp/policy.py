@@ -21,13 +21,55 @@ from datetime import datetime, timedelta
 
 from ledger.core.errors import FormatError, TimestampError
 
-__all__ = ["DEFAULT_SKEW", "check_gen_time"]
+__all__ = [
+    "DEFAULT_SKEW",
+    "anchor_in_future",
+    "check_gen_time",
+    "check_not_before_leaf",
+    "future_bound",
+]
 
 DEFAULT_SKEW = timedelta(minutes=5)
 
 
 def _iso(moment: datetime) -> str:
     return moment.isoformat().replace("+00:00", "Z")
+
+
+def _slack(accuracy: timedelta | None) -> timedelta:
+    return accuracy or timedelta(0)
+
+
+def future_bound(gen_time: datetime, accuracy: timedelta | None, skew: timedelta) -> datetime:
+    """The earliest verification time ``now`` at which ``gen_time`` is not in the future:
+    ``anchor-in-future`` fails exactly for ``now < future_bound(...)``. A cached verdict of that
+    check holds on one side of this instant only."""
+    return gen_time - _slack(accuracy) - skew
+
+
+def anchor_in_future(
+    gen_time: datetime, accuracy: timedelta | None, *, now: datetime, skew: timedelta
+) -> TimestampError:
+    """The ``anchor-in-future`` failure of ``gen_time`` checked at ``now``."""
+    return TimestampError(
+        "anchor-in-future",
+        f"genTime {_iso(gen_time)} (accuracy {_slack(accuracy).total_seconds():g}s) is after the "
+        f"verification time {_iso(now)} plus the allowed skew of {skew.total_seconds():g}s",
+    )
+
+
+def check_not_before_leaf(
+    gen_time: datetime, accuracy: timedelta | None, *, not_before: datetime, skew: timedelta
+) -> None:
+    """The ``anchor-before-leaf`` check alone (``check_gen_time`` makes it first)."""
+    slack = _slack(accuracy)
+    if gen_time + slack + skew < not_before:
+        raise TimestampError(
+            "anchor-before-leaf",
+            f"genTime {_iso(gen_time)} (accuracy {slack.total_seconds():g}s) precedes the "
+            f"leaf's time {_iso(not_before)} by more than the allowed skew of "
+            f"{skew.total_seconds():g}s: the stamped checkpoint covers that leaf",
+        )
 
 
 def check_gen_time(
@@ -47,17 +89,7 @@ def check_gen_time(
         raise FormatError("anchor time policy needs timezone-aware times")
     if skew < timedelta(0):
         raise FormatError(f"clock skew must be >= 0, got {skew}")
-    slack = accuracy or timedelta(0)
-    if not_before is not None and gen_time + slack + skew < not_before:
-        raise TimestampError(
-            "anchor-before-leaf",
-            f"genTime {_iso(gen_time)} (accuracy {slack.total_seconds():g}s) precedes the "
-            f"leaf's time {_iso(not_before)} by more than the allowed skew of "
-            f"{skew.total_seconds():g}s: the stamped checkpoint covers that leaf",
-        )
-    if gen_time - slack > now + skew:
-        raise TimestampError(
-            "anchor-in-future",
-            f"genTime {_iso(gen_time)} (accuracy {slack.total_seconds():g}s) is after the "
-            f"verification time {_iso(now)} plus the allowed skew of {skew.total_seconds():g}s",
-        )
+    if not_before is not None:
+        check_not_before_leaf(gen_time, accuracy, not_before=not_before, skew=skew)
+    if now < future_bound(gen_time, accuracy, skew):
+        raise anchor_in_future(gen_time, accuracy, now=now, skew=skew)

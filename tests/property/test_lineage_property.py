@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from ledger.records.decision import DecisionRecord, record_digest
 from ledger.records.runs import run_closed_record, run_steps
 from ledger_client.audit.lineage import Lineage
-from ledger_client.audit.verify import VerifyCache
 from ledger_client.receipts.run_verify import RunItem
+from ledger_client.receipts.verify import ReceiptChecker
 from tests.unit.test_receipt import World, make_record
 
 RUN = "run-lineage"
@@ -41,7 +41,7 @@ def build(parents: list[list[int]]) -> tuple[list[DecisionRecord], Lineage]:
         RunItem(source=f"{i}", record=r, receipt=world.receipt(i, len(records), anchored=False))
         for i, r in enumerate(records)
     ]
-    return body, Lineage([("run.jsonl", items)], VerifyCache([world.key]))
+    return body, Lineage([("run.jsonl", items)], ReceiptChecker([world.key]))
 
 
 @settings(max_examples=30, deadline=None)

@@ -204,28 +204,82 @@ def test_audit_commands_stay_offline(files: dict[str, Path], tmp_path: Path) -> 
     assert "IMPORTED []" in done.stdout
 
 
-def test_fast_reader_matches_the_strict_one(files: dict[str, Path]) -> None:
+def test_the_one_reader_reads_what_was_written(files: dict[str, Path], tmp_path: Path) -> None:
     from dataclasses import fields
 
     from ledger.core.errors import FormatError
     from ledger.records.decision import DecisionRecord, record_digest
-    from ledger_client.audit.load import LoadedItem, load_run_fast
-    from ledger_client.cli.receipts import load_run
+    from ledger_client.receipts.run_load import load_run
 
-    fast, strict = load_run_fast(files["support"]), load_run(str(files["support"]))
-    assert [(i.source, i.record, i.receipt) for i in fast] == [
-        (i.source, i.record, i.receipt) for i in strict
+    items = load_run(files["support"])
+    assert [i.record for i in items] == RUNS.support
+    assert all(i.receipt.record == i.record and i.digest == RUNS.digest(i.record) for i in items)
+    assert all(record_digest(i.record) == i.receipt.record_digest for i in items)
+    folder = tmp_path / "folder"  # the same items as a folder of *.json, read the same way
+    folder.mkdir()
+    for n, line in enumerate(files["support"].read_text().splitlines()):
+        (folder / f"{n:02d}.json").write_text(line)
+    assert [(i.record, i.receipt) for i in load_run(folder)] == [
+        (i.record, i.receipt) for i in items
     ]
-    assert all(
-        isinstance(i, LoadedItem) and i.known_digest == record_digest(i.record) for i in fast
-    )
     for record in RUNS.support:  # parsed once (no second validation), equal to the original
         again = DecisionRecord.from_json_obj(record.to_json_obj())
         assert again == record and all(hasattr(again, f.name) for f in fields(DecisionRecord))
     broken = files["support"].parent / "broken.jsonl"
     broken.write_text(files["support"].read_text().replace('"receipt"', '"receipts"', 1))
     with pytest.raises(FormatError, match=r"broken.jsonl:1: expected an object with 'receipt'"):
-        load_run_fast(broken)
+        load_run(broken)
+
+
+def _edit_line(path: Path, line: int, edit: Any) -> None:
+    lines = path.read_text().splitlines()
+    lines[line] = edit(lines[line])
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _refusals(files: dict[str, Path], tmp_path: Path) -> tuple[str, list[tuple[str, str]]]:
+    """``run``'s error on the support run and the index's problems for it (same reader)."""
+    code, out = invoke_json("run", str(files["support"]), "--key", KEY)
+    assert code == 2, out
+    db = str(tmp_path / "refused.sqlite")
+    folder = str(files["support"].parent)
+    code, indexed = invoke_json("index", folder, "--db", db, "--key", KEY, "--workers", "1")
+    assert code == 0 and indexed["unreadable"] == 1, indexed
+    found = sqlite3.connect(db).execute(
+        "SELECT path, code, message FROM problems WHERE path LIKE '%support.jsonl'"
+    )
+    return str(out["error"]), [(c, m) for _, c, m in found]
+
+
+def test_run_and_index_refuse_a_duplicate_member_alike(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
+    """A duplicate member name (here one the last value of which is the logged one, so a
+    last-wins reader verified the run) is refused by ``run`` and by ``index`` with one message."""
+    _edit_line(
+        files["support"], 0, lambda text: text.replace('"agent": ', '"agent": "x", "agent": ', 1)
+    )
+    error, problems = _refusals(files, tmp_path)
+    assert "support.jsonl:1" in error and "duplicate object member name" in error
+    assert problems == [("unreadable", error)]
+
+
+def test_run_and_index_refuse_a_receipt_record_of_another_json_type_alike(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
+    """The record inside the receipt equals the one beside it as Python values (``true == 1``)
+    but not as JSON: both commands refuse it (the index used to take the one beside it)."""
+
+    def retype(text: str) -> str:
+        obj = json.loads(text)
+        assert obj["receipt"]["record"]["step"] == 1
+        obj["receipt"]["record"]["step"] = True
+        return json.dumps(obj)
+
+    _edit_line(files["support"], 1, retype)
+    error, problems = _refusals(files, tmp_path)
+    assert "support.jsonl:2" in error and "record.step" in error
+    assert problems == [("unreadable", error)]
 
 
 def test_witness_column_counts_cosignatures_when_keys_are_given(
@@ -260,7 +314,8 @@ def test_witness_column_counts_cosignatures_when_keys_are_given(
 def test_public_names_exist() -> None:
     import importlib
 
-    for name in ("audit.index", "audit.load", "audit.verify", "cli.audit", "cli.index",
+    for name in ("audit.index", "receipts.run_load", "audit.verify", "cli.audit", "cli.index",
+                 "receipts.cache",
                  "receipts.disclose", "audit.lineage", "sdk.links", "sdk.otel_span",
                  "audit.report_html", "audit.run_files", "audit.timeline"):  # fmt: skip
         module = importlib.import_module(f"ledger_client.{name}")
@@ -269,15 +324,16 @@ def test_public_names_exist() -> None:
 
 
 def test_index_checks_find_what_verify_run_finds(files: dict[str, Path]) -> None:
-    from ledger_client.audit.verify import VerifyCache, audit_run
-    from ledger_client.cli.receipts import load_run
+    from ledger_client.audit.verify import audit_run
+    from ledger_client.receipts.run_load import load_run
     from ledger_client.receipts.run_verify import verify_run
+    from ledger_client.receipts.verify import ReceiptChecker
 
     tamper(files["support"], line=3)
     for path in (files["support"], files["review"]):
         items = load_run(str(path))
         verdict = verify_run(items, [RUNS.world.key])
-        audit = audit_run(items, VerifyCache([RUNS.world.key]))
+        audit = audit_run(items, ReceiptChecker([RUNS.world.key]))
         mine = sorted((p.code, p.step, p.record_digest) for p, _ in audit.problems)
         assert mine == sorted((p.code, p.step, p.record_digest) for p, _ in verdict.problems)
 

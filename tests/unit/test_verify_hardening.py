@@ -284,18 +284,24 @@ def test_the_audit_index_applies_the_same_anchor_time_policy() -> None:
     """``ledger-verify index``/``report`` check records part by part (``audit_verify``); an
     anchor older than its leaf is the same named failure there as in ``verify_receipt``."""
     from ledger.core.types import decode_leaf
-    from ledger_client.audit.verify import VerifyCache
-    from ledger_client.receipts.verify import VALID
+    from ledger.timestamp.rfc3161 import VerifiedTimestamp, imprint_for_checkpoint_body
+    from ledger_client.audit.verify import check_item
+    from ledger_client.receipts.run_verify import RunItem
+    from tests.unit.test_receipt import make_record
 
     authority = authority_at(datetime(2020, 1, 1, tzinfo=UTC))
     receipt = receipt_stamped_by(authority)
     body = Checkpoint.from_text(receipt.checkpoint.split("\n\n")[0] + "\n").body_bytes()
     leaf_ms = decode_leaf(receipt.index, receipt.leaf).timestamp_ms
     leaf_time = datetime.fromtimestamp(leaf_ms / 1000, UTC)
-    cache = VerifyCache([World(filler(3, "t")).key], tsa_roots=[authority.root_cert], now=NOW)
+    checker = ReceiptChecker([World(filler(3, "t")).key], tsa_roots=[authority.root_cert], now=NOW)
     (anchor,) = receipt.anchors
-    assert cache.anchor(anchor, body)[0] == VALID  # the token itself is fine
+    stamped = checker.token(anchor, imprint_for_checkpoint_body(body))
+    assert isinstance(stamped, VerifiedTimestamp)  # the token itself is fine
     with pytest.raises(TimestampError) as failed:
-        cache.check_time(anchor, body, leaf_time)
+        checker.check_anchor_time(anchor, stamped, leaf_time)
     assert failed.value.check == "anchor-before-leaf"
-    cache.check_time(anchor, body, datetime(2019, 12, 31, tzinfo=UTC))  # a leaf before it: fine
+    checker.check_anchor_time(anchor, stamped, datetime(2019, 12, 31, tzinfo=UTC))  # earlier leaf
+    item = RunItem(source="r", record=make_record(1), receipt=receipt)
+    check = check_item(item, checker, receipt.record_digest)  # the audit's path: the same failure
+    assert check.anchor == "failed" and "anchor-before-leaf" in (check.error or "")

@@ -13,9 +13,11 @@ other settings than last time re-index everything. Rows are written in transacti
 ``_BATCH`` files (WAL journal): an interrupted index loses at most the files of the open
 transaction, which the next run re-indexes, never a half-written file.
 
-Files are read with ``ledger_client.audit_load.load_run_fast`` and verified by ``workers``
-processes (default: one per core), each with its own ``VerifyCache`` (``CacheSpec`` builds it),
-so each distinct checkpoint and token is verified at most once per process.
+Files are read with ``ledger_client.receipts.run_load.load_run`` (the reader of
+``ledger-verify run``: what it refuses, the index refuses, and the file is listed unreadable)
+and verified by ``workers`` processes (default: one per core), each with its own
+``ReceiptChecker`` and ``VerificationCache`` (``CacheSpec`` builds them), so each distinct
+checkpoint and token is verified at most once per process.
 
 Schema (``SCHEMA``): ``files(path, size, mtime_ns, run_id, agent, records, verified,
 problems)``, ``records(path, run_id, agent, step, kind, tool, label, time, logged_at_ms,
@@ -38,9 +40,10 @@ from cryptography import x509
 from ledger.core.checkpoint import CosignatureVerifier
 from ledger.core.errors import FormatError
 from ledger.core.note import Ed25519Verifier
-from ledger_client.audit.load import load_run_fast
 from ledger_client.audit.timeline import label_of, outcome_of, timeline, trust_of
-from ledger_client.audit.verify import RunAudit, VerifyCache, audit_run
+from ledger_client.audit.verify import RunAudit, audit_run
+from ledger_client.receipts.run_load import load_run
+from ledger_client.receipts.verify import ReceiptChecker
 
 __all__ = ["SCHEMA", "AuditIndex", "CacheSpec", "IndexStats"]
 
@@ -99,15 +102,15 @@ class IndexStats:
 
 @dataclass(frozen=True, slots=True)
 class CacheSpec:
-    """What a worker process needs to build its ``VerifyCache`` (picklable)."""
+    """What a worker process needs to build its ``ReceiptChecker`` (picklable)."""
 
     keys: tuple[str, ...]
     roots_der: tuple[bytes, ...]
     origin: str | None
     witnesses: tuple[str, ...]
 
-    def build(self) -> VerifyCache:
-        return VerifyCache(
+    def build(self) -> ReceiptChecker:
+        return ReceiptChecker(
             [Ed25519Verifier.from_key_string(k) for k in self.keys],
             tsa_roots=[x509.load_der_x509_certificate(d) for d in self.roots_der] or None,
             origin=self.origin,
@@ -130,24 +133,25 @@ class _Done:
     checks: tuple[int, int]  # checkpoints and tokens verified for this file
 
 
-_CACHE: list[VerifyCache] = []  # the worker's cache (one per process)
+_CHECKER: list[ReceiptChecker] = []  # the worker's checker and cache (one per process)
 
 
 def _start_worker(spec: CacheSpec) -> None:
-    _CACHE[:] = [spec.build()]
+    _CHECKER[:] = [spec.build()]
 
 
 def _audit_file(job: tuple[str, int, int]) -> _Done:
     key, size, mtime_ns = job
-    cache = _CACHE[0]
-    before = (cache.stats["checkpoints"], cache.stats["tokens"])
+    checker = _CHECKER[0]
+    stats = checker.cache.stats
+    before = (stats["checkpoints"], stats["tokens"])
     try:
-        audit = audit_run(load_run_fast(key), cache)
+        audit = audit_run(load_run(key), checker)
     except (FormatError, OSError) as exc:
         problem = (key, None, "unreadable", None, None, str(exc))
         row: tuple[Any, ...] = (key, size, mtime_ns, None, None, 0, 0, 1)
         return _Done(key, size, mtime_ns, row, [], [problem], False, False, (0, 0))
-    used = (cache.stats["checkpoints"] - before[0], cache.stats["tokens"] - before[1])
+    used = (stats["checkpoints"] - before[0], stats["tokens"] - before[1])
     row = (key, size, mtime_ns, audit.run_id, audit.agent, len(audit.checks), int(audit.ok),
            len(audit.problems))  # fmt: skip
     problems = [

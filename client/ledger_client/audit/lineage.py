@@ -28,8 +28,9 @@ from ledger.core.errors import FormatError
 from ledger.core.jcs import Json
 from ledger.records.decision import record_digest
 from ledger_client.audit.timeline import label_of, trust_of
-from ledger_client.audit.verify import RecordCheck, VerifyCache, check_item, iso_ms
+from ledger_client.audit.verify import RecordCheck, check_item, iso_ms
 from ledger_client.receipts.run_verify import RunItem
+from ledger_client.receipts.verify import ReceiptChecker
 
 __all__ = ["Lineage", "LineageNode", "LineageResult"]
 
@@ -94,8 +95,10 @@ class LineageResult:
 class Lineage:
     """Records of many runs by digest, with children lists (module docstring)."""
 
-    def __init__(self, runs: Iterable[tuple[str, Sequence[RunItem]]], cache: VerifyCache) -> None:
-        self.cache = cache
+    def __init__(
+        self, runs: Iterable[tuple[str, Sequence[RunItem]]], checker: ReceiptChecker
+    ) -> None:
+        self.checker = checker
         self.items: dict[str, tuple[RunItem, str]] = {}
         self.children: dict[str, list[str]] = {}
         for run_file, items in runs:
@@ -162,7 +165,7 @@ class Lineage:
 
     def _node(self, digest: str, depth: int) -> LineageNode:
         item, run_file = self.items[digest]
-        check = check_item(item, self.cache, bytes.fromhex(digest))
+        check = check_item(item, self.checker, bytes.fromhex(digest))
         problems = []
         for parent in item.record.parent_digests:
             found = self.items.get(parent)

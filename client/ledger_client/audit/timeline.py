@@ -21,8 +21,10 @@ from ledger.core.checkpoint import Verifier
 from ledger.core.jcs import Json
 from ledger.records.decision import DecisionRecord
 from ledger.records.runs import RunProblem
-from ledger_client.audit.verify import RecordCheck, RunAudit, VerifyCache, audit_run, iso_ms
+from ledger_client.audit.verify import RecordCheck, RunAudit, audit_run, iso_ms
+from ledger_client.receipts.cache import VerificationCache
 from ledger_client.receipts.run_verify import RunItem, verify_run
+from ledger_client.receipts.verify import ReceiptChecker
 
 __all__ = [
     "TimelineRow",
@@ -173,11 +175,17 @@ def run_timeline(
     *,
     problems: Sequence[tuple[RunProblem, str | None]] | None = None,
     witnesses: Sequence[Verifier] = (),
+    cache: VerificationCache | None = None,
 ) -> tuple[list[Json], list[str]]:
     """One run's timeline rows as JSON and as a text table (``ledger-verify run --timeline``),
-    with the problems ``verify_run`` finds (``problems``: already found by the caller)."""
+    with the problems ``verify_run`` finds (``problems``: already found by the caller).
+    ``cache``: the verification cache the caller's checks used (shared, trust inputs apart)."""
+    cache = VerificationCache() if cache is None else cache
     if problems is None:
-        problems = verify_run(items, verifiers, tsa_roots=roots, origin=origin).problems
-    cache = VerifyCache(verifiers, tsa_roots=roots, origin=origin, witnesses=witnesses)
-    rows = timeline(audit_run(items, cache, run_problems=problems))
+        base = ReceiptChecker(verifiers, tsa_roots=roots, origin=origin, cache=cache)
+        problems = verify_run(items, (), checker=base).problems
+    checker = ReceiptChecker(
+        verifiers, tsa_roots=roots, origin=origin, witnesses=witnesses, cache=cache
+    )
+    rows = timeline(audit_run(items, checker, run_problems=problems))
     return [r.to_json_obj() for r in rows], ["timeline:", *format_timeline(rows)]

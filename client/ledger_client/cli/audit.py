@@ -35,20 +35,21 @@ from ledger_client.audit.lineage import Lineage, LineageResult
 from ledger_client.audit.report_html import render_report
 from ledger_client.audit.run_files import run_paths
 from ledger_client.audit.timeline import label_of
-from ledger_client.audit.verify import RunAudit, VerifyCache, audit_run
+from ledger_client.audit.verify import RunAudit, audit_run
 from ledger_client.cli.anchor import load_certificates
 from ledger_client.cli.common import EXIT_INVALID, Outcome, finish, json_option
 from ledger_client.cli.notes import log_verifiers, read_input
-from ledger_client.cli.receipts import load_run
 from ledger_client.receipts.disclose import (
     describe_disclosures,
     disclosed_values,
     load_private_disclosures,
 )
 from ledger_client.receipts.receipt import Receipt
+from ledger_client.receipts.run_load import load_run
 from ledger_client.receipts.run_verify import RunItem, verify_run
+from ledger_client.receipts.verify import ReceiptChecker
 
-__all__ = ["COMMANDS", "disclose", "lineage", "make_cache", "report", "verification_options"]
+__all__ = ["COMMANDS", "disclose", "lineage", "make_checker", "report", "verification_options"]
 
 _KEY_HELP = "log verifier key name+hexid+base64 (type 0x01); repeat for several"
 _ROOT_HELP = "trusted TSA root certificate(s), PEM; repeat. Without it anchors are not checked"
@@ -73,15 +74,15 @@ def verification_options(fn: click.decorators.FC) -> click.decorators.FC:
     return fn
 
 
-def make_cache(
+def make_checker(
     keys: Sequence[str], roots: Sequence[str], origin: str | None, witnesses: Sequence[str]
-) -> VerifyCache:
-    """A ``VerifyCache`` from the command-line values (bad keys or PEMs: exit 2)."""
+) -> ReceiptChecker:
+    """A ``ReceiptChecker`` from the command-line values (bad keys or PEMs: exit 2)."""
     try:
         wits = [CosignatureVerifier.from_key_string(w) for w in witnesses]
     except FormatError as exc:
         raise FormatError(f"--witness: {exc}") from None
-    return VerifyCache(
+    return ReceiptChecker(
         log_verifiers(keys),
         tsa_roots=load_certificates(roots, "--tsa-root") or None,
         origin=origin,
@@ -149,8 +150,8 @@ def lineage(
     def check() -> Outcome:
         if (start is None) == (not tainted):
             raise click.BadParameter("give exactly one of --from DIGEST and --tainted")
-        cache = make_cache(keys, roots, origin, witnesses)
-        graph = Lineage(((str(p), load_run(str(p))) for p in run_paths(runs)), cache)
+        checker = make_checker(keys, roots, origin, witnesses)
+        graph = Lineage(((str(p), load_run(p)) for p in run_paths(runs)), checker)
         if tainted:
             result = graph.walk(graph.tainted_starts(labels or ("untrusted",)), "descendants")
         else:
@@ -171,10 +172,15 @@ def lineage(
 # --- report -----------------------------------------------------------------------------------
 
 
-def _audit(items: Sequence[RunItem], cache: VerifyCache) -> RunAudit:
-    """The run audited, with the problems ``ledger-verify run`` reports (``verify_run``)."""
-    verdict = verify_run(items, cache.log_keys, tsa_roots=cache.tsa_roots, origin=cache.origin)
-    return audit_run(items, cache, run_problems=verdict.problems)
+def _audit(items: Sequence[RunItem], checker: ReceiptChecker) -> RunAudit:
+    """The run audited, with the problems ``ledger-verify run`` reports (``verify_run``, its
+    trust inputs: no witnesses; sharing the cache, never a verdict under other inputs)."""
+    as_run = ReceiptChecker(
+        checker.log_keys, tsa_roots=checker.tsa_roots, origin=checker.origin, now=checker.now,
+        cache=checker.cache,
+    )  # fmt: skip
+    verdict = verify_run(items, (), checker=as_run)
+    return audit_run(items, checker, run_problems=verdict.problems)
 
 
 @click.command("report")
@@ -194,10 +200,10 @@ def report(
     """Write one self-contained HTML page: timeline, parent graph, checks, problems."""
 
     def check() -> Outcome:
-        cache = make_cache(keys, roots, origin, witnesses)
-        audits = [(str(p), _audit(load_run(str(p)), cache)) for p in run_paths(runs)]
+        checker = make_checker(keys, roots, origin, witnesses)
+        audits = [(str(p), _audit(load_run(p), checker)) for p in run_paths(runs)]
         page = render_report(
-            audits, anchors_checked=bool(cache.tsa_roots), witnesses_checked=bool(witnesses)
+            audits, anchors_checked=bool(checker.tsa_roots), witnesses_checked=bool(witnesses)
         )
         Path(out).write_text(page, encoding="utf-8")
         failing = [a.run_id for _, a in audits if not a.ok]

@@ -26,7 +26,7 @@ from ledger.core.errors import FormatError
 from ledger_client.audit.index import AuditIndex, CacheSpec
 from ledger_client.audit.run_files import run_paths
 from ledger_client.audit.verify import iso_ms
-from ledger_client.cli.audit import make_cache, verification_options
+from ledger_client.cli.audit import make_checker, verification_options
 from ledger_client.cli.common import Outcome, finish, json_option
 
 __all__ = ["COMMANDS", "index", "query"]
@@ -63,10 +63,10 @@ def index(
     """Verify and index the run files under DIR into an SQLite database (incrementally)."""
 
     def check() -> Outcome:
-        cache = make_cache(keys, roots, origin, witnesses)  # checks the options (exit 2)
+        checker = make_checker(keys, roots, origin, witnesses)  # checks the options (exit 2)
         spec = CacheSpec(
             keys=tuple(keys),
-            roots_der=tuple(c.public_bytes(Encoding.DER) for c in cache.tsa_roots or ()),
+            roots_der=tuple(c.public_bytes(Encoding.DER) for c in checker.tsa_roots),
             origin=origin,
             witnesses=tuple(witnesses),
         )

@@ -15,7 +15,8 @@
   ``after_close``, ``step_gap``, ...; ``ledger_client.run_verify``). Problems are named by code
   with the record's step, id, digest and file (or line); ``--json`` adds the per-step
   ``timeline``. A line whose receipt is ``null`` (the SDK wrote it while the log was down) is
-  input to complete first (exit 2, naming ``ledger receipt run``).
+  input to complete first (exit 2, naming ``ledger receipt run``). The files are read by
+  ``ledger_client.receipts.run_load.load_run``, the reader every audit command uses.
   ``--timeline`` adds one row per record with its checks (``ledger_client.timeline``).
 
 The log order is the order receipts prove; the order of files or lines is not authenticated
@@ -27,22 +28,19 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import NoReturn
 
 import click
 from cryptography import x509
 
-from ledger.core.errors import FormatError, InvalidRecordError
-from ledger.core.jcs import Json, loads_strict
+from ledger.core.jcs import Json
 from ledger.records.decision import DecisionRecord
 from ledger_client.audit.timeline import run_timeline
 from ledger_client.cli.anchor import load_certificates
 from ledger_client.cli.common import EXIT_INVALID, Outcome, finish, json_option
 from ledger_client.cli.notes import (
-    MAX_INPUT_BYTES,
     iso_utc,
     log_verifiers,
     read_input,
@@ -51,8 +49,15 @@ from ledger_client.cli.notes import (
 )
 from ledger_client.receipts.disclose import describe_disclosures, disclosed_values
 from ledger_client.receipts.receipt import Receipt
-from ledger_client.receipts.run_verify import RunItem, RunVerdict, verify_run
-from ledger_client.receipts.verify import VALID, AnchorCheck, ReceiptReport, verify_receipt
+from ledger_client.receipts.run_load import load_run
+from ledger_client.receipts.run_verify import RunVerdict, verify_run
+from ledger_client.receipts.verify import (
+    VALID,
+    AnchorCheck,
+    ReceiptChecker,
+    ReceiptReport,
+    verify_receipt,
+)
 
 __all__ = ["receipt", "run"]
 
@@ -166,60 +171,6 @@ def receipt(
 # --- run --------------------------------------------------------------------------------------
 
 
-def _item(obj: Json, source: str) -> RunItem:
-    if not isinstance(obj, dict) or "receipt" not in obj:
-        raise FormatError(f"{source}: expected an object with 'receipt' and optional 'record'")
-    unknown = sorted(set(obj) - {"record", "receipt"})
-    if unknown:
-        raise FormatError(f"{source}: {unknown[0]}: unknown field (only 'record' and 'receipt')")
-    if obj["receipt"] is None:
-        raise FormatError(
-            f"{source}: no receipt yet (the log had not covered the run): complete the file "
-            "with `ledger receipt run --spool SPOOL --out FILE`"
-        )
-    try:  # ``obj`` comes from loads_strict(..., safe_numbers=True): checked once
-        parsed = Receipt.from_json_obj(obj["receipt"], checked=True)
-        given = obj.get("record")
-        record = (
-            parsed.record if given is None else DecisionRecord.from_json_obj(given, checked=True)
-        )
-    except FormatError as exc:
-        raise FormatError(f"{source}: {exc}") from None
-    if record is None:
-        raise FormatError(f"{source}: no record (neither beside the receipt nor in it)")
-    return RunItem(source=source, record=record, receipt=parsed)
-
-
-def _parse(data: bytes | str, source: str) -> Json:
-    try:
-        return loads_strict(data, safe_numbers=True)
-    except InvalidRecordError as exc:
-        raise FormatError(f"{source}: {exc}") from None
-
-
-def _lines_of(path: Path) -> Iterator[RunItem]:
-    with path.open("rb") as stream:
-        for number, line in enumerate(stream, 1):
-            if len(line) > MAX_INPUT_BYTES:
-                raise FormatError(f"{path.name}:{number}: longer than {MAX_INPUT_BYTES} bytes")
-            if line.strip():
-                source = f"{path.name}:{number}"
-                yield _item(_parse(line, source), source)
-
-
-def load_run(path: str) -> list[RunItem]:
-    """The items of a run folder (``*.json``, one item each) or JSON-lines file."""
-    where = Path(path)
-    if where.is_dir():
-        files = sorted(where.glob("*.json"))
-        items = [_item(_parse(read_input(str(f), "run item"), f.name), f.name) for f in files]
-    else:
-        items = list(_lines_of(where))
-    if not items:
-        raise FormatError(f"{path}: no records found")
-    return items
-
-
 def _describe_run(verdict: RunVerdict) -> list[str]:
     run = verdict.run
     lines = [
@@ -275,20 +226,21 @@ def run(
         verifiers, trusted = log_verifiers(keys), _roots(roots)
         wits, required = witness_policy(witnesses, min_witnesses)
         items = load_run(path)
-        verdict = verify_run(
-            items,
+        checker = ReceiptChecker(
             verifiers,
             tsa_roots=trusted,
             origin=origin,
             witnesses=wits,
             min_witnesses=required,
         )
+        verdict = verify_run(items, (), checker=checker)
         details, lines = verdict.to_json_obj(), _describe_run(verdict)
         details["external_parents"] = list(verdict.run.external_parents)
         if timeline:
             details["timeline"], rows = run_timeline(
-                items, verifiers, trusted, origin, problems=verdict.problems, witnesses=wits
-            )
+                items, verifiers, trusted, origin, problems=verdict.problems, witnesses=wits,
+                cache=checker.cache,
+            )  # fmt: skip
             lines += rows
         if not verdict.ok:
             _fail(as_json, details, lines)

@@ -22,11 +22,13 @@ leaf's time (the stamped checkpoint covers the leaf) and must not lie in the fut
 both allowing the token's accuracy and ``skew``; violations are named ``TimestampError`` checks
 ``anchor-before-leaf`` / ``anchor-in-future``.
 
-Batches: a ``ReceiptChecker`` verifies many receipts with one set of keys, roots and ``now``.
-It verifies each distinct checkpoint note, consistency proof and anchor token once, caching the
-result keyed by the exact bytes verified (the note text; the token DER, the imprint and the
-intermediate certificates' DER; sizes, roots and proof hashes). ``verify_receipt`` is a checker
-used once. Runs: ``ledger_client.run_verify``.
+Batches: a ``ReceiptChecker`` verifies many receipts with one set of trust inputs and one
+``now``. Each distinct checkpoint note, consistency proof and anchor token is verified once, its
+verdict kept in a ``VerificationCache`` (``ledger_client.receipts.cache``) keyed by the exact
+bytes verified (the note text; the token DER, the imprint and the DER of the certificates the
+anchor carries; sizes, roots and proof hashes) and the trust inputs; the audit commands verify
+through the same checker and cache. ``verify_receipt`` is a checker used once. Runs:
+``ledger_client.receipts.run_verify``.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from ledger.core.checkpoint import (
 from ledger.core.errors import (
     BoundsError,
     FormatError,
+    LedgerError,
     OriginMismatchError,
     RecordError,
     StorageError,
@@ -57,8 +60,14 @@ from ledger.core.errors import (
 from ledger.core.jcs import Json, index_path
 from ledger.core.types import decode_leaf
 from ledger.records.decision import DecisionRecord, record_digest, verify_disclosure
-from ledger.timestamp.policy import DEFAULT_SKEW, check_gen_time
+from ledger.timestamp.policy import (
+    DEFAULT_SKEW,
+    anchor_in_future,
+    check_not_before_leaf,
+    future_bound,
+)
 from ledger.timestamp.rfc3161 import VerifiedTimestamp, imprint_for_checkpoint_body, verify_token
+from ledger_client.receipts.cache import ALWAYS, Interval, TrustInputs, VerificationCache
 from ledger_client.receipts.receipt import MalformedReceiptError, Receipt, ReceiptAnchor
 
 __all__ = [
@@ -68,6 +77,7 @@ __all__ = [
     "AnchorCheck",
     "ReceiptChecker",
     "ReceiptReport",
+    "TokenOutcome",
     "verify_receipt",
 ]
 
@@ -201,20 +211,19 @@ def _ms_time(ms: int) -> datetime:
     return datetime.fromtimestamp(seconds, UTC) + timedelta(milliseconds=millis)
 
 
-def _intermediates(anchor: ReceiptAnchor, where: str) -> list[x509.Certificate]:
-    try:
-        return [x509.load_der_x509_certificate(der) for der in anchor.certificates]
-    except ValueError as exc:
-        raise MalformedReceiptError(f"{where}.certificates", f"not DER: {exc}") from None
+class _CertificatesNotDer(FormatError):
+    """An anchor's ``certificates`` hold bytes that are not a DER certificate."""
 
 
 _TokenKey = tuple[bytes, bytes, tuple[bytes, ...]]
-_ConsistencyKey = tuple[int, int, bytes, bytes, tuple[bytes, ...]]
+TokenOutcome = VerifiedTimestamp | TimestampError | FormatError
 
 
 class ReceiptChecker:
-    """Verifies receipts against fixed log keys, TSA roots, origin and ``now``, caching what
-    many receipts share (module docstring). Not thread-safe; one per invocation."""
+    """Verifies receipts against fixed trust inputs (log keys, TSA roots, origin, witnesses and
+    quorum, skew) at a fixed ``now``, through a ``VerificationCache`` (``ledger_client.receipts
+    .cache``: shared with other checkers when given, their trust inputs kept apart). Not
+    thread-safe; one per invocation."""
 
     def __init__(
         self,
@@ -226,57 +235,121 @@ class ReceiptChecker:
         skew: timedelta = DEFAULT_SKEW,
         witnesses: Sequence[Verifier] = (),
         min_witnesses: int = 0,
+        cache: VerificationCache | None = None,
     ) -> None:
         if now is not None and now.tzinfo is None:
             raise FormatError("now must be timezone-aware")
-        self.log_keys = tuple(log_keys)
-        self.tsa_roots = tuple(tsa_roots or ())
-        self.origin = origin
+        if skew < timedelta(0):
+            raise FormatError(f"clock skew must be >= 0, got {skew}")
+        self.trust = TrustInputs.of(
+            log_keys, origin=origin, witnesses=witnesses, min_witnesses=min_witnesses,
+            tsa_roots=tsa_roots, skew=skew,
+        )  # fmt: skip
+        self._log_only = TrustInputs.of(log_keys, origin=origin, tsa_roots=tsa_roots, skew=skew)
         self.now = now or datetime.now(UTC)
-        self.skew = skew
-        self.witnesses = tuple(witnesses)
-        self.min_witnesses = min_witnesses
-        self._notes: dict[tuple[str, bool], VerifiedCheckpoint] = {}
-        self._tokens: dict[_TokenKey, VerifiedTimestamp] = {}
-        self._consistent: set[_ConsistencyKey] = set()
+        self.cache = VerificationCache() if cache is None else cache
+
+    @property
+    def log_keys(self) -> tuple[Verifier, ...]:
+        return self.trust.log_keys
+
+    @property
+    def tsa_roots(self) -> tuple[x509.Certificate, ...]:
+        return self.trust.tsa_roots
+
+    @property
+    def origin(self) -> str | None:
+        return self.trust.origin
+
+    @property
+    def witnesses(self) -> tuple[Verifier, ...]:
+        return self.trust.witnesses
+
+    @property
+    def min_witnesses(self) -> int:
+        return self.trust.min_witnesses
+
+    @property
+    def skew(self) -> timedelta:
+        return self.trust.skew
 
     # --- cached pieces ------------------------------------------------------------------------
 
     def open_note(self, note: str, *, quorum: bool = True) -> VerifiedCheckpoint:
         """``open_checkpoint`` with this checker's keys and origin, once per distinct note;
-        ``quorum``: also require ``min_witnesses`` of the witnesses' cosignatures."""
-        key = (note, quorum)
-        verified = self._notes.get(key)
-        if verified is None:
-            witnesses = self.witnesses if quorum else ()
-            verified = open_checkpoint(
-                note,
-                self.log_keys,
-                origin=self.origin,
-                witnesses=witnesses,
-                min_witnesses=self.min_witnesses if quorum else 0,
-            )
-            self._notes[key] = verified
-        return verified
+        ``quorum``: also check the witnesses' cosignatures and require ``min_witnesses``."""
+        trust = self.trust if quorum else self._log_only
 
-    def _token(self, anchor: ReceiptAnchor, digest: bytes, where: str) -> VerifiedTimestamp:
-        key = (anchor.token, digest, anchor.certificates)
-        stamp = self._tokens.get(key)
-        if stamp is None:
-            stamp = verify_token(
-                anchor.token,
-                digest=digest,
-                roots=self.tsa_roots,
-                intermediates=_intermediates(anchor, where),
-            )
-            self._tokens[key] = stamp
-        return stamp
+        def compute() -> tuple[VerifiedCheckpoint | LedgerError, Interval]:
+            try:
+                verified = open_checkpoint(
+                    note,
+                    trust.log_keys,
+                    origin=trust.origin,
+                    witnesses=trust.witnesses,
+                    min_witnesses=trust.min_witnesses,
+                )
+            except LedgerError as exc:
+                return exc, ALWAYS
+            return verified, ALWAYS
+
+        found = self.cache.verdict("checkpoints", trust, note, compute, now=self.now)
+        if isinstance(found, LedgerError):
+            raise found.with_traceback(None)
+        return found
+
+    def token(self, anchor: ReceiptAnchor, digest: bytes) -> TokenOutcome:
+        """The anchor's token verified over the imprint ``digest`` against the TSA roots, with
+        the certificates the anchor carries as helpers: the ``VerifiedTimestamp`` or the error
+        (``TimestampError``; ``FormatError`` when the token or a certificate does not parse).
+        Once per distinct (token, imprint, certificates)."""
+
+        def compute() -> tuple[TokenOutcome, Interval]:
+            try:
+                helpers = [x509.load_der_x509_certificate(der) for der in anchor.certificates]
+            except ValueError as exc:
+                return _CertificatesNotDer(str(exc)), ALWAYS
+            try:
+                return verify_token(
+                    anchor.token, digest=digest, roots=self.tsa_roots, intermediates=helpers
+                ), ALWAYS
+            except (TimestampError, FormatError) as exc:
+                return exc, ALWAYS
+
+        key: _TokenKey = (anchor.token, digest, anchor.certificates)
+        return self.cache.verdict("tokens", self.trust, key, compute, now=self.now)
+
+    def check_anchor_time(
+        self, anchor: ReceiptAnchor, stamp: VerifiedTimestamp, leaf_time: datetime
+    ) -> None:
+        """The anchor time policy (``ledger.timestamp.policy``) for a valid anchor of a leaf
+        logged at ``leaf_time``: ``anchor-before-leaf``, then ``anchor-in-future`` at ``now``,
+        a verdict kept with the interval of ``now`` in which it holds."""
+        gen_time, accuracy = stamp.gen_time, stamp.accuracy
+        check_not_before_leaf(gen_time, accuracy, not_before=leaf_time, skew=self.skew)
+        bound = future_bound(gen_time, accuracy, self.skew)
+
+        def compute() -> tuple[bool, Interval]:
+            if self.now < bound:
+                return False, Interval(end=bound)
+            return True, Interval(start=bound)
+
+        key: _TokenKey = (anchor.token, stamp.digest, anchor.certificates)
+        if not self.cache.verdict("anchor_times", self.trust, key, compute, now=self.now):
+            raise anchor_in_future(gen_time, accuracy, now=self.now, skew=self.skew)
 
     def _consistency(self, old: Checkpoint, new: Checkpoint, proof: tuple[bytes, ...]) -> None:
+        def compute() -> tuple[LedgerError | None, Interval]:
+            try:
+                merkle.verify_consistency(old.size, new.size, old.root_hash, new.root_hash, proof)
+            except LedgerError as exc:
+                return exc, ALWAYS
+            return None, ALWAYS
+
         key = (old.size, new.size, old.root_hash, new.root_hash, proof)
-        if key not in self._consistent:
-            merkle.verify_consistency(old.size, new.size, old.root_hash, new.root_hash, proof)
-            self._consistent.add(key)
+        found = self.cache.verdict("consistency", self.trust, key, compute, now=self.now)
+        if found is not None:
+            raise found.with_traceback(None)
 
     # --- parts --------------------------------------------------------------------------------
 
@@ -325,11 +398,11 @@ class ReceiptChecker:
     ) -> AnchorCheck:
         digest = imprint_for_checkpoint_body(checkpoint.body_bytes())
         size = checkpoint.size
+        stamp = self.token(anchor, digest)
         try:
-            stamp = self._token(anchor, digest, where)
-            check_gen_time(
-                stamp.gen_time, stamp.accuracy, now=self.now, not_before=leaf_time, skew=self.skew
-            )
+            if isinstance(stamp, Exception):
+                raise stamp.with_traceback(None)
+            self.check_anchor_time(anchor, stamp, leaf_time)
         except TimestampError as exc:
             message = str(exc).removeprefix(f"{exc.check}: ")
             if exc.check == "chain":
@@ -337,6 +410,8 @@ class ReceiptChecker:
                     tsa=anchor.tsa, checkpoint_size=size, status=UNTRUSTED, detail=message
                 )
             raise TimestampError(exc.check, f"{where}: {message}") from None
+        except _CertificatesNotDer as exc:
+            raise MalformedReceiptError(f"{where}.certificates", f"not DER: {exc}") from None
         except FormatError as exc:
             raise MalformedReceiptError(f"{where}.token", str(exc)) from None
         return AnchorCheck(
@@ -422,6 +497,7 @@ def verify_receipt(
     skew: timedelta = DEFAULT_SKEW,
     witnesses: Sequence[Verifier] = (),
     min_witnesses: int = 0,
+    cache: VerificationCache | None = None,
 ) -> ReceiptReport:
     """Check every part of ``receipt``; raise a ``VerificationError`` at the first failure.
 
@@ -433,7 +509,8 @@ def verify_receipt(
     anchors verify against ``tsa_roots`` (none given: reported ``not_checked``) and meet the
     anchor time policy at ``now`` (default: the current time) with ``skew``. At least
     ``min_witnesses`` of ``witnesses`` (tlog-cosignature keys) must have cosigned the checkpoint
-    (``WitnessError``); the previous checkpoint needs only the log's signature.
+    (``WitnessError``); the previous checkpoint needs only the log's signature. ``cache``: a
+    ``VerificationCache`` to share with other checks (default: a fresh one).
     """
     checker = ReceiptChecker(
         log_keys,
@@ -443,5 +520,6 @@ def verify_receipt(
         skew=skew,
         witnesses=witnesses,
         min_witnesses=min_witnesses,
+        cache=cache,
     )
     return checker.verify(receipt, record=record)
