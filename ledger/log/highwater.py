@@ -35,6 +35,7 @@ from ledger.core.checkpoint import Checkpoint
 from ledger.core.errors import FormatError, LedgerError
 from ledger.core.note import SignedNote
 from ledger.core.types import PublishedCheckpoint
+from ledger.fileio.durable import fdatasync_fd, fsync_dir, fsync_fd
 
 __all__ = ["FORMAT", "HighWaterMark", "MarkState", "RestoreRecord"]
 
@@ -66,14 +67,6 @@ def checkpoint_from_note(note: str) -> PublishedCheckpoint:
     return PublishedCheckpoint(
         origin=body.origin, size=body.size, root_hash=body.root_hash, note=note
     )
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _encode(state: MarkState) -> bytes:
@@ -156,7 +149,7 @@ class HighWaterMark:
         fd = os.open(self.path, os.O_WRONLY)
         try:
             os.pwrite(fd, head + crc.to_bytes(4, "big") + body, (sequence % 2) * SLOT_BYTES)
-            os.fdatasync(fd)
+            fdatasync_fd(fd)
         finally:
             os.close(fd)
         self._sequence = sequence
@@ -167,8 +160,8 @@ class HighWaterMark:
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             os.pwrite(fd, bytes(2 * SLOT_BYTES), 0)
-            os.fsync(fd)
+            fsync_fd(fd)
         finally:
             os.close(fd)
-        _fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent)
         self._sequence = 0

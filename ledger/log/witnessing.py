@@ -45,8 +45,8 @@ from ledger.app.settings import WitnessTarget
 from ledger.core.checkpoint import Checkpoint, CosignatureVerifier, NoteSignature, SignedNote
 from ledger.core.errors import FormatError, LedgerError
 from ledger.core.types import ConsistencyProof, PublishedCheckpoint
+from ledger.fileio.durable import write_file
 from ledger.witness.core import SIZE_CONTENT_TYPE, build_request
-from ledger.witness.state import write_atomically
 
 __all__ = ["BACKOFF_S", "MAX_BACKOFF_S", "Cosigning", "WitnessStatus", "load_status"]
 
@@ -379,7 +379,7 @@ class Cosigning:
 
     def _write_status(self) -> None:
         self._dirty = False
-        write_atomically(self._status_path, json.dumps(self.snapshot(), indent=2) + "\n")
+        write_file(self._status_path, json.dumps(self.snapshot(), indent=2) + "\n")
 
     async def _write_status_loop(self) -> None:
         loop = asyncio.get_running_loop()

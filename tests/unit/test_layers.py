@@ -28,6 +28,8 @@ def layer(module: str) -> str:
         return "generated" if name else "pure"
     if parts[1] in PURE_PACKAGES or name in PURE:
         return "pure"
+    if parts[1] == "fileio":  # stdlib-only file I/O that server and client share
+        return "io"
     if name in ADAPTERS:
         return "adapter"
     if parts[1] in ("cli", "__main__"):
@@ -63,10 +65,11 @@ def imports(path: Path) -> set[str]:
 
 ALLOWED = {
     "pure": {"pure"},
-    "service": {"pure", "service"},
-    "adapter": {"pure", "service", "adapter", "generated"},
-    "cli": {"pure", "service", "adapter", "cli", "client", "generated"},
-    "client": {"pure", "client"},
+    "io": {"pure", "io"},
+    "service": {"pure", "io", "service"},
+    "adapter": {"pure", "io", "service", "adapter", "generated"},
+    "cli": {"pure", "io", "service", "adapter", "cli", "client", "generated"},
+    "client": {"pure", "io", "client"},
 }
 
 

@@ -37,11 +37,9 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import os
-import tempfile
 import time
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext, suppress
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
@@ -57,6 +55,7 @@ from ledger.core.errors import (
     WitnessError,
 )
 from ledger.core.limits import MAX_PAGE
+from ledger.fileio.durable import write_file
 
 __all__ = [
     "MAX_STATE_BYTES",
@@ -245,27 +244,7 @@ class StateFile:
 
     def save(self, state: MonitorState) -> None:
         """Write the state durably; a crash leaves the old file or the new one, never a mix."""
-        folder = self.path.parent
-        fd, temp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=folder)
-        try:
-            with os.fdopen(fd, "wb") as stream:
-                stream.write(state.to_json().encode())
-                stream.flush()
-                os.fsync(stream.fileno())
-            os.replace(temp, self.path)
-        except BaseException:
-            with suppress(FileNotFoundError):
-                os.unlink(temp)
-            raise
-        _fsync_folder(folder)
-
-
-def _fsync_folder(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        write_file(self.path, state.to_json(), mode=0o600)
 
 
 # --- evidence ------------------------------------------------------------------------------------

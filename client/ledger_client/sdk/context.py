@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -48,6 +47,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 from ledger.core.jcs import canonical_bytes
+from ledger.fileio.private import write_private
 from ledger.records.commitments import Disclosure
 from ledger.records.decision import DecisionRecord, Outcome, Payload, new_record_id
 from ledger.records.runs import run_closed_record
@@ -337,13 +337,8 @@ class Run:
 
 
 def _write_private(target: Path, lines: list[bytes]) -> Path:
-    """Write ``lines`` to ``target``, readable by its owner only (0600), and fsync it."""
-    descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(descriptor, 0o600)
-    with os.fdopen(descriptor, "wb") as out:
-        out.write(b"".join(line + b"\n" for line in lines))
-        out.flush()
-        os.fsync(out.fileno())
+    """Write ``lines`` to ``target``, readable by its owner only (created 0600), durably."""
+    write_private(target, b"".join(line + b"\n" for line in lines))
     return target
 
 
