@@ -69,3 +69,17 @@ def test_parse_needs_rfc3339_with_a_zone() -> None:
         parse_rfc3339("2026-01-02T03:04:05")
     with pytest.raises(ValueError, match="expected an RFC 3339 time"):
         parse_rfc3339("yesterday")
+
+
+def test_certificate_validity_messages_use_the_one_format() -> None:
+    """They used ``isoformat()`` (``+00:00``); every other time the project writes ends in Z."""
+    from ledger.core.errors import TimestampError
+    from ledger.timestamp.certs import check_validity
+    from ledger.tsa.authority import TsaAuthority
+
+    authority = TsaAuthority.generate("Test TSA")
+    late = datetime(9000, 1, 1, 0, 0, 0, 250_000, tzinfo=UTC)
+    with pytest.raises(TimestampError) as refused:
+        check_validity([authority.tsa_cert], late)
+    assert "not at 9000-01-01T00:00:00.250000Z" in str(refused.value)
+    assert "+00:00" not in str(refused.value)
