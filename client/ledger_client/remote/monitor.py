@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
 from ledger.core import merkle
+from ledger.core.backoff import Backoff, retry
 from ledger.core.checkpoint import Checkpoint, Ed25519Verifier, Verifier, open_checkpoint
 from ledger.core.errors import (
     FormatError,
@@ -528,12 +529,34 @@ def follow(
     """
     pause = sleep or time.sleep
     polls = 0
-    while max_polls is None or polls < max_polls:
-        if polls:
-            pause(interval)
+
+    def more() -> bool:
+        return max_polls is None or polls < max_polls
+
+    def poll() -> PollResult | None:
+        nonlocal polls
+        polls += 1
         try:
-            on_poll(monitor.poll(full_audit=full_audit))
+            return monitor.poll(full_audit=full_audit)
         except (ServiceError, WitnessError) as exc:
             on_error(exc)
-        polls += 1
+            if more():
+                raise _PollAgain from exc
+            return None
+
+    while more():
+        if polls:
+            pause(interval)
+        result = retry(
+            poll,
+            backoff=Backoff.fixed(interval),
+            retry_on=lambda exc: isinstance(exc, _PollAgain),
+            sleep=pause,
+        )
+        if result is not None:
+            on_poll(result)
     return polls
+
+
+class _PollAgain(Exception):
+    """A poll failed in a way the next poll may cure (reported to ``on_error``)."""
