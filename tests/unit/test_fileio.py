@@ -303,3 +303,32 @@ def test_key_file_mode_policy(kind: str, tmp_path: Path) -> None:
 def test_read_private_names_an_unreadable_file(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"cannot read TLS key .*nope"):
         read_private(tmp_path / "nope", "TLS key")
+
+
+def test_the_clis_refuse_an_open_key_with_exit_2_and_one_line(tmp_path: Path) -> None:
+    """``ledger witness serve``, ``ledger verifier-key``, ``ledger tsa`` (exit 1 or a traceback
+    before: the witness and TSA keys were not checked)."""
+    from click.testing import CliRunner
+
+    from ledger.cli.main import main
+
+    witness_key = tmp_path / "w.key"
+    write_signer(witness_key, CosignatureSigner.generate("w.test"))
+    log_key = tmp_path / "log.key"
+    write_signer(log_key, Ed25519Signer.generate(ORIGIN))
+    TsaAuthority.generate("Test TSA").save(tmp_path / "tsa")
+    for path in (witness_key, log_key, tmp_path / "tsa" / "tsa.key"):
+        path.chmod(0o644)
+    vkey = Ed25519Signer.generate(ORIGIN).verifier().key_string()
+    runs = {
+        witness_key: ["witness", "serve", "--key", str(witness_key), "--log", vkey,
+                      "--state-dir", str(tmp_path / "s"), "--listen", "127.0.0.1:0"],
+        log_key: ["verifier-key", "--key", str(log_key)],
+        tmp_path / "tsa" / "tsa.key": ["tsa", "--listen", "127.0.0.1:0",
+                                       "--state-dir", str(tmp_path / "tsa")],
+    }  # fmt: skip
+    for path, argv in runs.items():
+        result = CliRunner().invoke(main, argv)
+        assert result.exit_code == 2, (argv, result.output)
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and lines[0].endswith(f"run `chmod 600 {path}`"), result.output
