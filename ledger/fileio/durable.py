@@ -40,6 +40,7 @@ __all__ = [
 ]
 
 Data = bytes | str | Iterable[bytes]
+_BUFFER = 1 << 20
 
 
 def fsync_fd(fd: int) -> None:
@@ -82,10 +83,23 @@ def _chunks(data: Data) -> Iterable[bytes]:
 
 
 def _write_all(fd: int, chunks: Iterable[bytes]) -> None:
+    """Write every chunk, gathering small ones into writes of about ``_BUFFER`` bytes."""
+    pending = bytearray()
     for chunk in chunks:
-        view = memoryview(chunk)
-        while view:
-            view = view[os.write(fd, view) :]
+        if len(pending) + len(chunk) > _BUFFER:
+            _write_out(fd, pending)
+            pending.clear()
+        if len(chunk) >= _BUFFER:
+            _write_out(fd, chunk)  # large: as it is, no copy
+        else:
+            pending += chunk
+    _write_out(fd, pending)
+
+
+def _write_out(fd: int, data: bytes | bytearray) -> None:
+    written = os.write(fd, data) if data else 0
+    while written < len(data):  # a short write: go on from where it stopped
+        written += os.write(fd, data[written:])
 
 
 def _temporary(path: Path) -> Path:

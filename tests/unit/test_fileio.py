@@ -72,6 +72,12 @@ def test_write_file_replaces_whole_with_the_mode_asked(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
 
 
+def test_write_file_writes_every_chunk_in_order(tmp_path: Path) -> None:
+    chunks = [b"a" * 10, b"b" * (2 << 20), b"c" * (600 << 10), b"d" * (600 << 10), b"", b"e"]
+    write_file(tmp_path / "f", iter(chunks))
+    assert (tmp_path / "f").read_bytes() == b"".join(chunks)
+
+
 def test_write_file_follows_the_umask_without_a_mode(tmp_path: Path) -> None:
     old = os.umask(0o027)
     try:
