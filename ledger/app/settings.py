@@ -4,6 +4,9 @@ Environment names are the field names upper-cased (``LEDGER_MAX_PENDING``,
 ``LEDGER_TLS_SERVER_CERT``); none collides with the client's ``LEDGER_SERVER``,
 ``LEDGER_TOKEN`` and ``LEDGER_TLS_CA/CERT/KEY``.
 
+``ledger witness serve`` has a model of its own, ``WitnessServeSettings`` (its ``[witness]``
+table, ``LEDGER_WITNESS_<FIELD>``), loaded the same way (``load_witness_settings``).
+
 One pydantic-settings model (``Settings``) holds every option with its range and description;
 ``ledger config init`` writes a commented sample from it and the ``--help`` of ``ledger serve``
 takes its help texts and defaults from it. The TOML file has one table per concern; every key
@@ -47,7 +50,7 @@ is optional (``TABLES`` maps ``table.key`` to a field):
     memtable_mb = 16                            # x2, charged to the block cache
     cache_mb = 32
 
-    [tiles]                                     # C2SP tlog-tiles (README "Tiles")
+    [tiles]                                     # C2SP tlog-tiles (docs/formats.md "Tiles")
     listen = ""                                 # "" = 127.0.0.1:<gRPC port + 1>; "off"
     dir = "ledger-tiles"                        # a static mirror (default: none)
 
@@ -74,8 +77,9 @@ from __future__ import annotations
 
 import ipaddress
 import tomllib
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -88,7 +92,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
-from ledger.core.checkpoint import CosignatureVerifier
+from ledger.core.checkpoint import CosignatureVerifier, Ed25519Verifier
 from ledger.core.errors import FormatError
 
 __all__ = [
@@ -96,8 +100,11 @@ __all__ = [
     "TABLES",
     "Settings",
     "TsaSettings",
+    "WitnessLog",
+    "WitnessServeSettings",
     "WitnessTarget",
     "load_settings",
+    "load_witness_settings",
     "parse_listen",
 ]
 
@@ -407,12 +414,17 @@ def _flatten(doc: dict[str, Any], path: Path) -> dict[str, Any]:
     return values
 
 
-def _describe(exc: ValidationError, where: str) -> str:
+def _describe(
+    exc: ValidationError,
+    where: str,
+    key_of: Mapping[str, str] = _KEY_OF,
+    env_prefix: str = ENV_PREFIX,
+) -> str:
     first = exc.errors()[0]
     loc = [str(p) for p in first["loc"]]
-    name = _KEY_OF.get(loc[0], loc[0]) if loc else "?"
+    name = key_of.get(loc[0], loc[0]) if loc else "?"
     if where == "environment" and loc:
-        name = ENV_PREFIX + loc[0].upper()
+        name = env_prefix + loc[0].upper()
     rest = "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in loc[1:])
     value = first.get("input")
     shown = "" if isinstance(value, dict | list) else f" (got {value!r})"
@@ -420,11 +432,19 @@ def _describe(exc: ValidationError, where: str) -> str:
     return f"{where}: {name}{rest}: {first['msg']}{shown}{more}"
 
 
-def _validated(build: Any, where: str) -> Settings:
+_S = TypeVar("_S", bound=BaseSettings)
+
+
+def _validated(
+    build: Callable[[], _S],
+    where: str,
+    key_of: Mapping[str, str] = _KEY_OF,
+    env_prefix: str = ENV_PREFIX,
+) -> _S:
     try:
-        result: Settings = build()
+        result = build()
     except ValidationError as exc:
-        raise FormatError(_describe(exc, where)) from None
+        raise FormatError(_describe(exc, where, key_of, env_prefix)) from None
     except SettingsError as exc:
         raise FormatError(f"environment: {exc}") from None
     return result
@@ -450,3 +470,156 @@ def load_settings(path: Path | None) -> Settings:
         return _validated(Settings, "environment")
     finally:
         _FileSource.values = {}
+
+
+# --- ``ledger witness serve`` --------------------------------------------------------------------
+#
+# The witness's own settings, with the same layers and error style as ``Settings``: embedded
+# defaults < the TOML file (one ``[witness]`` table) < ``LEDGER_WITNESS_<FIELD>`` < flags.
+#
+#     [witness]
+#     key_file = "witness.key"          # a tlog-cosignature (type 0x04) signer key
+#     state_dir = "witness-data"
+#     listen = "127.0.0.1:7380"
+#     [[witness.log]]                   # every log this witness cosigns (repeatable)
+#     origin = "ledger.example.com/agents/2026"
+#     keys = ["ledger.example.com/agents/2026+1234abcd+AQ..."]
+
+WITNESS_ENV_PREFIX = "LEDGER_WITNESS_"
+# TOML key of the [witness] table -> field
+WITNESS_KEYS: dict[str, str] = {
+    "key_file": "key_file",
+    "state_dir": "state_dir",
+    "listen": "listen",
+    "log": "logs",
+}
+_WITNESS_KEY_OF = {field: f"witness.{key}" for key, field in WITNESS_KEYS.items()}
+
+
+class WitnessLog(BaseModel):
+    """A log the witness cosigns (``[[witness.log]]``): its origin and verifier keys (0x01)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    origin: str = Field(min_length=1, description="the log's origin")
+    keys: tuple[str, ...] = Field(min_length=1, description="the log's verifier key strings")
+
+    @field_validator("keys")
+    @classmethod
+    def _keys(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for text in value:
+            try:
+                Ed25519Verifier.from_key_string(text)
+            except FormatError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+
+class _WitnessFileSource(_FileSource):
+    """The TOML layer of ``WitnessServeSettings``."""
+
+    values: ClassVar[dict[str, Any]] = {}
+
+
+class WitnessServeSettings(BaseSettings):
+    """The effective configuration of ``ledger witness serve``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=WITNESS_ENV_PREFIX, frozen=True, extra="forbid", validate_default=True
+    )
+
+    key_file: Path = Field(
+        Path("witness.key"), description="cosigner key file (type 0x04, `ledger witness keygen`)"
+    )
+    state_dir: Path = Field(
+        Path("witness-data"), description="state folder (state journal, evidence)"
+    )
+    listen: str = Field("127.0.0.1:7380", description="HOST:PORT (port 0 picks a free port)")
+    logs: tuple[WitnessLog, ...] = Field((), description="the logs this witness cosigns")
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        parse_listen(value)
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Flags (init) > environment > TOML (set by ``load_witness_settings``)."""
+        return (init_settings, env_settings, _WitnessFileSource(settings_cls))
+
+    def with_overrides(self, **overrides: Any) -> WitnessServeSettings:
+        """A validated copy with the non-None overrides applied (flags win)."""
+        unknown = set(overrides) - set(WitnessServeSettings.model_fields)
+        if unknown:
+            raise FormatError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+        values = self.model_dump()
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return _validated(
+            lambda: WitnessServeSettings.model_validate(values),
+            "flags",
+            _WITNESS_KEY_OF,
+            WITNESS_ENV_PREFIX,
+        )
+
+
+class _WitnessFileOnly(WitnessServeSettings):
+    """The TOML layer alone over the defaults: a file's errors name the file, never a variable."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The values given, nothing else."""
+        return (init_settings,)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise FormatError(f"cannot read config {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise FormatError(f"config {path} is not UTF-8 text (a binary file?)") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise FormatError(f"config {path} is not valid TOML: {exc}") from None
+
+
+def _flatten_witness(doc: dict[str, Any], path: Path) -> dict[str, Any]:
+    table = doc.get("witness")
+    if set(doc) != {"witness"} or not isinstance(table, dict):
+        raise FormatError(f"config {path}: want one [witness] table")
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        if key not in WITNESS_KEYS:
+            raise FormatError(f"config {path}: unknown key witness.{key}")
+        values[WITNESS_KEYS[key]] = value
+    return values
+
+
+def load_witness_settings(path: Path | None) -> WitnessServeSettings:
+    """Embedded defaults < the ``[witness]`` table of the TOML file at ``path`` (when given) <
+    ``LEDGER_WITNESS_*`` variables; flags go on with ``with_overrides``."""
+    describe = (_WITNESS_KEY_OF, WITNESS_ENV_PREFIX)
+    values: dict[str, Any] = {}
+    if path is not None:
+        values = _flatten_witness(_read_toml(path), path)
+        # the file alone must be valid, so its errors name the file and key
+        _validated(lambda: _WitnessFileOnly.model_validate(values), f"config {path}", *describe)
+    _WitnessFileSource.values = values
+    try:
+        return _validated(WitnessServeSettings, "environment", *describe)
+    finally:
+        _WitnessFileSource.values = {}

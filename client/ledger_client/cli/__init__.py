@@ -1,1 +1,10 @@
-"""cli."""
+"""``ledger-verify``: the offline verifier's CLI (click); ``main`` is the console script.
+
+Owns: the command tree (proofs, notes, receipts and runs, anchors, audits, the index, tiles,
+the monitor) and its shared plumbing (``common``, ``encoding``, ``errors``, ``connection``).
+Only the commands that talk to a server load ``ledger_client.remote.log`` (and grpc), lazily.
+
+May import: ``ledger.core``, ``ledger.timestamp``, ``ledger.records``, ``ledger.fileio``,
+``ledger_client.receipts``, ``ledger_client.remote``, ``ledger_client.audit``,
+``ledger_client.clikit``; libraries ``click``, ``cryptography``, ``asn1crypto``.
+"""
