@@ -19,7 +19,6 @@ import base64
 import hashlib
 import hmac
 import json
-import os
 import re
 import secrets
 import threading
@@ -35,7 +34,7 @@ from ledger.core.errors import (
     PushbackError,
     UnauthenticatedError,
 )
-from ledger.ops.binding import check_private_file
+from ledger.fileio.private import check_private_file, write_private
 
 __all__ = [
     "ADMIN_METHODS",
@@ -207,13 +206,8 @@ class TokenStore:
 
     def _save(self) -> None:
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump({"tokens": [r.to_json() for r in self._records.values()]}, f, indent=2)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        doc = {"tokens": [r.to_json() for r in self._records.values()]}
+        write_private(self.path, json.dumps(doc, indent=2))
         st = self.path.stat()
         self._stamp = (st.st_mtime_ns, st.st_size)
 

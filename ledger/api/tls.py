@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
-import os
 import ssl
 import tempfile
 from dataclasses import dataclass
@@ -22,7 +21,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from ledger.core.errors import FormatError
-from ledger.ops.binding import check_private_file
+from ledger.fileio.durable import write_file
+from ledger.fileio.private import read_private, write_private
 
 __all__ = [
     "DevCerts",
@@ -73,8 +73,9 @@ def load_server_tls(cert: Path, key: Path, client_ca: Path | None) -> ServerTls:
         x509.load_pem_x509_certificates(chain)
     except ValueError as exc:
         raise FormatError(f"TLS certificate {cert}: {exc}") from None
-    private = read_pem(key, "TLS key")
-    check_private_file(key, "TLS key")
+    private = read_private(key, "TLS key")
+    if b"-----BEGIN " not in private:
+        raise FormatError(f"TLS key {key} is not a PEM file")
     ca = read_pem(client_ca, "TLS client CA") if client_ca is not None else None
     return ServerTls(cert_chain=chain, private_key=private, client_ca=ca)
 
@@ -99,9 +100,10 @@ def _name(common_name: str) -> x509.Name:
 
 def _write(path: Path, data: bytes, private: bool) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
+    if private:
+        write_private(path, data)
+    else:
+        write_file(path, data, mode=0o644)
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:

@@ -87,6 +87,7 @@ STATUS_OF: dict[type[e.LedgerError], grpc.StatusCode] = {
     e.FormatError: _S.INVALID_ARGUMENT,
     e.MalformedNoteError: _S.INVALID_ARGUMENT,
     e.MalformedKeyError: _S.INVALID_ARGUMENT,
+    e.KeyFileModeError: _S.FAILED_PRECONDITION,
     e.MalformedProofFileError: _S.INVALID_ARGUMENT,
     e.MalformedReceiptError: _S.INVALID_ARGUMENT,
     e.InvalidRecordError: _S.INVALID_ARGUMENT,

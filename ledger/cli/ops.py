@@ -19,6 +19,7 @@ import click
 
 from ledger.app.settings import Settings, load_settings
 from ledger.core.errors import FormatError
+from ledger.core.timefmt import from_epoch_seconds, rfc3339_seconds
 from ledger_client.cli.connection import connection_from, connection_options
 
 __all__ = ["register_ops"]
@@ -134,7 +135,7 @@ def token_create(
 def token_list(config: Path | None, data_dir: Path | None) -> None:
     """List tokens: name, id, scopes, creation time (never the token)."""
     for r in _token_store(config, data_dir).records():
-        created = dt.datetime.fromtimestamp(r.created, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        created = rfc3339_seconds(from_epoch_seconds(r.created))
         click.echo(f"{r.name}\t{r.id}\t{','.join(r.scopes)}\t{created}")
 
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from ledger.core.backoff import Backoff, DeadlinePassed, retry
 from ledger.core.errors import FormatError, LedgerError, MalformedReceiptError
 from ledger.core.types import decode_leaf
 from ledger_client.cli.connection import connection_from, connection_options
@@ -343,16 +344,32 @@ def wait_for_anchor(
     says whether an anchor of ``size`` or later is stored. Raises ``TimeoutError``.
     """
     deadline = clock() + timeout
-    size, stored, failures = anchor_once()
-    delay = 0.2
-    while not stored and not (size and anchored_from(size)):
-        if clock() + delay > deadline:
-            raise TimeoutError(
-                f"no anchor of checkpoint size {size} was stored within {timeout} s: "
-                + ("; ".join(failures) or "no failure reported")
-            )
-        sleep(delay)
-        delay = min(delay * 2, 5.0)
+    runs: list[tuple[int, list[str], list[str]]] = []
+
+    def anchor() -> tuple[int, list[str], list[str]]:
         again, stored, failures = anchor_once()
-        size = size or again
-    return size, stored, failures
+        size = (runs[-1][0] if runs else 0) or again  # the first run's size, once known
+        runs.append((size, stored, failures))
+        if not stored and not (size and anchored_from(size)):
+            raise _NotAnchored
+        return size, stored, failures
+
+    try:
+        return retry(
+            anchor,
+            backoff=Backoff.doubling(0.2, 5.0),
+            retry_on=lambda exc: isinstance(exc, _NotAnchored),
+            deadline=deadline,
+            sleep=sleep,
+            clock=clock,
+        )
+    except DeadlinePassed:
+        size, _, failures = runs[-1]
+        raise TimeoutError(
+            f"no anchor of checkpoint size {size} was stored within {timeout} s: "
+            + ("; ".join(failures) or "no failure reported")
+        ) from None
+
+
+class _NotAnchored(Exception):
+    """No anchor of the size waited for is stored yet."""

@@ -18,6 +18,7 @@ one table (``ledger.server``) and the CLIs map them to exit codes in one place.
     ├── FormatError                  input that does not parse                  (CLI exit 2)
     │   ├── MalformedNoteError       not a C2SP signed note / checkpoint body
     │   ├── MalformedKeyError        not a C2SP verifier or signer key string
+    │   ├── KeyFileModeError         a private key file group or others may access
     │   ├── MalformedProofFileError  not a c2sp.org/tlog-proof@v1 file
     │   ├── MalformedReceiptError    not a v1 receipt (names the field)
     │   ├── MalformedTilePathError   not a canonical C2SP tlog-tiles path            (HTTP 400)
@@ -61,6 +62,7 @@ __all__ = [
     "InternalError",
     "InvalidArgumentError",
     "InvalidRecordError",
+    "KeyFileModeError",
     "LedgerError",
     "LogFailedError",
     "MalformedHashError",
@@ -181,6 +183,10 @@ class MalformedNoteError(FormatError):
 
 class MalformedKeyError(FormatError):
     """A string that is not a C2SP verifier key or signer key."""
+
+
+class KeyFileModeError(FormatError):
+    """A private key (or other secret) file that group or others may read or write."""
 
 
 class MalformedProofFileError(FormatError):

@@ -1,14 +1,15 @@
-"""Signer key files (C2SP signed-note ``PRIVATE+KEY+...`` strings), written with mode 0600."""
+"""Signer key files (C2SP signed-note ``PRIVATE+KEY+...`` strings), written with mode 0600 and
+read only when group and others have no access (``ledger.fileio.private``)."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Protocol
 
 from ledger.core.checkpoint import Ed25519Signer
 from ledger.core.errors import MalformedKeyError
+from ledger.fileio.private import read_private, write_private
 
 __all__ = [
     "default_key_file",
@@ -29,30 +30,24 @@ def default_key_file(name: str) -> Path:
 
 
 def write_signer(path: Path, signer: _SecretKey, *, overwrite: bool = False) -> None:
-    """Write the signer key string to ``path`` with mode 0600 (never world-readable)."""
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
+    """Write the signer key string to ``path``, created with mode 0600 (never readable by
+    anyone else), durably; ``FileExistsError`` when it exists, unless ``overwrite``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, flags, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(signer.key_string() + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.chmod(path, 0o600)
+    write_private(path, signer.key_string() + "\n", exclusive=not overwrite)
 
 
-def read_key_text(path: Path) -> str:
-    """The key string in a key file (MalformedKeyError when it cannot be read)."""
+def read_key_text(path: Path, what: str = "key file") -> str:
+    """The key string in a private key file: ``KeyFileModeError`` when group or others may
+    access it, ``FormatError`` when it cannot be read or is not text."""
     try:
-        return path.read_bytes().decode("utf-8").strip()
-    except OSError as exc:
-        raise MalformedKeyError(f"cannot read key file {path}: {exc.strerror}") from None
+        return read_private(path, what).decode("utf-8").strip()
     except UnicodeDecodeError:
         raise MalformedKeyError(f"{path} is not a key file (binary data)") from None
 
 
 def load_signer(path: Path) -> Ed25519Signer:
-    """Read a signer key file."""
-    return Ed25519Signer.from_key_string(read_key_text(path))
+    """Read a signer key file (the mode policy of ``read_key_text``)."""
+    return Ed25519Signer.from_key_string(read_key_text(path, "signer key"))
 
 
 def load_or_create_signer(path: Path, name: str) -> tuple[Ed25519Signer, bool]:

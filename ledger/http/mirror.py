@@ -24,9 +24,6 @@ one update); ``ledger tiles export`` runs the same update on a stopped log.
 
 from __future__ import annotations
 
-import ctypes
-import os
-import tempfile
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from pathlib import Path
@@ -34,6 +31,7 @@ from pathlib import Path
 from ledger.core import tiles
 from ledger.core.errors import StorageError
 from ledger.core.types import PublishedCheckpoint
+from ledger.fileio.durable import sync_filesystem, write_file
 from ledger.store.tile_reader import TileReader
 
 __all__ = ["TileMirror", "write_atomically", "write_renamed"]
@@ -42,51 +40,15 @@ FileWriter = Callable[[Path, bytes], None]
 Progress = Callable[[int], None]
 
 
-def _temp_then_rename(path: Path, data: bytes, fsync: bool) -> None:
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as stream:
-            stream.write(data)
-            if fsync:
-                stream.flush()
-                os.fsync(stream.fileno())
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    except BaseException:
-        with suppress(FileNotFoundError):
-            os.unlink(temp)
-        raise
-
-
 def write_renamed(path: Path, data: bytes) -> None:
     """Write ``path`` whole or not at all (temp file, rename); durable after ``syncfs``."""
-    _temp_then_rename(path, data, fsync=False)
+    write_file(path, data, mode=0o644, sync=False)
 
 
 def write_atomically(path: Path, data: bytes) -> None:
-    """Write ``path`` whole or not at all, its bytes durable: temp file, fsync, rename (the
-    folder is fsynced by the caller)."""
-    _temp_then_rename(path, data, fsync=True)
-
-
-def _sync_filesystem(folder: Path) -> None:
-    """Flush every write to the filesystem holding ``folder`` (Linux ``syncfs``, else ``sync``)."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        syncfs = getattr(libc, "syncfs", None)
-        if syncfs is None or syncfs(fd) != 0:
-            os.sync()
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """Write ``path`` whole or not at all, its bytes and its folder entry durable: temp file,
+    fsync, rename, fsync of the folder."""
+    write_file(path, data, mode=0o644)
 
 
 class TileMirror:
@@ -150,9 +112,8 @@ class TileMirror:
                     progress(1)
             size = checkpoint.size
         self.directory.mkdir(parents=True, exist_ok=True)
-        _sync_filesystem(self.directory)  # every tile and folder above is durable now
+        sync_filesystem(self.directory)  # every tile and folder above is durable now
         write_atomically(self.checkpoint_path, todo[-1].note.encode())
-        _fsync_dir(self.directory)
         self._size = size
         return written + 1
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from ledger.core.backoff import Backoff, retry
 from ledger.core.checkpoint import Checkpoint, SignedNote
 from ledger.core.errors import LedgerError
 from ledger.core.types import Anchor, AnchorOutcome, PublishedCheckpoint
@@ -115,25 +116,29 @@ class Anchorer:
         return outcome
 
     def _stamp(self, tsa: TsaTarget, size: int, digest: bytes, outcome: AnchorOutcome) -> None:
-        delay = self._backoff
-        for attempt in range(1, self._attempts + 1):
-            try:
-                token, verified = tsa.source.timestamp(digest)
-            except Exception as exc:
-                reason = _reason(exc)
-                _log.warning("TSA %s attempt %d/%d: %s", tsa.name, attempt, self._attempts, reason)
-                if attempt == self._attempts:
-                    outcome.failures.append(f"{tsa.name}: {reason}")
-                    return
-                self._sleep(delay)
-                delay *= 2
-                continue
-            gen_ms = int(verified.gen_time.timestamp() * 1000)
-            anchor = Anchor(size=size, tsa=tsa.name, token=token, gen_time_ms=gen_ms)
-            self._log.put_anchor(anchor)
-            outcome.anchors.append(anchor)
-            _log.info("anchored size %d with %s at %s", size, tsa.name, verified.gen_time)
+        def warn(attempt: int, exc: Exception, delay: float = 0.0) -> None:
+            _log.warning(
+                "TSA %s attempt %d/%d: %s", tsa.name, attempt + 1, self._attempts, _reason(exc)
+            )
+
+        try:  # whatever a TSA does is only its failure: every exception is retried
+            token, verified = retry(
+                lambda: tsa.source.timestamp(digest),
+                backoff=Backoff.doubling(self._backoff),
+                retry_on=lambda exc: True,
+                attempts=self._attempts,
+                on_retry=warn,
+                sleep=self._sleep,
+            )
+        except Exception as exc:
+            warn(self._attempts - 1, exc)
+            outcome.failures.append(f"{tsa.name}: {_reason(exc)}")
             return
+        gen_ms = int(verified.gen_time.timestamp() * 1000)
+        anchor = Anchor(size=size, tsa=tsa.name, token=token, gen_time_ms=gen_ms)
+        self._log.put_anchor(anchor)
+        outcome.anchors.append(anchor)
+        _log.info("anchored size %d with %s at %s", size, tsa.name, verified.gen_time)
 
 
 def _reason(exc: Exception) -> str:
@@ -169,12 +174,15 @@ class AnchorSchedule:
         self._thread.shutdown(wait=False, cancel_futures=True)
 
     async def _loop(self) -> None:
-        while True:
+        while True:  # a periodic run, not a retry: a failed run waits for the next interval
             await asyncio.sleep(self._interval)
-            try:
-                outcome = await self.anchor_now()
-            except Exception as exc:  # a broken TSA or a full disk must not kill the server
-                _log.error("anchoring run failed: %s", exc)
-                continue
-            for failure in outcome.failures:
-                _log.warning("anchoring size %d: %s", outcome.size, failure)
+            await self._run_logged()
+
+    async def _run_logged(self) -> None:
+        try:
+            outcome = await self.anchor_now()
+        except Exception as exc:  # a broken TSA or a full disk must not kill the server
+            _log.error("anchoring run failed: %s", exc)
+            return
+        for failure in outcome.failures:
+            _log.warning("anchoring size %d: %s", outcome.size, failure)

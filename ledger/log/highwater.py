@@ -42,6 +42,7 @@ from ledger.core.checkpoint import Checkpoint
 from ledger.core.errors import FormatError, LedgerError
 from ledger.core.note import SignedNote
 from ledger.core.types import PublishedCheckpoint
+from ledger.fileio.durable import fdatasync_fd, fsync_dir, fsync_fd
 
 __all__ = ["FORMAT", "AckedSize", "HighWaterMark", "MarkState", "RestoreRecord", "acked_path"]
 
@@ -73,14 +74,6 @@ def checkpoint_from_note(note: str) -> PublishedCheckpoint:
     return PublishedCheckpoint(
         origin=body.origin, size=body.size, root_hash=body.root_hash, note=note
     )
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _encode(state: MarkState) -> bytes:
@@ -163,7 +156,7 @@ class HighWaterMark:
         fd = os.open(self.path, os.O_WRONLY)
         try:
             os.pwrite(fd, head + crc.to_bytes(4, "big") + body, (sequence % 2) * SLOT_BYTES)
-            os.fdatasync(fd)
+            fdatasync_fd(fd)
         finally:
             os.close(fd)
         self._sequence = sequence
@@ -174,10 +167,10 @@ class HighWaterMark:
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             os.pwrite(fd, bytes(2 * SLOT_BYTES), 0)
-            os.fsync(fd)
+            fsync_fd(fd)
         finally:
             os.close(fd)
-        _fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent)
         self._sequence = 0
 
 
@@ -239,7 +232,7 @@ class AckedSize:
         head = _ACKED.pack(ACKED_MAGIC, sequence, size, 0)[:24]
         slot = head + zlib.crc32(head[8:]).to_bytes(4, "big")
         os.pwrite(self._fd, slot, (sequence % 2) * ACKED_SLOT)
-        os.fdatasync(self._fd)
+        fdatasync_fd(self._fd)
         self._sequence = sequence
 
     def close(self) -> None:
@@ -254,11 +247,11 @@ class AckedSize:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
             try:
                 os.pwrite(fd, bytes(2 * ACKED_SLOT), 0)
-                os.fsync(fd)
+                fsync_fd(fd)
             except BaseException:
                 os.close(fd)
                 raise
-            _fsync_dir(self.path.parent)
+            fsync_dir(self.path.parent)
             self._fd = fd
             return
         self._fd = os.open(self.path, os.O_RDWR)

@@ -11,7 +11,8 @@ Witnessing runs on an event loop of its own thread (``ledger-witnessing``), so t
 load never delays it; it notices a new checkpoint by reading the log's latest every
 ``POLL_S``. Each witness has its own task and always gets the newest checkpoint (checkpoints
 that came and went while it was busy are skipped: the newer one covers them). Failures are
-retried with exponential backoff (``BACKOFF_S`` doubling to ``MAX_BACKOFF_S``). Nothing here
+retried with exponential backoff (``BACKOFF_S`` doubling to ``MAX_BACKOFF_S``, the schedule of
+``ledger.core.backoff``). Nothing here
 runs on the writer thread or holds the log lock while waiting on the network: proofs are read
 on reader threads, and the cosignatures that arrived are stored together, one durable write per
 checkpoint size, on a thread of their own; so a slow or dead witness never slows appends or
@@ -50,13 +51,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from ledger.core.backoff import Backoff, retry_async
 from ledger.core.checkpoint import Checkpoint, CosignatureVerifier, NoteSignature, SignedNote
 from ledger.core.errors import FormatError, LedgerError
 from ledger.core.types import ConsistencyProof, PublishedCheckpoint
+from ledger.fileio.durable import write_file
 from ledger.log.evidence import EvidenceSink
 from ledger.net.client import HttpClient
 from ledger.witness.core import SIZE_CONTENT_TYPE, build_request
-from ledger.witness.state import write_atomically
 
 __all__ = [
     "BACKOFF_S",
@@ -70,6 +72,7 @@ __all__ = [
 _log = logging.getLogger("ledger.witnessing")
 BACKOFF_S = 0.2
 MAX_BACKOFF_S = 30.0
+_BACKOFF = Backoff.doubling(BACKOFF_S, MAX_BACKOFF_S)
 STATUS_FILE = "witnesses.json"
 _MAX_409_PER_ROUND = 3
 MAX_ANSWER_BYTES = 64 * 1024  # cosignature lines are ~100 bytes each
@@ -262,15 +265,23 @@ class Cosigning:
         while True:
             await self._wake[i].wait()
             self._wake[i].clear()
-            checkpoint = self._log.latest_checkpoint()
-            if checkpoint is None or checkpoint.size == 0:
-                continue
-            if status.cosigned_size is not None and status.cosigned_size >= checkpoint.size:
-                continue
-            try:
-                await self._submit(i, checkpoint)
-            except Exception as exc:  # refused, unreachable, timed out, storage: retry later
-                await self._failed(i, exc)
+            await retry_async(  # refused, unreachable, timed out, storage: retried, backing off
+                lambda: self._cosign_latest(i),
+                backoff=_BACKOFF,
+                retry_on=lambda exc: self._failed(i, exc),
+                hint=lambda exc: _BACKOFF.delay(status.failures - 1),  # across rounds
+                on_retry=lambda attempt, exc, delay: self._warn(i, delay),
+            )
+
+    async def _cosign_latest(self, i: int) -> None:
+        """Have witness ``i`` cosign the newest checkpoint, unless it already has."""
+        status = self.status[i]
+        checkpoint = self._log.latest_checkpoint()
+        if checkpoint is None or checkpoint.size == 0:
+            return
+        if status.cosigned_size is not None and status.cosigned_size >= checkpoint.size:
+            return
+        await self._submit(i, checkpoint)
 
     async def _submit(self, i: int, checkpoint: PublishedCheckpoint) -> None:
         status = self.status[i]
@@ -447,20 +458,22 @@ class Cosigning:
         for old in [s for s in self._cosigners if s <= size]:
             del self._cosigners[old]
 
-    async def _failed(self, i: int, exc: BaseException) -> None:
+    def _failed(self, i: int, exc: BaseException) -> bool:
+        """Record a failure of witness ``i`` (every failure is retried)."""
         status = self.status[i]
         status.failures += 1
         named = isinstance(exc, _Refused | LedgerError)
         status.last_error = str(exc) if named else f"{type(exc).__name__}: {exc}"
         status.last_error_at = self._clock()
         self._dirty = True
-        delay = min(MAX_BACKOFF_S, BACKOFF_S * 2 ** (status.failures - 1))
+        return True
+
+    def _warn(self, i: int, delay: float) -> None:
+        status = self.status[i]
         _log.warning(
             "witness %s: %s (attempt %d; retrying in %.1f s)",
             status.name, status.last_error, status.failures, delay,
         )  # fmt: skip
-        await asyncio.sleep(delay)
-        self._wake[i].set()
 
     # --- operator view -------------------------------------------------------------------------
 
@@ -482,17 +495,19 @@ class Cosigning:
 
     def _write_status(self) -> None:
         self._dirty = False
-        write_atomically(self._status_path, json.dumps(self.snapshot(), indent=2) + "\n")
+        write_file(self._status_path, json.dumps(self.snapshot(), indent=2) + "\n")
 
     async def _write_status_loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
+        while True:  # periodic, not a retry: a failed write waits for the next second
             await asyncio.sleep(1.0)
             if self._dirty:
-                try:
-                    await loop.run_in_executor(self._thread, self._write_status)
-                except OSError as exc:
-                    _log.error("cannot write %s: %s", self._status_path, exc)
+                await self._write_status_logged()
+
+    async def _write_status_logged(self) -> None:
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._thread, self._write_status)
+        except OSError as exc:
+            _log.error("cannot write %s: %s", self._status_path, exc)
 
 
 def load_status(folder: Path) -> dict[str, Any]:

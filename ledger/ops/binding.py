@@ -14,8 +14,6 @@ origin and key. Private key files readable by group or others are refused.
 from __future__ import annotations
 
 import json
-import os
-import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,12 +21,12 @@ from pathlib import Path
 from ledger.core.checkpoint import Ed25519Signer
 from ledger.core.errors import FailedPreconditionError, FormatError
 from ledger.fileio.keys import load_signer, write_signer
+from ledger.fileio.private import check_private_file, write_private
 
 __all__ = [
     "BINDING_FILE",
     "Binding",
     "bind_signer",
-    "check_private_file",
     "open_bound_signer",
     "read_binding",
     "rotate_key",
@@ -72,15 +70,6 @@ class Binding:
             raise FormatError(f"{where}: not a data-dir binding: {exc}") from None
 
 
-def check_private_file(path: Path, what: str) -> None:
-    """Refuse a private key file that group or others may read or write."""
-    mode = stat.S_IMODE(path.stat().st_mode)
-    if mode & 0o077:
-        raise FailedPreconditionError(
-            f"{what} {path} has mode {mode:04o}: group/others may access it; run `chmod 600 {path}`"
-        )
-
-
 def read_binding(data_dir: Path) -> Binding | None:
     """The binding of ``data_dir`` (None when it has none yet)."""
     path = data_dir / BINDING_FILE
@@ -95,14 +84,7 @@ def read_binding(data_dir: Path) -> Binding | None:
 
 
 def _write_binding(data_dir: Path, binding: Binding) -> None:
-    path = data_dir / BINDING_FILE
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(binding.to_json() + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_private(data_dir / BINDING_FILE, binding.to_json() + "\n")
 
 
 def _is_new(data_dir: Path) -> bool:

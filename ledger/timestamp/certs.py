@@ -30,6 +30,7 @@ from cryptography.utils import CryptographyDeprecationWarning
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from ledger.core.errors import FormatError, TimestampError
+from ledger.core.timefmt import rfc3339
 from ledger.timestamp.asn1 import CertNames, EssCertId, SignerData, cert_names
 
 __all__ = [
@@ -296,6 +297,6 @@ def check_validity(chain: Sequence[x509.Certificate], at: datetime) -> None:
         if not before <= at <= after:
             raise TimestampError(
                 "validity",
-                f"{cert.subject.rfc4514_string()} is valid from {before.isoformat()} to "
-                f"{after.isoformat()}, not at {at.isoformat()}",
+                f"{cert.subject.rfc4514_string()} is valid from {rfc3339(before)} to "
+                f"{rfc3339(after)}, not at {rfc3339(at)}",
             )

@@ -20,6 +20,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from ledger.core.errors import FormatError, TimestampError
+from ledger.core.timefmt import rfc3339
 
 __all__ = [
     "DEFAULT_SKEW",
@@ -30,10 +31,6 @@ __all__ = [
 ]
 
 DEFAULT_SKEW = timedelta(minutes=5)
-
-
-def _iso(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
 
 
 def _slack(accuracy: timedelta | None) -> timedelta:
@@ -53,8 +50,9 @@ def anchor_in_future(
     """The ``anchor-in-future`` failure of ``gen_time`` checked at ``now``."""
     return TimestampError(
         "anchor-in-future",
-        f"genTime {_iso(gen_time)} (accuracy {_slack(accuracy).total_seconds():g}s) is after the "
-        f"verification time {_iso(now)} plus the allowed skew of {skew.total_seconds():g}s",
+        f"genTime {rfc3339(gen_time)} (accuracy {_slack(accuracy).total_seconds():g}s) is after "
+        "the "
+        f"verification time {rfc3339(now)} plus the allowed skew of {skew.total_seconds():g}s",
     )
 
 
@@ -66,8 +64,8 @@ def check_not_before_leaf(
     if gen_time + slack + skew < not_before:
         raise TimestampError(
             "anchor-before-leaf",
-            f"genTime {_iso(gen_time)} (accuracy {slack.total_seconds():g}s) precedes the "
-            f"leaf's time {_iso(not_before)} by more than the allowed skew of "
+            f"genTime {rfc3339(gen_time)} (accuracy {slack.total_seconds():g}s) precedes the "
+            f"leaf's time {rfc3339(not_before)} by more than the allowed skew of "
             f"{skew.total_seconds():g}s: the stamped checkpoint covers that leaf",
         )
 

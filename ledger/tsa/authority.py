@@ -24,7 +24,6 @@ that is not a TimeStampReq), badRequest (version not 1), badAlg (imprint not SHA
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -40,6 +39,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 
 from ledger.core.limits import HASH_SIZE
+from ledger.fileio.durable import write_file
 from ledger.timestamp.asn1 import TimeStampRespOptionalToken
 from ledger.tsa.pki import (
     PrivateKey,
@@ -104,17 +104,7 @@ def _read_counter(path: Path) -> int:
 
 def _write_counter(path: Path, value: int) -> None:
     """Atomically replace ``path`` with ``value`` and make it durable (fsync file and dir)."""
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w", encoding="ascii") as f:
-        f.write(f"{value}\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_file(path, f"{value}\n")
 
 
 class _Rejection(Exception):

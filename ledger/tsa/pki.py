@@ -9,7 +9,6 @@ with mode 0600.
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -17,6 +16,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from ledger.fileio import private
 
 __all__ = [
     "PrivateKey",
@@ -125,15 +126,13 @@ def write_private(path: Path, key: PrivateKey) -> None:
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        os.fchmod(f.fileno(), 0o600)
-        f.write(pem)
+    private.write_private(path, pem)
 
 
 def load_key(path: Path) -> PrivateKey:
-    """Load a PEM private key written by ``write_private`` (ECDSA or RSA only)."""
-    key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+    """Load a PEM private key written by ``write_private`` (ECDSA or RSA only); refused when
+    group or others may access the file (``ledger.fileio.private``)."""
+    key = serialization.load_pem_private_key(private.read_private(path, "TSA key"), password=None)
     if not isinstance(key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey):
         raise ValueError(f"{path}: unsupported key type {type(key).__name__}")
     return key

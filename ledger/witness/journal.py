@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ledger.core.errors import FormatError
+from ledger.fileio.durable import fdatasync_fd, write_file
 from ledger.witness.core import LogRecord
 
 __all__ = [
@@ -31,28 +32,12 @@ __all__ = [
     "STATE_FORMAT",
     "StateJournal",
     "load_records",
-    "write_atomically",
 ]
 
 JOURNAL = "state.jsonl"
 STATE_FORMAT = "ledger-witness-state/v1"
 COMPACT_AT = 1_000
 _HEADER = json.dumps({"format": STATE_FORMAT}) + "\n"
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text``: temp file, fsync, rename, fsync of the folder."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
 
 
 def _line(record: LogRecord) -> str:
@@ -110,7 +95,7 @@ class StateJournal:
         data = self._path.read_bytes() if self._path.exists() else b""
         self.records, valid, self._lines = _parse(data, self._path)
         if not data:
-            write_atomically(self._path, _HEADER)
+            write_file(self._path, _HEADER)
             self._lines = 1
         elif valid < len(data):  # a torn last line: never acknowledged, cut it off
             os.truncate(self._path, valid)
@@ -120,7 +105,7 @@ class StateJournal:
         """Append ``record`` durably (it becomes its origin's current record)."""
         self._file.write(_line(record).encode())
         self._file.flush()
-        os.fdatasync(self._file.fileno())
+        fdatasync_fd(self._file.fileno())
         self.records = {**self.records, record.origin: record}
         self._lines += 1
         if self._lines > COMPACT_AT:
@@ -128,7 +113,7 @@ class StateJournal:
 
     def _compact(self) -> None:
         self._file.close()
-        write_atomically(self._path, _HEADER + "".join(_line(r) for r in self.records.values()))
+        write_file(self._path, _HEADER + "".join(_line(r) for r in self.records.values()))
         self._lines = 1 + len(self.records)
         self._file = self._path.open("ab")
 

@@ -73,7 +73,7 @@ class WitnessSettings:
 
 def open_witness(settings: WitnessSettings, *, clock: Callable[[], float] = time.time) -> Witness:
     """The witness of ``settings``: its signer key, known logs and state folder."""
-    signer = CosignatureSigner.from_key_string(read_key_text(settings.key_file))
+    signer = CosignatureSigner.from_key_string(read_key_text(settings.key_file, "witness key"))
     logs = settings.verifiers()
     if not logs:
         raise FormatError("no log to witness: give [[witness.log]] entries or --log VKEY")

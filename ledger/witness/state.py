@@ -33,8 +33,9 @@ from typing import Any
 
 from ledger.core.checkpoint import CosignatureSigner, Verifier
 from ledger.core.errors import FormatError, StorageError
+from ledger.fileio.durable import write_file
 from ledger.witness.core import Decision, Evidence, LogRecord, decide, parse_request
-from ledger.witness.journal import STATE_FORMAT, StateJournal, load_records, write_atomically
+from ledger.witness.journal import STATE_FORMAT, StateJournal, load_records
 
 __all__ = [
     "EVIDENCE_FORMAT",
@@ -43,7 +44,6 @@ __all__ = [
     "Witness",
     "load_evidence",
     "load_records",
-    "write_atomically",
 ]
 
 EVIDENCE_FORMAT = "ledger-witness-evidence/v1"
@@ -161,7 +161,7 @@ class Witness:
             doc["dropped"] = int(doc["dropped"]) + 1
         else:
             doc["items"] = [*items, _evidence_item(evidence, now)]
-        write_atomically(self.folder / "evidence.json", json.dumps(doc, indent=2) + "\n")
+        write_file(self.folder / "evidence.json", json.dumps(doc, indent=2) + "\n")
         self._evidence = doc
 
     def close(self) -> None:

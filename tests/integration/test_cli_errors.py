@@ -112,7 +112,7 @@ def test_a_readable_key_file_is_refused(tmp_path: Path) -> None:
     write_signer(tmp_path / "k.key", Ed25519Signer.generate(ORIGIN))
     (tmp_path / "k.key").chmod(0o644)
     one_line(run(tmp_path, *serve("--listen", "127.0.0.1:0", "--key", "k.key", "--origin",
-                                  ORIGIN)), 1, "chmod 600")  # fmt: skip
+                                  ORIGIN)), 2, "chmod 600")  # fmt: skip
 
 
 def test_a_private_key_given_as_verifier_key_is_not_echoed(tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from ledger.api.auth import Policy, RateLimiter, TokenStore, required_scope
 from ledger.core.errors import (
-    FailedPreconditionError,
     FormatError,
+    KeyFileModeError,
     NotFoundError,
     PermissionDeniedError,
     PushbackError,
@@ -63,7 +63,7 @@ def test_a_readable_tokens_file_is_refused(tmp_path: Path) -> None:
     store = TokenStore(tmp_path / "tokens.json")
     store.create("a", ["append"], now=1)
     (tmp_path / "tokens.json").chmod(0o644)
-    with pytest.raises(FailedPreconditionError, match="chmod 600"):
+    with pytest.raises(KeyFileModeError, match="chmod 600"):
         TokenStore(tmp_path / "tokens.json")
 
 

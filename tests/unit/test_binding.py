@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ledger.core.checkpoint import Ed25519Signer
-from ledger.core.errors import FailedPreconditionError, FormatError
+from ledger.core.errors import FailedPreconditionError, FormatError, KeyFileModeError
 from ledger.fileio.keys import write_signer
 from ledger.ops.binding import bind_signer, open_bound_signer, read_binding, rotate_key
 
@@ -58,7 +58,7 @@ def test_a_missing_key_on_an_existing_log_refuses_and_creates_nothing(tmp_path: 
 def test_readable_private_keys_are_refused(tmp_path: Path) -> None:
     data, key, _ = make_log(tmp_path)
     key.chmod(0o640)
-    with pytest.raises(FailedPreconditionError, match="mode 0640"):
+    with pytest.raises(KeyFileModeError, match="mode 0640"):
         open_bound_signer(data, key, ORIGIN)
 
 

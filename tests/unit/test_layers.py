@@ -126,9 +126,6 @@ PENDING_PACKAGES = frozenset({"ledger_client.clikit"})
 # The lead deletes each entry when that branch is merged (a test fails on an entry whose edge
 # is gone), then the set.
 PENDING_EDGES: frozenset[tuple[str, str]] = frozenset({
-    # fileio: check_private_file moves from ledger.ops.binding into ledger.fileio.
-    ("ledger.api.auth", "ledger.ops.binding"),
-    ("ledger.api.tls", "ledger.ops.binding"),
     # cli: shared CLI plumbing in one place both CLIs import.
     ("ledger.cli.append", "ledger_client.cli.connection"),
     ("ledger.cli.main", "ledger_client.cli.connection"),

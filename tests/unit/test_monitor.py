@@ -210,7 +210,7 @@ def test_state_file_failed_save_keeps_old_file(
     def broken(src: object, dst: object) -> None:
         raise OSError("disk on fire")
 
-    monkeypatch.setattr("ledger_client.remote.monitor.os.replace", broken)
+    monkeypatch.setattr("ledger.fileio.durable.os.replace", broken)
     with pytest.raises(OSError, match="disk on fire"):
         StateFile(path).save(replace(state, audited_size=0, audit_hashes=()))
     assert StateFile(path).load() == state

@@ -30,6 +30,7 @@ from typing import Any
 
 from ledger.core import merkle
 from ledger.core.errors import FormatError, LedgerError, TimestampError, VerificationError
+from ledger.core.timefmt import from_epoch_ms, rfc3339_millis
 from ledger.core.types import decode_leaf
 from ledger.records.commitments import check_disclosure_in
 from ledger.records.decision import DecisionRecord, record_digest
@@ -62,8 +63,7 @@ def iso_ms(ms: int | None) -> str | None:
     """Milliseconds since the epoch as ``2026-01-02T03:04:05.678Z``."""
     if ms is None:
         return None
-    moment = datetime.fromtimestamp(ms / 1000, UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+    return rfc3339_millis(from_epoch_ms(ms))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

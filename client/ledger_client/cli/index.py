@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ import click
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from ledger.core.errors import FormatError
+from ledger.core.timefmt import parse_rfc3339
 from ledger_client.audit.index import AuditIndex, CacheSpec
 from ledger_client.audit.run_files import run_paths
 from ledger_client.audit.verify import iso_ms
@@ -94,11 +94,9 @@ def index(
 
 def _time_ms(value: str, option: str) -> int:
     try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise click.BadParameter(f"{option} {value!r}: expected an RFC 3339 time") from None
-    if moment.tzinfo is None:
-        raise click.BadParameter(f"{option} {value!r}: give a time zone (e.g. Z)")
+        moment = parse_rfc3339(value)
+    except ValueError as exc:
+        raise click.BadParameter(f"{option} {value!r}: {exc}") from None
     return int(moment.timestamp() * 1000)
 
 

@@ -31,6 +31,7 @@ from ledger.core.checkpoint import (
     open_checkpoint,
 )
 from ledger.core.errors import FormatError, MalformedKeyError
+from ledger.core.timefmt import rfc3339
 from ledger.core.tlogproof import TlogProof
 from ledger_client.cli.common import HASH_HELP, Outcome, finish, json_option, parse_hash
 
@@ -127,7 +128,7 @@ def _quorum(witnesses: int, min_witnesses: int | None) -> int:
 
 def iso_utc(moment: datetime) -> str:
     """``2026-01-02T03:04:05Z`` (fractions kept when present)."""
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return rfc3339(moment)
 
 
 def describe_body(checkpoint: Checkpoint) -> tuple[dict[str, Any], list[str]]:

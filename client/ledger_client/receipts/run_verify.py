@@ -28,6 +28,7 @@ from cryptography import x509
 from ledger.core.checkpoint import Verifier
 from ledger.core.errors import FormatError, VerificationError
 from ledger.core.jcs import Json
+from ledger.core.timefmt import rfc3339
 from ledger.records.decision import DecisionRecord, record_digest
 from ledger.records.runs import RunProblem, RunReport, check_run
 from ledger.timestamp.policy import DEFAULT_SKEW
@@ -40,7 +41,7 @@ VERIFIED = "verified"
 
 
 def _iso(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.isoformat().replace("+00:00", "Z")
+    return None if moment is None else rfc3339(moment)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

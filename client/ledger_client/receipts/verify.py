@@ -58,6 +58,7 @@ from ledger.core.errors import (
     TimestampError,
 )
 from ledger.core.jcs import Json, index_path
+from ledger.core.timefmt import rfc3339
 from ledger.core.types import decode_leaf
 from ledger.records.decision import DecisionRecord, record_digest, verify_disclosure
 from ledger.timestamp.policy import (
@@ -89,8 +90,8 @@ def _b64(raw: bytes) -> str:
 
 
 def _iso(moment: datetime | None) -> str | None:
-    """``2026-01-02T03:04:05.678Z`` (UTC), or None."""
-    return None if moment is None else moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    """``2026-01-02T03:04:05Z`` (UTC; the fraction when there is one), or None."""
+    return None if moment is None else rfc3339(moment)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

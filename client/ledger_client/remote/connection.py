@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ledger.core.errors import FormatError
+from ledger.fileio.private import read_private
 
 __all__ = ["DEFAULT_SERVER", "ENV", "Connection"]
 
@@ -92,6 +93,6 @@ class Connection:
 
         return (
             read(self.tls_ca, "--tls-ca"),
-            read(self.tls_key, "--tls-key"),
+            None if self.tls_key is None else read_private(self.tls_key, "--tls-key"),
             read(self.tls_cert, "--tls-cert"),
         )

@@ -37,16 +37,15 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import os
-import tempfile
 import time
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext, suppress
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
 from ledger.core import merkle
+from ledger.core.backoff import Backoff, retry
 from ledger.core.checkpoint import Checkpoint, Ed25519Verifier, Verifier, open_checkpoint
 from ledger.core.errors import (
     FormatError,
@@ -57,6 +56,7 @@ from ledger.core.errors import (
     WitnessError,
 )
 from ledger.core.limits import MAX_PAGE
+from ledger.fileio.durable import write_file
 
 __all__ = [
     "MAX_STATE_BYTES",
@@ -245,27 +245,7 @@ class StateFile:
 
     def save(self, state: MonitorState) -> None:
         """Write the state durably; a crash leaves the old file or the new one, never a mix."""
-        folder = self.path.parent
-        fd, temp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=folder)
-        try:
-            with os.fdopen(fd, "wb") as stream:
-                stream.write(state.to_json().encode())
-                stream.flush()
-                os.fsync(stream.fileno())
-            os.replace(temp, self.path)
-        except BaseException:
-            with suppress(FileNotFoundError):
-                os.unlink(temp)
-            raise
-        _fsync_folder(folder)
-
-
-def _fsync_folder(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        write_file(self.path, state.to_json(), mode=0o600)
 
 
 # --- evidence ------------------------------------------------------------------------------------
@@ -549,12 +529,34 @@ def follow(
     """
     pause = sleep or time.sleep
     polls = 0
-    while max_polls is None or polls < max_polls:
-        if polls:
-            pause(interval)
+
+    def more() -> bool:
+        return max_polls is None or polls < max_polls
+
+    def poll() -> PollResult | None:
+        nonlocal polls
+        polls += 1
         try:
-            on_poll(monitor.poll(full_audit=full_audit))
+            return monitor.poll(full_audit=full_audit)
         except (ServiceError, WitnessError) as exc:
             on_error(exc)
-        polls += 1
+            if more():
+                raise _PollAgain from exc
+            return None
+
+    while more():
+        if polls:
+            pause(interval)
+        result = retry(
+            poll,
+            backoff=Backoff.fixed(interval),
+            retry_on=lambda exc: isinstance(exc, _PollAgain),
+            sleep=pause,
+        )
+        if result is not None:
+            on_poll(result)
     return polls
+
+
+class _PollAgain(Exception):
+    """A poll failed in a way the next poll may cure (reported to ``on_error``)."""

@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import hashlib
-import random
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -38,8 +37,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
+from ledger.core.backoff import DeadlinePassed, retry
 from ledger.core.checkpoint import CosignatureVerifier
-from ledger.core.errors import LedgerError, UnavailableError, is_retryable
+from ledger.core.errors import UnavailableError, is_retryable
 from ledger.core.jcs import canonical_bytes
 from ledger.records.commitments import Disclosure, check_disclosure_in
 from ledger.records.decision import DecisionRecord
@@ -230,21 +230,18 @@ class LedgerClient:
     def _retrying(self, call: Callable[[], _T], deadline: float | None) -> _T:
         """``call`` until it succeeds, retrying what ``is_retryable`` allows (the one retry rule)
         with backoff; a fresh channel after UNAVAILABLE. ``TimeoutError`` past ``deadline``."""
-        for attempt in range(1_000_000):
-            try:
-                return call()
-            except _NotYet:
-                pass
-            except LedgerError as exc:
-                if not is_retryable(exc):
-                    raise
-                if isinstance(exc, UnavailableError):
-                    self._drop_remote()
-            pause = self.options.backoff.delay(attempt, random.random())
-            if deadline is not None and time.monotonic() + pause > deadline:
-                break
-            time.sleep(pause)
-        raise TimeoutError("the log did not answer in time")
+
+        def retryable(exc: Exception) -> bool:
+            if isinstance(exc, _NotYet):
+                return True
+            if isinstance(exc, UnavailableError):
+                self._drop_remote()
+            return is_retryable(exc)
+
+        try:
+            return retry(call, backoff=self.options.backoff, retry_on=retryable, deadline=deadline)
+        except DeadlinePassed:
+            raise TimeoutError("the log did not answer in time") from None
 
     # --- receipts ---------------------------------------------------------------------------
 

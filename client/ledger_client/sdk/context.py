@@ -36,18 +36,18 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 from ledger.core.jcs import canonical_bytes
+from ledger.core.timefmt import from_epoch_seconds, rfc3339_millis
+from ledger.fileio.private import write_private
 from ledger.records.commitments import Disclosure
 from ledger.records.decision import DecisionRecord, Outcome, Payload, new_record_id
 from ledger.records.runs import run_closed_record
@@ -99,8 +99,7 @@ class _WrapsSink(Protocol):
 
 def rfc3339(epoch_seconds: float) -> str:
     """``2025-06-01T12:00:00.250Z``: UTC, millisecond precision (RFC 3339 §5.6)."""
-    moment = datetime.fromtimestamp(epoch_seconds, UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return rfc3339_millis(from_epoch_seconds(epoch_seconds))
 
 
 def error_name(exc: BaseException) -> str:
@@ -337,13 +336,8 @@ class Run:
 
 
 def _write_private(target: Path, lines: list[bytes]) -> Path:
-    """Write ``lines`` to ``target``, readable by its owner only (0600), and fsync it."""
-    descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(descriptor, 0o600)
-    with os.fdopen(descriptor, "wb") as out:
-        out.write(b"".join(line + b"\n" for line in lines))
-        out.flush()
-        os.fsync(out.fileno())
+    """Write ``lines`` to ``target``, readable by its owner only (created 0600), durably."""
+    write_private(target, b"".join(line + b"\n" for line in lines))
     return target
 
 

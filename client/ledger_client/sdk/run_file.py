@@ -21,7 +21,6 @@ the command line for it.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from ledger.core.errors import FormatError, InvalidRecordError
 from ledger.core.jcs import canonical_bytes, loads_strict
+from ledger.fileio.durable import write_file
 from ledger.records.commitments import Disclosure
 from ledger.records.decision import DecisionRecord, record_digest
 from ledger_client.receipts.receipt import Receipt
@@ -115,14 +115,10 @@ def read_run_file(path: str | Path) -> list[RunLine]:
 
 
 def write_run_file(path: str | Path, lines: Sequence[RunLine]) -> Path:
-    """Replace ``path`` with ``lines`` atomically (temporary file, fsync, rename)."""
+    """Replace ``path`` with ``lines`` atomically (temporary file, fsync, rename, fsync of the
+    folder)."""
     target = Path(path)
-    tmp = target.with_name(target.name + ".tmp")
-    with open(tmp, "wb") as out:
-        out.write(b"".join(line.to_line() for line in lines))
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, target)
+    write_file(target, b"".join(line.to_line() for line in lines))
     return target
 
 

@@ -26,13 +26,13 @@ So the log sees a client's records in exactly the order they were put.
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
+from ledger.core.backoff import Backoff, retry
 from ledger.core.errors import LedgerError, PushbackError, is_retryable
 from ledger.core.limits import MAX_BATCH
 from ledger_client.remote.log import RemoteLog, status_name
@@ -52,21 +52,6 @@ Overflow = Literal["block", "raise"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Backoff:
-    """Exponential backoff: ``initial * multiplier**attempt`` capped at ``maximum``, +-jitter."""
-
-    initial: float = 0.05
-    maximum: float = 5.0
-    multiplier: float = 2.0
-    jitter: float = 0.2
-
-    def delay(self, attempt: int, rand: float) -> float:
-        """The wait before retry ``attempt`` (0-based); ``rand`` is uniform in [0, 1)."""
-        base = min(self.maximum, self.initial * self.multiplier ** min(attempt, 64))
-        return base * (1 - self.jitter + 2 * self.jitter * rand)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class SenderOptions:
     """Batching, overflow and retry settings (module docstring)."""
 
@@ -76,7 +61,7 @@ class SenderOptions:
     max_pending_bytes: int = 1 << 30
     overflow: Overflow = "block"
     block_timeout: float | None = None
-    backoff: Backoff = Backoff()
+    backoff: Backoff = field(default_factory=Backoff)
 
     def __post_init__(self) -> None:
         if not 1 <= self.batch_size <= MAX_BATCH:
@@ -291,30 +276,40 @@ class Sender:
         None when stopped or refused.
         """
         digests = [item.digest for item in items]
-        attempt = 0
-        while True:
-            hint = None
-            try:
-                outcome = self._remote_log().append(digests, wait_for_checkpoint=wait_checkpoint)
-                if len(outcome.results) == len(digests):
-                    return max(r.index for r in outcome.results) + 1
+
+        def send() -> int:
+            outcome = self._remote_log().append(digests, wait_for_checkpoint=wait_checkpoint)
+            if len(outcome.results) != len(digests):
                 _log.warning("log answered %d results for %d", len(outcome.results), len(digests))
-            except LedgerError as exc:
-                if self._abandon or not self._retryable(exc, len(digests)):
-                    return None
-                hint = exc.retry_after if isinstance(exc, PushbackError) else None
-            except (ClientClosedError, ValueError):  # closed under us (ValueError: by grpc)
-                if self._abandon:
-                    return None
-                raise
-            delay = (
-                hint if hint is not None else self.options.backoff.delay(attempt, random.random())
+                raise _ShortAnswer
+            return max(r.index for r in outcome.results) + 1
+
+        def retryable(exc: Exception) -> bool:
+            if isinstance(exc, _ShortAnswer):
+                return True
+            return isinstance(exc, LedgerError) and (
+                not self._abandon and self._retryable(exc, len(digests))
             )
-            attempt += 1
-            self.retries += 1
-            self.hinted += hint is not None
-            if not self._sleep(delay):
+
+        try:
+            return retry(
+                send,
+                backoff=self.options.backoff,
+                retry_on=retryable,
+                hint=lambda exc: exc.retry_after if isinstance(exc, PushbackError) else None,
+                on_retry=self._count_retry,
+                sleep=self._sleep,
+            )
+        except (_Abandoned, LedgerError):  # stopped, or refused (``self.error`` says why)
+            return None
+        except ValueError:  # closed under us by grpc
+            if self._abandon:
                 return None
+            raise
+
+    def _count_retry(self, attempt: int, exc: Exception, delay: float) -> None:
+        self.retries += 1
+        self.hinted += isinstance(exc, PushbackError)
 
     def _retryable(self, exc: LedgerError, count: int) -> bool:
         kind = status_name(exc)
@@ -330,16 +325,13 @@ class Sender:
                 self._drop_remote()
         return True
 
-    def _sleep(self, delay: float) -> bool:
-        """Wait ``delay`` seconds unless abandoned (False)."""
+    def _sleep(self, delay: float) -> None:
+        """Wait ``delay`` seconds; ``_Abandoned`` when the client is abandoned meanwhile."""
         deadline = time.monotonic() + delay
         with self._cond:
-            while not self._abandon:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return True
-                self._cond.wait(remaining)
-        return False
+            self._cond.wait_for(lambda: self._abandon or time.monotonic() >= deadline, delay)
+            if self._abandon:
+                raise _Abandoned
 
     def _remote_log(self) -> RemoteLog:
         with self._cond:
@@ -353,3 +345,11 @@ class Sender:
         if self._remote is not None:
             self._remote.close()
             self._remote = None
+
+
+class _ShortAnswer(Exception):
+    """The log answered fewer results than digests sent (retried)."""
+
+
+class _Abandoned(Exception):
+    """The client was abandoned while the sender waited to retry."""

@@ -34,10 +34,12 @@ Rules:
   pending.
 * Quarantine file: chunks, each ``"LDGQUAR1" | spool offset u64 | length u32 | the bytes``,
   appended and fsynced before the spool is rewritten.
-* Compaction copies the pending items (not the 'A' frames) into ``<path>.tmp``, fsyncs it and
-  renames it over the spool: on open, on close, and when the acknowledged prefix is at least
-  ``compact_bytes`` and four times the pending part. A crash at any point leaves either file
-  whole; a stale ``.tmp`` is deleted on open.
+* Compaction copies the pending items (not the 'A' frames) into a temporary file
+  (``ledger.fileio.durable.write_file``, mode 0600), fsyncs it and renames it over the spool:
+  on open, on close, and when the acknowledged prefix is at least ``compact_bytes`` and four
+  times the pending part. A crash at any point leaves either file whole; a stale temporary
+  file is deleted on open. The spool and its quarantine file are created 0600 (they may hold
+  disclosures).
 * One process at a time: ``<path>.lock`` is held with ``flock``; a second opener gets
   ``SpoolError``. POSIX only.
 
@@ -53,10 +55,11 @@ import os
 import threading
 from collections import deque
 from collections.abc import Iterator
-from itertools import islice
+from itertools import chain, islice
 from pathlib import Path
 from typing import Protocol
 
+from ledger.fileio.durable import fsync_dir, fsync_fd, remove_temporaries, write_file
 from ledger_client.sdk.errors import SpoolError
 from ledger_client.sdk.spool_format import (
     _CRC,
@@ -126,14 +129,6 @@ def read_spool(path: str | Path) -> tuple[list[SpoolItem], list[SpoolItem]]:
 # --- the file spool -----------------------------------------------------------------------------
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _lock(path: Path) -> int:
     fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
@@ -153,8 +148,8 @@ class FileSpool:
         self._lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock_fd = _lock(self.path)
-        self._tmp = self.path.with_name(self.path.name + ".tmp")
-        self._tmp.unlink(missing_ok=True)
+        self.path.with_name(self.path.name + ".tmp").unlink(missing_ok=True)  # older versions
+        remove_temporaries(self.path)
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
         self._pending = 0
         self._ends: list[int] = []
@@ -183,8 +178,8 @@ class FileSpool:
         if size < len(HEADER) and HEADER.startswith(head):
             os.ftruncate(self._fd, 0)
             self._write(HEADER)
-            os.fsync(self._fd)
-            _fsync_dir(self.path)
+            fsync_fd(self._fd)
+            fsync_dir(self.path.parent)
             return
         if head != HEADER:
             raise SpoolError(f"{self.path}: not a version-{VERSION} spool")
@@ -203,7 +198,7 @@ class FileSpool:
     def _quarantine(self, damaged: list[tuple[int, int, str]]) -> None:
         """Keep the skipped bytes in ``<path>.quarantine`` (durably) before they leave the spool."""
         qpath = self.path.with_name(self.path.name + ".quarantine")
-        with open(qpath, "ab") as out:
+        with open(os.open(qpath, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as out:
             for start, end, why in damaged:
                 last = end == os.fstat(self._fd).st_size
                 _log.warning(
@@ -218,7 +213,7 @@ class FileSpool:
                 out.write(_QUARANTINE + _OFFSET.pack(start) + _LEN.pack(end - start))
                 out.write(os.pread(self._fd, end - start, start))
             out.flush()
-            os.fsync(out.fileno())
+            fsync_fd(out.fileno())
 
     # --- writing ----------------------------------------------------------------------------
 
@@ -244,7 +239,7 @@ class FileSpool:
         """``fsync`` everything written so far (consumer thread)."""
         end = self._end
         if end != self._synced:
-            os.fsync(self._fd)
+            fsync_fd(self._fd)
             self._synced = end
 
     def peek(self, max_items: int) -> list[SpoolItem]:
@@ -291,14 +286,7 @@ class FileSpool:
         self._pending = len(pending)
 
     def _replace(self, chunks: Iterator[bytes]) -> None:
-        with open(self._tmp, "wb") as out:
-            out.write(HEADER)
-            for chunk in chunks:
-                out.write(chunk)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(self._tmp, self.path)
-        _fsync_dir(self.path)
+        write_file(self.path, chain((HEADER,), chunks), mode=0o600)
         os.close(self._fd)
         self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
         self._ack_off = len(HEADER)
@@ -325,7 +313,7 @@ class FileSpool:
             try:
                 if self._ack_off > len(HEADER):
                     self._compact()
-                os.fsync(self._fd)
+                fsync_fd(self._fd)
             finally:
                 self._release()
 
