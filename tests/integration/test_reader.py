@@ -25,6 +25,7 @@ pytest.importorskip("rocksdict")
 pytest.importorskip("grpc")
 
 from ledger_client.remote.log import RemoteLog  # noqa: E402
+from tests import processes  # noqa: E402
 
 
 def digests(start: int, n: int) -> list[bytes]:
@@ -51,7 +52,7 @@ def test_a_reader_serves_what_it_caught_up_to_and_refuses_appends(tmp_path: Path
                 sys.executable, "-m", "ledger", "serve-reader", "--data-dir",
                 str(tmp_path / "data"), "--listen", "127.0.0.1:0", "--interval-ms", "50",
             ]  # fmt: skip
-            reader_proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+            reader_proc = processes.spawn(cmd, stdout=subprocess.PIPE, text=True)
             assert reader_proc.stdout is not None
             ready = json.loads(reader_proc.stdout.readline())
             assert ready["role"] == "reader"
@@ -78,7 +79,7 @@ def test_a_reader_serves_what_it_caught_up_to_and_refuses_appends(tmp_path: Path
     finally:
         if reader_proc is not None:
             reader_proc.send_signal(signal.SIGTERM)
-            assert reader_proc.wait(timeout=30) == 0
+            assert processes.wait(reader_proc, 30) == 0
             if reader_proc.stdout is not None:
                 reader_proc.stdout.close()
         writer.terminate()
@@ -86,5 +87,5 @@ def test_a_reader_serves_what_it_caught_up_to_and_refuses_appends(tmp_path: Path
 
 def test_serve_reader_refuses_a_dir_without_a_log(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "ledger", "serve-reader", "--data-dir", str(tmp_path)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    done = processes.run(cmd, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2 and "holds no log" in done.stderr
