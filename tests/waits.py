@@ -11,7 +11,7 @@ T = TypeVar("T")
 
 
 def wait_until(
-    predicate: Callable[[], T],
+    predicate: Callable[[], T | None],
     *,
     timeout: float = 30.0,
     interval: float = 0.02,
@@ -29,7 +29,7 @@ def wait_until(
 
 
 async def wait_until_async(
-    predicate: Callable[[], Awaitable[T]],
+    predicate: Callable[[], Awaitable[T | None]],
     *,
     timeout: float = 30.0,
     interval: float = 0.02,

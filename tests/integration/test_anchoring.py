@@ -100,7 +100,8 @@ def test_hanging_tsa_does_not_slow_appends(tmp_path: Path) -> None:
             result: dict[str, tuple[int, list[Anchor], list[str]]] = {}
             anchoring = threading.Thread(target=lambda: result.update(out=log.anchor_now()))
             anchoring.start()
-            time.sleep(0.3)
+            sink.settimeout(30)
+            held, _ = sink.accept()  # the anchorer is now waiting on the TSA's answer
             latencies = []
             for i in range(20):
                 t0 = time.monotonic()
@@ -111,6 +112,7 @@ def test_hanging_tsa_does_not_slow_appends(tmp_path: Path) -> None:
             anchoring.join(timeout=60)
             _size, anchors, failures = result["out"]
             assert anchors == [] and failures and failures[0].startswith("hangs:")
+            held.close()
     finally:
         sink.close()
 

@@ -6,19 +6,30 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from ledger.core.checkpoint import Ed25519Signer
+from ledger.core.errors import UnauthenticatedError
 from ledger.fileio.keys import write_signer
+from ledger_client.remote.connection import Connection
 from ledger_client.remote.log import RemoteLog
 from tests import processes
 from tests.harness import ORIGIN, ServerProcess
+from tests.waits import wait_until
 
 pytestmark = pytest.mark.integration
 README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def knows(log: RemoteLog) -> bool:
+    """Whether the server accepts ``log``'s token (a read: no side effect)."""
+    try:
+        log.checkpoint()
+    except UnauthenticatedError:
+        return False
+    return True
 
 
 def test_readme_quick_start_and_walk_through(tmp_path: Path) -> None:
@@ -125,7 +136,9 @@ def test_readme_walk_through_with_a_token(tmp_path: Path, monkeypatch: pytest.Mo
             assert created.returncode == 0, created.stderr
             made[scope] = created.stdout.strip()
             assert made[scope] not in created.stderr
-        time.sleep(1.2)  # the running server picks the tokens up within a second
+        # the running server picks the tokens up within a second
+        with RemoteLog(Connection(address=server.address, token=made["admin"])) as admin:
+            wait_until(lambda: knows(admin), timeout=10, what="the server to load the tokens")
         (tmp_path / "decision.txt").write_text('{"any": "bytes"}\n')
         args = ("append", "--record", "decision.txt", "--proof-out", "proof.txt", "--leaf-out",
                 "leaf.bin")  # fmt: skip

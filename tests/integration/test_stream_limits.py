@@ -16,6 +16,7 @@ import pytest
 
 from ledger.v1 import ledger_pb2 as pb
 from tests.harness import running_server
+from tests.waits import wait_until
 
 pytestmark = [pytest.mark.integration]
 
@@ -125,14 +126,20 @@ def test_the_server_wide_call_cap_refuses_beyond_it(tmp_path: Path) -> None:
         holder = threading.Thread(target=stream, args=(server.address, messages()))
         holder.start()
         try:
-            time.sleep(0.5)
             with grpc.insecure_channel(server.address) as channel:
                 check = channel.unary_unary(
                     METHOD + "GetCheckpoint", request_serializer=None, response_deserializer=None
                 )
-                with pytest.raises(grpc.RpcError) as refused:
-                    check(b"", timeout=10)
-            assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+                def refusal() -> grpc.StatusCode | None:
+                    try:
+                        check(b"", timeout=10)
+                    except grpc.RpcError as exc:
+                        return exc.code()
+                    return None  # answered: the held stream is not in flight yet
+
+                code = wait_until(refusal, what="a call refused while the stream is held")
+            assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
         finally:
             held.set()
             holder.join(20)

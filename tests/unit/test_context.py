@@ -207,14 +207,17 @@ def test_an_exception_becomes_an_outcome_record() -> None:
 def test_async_cancellation_is_recorded() -> None:
     sink = Sink()
 
+    started = asyncio.Event()
+
     @decision("tool_call", name="slow")
     async def slow() -> None:
-        await asyncio.sleep(10)
+        started.set()
+        await asyncio.sleep(10)  # cancelled here
 
     async def agent() -> None:
         async with ledger_run(sink, agent="a"):
             task = asyncio.create_task(slow())
-            await asyncio.sleep(0.01)
+            await started.wait()
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
