@@ -9,7 +9,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -26,18 +25,11 @@ pytest.importorskip("grpc")
 
 from ledger_client.remote.log import RemoteLog  # noqa: E402
 from tests import processes  # noqa: E402
+from tests.waits import wait_until  # noqa: E402
 
 
 def digests(start: int, n: int) -> list[bytes]:
     return [hashlib.sha256(b"reader-%d" % i).digest() for i in range(start, start + n)]
-
-
-def wait_for(predicate: object, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.05)
 
 
 def test_a_reader_serves_what_it_caught_up_to_and_refuses_appends(tmp_path: Path) -> None:
@@ -47,7 +39,7 @@ def test_a_reader_serves_what_it_caught_up_to_and_refuses_appends(tmp_path: Path
     try:
         with RemoteLog(writer.address, timeout=30) as w:
             w.append(digests(0, 300))
-            wait_for(lambda: w.checkpoint().size >= 300)
+            wait_until(lambda: w.checkpoint().size >= 300)
             cmd = [
                 sys.executable, "-m", "ledger", "serve-reader", "--data-dir",
                 str(tmp_path / "data"), "--listen", "127.0.0.1:0", "--interval-ms", "50",
@@ -68,9 +60,9 @@ def test_a_reader_serves_what_it_caught_up_to_and_refuses_appends(tmp_path: Path
                 with pytest.raises(FailedPreconditionError, match="append to the writer"):
                     r.append(digests(1000, 1))
                 w.append(digests(300, 200))
-                wait_for(lambda: w.checkpoint().size >= 500)
+                wait_until(lambda: w.checkpoint().size >= 500)
                 latest = w.checkpoint()
-                wait_for(lambda: r.checkpoint().size >= latest.size)  # caught up
+                wait_until(lambda: r.checkpoint().size >= latest.size)  # caught up
                 assert r.checkpoint(latest.size) == latest
                 proof = r.consistency_proof(head.size, latest.size)
                 merkle.verify_consistency(
