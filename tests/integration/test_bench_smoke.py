@@ -16,7 +16,7 @@ import pytest
 
 from tests import processes
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADLINES = {

@@ -202,3 +202,25 @@ def test_a_timeout_kills_the_group() -> None:
     with pytest.raises(subprocess.TimeoutExpired):
         processes.run([sys.executable, "-c", "import time; time.sleep(600)"], timeout=0.5)
     assert processes.reap() == []  # already killed and reaped
+
+
+# the fuzz, the crash cycles, the bench smoke, the browser report: slow as a whole
+SLOW_MODULES = ("test_verify_fuzz", "test_crash", "test_crash_harness", "test_bench_smoke",
+                "test_report_browser")  # fmt: skip
+
+
+def test_make_test_fast_leaves_the_slow_tests_out() -> None:
+    makefile = (TESTS.parent / "Makefile").read_text()
+    recipe = makefile.split("\ntest-fast:", 1)[1].split("\n\n", 1)[0]
+    assert '-m "not slow" tests/unit tests/property' in recipe
+    modules = [p for p in TESTS.rglob("test_*.py") if p.stem in SLOW_MODULES]
+    assert len(modules) == len(SLOW_MODULES)
+    for path in modules:
+        tree = ast.parse(path.read_text())
+        marks = [
+            ast.unparse(node.value)
+            for node in tree.body
+            if isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets)
+        ]
+        assert any("mark.slow" in m for m in marks), f"{path.name}: pytestmark lacks slow"
