@@ -12,7 +12,8 @@
 A test that fails or times out does not leave processes behind: ``run`` and ``wait`` kill the
 whole group on timeout, and ``reap`` (called after every test by the autouse fixture in
 ``tests/conftest.py``, and at the end of the session) kills every group a test started that
-still has a member.
+still has a member. So a process belongs to the test that started it: a fixture wider than one
+test must not start processes through this module.
 """
 
 from __future__ import annotations
