@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 import asyncio
 import socket
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ import pytest
 
 from ledger.core.errors import DeadlineExceededError, RemoteError, UnavailableError
 from ledger.net.client import HttpClient, post_blocking
+from tests import processes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -172,4 +172,4 @@ def test_the_offline_verifier_tile_client_stays_on_the_standard_library() -> Non
         "bad = {'aiohttp', 'ledger.net.client'} & set(sys.modules); assert not bad, bad\n"
         "assert 'urllib.request' in sys.modules"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    processes.run([sys.executable, "-c", code], check=True, timeout=60)
