@@ -50,6 +50,7 @@ def canned() -> Iterator[tuple[str, list[bytes]]]:
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{listener.getsockname()[1]}/x", answers
+    listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() (close() alone does not)
     listener.close()
     for conn in held:
         conn.close()
