@@ -23,7 +23,7 @@ from ledger.records.decision import (
     record_digest,
 )
 from ledger.records.runs import run_closed_record, run_steps
-from tests.unit.test_receipt import T0, World, filler, tsa
+from tests.receipt_world import T0, World, filler, tsa
 
 SUPPORT, REVIEW = "01a20000-0000-7000-8000-000000000001", "01a20000-0000-7000-8000-000000000002"
 URL = "https://forum.example/refunds"

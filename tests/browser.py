@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import processes
+
 FLAGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -32,7 +34,7 @@ def chromium() -> str:
 
 def _run(*args: str) -> subprocess.CompletedProcess[bytes]:
     with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
-        done = subprocess.run(
+        done = processes.run(
             [chromium(), *FLAGS, f"--user-data-dir={profile}", *args],
             capture_output=True, timeout=180, check=False,
         )  # fmt: skip

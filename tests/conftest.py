@@ -1,13 +1,29 @@
-"""Shared test set-up: hypothesis profiles (``CI`` set -> more examples)."""
+"""Shared test set-up: hypothesis profiles (``CI`` set -> more examples); after every test, the
+process groups it started are killed (``tests/processes.py``), whether it passed or not."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+from tests import processes
 
 settings.register_profile(
     "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+@pytest.fixture(autouse=True)
+def _kill_process_groups_left_running() -> Iterator[None]:
+    """Set up before, torn down after every other fixture of the test: nothing outlives it."""
+    yield
+    processes.reap()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    processes.reap()  # an interrupted run (Ctrl-C) skips fixture teardown of the current test

@@ -25,6 +25,7 @@ from ledger.core.types import AppendItem
 from ledger.log.facade import Log
 from ledger.log.highwater import HighWaterMark
 from ledger.store.rocks import RocksStore
+from tests import processes
 
 ORIGIN = "ledger.test/disk-full"
 SIGNER = Ed25519Signer.generate(ORIGIN)
@@ -35,7 +36,7 @@ def small_tmpfs(where: Path, size_mb: int) -> Iterator[Path | None]:
     """A mounted tmpfs of ``size_mb`` at ``where``, or None where mounting is not allowed."""
     where.mkdir(parents=True, exist_ok=True)
     try:
-        done = subprocess.run(
+        done = processes.run(
             ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(where)],
             capture_output=True,
             timeout=30,
@@ -50,7 +51,7 @@ def small_tmpfs(where: Path, size_mb: int) -> Iterator[Path | None]:
     try:
         yield where
     finally:
-        subprocess.run(["umount", "-l", str(where)], capture_output=True, timeout=30, check=False)
+        processes.run(["umount", "-l", str(where)], capture_output=True, timeout=30, check=False)
 
 
 def open_log(data: Path) -> tuple[RocksStore, Log]:
@@ -84,7 +85,7 @@ def fill_in_child(data: Path, limit: int = 0) -> tuple[dict[bytes, int], str]:
     """``fill`` in a child process (under RLIMIT_FSIZE when ``limit``): the process that met
     the full disk ends, as a server would be restarted."""
     cmd = [sys.executable, "-m", "tests.disk_full", "fill", str(data), str(limit)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    done = processes.run(cmd, capture_output=True, text=True, timeout=300, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"the filler failed: {done.stderr[-2000:]}")
     out = json.loads(done.stdout)

@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -22,6 +23,8 @@ from ledger.app.compose import App, start_app
 from ledger.app.settings import Settings
 from ledger.core.checkpoint import Ed25519Signer
 from ledger_client.remote.log import RemoteLog
+from ledger_client.sdk.client import Backoff, SenderOptions
+from tests import processes
 
 ORIGIN = "ledger.test/integration"
 
@@ -91,7 +94,7 @@ class ServerProcess:
         # nobody reads, which would fill up and stall the server.
         self.log_path = data_dir.parent / f"{data_dir.name}.server.log"
         self._log = self.log_path.open("a")
-        self.proc = subprocess.Popen(
+        self.proc = processes.spawn(
             cmd, stdout=subprocess.PIPE, stderr=self._log, text=True, env=env
         )
         assert self.proc.stdout is not None
@@ -105,13 +108,13 @@ class ServerProcess:
     def kill(self) -> None:
         """SIGKILL: no shutdown code runs."""
         self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=30)
+        processes.wait(self.proc, 30)
         self._close_pipes()
 
     def terminate(self) -> int:
         """SIGTERM: graceful shutdown; return the exit code."""
         self.proc.send_signal(signal.SIGTERM)
-        code = self.proc.wait(timeout=60)
+        code = processes.wait(self.proc, 60)
         self._close_pipes()
         return code
 
@@ -119,3 +122,14 @@ class ServerProcess:
         if self.proc.stdout is not None:
             self.proc.stdout.close()
         self._log.close()
+
+
+# A client that batches and retries quickly (tests against a local log).
+QUICK = SenderOptions(batch_age=0.01, backoff=Backoff(initial=0.02, maximum=0.2))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port

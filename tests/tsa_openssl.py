@@ -25,6 +25,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from tests import processes
+
 __all__ = [
     "OPENSSL",
     "OPENSSL_POLICY",
@@ -153,7 +155,7 @@ def make_pki(
 def run_openssl(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``openssl`` with ``args``; never raises on a non-zero exit."""
     assert OPENSSL is not None, "openssl is not installed"
-    return subprocess.run(
+    return processes.run(
         [OPENSSL, *args], cwd=cwd, capture_output=True, text=True, timeout=30, check=False
     )
 

@@ -1,4 +1,4 @@
-"""Access to the public probe vectors in ``../shared/vectors`` (read at run time, never copied)."""
+"""The public vectors the tests use, kept in ``tests/testdata`` (sources in its PROVENANCE)."""
 
 from __future__ import annotations
 
@@ -6,16 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-VECTORS = ROOT.parent / "shared" / "vectors"
+TESTDATA = Path(__file__).resolve().parent / "testdata"
+TESSERA_LOG = TESTDATA / "tessera-log"
 
 
 def load_vectors(name: str) -> dict[str, Any]:
-    """Load ``../shared/vectors/<name>``; skip the test cleanly when the folder is absent."""
-    path = VECTORS / name
-    if not path.is_file():
-        pytest.skip(f"public probe vectors not found at {path} (../shared/vectors is absent)")
-    data: dict[str, Any] = json.loads(path.read_text())
+    """Load ``tests/testdata/<name>``; a missing file is an error, never a skip."""
+    data: dict[str, Any] = json.loads((TESTDATA / name).read_text())
     return data

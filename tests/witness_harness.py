@@ -26,6 +26,7 @@ from ledger.core.checkpoint import CosignatureSigner, Verifier
 from ledger.fileio.keys import write_signer
 from ledger.witness.server import start_witness_server
 from ledger.witness.state import Witness
+from tests import processes
 
 _T = TypeVar("_T")
 
@@ -86,7 +87,7 @@ class WitnessProcess:
         for key in log_keys:
             cmd += ["--log", key]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen(
+        self.proc = processes.spawn(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
         )
         assert self.proc.stdout is not None
@@ -100,7 +101,7 @@ class WitnessProcess:
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         self.proc.send_signal(sig)
-        self.proc.wait(timeout=30)
+        processes.wait(self.proc, 30)
         for pipe in (self.proc.stdout, self.proc.stderr):
             if pipe is not None:
                 pipe.close()

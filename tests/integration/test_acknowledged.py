@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 from ledger.core.checkpoint import Ed25519Signer
 from ledger.fileio.keys import write_signer
 from ledger_client.remote.log import RemoteLog
+from tests import processes
 from tests.harness import ORIGIN, ServerProcess
 
 pytestmark = [pytest.mark.integration]
@@ -69,7 +69,7 @@ def test_a_wal_cut_below_the_acknowledged_size_is_refused_naming_the_range(
     assert published <= first_lost <= last_lost == acked - 1
 
     accept = [sys.executable, "-m", "ledger", "restore", "accept", "--data-dir", str(data_dir)]
-    accepted = subprocess.run(accept, capture_output=True, text=True, timeout=120, check=False)
+    accepted = processes.run(accept, capture_output=True, text=True, timeout=120, check=False)
     assert accepted.returncode == 0, accepted.stderr
     assert f"accepted the loss of entries {first_lost}..{last_lost}" in accepted.stdout
     server = ServerProcess(data_dir, key_file)  # the operator accepted the loss: it starts

@@ -7,7 +7,6 @@ import hashlib
 import json
 import shutil
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -23,6 +22,7 @@ from ledger.fileio.keys import write_signer
 from ledger.log.anchoring import checkpoint_body
 from ledger.timestamp.rfc3161 import imprint_for_checkpoint_body, verify_token
 from ledger_client.remote.log import RemoteLog
+from tests import processes
 from tests.harness import ORIGIN, running_server
 from tests.tsa_openssl import openssl_tsa
 
@@ -100,7 +100,8 @@ def test_hanging_tsa_does_not_slow_appends(tmp_path: Path) -> None:
             result: dict[str, tuple[int, list[Anchor], list[str]]] = {}
             anchoring = threading.Thread(target=lambda: result.update(out=log.anchor_now()))
             anchoring.start()
-            time.sleep(0.3)
+            sink.settimeout(30)
+            held, _ = sink.accept()  # the anchorer is now waiting on the TSA's answer
             latencies = []
             for i in range(20):
                 t0 = time.monotonic()
@@ -111,6 +112,7 @@ def test_hanging_tsa_does_not_slow_appends(tmp_path: Path) -> None:
             anchoring.join(timeout=60)
             _size, anchors, failures = result["out"]
             assert anchors == [] and failures and failures[0].startswith("hangs:")
+            held.close()
     finally:
         sink.close()
 
@@ -131,17 +133,17 @@ def test_ledger_anchor_cron_twice(tmp_path: Path) -> None:
         server_addr = server.address
     # the server is stopped: the cron command works on the data dir directly
     cmd = [sys.executable, "-m", "ledger", "anchor", "--data-dir", str(tmp_path / "data"), "--json"]
-    first = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    first = processes.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout) == {"size": size, "anchored": ["embedded-dev"], "failures": []}
-    second = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    second = processes.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     assert second.returncode == 0, second.stderr
     assert json.loads(second.stdout)["anchored"] == []
     # --server against a dead address fails with a clear line and exit 1
-    dead = subprocess.run([sys.executable, "-m", "ledger", "anchor", "--server", server_addr],
+    dead = processes.run([sys.executable, "-m", "ledger", "anchor", "--server", server_addr],
                           capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
     assert dead.returncode == 1 and "UNAVAILABLE" in dead.stderr
-    usage = subprocess.run([sys.executable, "-m", "ledger", "anchor", "--server", server_addr,
+    usage = processes.run([sys.executable, "-m", "ledger", "anchor", "--server", server_addr,
                             "--data-dir", str(tmp_path / "data")], capture_output=True,
                            text=True, timeout=60, check=False)  # fmt: skip
     assert usage.returncode == 2 and "exactly one of" in usage.stderr

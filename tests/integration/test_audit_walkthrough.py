@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 
 from ledger.core.checkpoint import Ed25519Signer
 from ledger.fileio.keys import write_signer
+from tests import processes
 from tests.harness import ORIGIN, ServerProcess
 
 pytestmark = pytest.mark.integration
@@ -40,7 +40,7 @@ def test_readme_audit_walkthrough(tmp_path: Path) -> None:
             "LEDGER": server.address,
             "VKEY": server.ready["verifier_key"],
         }
-        done = subprocess.run(
+        done = processes.run(
             ["bash", "-euo", "pipefail", "-c", block("commands")],
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
         )  # fmt: skip

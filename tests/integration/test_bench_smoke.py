@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.integration
+from tests import processes
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADLINES = {
@@ -43,7 +44,7 @@ def quick_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, An
     tmp = tmp_path_factory.mktemp("bench")
     out = tmp / "results"
     cmd = [sys.executable, str(ROOT / "tools" / "bench.py"), "--quick", "--out", str(out)]
-    proc = subprocess.run(
+    proc = processes.run(
         [*cmd, "--work-dir", str(tmp)], capture_output=True, text=True, timeout=600, cwd=ROOT
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -86,7 +87,7 @@ def test_report_names_its_provenance(quick_report: tuple[dict[str, Any], Path]) 
 
 def test_b12_batch_verification_smoke() -> None:
     """``tools/bench_receipts.py`` (B12) on a small run: every receipt verifies, both paths."""
-    done = subprocess.run(
+    done = processes.run(
         [sys.executable, str(ROOT / "tools" / "bench_receipts.py"), "--records", "60",
          "--per-checkpoint", "20", "--runs", "1", "--json"],
         capture_output=True, text=True, timeout=300, check=False,

@@ -19,8 +19,8 @@ from ledger_client.sdk.capture import content_digest
 from ledger_client.sdk.client import LedgerClient, SenderOptions
 from ledger_client.sdk.context import ledger_run
 from ledger_client.sdk.decorators import decision
+from tests.agent_sink import Sink, assert_run_ok
 from tests.harness import running_server
-from tests.unit.test_context import Sink, assert_run_ok
 
 pytestmark = pytest.mark.integration
 

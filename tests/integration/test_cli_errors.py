@@ -14,6 +14,7 @@ import pytest
 
 from ledger.core.checkpoint import Ed25519Signer
 from ledger.fileio.keys import write_signer
+from tests import processes
 from tests.harness import ORIGIN, ServerProcess
 
 pytestmark = pytest.mark.integration
@@ -25,7 +26,7 @@ def run(cwd: Path, *args: str, module: str = "ledger") -> subprocess.CompletedPr
     else:
         cmd = [sys.executable, "-c", "from ledger_client.cli.main import main; main()", *args]
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120, env=env,
+    return processes.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120, env=env,
                           check=False)  # fmt: skip
 
 

@@ -23,8 +23,7 @@ from ledger_client.receipts.receipt import Receipt
 from ledger_client.sdk.client import LedgerClient
 from ledger_client.sdk.context import emit, ledger_run
 from ledger_client.sdk.run_file import read_run_file, spooled_run
-from tests.harness import running_server
-from tests.integration.test_sdk import QUICK, free_port
+from tests.harness import QUICK, free_port, running_server
 
 pytestmark = pytest.mark.integration
 

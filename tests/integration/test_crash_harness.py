@@ -5,11 +5,12 @@ every invariant checked by the independent verifier at the end."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests import processes
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -19,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_a_short_crash_run_keeps_every_promise(tmp_path: Path) -> None:
     cmd = [sys.executable, str(ROOT / "tools" / "crash.py"), "--cycles", "10", "--json",
            "--scenario-every", "3", "--seed", "14", "--work-dir", str(tmp_path)]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    done = processes.run(cmd, capture_output=True, text=True, timeout=300, check=False)
     summary = json.loads(done.stdout)
     assert done.returncode == 0, summary["violations"]
     assert summary["lost"] == 0 and summary["sizes_with_two_roots"] == 0

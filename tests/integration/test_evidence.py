@@ -34,6 +34,7 @@ from ledger.core.checkpoint import CosignatureVerifier, Ed25519Signer, open_chec
 from ledger.core.errors import FailedPreconditionError
 from ledger.fileio.keys import write_signer
 from ledger_client.remote.log import RemoteLog
+from tests import processes
 from tests.harness import ORIGIN, ServerProcess
 from tests.witness_harness import FakeWitness, WitnessProcess, make_witness_key
 
@@ -263,7 +264,7 @@ def test_a_data_dir_without_its_mark_waits_for_the_witnesses(world: World) -> No
 
 def ledger(*args: str) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "ledger", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    return processes.run(cmd, capture_output=True, text=True, timeout=120, check=False)
 
 
 def test_a_data_dir_without_its_mark_and_no_witness_needs_restore_accept(world: World) -> None:

@@ -7,7 +7,6 @@ import hashlib
 import json
 import random
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from ledger.ops.restore import restore
 from ledger.store.rocks import RocksStore
 from ledger_client.remote.connection import Connection
 from ledger_client.remote.log import RemoteLog
+from tests import processes
 from tests.harness import ORIGIN, running_server
 
 pytestmark = pytest.mark.integration
@@ -146,12 +146,12 @@ def test_flipped_bytes_in_table_files_and_the_binding(tmp_path: Path) -> None:
 def test_fsck_cli_exit_codes(tmp_path: Path) -> None:
     data = tmp_path / "data"
     make_log(data, sizes=(5,))
-    ok = subprocess.run([sys.executable, "-m", "ledger", "fsck", "--data-dir", str(data)],
+    ok = processes.run([sys.executable, "-m", "ledger", "fsck", "--data-dir", str(data)],
                         capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
     assert ok.returncode == 0 and ": OK;" in ok.stdout, ok.stderr
     key = flip_value(data, "tree", b"B", 0)
     cmd = [sys.executable, "-m", "ledger", "fsck", "--data-dir", str(data), "--json"]
-    bad = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    bad = processes.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     assert bad.returncode == 1
     problems = json.loads(bad.stdout)["problems"]
     assert problems and "Traceback" not in bad.stderr, key
@@ -178,7 +178,7 @@ def test_backup_while_serving_and_restore_refuses_a_rollback(tmp_path: Path) -> 
     # The log has published size 15: restoring the size-10 backup is a rollback.
     with pytest.raises(InconsistencyError, match="rollback"):
         restore(tmp_path / "early", data)
-    late = subprocess.run([sys.executable, "-m", "ledger", "backup", "--data-dir", str(data),
+    late = processes.run([sys.executable, "-m", "ledger", "backup", "--data-dir", str(data),
                            "--out", str(tmp_path / "late")], capture_output=True, text=True,
                           timeout=120, check=False)  # fmt: skip
     assert late.returncode == 0, late.stderr
@@ -194,7 +194,7 @@ def test_backup_while_serving_and_restore_refuses_a_rollback(tmp_path: Path) -> 
     opened.close()
     assert note is not None
     (tmp_path / "published.txt").write_text(note.note)
-    cli = subprocess.run([sys.executable, "-m", "ledger", "restore", "from-backup", "--from",
+    cli = processes.run([sys.executable, "-m", "ledger", "restore", "from-backup", "--from",
                           str(tmp_path / "early"), "--data-dir", str(fresh),
                           "--published-checkpoint", str(tmp_path / "published.txt")],
                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip

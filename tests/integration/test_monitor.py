@@ -28,6 +28,7 @@ from ledger.core.errors import VerificationError
 from ledger_client.cli.main import main
 from ledger_client.remote.log import RemoteLog
 from ledger_client.remote.monitor import StateFile
+from tests import processes
 from tests.harness import ORIGIN, running_server
 
 pytestmark = pytest.mark.integration
@@ -206,7 +207,7 @@ def test_polling_until_interrupted(tmp_path: Path) -> None:
             "0.1",
             "--json",
         ]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = processes.spawn(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             assert proc.stdout is not None
             assert json.loads(proc.stdout.readline())["status"] == "first-use"
@@ -218,8 +219,7 @@ def test_polling_until_interrupted(tmp_path: Path) -> None:
             out, err = proc.communicate(timeout=30)
         finally:
             if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+                processes.kill_group(proc)
     assert proc.returncode == 0, err
     last = json.loads(out.splitlines()[-1])
     assert last == {"valid": True, "check": "monitor", "stopped": "interrupted", "size": size}

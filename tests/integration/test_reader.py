@@ -9,7 +9,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -25,18 +24,12 @@ pytest.importorskip("rocksdict")
 pytest.importorskip("grpc")
 
 from ledger_client.remote.log import RemoteLog  # noqa: E402
+from tests import processes  # noqa: E402
+from tests.waits import wait_until  # noqa: E402
 
 
 def digests(start: int, n: int) -> list[bytes]:
     return [hashlib.sha256(b"reader-%d" % i).digest() for i in range(start, start + n)]
-
-
-def wait_for(predicate: object, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.05)
 
 
 def test_a_reader_serves_what_it_caught_up_to_and_refuses_appends(tmp_path: Path) -> None:
@@ -46,12 +39,12 @@ def test_a_reader_serves_what_it_caught_up_to_and_refuses_appends(tmp_path: Path
     try:
         with RemoteLog(writer.address, timeout=30) as w:
             w.append(digests(0, 300))
-            wait_for(lambda: w.checkpoint().size >= 300)
+            wait_until(lambda: w.checkpoint().size >= 300)
             cmd = [
                 sys.executable, "-m", "ledger", "serve-reader", "--data-dir",
                 str(tmp_path / "data"), "--listen", "127.0.0.1:0", "--interval-ms", "50",
             ]  # fmt: skip
-            reader_proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+            reader_proc = processes.spawn(cmd, stdout=subprocess.PIPE, text=True)
             assert reader_proc.stdout is not None
             ready = json.loads(reader_proc.stdout.readline())
             assert ready["role"] == "reader"
@@ -67,9 +60,9 @@ def test_a_reader_serves_what_it_caught_up_to_and_refuses_appends(tmp_path: Path
                 with pytest.raises(FailedPreconditionError, match="append to the writer"):
                     r.append(digests(1000, 1))
                 w.append(digests(300, 200))
-                wait_for(lambda: w.checkpoint().size >= 500)
+                wait_until(lambda: w.checkpoint().size >= 500)
                 latest = w.checkpoint()
-                wait_for(lambda: r.checkpoint().size >= latest.size)  # caught up
+                wait_until(lambda: r.checkpoint().size >= latest.size)  # caught up
                 assert r.checkpoint(latest.size) == latest
                 proof = r.consistency_proof(head.size, latest.size)
                 merkle.verify_consistency(
@@ -78,7 +71,7 @@ def test_a_reader_serves_what_it_caught_up_to_and_refuses_appends(tmp_path: Path
     finally:
         if reader_proc is not None:
             reader_proc.send_signal(signal.SIGTERM)
-            assert reader_proc.wait(timeout=30) == 0
+            assert processes.wait(reader_proc, 30) == 0
             if reader_proc.stdout is not None:
                 reader_proc.stdout.close()
         writer.terminate()
@@ -86,5 +79,5 @@ def test_a_reader_serves_what_it_caught_up_to_and_refuses_appends(tmp_path: Path
 
 def test_serve_reader_refuses_a_dir_without_a_log(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "ledger", "serve-reader", "--data-dir", str(tmp_path)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    done = processes.run(cmd, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2 and "holds no log" in done.stderr

@@ -6,18 +6,30 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from ledger.core.checkpoint import Ed25519Signer
+from ledger.core.errors import UnauthenticatedError
 from ledger.fileio.keys import write_signer
+from ledger_client.remote.connection import Connection
 from ledger_client.remote.log import RemoteLog
+from tests import processes
 from tests.harness import ORIGIN, ServerProcess
+from tests.waits import wait_until
 
 pytestmark = pytest.mark.integration
 README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def knows(log: RemoteLog) -> bool:
+    """Whether the server accepts ``log``'s token (a read: no side effect)."""
+    try:
+        log.checkpoint()
+    except UnauthenticatedError:
+        return False
+    return True
 
 
 def test_readme_quick_start_and_walk_through(tmp_path: Path) -> None:
@@ -36,21 +48,21 @@ def test_readme_quick_start_and_walk_through(tmp_path: Path) -> None:
     write_signer(tmp_path / "signer.key", signer)
     server = ServerProcess(tmp_path / "data", tmp_path / "signer.key", "--embedded-tsa")
     try:
-        shown = subprocess.run(
+        shown = processes.run(
             [sys.executable, "-m", "ledger", "verifier-key", "--key", "signer.key"],
             capture_output=True, text=True, cwd=tmp_path, timeout=60, check=False,
         )  # fmt: skip
         vkey = shown.stdout.strip()
         assert vkey == server.ready["verifier_key"]
         (tmp_path / "decision.txt").write_text('{"any": "bytes"}\n')
-        appended = subprocess.run(
+        appended = processes.run(
             [sys.executable, "-m", "ledger", "append", "--server", server.address, "--record",
              "decision.txt", "--proof-out", "proof.txt", "--leaf-out", "leaf.bin"],
             capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
         )  # fmt: skip
         assert appended.returncode == 0, appended.stderr
         assert json.loads(appended.stdout)["index"] == 0
-        verify = subprocess.run(
+        verify = processes.run(
             [sys.executable, "-c", "from ledger_client.cli.main import main; main()", "tlog-proof",
              "proof.txt", "--key", vkey, "--leaf", "leaf.bin"],
             capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
@@ -58,20 +70,20 @@ def test_readme_quick_start_and_walk_through(tmp_path: Path) -> None:
         assert verify.returncode == 0, verify.stderr + verify.stdout
         leaf = (tmp_path / "leaf.bin").read_bytes()
         (tmp_path / "leaf.bin").write_bytes(b"tampered")
-        bad = subprocess.run(
+        bad = processes.run(
             [sys.executable, "-c", "from ledger_client.cli.main import main; main()", "tlog-proof",
              "proof.txt", "--key", vkey, "--leaf", "leaf.bin"],
             capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
         )  # fmt: skip
         assert bad.returncode == 1
         (tmp_path / "leaf.bin").write_bytes(leaf)
-        anchored = subprocess.run(
+        anchored = processes.run(
             [sys.executable, "-m", "ledger", "anchor", "--server", server.address, "--wait"],
             capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
         )  # fmt: skip
         assert anchored.returncode == 0, anchored.stderr
         assert "anchored by embedded-dev" in anchored.stdout
-        fetched = subprocess.run(
+        fetched = processes.run(
             [sys.executable, "-m", "ledger", "receipt", "fetch", "--server", server.address,
              "--leaf", "leaf.bin", "--out", "receipt.json"],
             capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
@@ -79,7 +91,7 @@ def test_readme_quick_start_and_walk_through(tmp_path: Path) -> None:
         assert fetched.returncode == 0, fetched.stderr
         assert json.loads(fetched.stdout)["anchors"] == 1
         root = str(tmp_path / "data" / "tsa" / "root.pem")  # ledger-data/tsa/root.pem
-        checked = subprocess.run(
+        checked = processes.run(
             [sys.executable, "-c", "from ledger_client.cli.main import main; main()", "receipt",
              "receipt.json", "--key", vkey, "--tsa-root", root],
             capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
@@ -113,7 +125,7 @@ def test_readme_walk_through_with_a_token(tmp_path: Path, monkeypatch: pytest.Mo
         if token is not None:
             env["LEDGER_TOKEN"] = token
         cmd = [sys.executable, "-m", "ledger", *args]
-        return subprocess.run(
+        return processes.run(
             cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120, env=env, check=False
         )
 
@@ -124,7 +136,9 @@ def test_readme_walk_through_with_a_token(tmp_path: Path, monkeypatch: pytest.Mo
             assert created.returncode == 0, created.stderr
             made[scope] = created.stdout.strip()
             assert made[scope] not in created.stderr
-        time.sleep(1.2)  # the running server picks the tokens up within a second
+        # the running server picks the tokens up within a second
+        with RemoteLog(Connection(address=server.address, token=made["admin"])) as admin:
+            wait_until(lambda: knows(admin), timeout=10, what="the server to load the tokens")
         (tmp_path / "decision.txt").write_text('{"any": "bytes"}\n')
         args = ("append", "--record", "decision.txt", "--proof-out", "proof.txt", "--leaf-out",
                 "leaf.bin")  # fmt: skip

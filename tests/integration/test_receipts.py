@@ -24,7 +24,7 @@ from ledger_client.receipts.receipt import Receipt, to_tlog_proof
 from ledger_client.remote.log import RemoteLog
 from ledger_client.remote.receipt_fetch import fetch_receipt, upgrade_receipt
 from tests.harness import running_server
-from tests.unit.test_receipt import TIME, make_record
+from tests.receipt_world import TIME, make_record
 
 pytestmark = pytest.mark.integration
 

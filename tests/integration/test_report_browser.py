@@ -15,7 +15,7 @@ from ledger_client.cli.main import main
 from tests.audit_world import SUPPORT, build, tamper, write_runs
 from tests.browser import chromium, dump_dom, png_colors, screenshot
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 FAIL_BANNER = (253, 226, 225)  # the "NOT verified" banner's background
 PASS_BANNER = (223, 245, 225)

@@ -20,6 +20,7 @@ from ledger.log.facade import Log
 from ledger.log.highwater import HighWaterMark
 from ledger.store.rocks import RocksStore
 from ledger_client.remote.log import RemoteLog
+from tests import processes
 from tests.harness import ORIGIN, ServerProcess
 
 pytestmark = [pytest.mark.integration]
@@ -85,7 +86,7 @@ def test_a_byte_flipped_mid_wal_is_refused_and_detected_when_salvaged(tmp_path: 
 
 def ledger(*args: str) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "ledger", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    return processes.run(cmd, capture_output=True, text=True, timeout=120, check=False)
 
 
 def append_and_stop(data_dir: Path, key_file: Path, tag: str, n: int) -> int:

@@ -9,7 +9,6 @@ import asyncio
 import hashlib
 import json
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -39,18 +38,11 @@ from ledger_client.sdk.client import (
     ledger_run,
 )
 from ledger_client.sdk.spool import SpoolItem, read_spool
-from tests.harness import ORIGIN, ServerProcess, running_server
+from tests import processes
+from tests.harness import ORIGIN, QUICK, ServerProcess, free_port, running_server
+from tests.waits import wait_until
 
 pytestmark = pytest.mark.integration
-
-QUICK = SenderOptions(batch_age=0.01, backoff=Backoff(initial=0.02, maximum=0.2))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def verify_run(path: Path, key: str) -> dict[str, Any]:
@@ -61,10 +53,9 @@ def verify_run(path: Path, key: str) -> dict[str, Any]:
 
 
 def logged_digests(remote: RemoteLog, at_least: int = 0) -> list[bytes]:
-    """The record digests of the log in order (waiting for a checkpoint of ``at_least``)."""
-    deadline = time.monotonic() + 5
-    while (size := remote.checkpoint().size) < at_least and time.monotonic() < deadline:
-        time.sleep(0.01)
+    """The record digests of the log in order, once a checkpoint covers ``at_least`` of them."""
+    wait_until(lambda: remote.checkpoint().size >= at_least, what=f"a checkpoint of {at_least}")
+    size = remote.checkpoint().size
     return [e.record_digest for start in range(0, size, 1000) for e in remote.entries(start, 1000)]
 
 
@@ -189,24 +180,28 @@ def test_append_receipts_and_no_clear_values_in_spool_or_wire(tmp_path: Path) ->
 # --- crashes and outages --------------------------------------------------------------------------
 
 AGENT = """
-import sys, time
+import sys, threading
 from ledger_client.sdk import LedgerClient, SenderOptions, decision, ledger_run
-address, spool, mode = sys.argv[1:4]
+address, spool, mode, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 
 @decision("tool_call", name="work")
 def work(n):
     return n + 1
 
-options = SenderOptions(batch_size=50, batch_age=30.0)
+# full batches of 50 go at once; a partial batch would wait an hour (only close() sends it)
+options = SenderOptions(batch_size=50, batch_age=3600.0)
 client = LedgerClient(address, spool=spool, options=options, close_timeout=10)
 with ledger_run(client, agent="crashy") as run:
-    for n in range(int(sys.argv[4])):
+    for n in range(count):
         work(n)
         print(run.entries[-1].digest.hex(), flush=True)
-        time.sleep(0.002)
     if mode == "exit":
         sys.exit(0)  # no close(): the atexit hook delivers
-    time.sleep(60)
+    # every full batch acknowledged (and its ack in the spool), the partial one not sent
+    if not client.sender.wait(count - count % 50, timeout=60):
+        sys.exit("the full batches were not acknowledged within 60 s")
+    print("acked", client.pending, flush=True)
+    threading.Event().wait()  # until killed
 """
 
 
@@ -214,7 +209,7 @@ def start_agent(tmp_path: Path, address: str, mode: str, count: int) -> subproce
     script = tmp_path / "agent.py"
     script.write_text(AGENT)
     args = [sys.executable, str(script), address, str(tmp_path / "agent.spool"), mode, str(count)]
-    return subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    return processes.spawn(args, stdout=subprocess.PIPE, text=True)
 
 
 def read_digests(agent: subprocess.Popen[str], count: int) -> Iterator[bytes]:
@@ -224,28 +219,29 @@ def read_digests(agent: subprocess.Popen[str], count: int) -> Iterator[bytes]:
 
 
 def test_killed_agent_spool_resends_everything_exactly_once(tmp_path: Path) -> None:
+    """The agent is killed at a known point: 3 full batches acknowledged, 25 records only in
+    its spool. A new client on that spool sends those 25, once each, and nothing else."""
     with running_server(tmp_path / "data") as (server, remote, _):
         agent = start_agent(tmp_path, server.address, "hang", 175)
-        submitted = list(read_digests(agent, 175))  # batches of 50: 150 sent, >= 25 not yet
-        agent.send_signal(signal.SIGKILL)
-        agent.wait(10)
+        submitted = list(read_digests(agent, 175))
         assert agent.stdout is not None
+        assert agent.stdout.readline().split() == ["acked", "25"]
+        agent.send_signal(signal.SIGKILL)
+        processes.wait(agent, 30)
         agent.stdout.close()
         acked, pending = read_spool(tmp_path / "agent.spool")
-        assert len(pending) >= 25 and len(acked) + len(pending) == 175
-        assert [i.digest for i in acked + pending] == submitted
-        before = logged_digests(remote, len(acked))
-        assert {i.digest for i in acked} <= set(before) <= set(submitted)
+        assert [i.digest for i in acked] == submitted[:150]
+        assert [i.digest for i in pending] == submitted[150:]
+        before = logged_digests(remote, 150)
+        assert before == submitted[:150]  # nothing of the last 25 reached the log
 
         client = LedgerClient(server.address, spool=tmp_path / "agent.spool", options=QUICK)
-        assert client.pending == len(pending)
-        assert client.flush(5, checkpoint=True)
-        assert client.sender.sent == len(pending)  # each pending record sent once
-        assert client.close(5)
-        after = logged_digests(remote)
-    assert len(after) == len(set(after)) == 175  # each record logged exactly once
-    assert after[: len(before)] == before and set(after) == set(submitted)
-    assert after[len(before) :] == [i.digest for i in pending if i.digest not in before]
+        assert client.pending == 25
+        assert client.flush(30, checkpoint=True)
+        assert client.sender.sent == 25  # each pending record sent once
+        assert client.close(30)
+        after = logged_digests(remote, 175)
+    assert after == submitted  # each record logged exactly once, in order
     assert read_spool(tmp_path / "agent.spool") == ([], [])
 
 
@@ -253,7 +249,7 @@ def test_atexit_delivers_what_the_agent_left(tmp_path: Path) -> None:
     with running_server(tmp_path / "data") as (server, remote, _):
         agent = start_agent(tmp_path, server.address, "exit", 30)  # one partial batch
         submitted = list(read_digests(agent, 30))
-        assert agent.wait(20) == 0
+        assert processes.wait(agent, 60) == 0
         assert agent.stdout is not None
         agent.stdout.close()
         logged = logged_digests(remote, 31)
@@ -277,8 +273,8 @@ def test_log_stopped_mid_run_loses_nothing(tmp_path: Path) -> None:
             server.kill()
             for n in range(10, 30):
                 fetch(n)  # the log is down: these wait in the spool
-            time.sleep(0.3)
-            assert client.pending == 20 and client.sender.retries > 0
+            wait_until(lambda: client.sender.retries > 0, what="the client to retry")
+            assert client.pending == 20
             server = ServerProcess(data, key_file, *listen)
         assert client.close(5)
     finally:
@@ -351,7 +347,7 @@ def test_readme_example_agent_and_its_run_verify(tmp_path: Path) -> None:
     with running_server(tmp_path / "data") as (server, _, _):
         script = tmp_path / "agent.py"
         script.write_text(code.replace("127.0.0.1:6962", server.address))
-        done = subprocess.run(
+        done = processes.run(
             [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=60
         )
         assert done.returncode == 0, done.stderr

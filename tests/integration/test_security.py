@@ -7,9 +7,9 @@ import datetime as dt
 import hashlib
 import logging
 import ssl
-import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -27,12 +27,22 @@ from ledger.core.errors import (
 from ledger_client.remote.connection import Connection
 from ledger_client.remote.log import RemoteLog
 from tests.harness import running_server
+from tests.waits import wait_until
 
 pytestmark = pytest.mark.integration
 
 
 def digest(i: int) -> bytes:
     return hashlib.sha256(f"security-{i}".encode()).digest()
+
+
+def refuses(call: Callable[[], object]) -> bool:
+    """Whether ``call`` fails with UNAUTHENTICATED."""
+    try:
+        call()
+    except UnauthenticatedError:
+        return True
+    return False
 
 
 def tokens(data: Path) -> dict[str, str]:
@@ -76,12 +86,11 @@ def test_tokens_scopes_and_the_access_log(tmp_path: Path, caplog: pytest.LogCapt
             size, anchors, failures = admin.anchor_now()
             assert size >= 1 and [a.tsa for a in anchors] == ["embedded-dev"], failures
         TokenStore(data / "tokens.json").revoke("t-append")
-        time.sleep(1.2)  # a running server re-reads the tokens file within a second
-        with (
-            RemoteLog(Connection(address=addr, token=made["append"])) as revoked,
-            pytest.raises(UnauthenticatedError),
-        ):
-            revoked.append([digest(4)])
+        with RemoteLog(Connection(address=addr, token=made["append"])) as revoked:
+            # a running server re-reads the tokens file within a second (a read: no side effect)
+            wait_until(lambda: refuses(revoked.checkpoint), timeout=10, what="the revocation")
+            with pytest.raises(UnauthenticatedError):
+                revoked.append([digest(4)])
     lines = [r for r in caplog.records if r.name == "ledger.access"]
     texts = "\n".join(r.getMessage() + str(getattr(r, "access", "")) for r in lines)
     for token in made.values():

@@ -18,12 +18,13 @@ from click.testing import CliRunner
 from ledger.cli.main import main
 from ledger.core.checkpoint import Ed25519Verifier, open_checkpoint
 from ledger_client.remote.log import RemoteLog
+from tests import processes
 
 pytestmark = pytest.mark.integration
 
 
 def start(cwd: Path, *args: str) -> tuple[subprocess.Popen[str], dict[str, object]]:
-    proc = subprocess.Popen(
+    proc = processes.spawn(
         [sys.executable, "-m", "ledger", "serve", *args],
         cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -64,14 +65,14 @@ def test_serve_with_no_flags_uses_embedded_defaults(tmp_path: Path) -> None:
             assert size == 1 and [a.tsa for a in anchors] == ["embedded-dev"] and not failures
     finally:
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 0
+        assert processes.wait(proc, 60) == 0
         assert proc.stderr is not None
         err = proc.stderr.read()
         assert ("development default" in err and "proves nothing" in err) or "prove nothing" in err
     # the key is kept across restarts
     proc, again = start(tmp_path, "--listen", "127.0.0.1:0")
     proc.send_signal(signal.SIGINT)
-    assert proc.wait(timeout=60) == 0
+    assert processes.wait(proc, 60) == 0
     assert again["verifier_key"] == ready["verifier_key"] and again["key_created"] is False
 
 
@@ -90,7 +91,7 @@ def test_toml_config_flags_win_json_logs_and_graceful_drain(tmp_path: Path) -> N
         before = log.checkpoint().size  # the next scheduled checkpoint is a minute away
     assert before == 1
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=60) == 0
+    assert processes.wait(proc, 60) == 0
     assert proc.stderr is not None
     lines = [json.loads(x) for x in proc.stderr.read().splitlines() if x.strip()]
     assert all({"time", "level", "logger", "message"} <= set(x) for x in lines)
@@ -99,7 +100,7 @@ def test_toml_config_flags_win_json_logs_and_graceful_drain(tmp_path: Path) -> N
     with RemoteLog(str(ready["address"])) as log:
         assert log.checkpoint().size == 51
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=60) == 0
+    assert processes.wait(proc, 60) == 0
 
 
 def test_config_show_and_bad_config(tmp_path: Path) -> None:
@@ -142,7 +143,7 @@ def test_ledger_tsa_command_serves_verifiable_tokens(tmp_path: Path) -> None:
     from ledger.timestamp.rfc3161 import imprint_for_checkpoint_body
     from ledger.tsa.client import TsaClient
 
-    proc = subprocess.Popen(
+    proc = processes.spawn(
         [sys.executable, "-m", "ledger", "tsa", "--listen", "127.0.0.1:0",
          "--state-dir", str(tmp_path / "tsa")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -157,6 +158,6 @@ def test_ledger_tsa_command_serves_verifiable_tokens(tmp_path: Path) -> None:
         assert token and verified.digest == digest
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
+        processes.wait(proc, 30)
     bad = CliRunner().invoke(main, ["tsa", "--listen", "nonsense"])
     assert bad.exit_code == 2 and "want HOST:PORT" in bad.output

@@ -34,6 +34,7 @@ from ledger_client.receipts.receipt import Receipt
 from ledger_client.remote.log import RemoteLog
 from ledger_client.remote.receipt_fetch import count_cosignatures, fetch_receipt, witnessed_receipt
 from tests.harness import ORIGIN, ServerProcess
+from tests.waits import wait_until
 from tests.witness_harness import WitnessProcess, make_witness_key, post
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -99,16 +100,6 @@ def cosigners(note: str, world: World) -> set[str]:
     return {c.name for c in verified.cosignatures}
 
 
-def wait_for(predicate, timeout: float = 20.0, what: str = "condition"):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def verify_receipt_cli(receipt: Receipt, path: Path, world: World, *quorum: str) -> dict:  # type: ignore[type-arg]
     path.write_text(receipt.to_json())
     args = ["receipt", str(path), "--key", world.signer.verifier().key_string(), "--json"]
@@ -134,9 +125,9 @@ def test_split_view_never_reaches_a_quorum(world: World) -> None:
         with RemoteLog(a.address, timeout=30) as remote:
             ours = digests(20, "view-a")
             size_a = remote.append(ours, wait_for_checkpoint=True).checkpoint.size  # type: ignore[union-attr]
-            wait_for(lambda: cosigners(remote.checkpoint().note, world) == {"w0.test", "w1.test"})
+            wait_until(lambda: cosigners(remote.checkpoint().note, world) == {"w0.test", "w1.test"})
             witnesses = [CosignatureVerifier.from_key_string(k) for k in world.vkeys]
-            receipt_a = wait_for(
+            receipt_a = wait_until(
                 lambda: witnessed_receipt(remote, fetch_receipt(remote, ours[3]), witnesses, 2)
             )
         good = verify_receipt_cli(receipt_a, world.tmp / "a.json", world, *with_witnesses(world, 2))
@@ -155,7 +146,7 @@ def test_split_view_never_reaches_a_quorum(world: World) -> None:
                 errors = [w["last_error"] or "" for w in status.values()]
                 return len(errors) == 2 and all("422" in e for e in errors)
 
-            wait_for(refused, what="both witnesses to refuse view B with 422")
+            wait_until(refused, what="both witnesses to refuse view B with 422")
             # the 422 is evidence of another history: view B halts (issue 22)
             with pytest.raises(FailedPreconditionError, match="halted on evidence: fork"):
                 remote.append(digests(1, "view-b-more"))
@@ -196,7 +187,7 @@ def test_offline_witness_catches_up_keeps_state_and_rollback_is_refused(world: W
         with RemoteLog(a.address, timeout=30) as remote:
             first = remote.append(digests(10, "one"), wait_for_checkpoint=True).checkpoint
             assert first is not None
-            wait_for(lambda: len(cosigners(remote.checkpoint().note, world)) == 2)
+            wait_until(lambda: len(cosigners(remote.checkpoint().note, world)) == 2)
         a.terminate()
         shutil.copytree(world.tmp / "log", world.tmp / "backup")  # the old backup, size 10
         mark = world.tmp / "log.high-water"  # the log's own high-water mark (issue 14)
@@ -211,10 +202,10 @@ def test_offline_witness_catches_up_keeps_state_and_rollback_is_refused(world: W
             grown = remote.append(digests(15, "two"), wait_for_checkpoint=True).checkpoint
             assert grown is not None and grown.size == 25
             assert time.monotonic() - started < 3  # an offline witness slows nothing
-            wait_for(lambda: cosigners(remote.checkpoint().note, world) == {"w1.test"})
-            wait_for(lambda: log_status(world.tmp / "log")["w0"]["last_error"], what="w0 error")
+            wait_until(lambda: cosigners(remote.checkpoint().note, world) == {"w1.test"})
+            wait_until(lambda: log_status(world.tmp / "log")["w0"]["last_error"], what="w0 error")
             world.restart_witness(0)  # same state folder, same port
-            wait_for(
+            wait_until(
                 lambda: cosigners(remote.checkpoint(25).note, world) == {"w0.test", "w1.test"},
                 what="w0 to catch up",
             )
@@ -240,7 +231,7 @@ def test_offline_witness_catches_up_keeps_state_and_rollback_is_refused(world: W
                 status = log_status(world.tmp / "log")
                 return all("rolled back" in (w["last_error"] or "") for w in status.values())
 
-            wait_for(refused, what="the log to see its rollback refused")
+            wait_until(refused, what="the log to see its rollback refused")
             for w in world.witnesses:  # what the witness answers to the old checkpoint itself
                 url = w.url + "/add-checkpoint"
                 assert post(url, build_request(25, [], old_note))[0] == 400

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +30,13 @@ def message(tag: str, n: int = 3) -> bytes:
     return pb.StreamAppendRequest(items=items).SerializeToString()
 
 
-def stream(address: str, messages: Iterator[bytes], timeout: float = 20) -> tuple[list[Any], Any]:
-    """Run a raw StreamAppend; (acks, the RpcError or None)."""
+def stream(
+    address: str,
+    messages: Iterator[bytes],
+    timeout: float = 20,
+    on_ack: Callable[[Any], object] | None = None,
+) -> tuple[list[Any], Any]:
+    """Run a raw StreamAppend (``on_ack`` called on each ack); (acks, the RpcError or None)."""
     with grpc.insecure_channel(address) as channel:
         call = channel.stream_stream(
             METHOD + "StreamAppend",
@@ -42,6 +47,8 @@ def stream(address: str, messages: Iterator[bytes], timeout: float = 20) -> tupl
         try:
             for ack in call(messages, timeout=timeout):
                 acks.append(ack)
+                if on_ack is not None:
+                    on_ack(ack)
         except grpc.RpcError as exc:
             return acks, exc
         return acks, None
@@ -116,16 +123,18 @@ def test_the_byte_budget_and_core_limits_refuse_with_resource_exhausted(tmp_path
 
 def test_the_server_wide_call_cap_refuses_beyond_it(tmp_path: Path) -> None:
     with running_server(tmp_path / "data", max_concurrent_rpcs=1) as (server, _, _):
-        held = threading.Event()
+        held, acked = threading.Event(), threading.Event()
 
         def messages() -> Iterator[bytes]:
             yield message("held")
-            held.wait(10)  # the stream stays open: one call in flight
+            held.wait(30)  # the stream stays open: one call in flight
 
-        holder = threading.Thread(target=stream, args=(server.address, messages()))
+        holder = threading.Thread(
+            target=stream, args=(server.address, messages(), 40, lambda _: acked.set())
+        )
         holder.start()
         try:
-            time.sleep(0.5)
+            assert acked.wait(30), "the held stream was never acknowledged"  # now in flight
             with grpc.insecure_channel(server.address) as channel:
                 check = channel.unary_unary(
                     METHOD + "GetCheckpoint", request_serializer=None, response_deserializer=None

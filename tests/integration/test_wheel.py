@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import processes
+
 pytestmark = [pytest.mark.slow, pytest.mark.integration]  # opens RocksDB, spawns processes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +35,7 @@ def run(cmd: Sequence[str | Path], cwd: Path, timeout: float = TIMEOUT_S) -> str
     """Run ``cmd`` in a process group of its own (killed whole on timeout); its stdout, or a
     failure with its output."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    proc = subprocess.Popen(
+    proc: subprocess.Popen[str] = processes.spawn(
         [str(c) for c in cmd], cwd=cwd, env=env, text=True, start_new_session=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip

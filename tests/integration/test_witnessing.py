@@ -8,9 +8,11 @@ import json
 import signal
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -37,6 +39,7 @@ from ledger_client.remote.log import RemoteLog
 from ledger_client.remote.receipt_fetch import count_cosignatures, refresh_cosignatures
 from ledger_client.sdk.client import LedgerClient
 from tests.harness import ORIGIN, running_server
+from tests.waits import wait_until
 from tests.witness_fixtures import View
 from tests.witness_harness import (
     FakeWitness,
@@ -78,6 +81,17 @@ def wait_cosigned(
             return verified
         time.sleep(0.05)
     raise AssertionError(f"no checkpoint >= {size} with {k} cosignatures: last {last}")
+
+
+def reported(
+    data_dir: Path, done: Callable[[dict[str, Any], dict[str, dict[str, Any]]], object]
+) -> dict[str, Any] | None:
+    """The log's witnesses.json once ``done(status, by_name)`` holds, else None."""
+    path = data_dir / "witnesses.json"
+    if not path.exists():
+        return None
+    status: dict[str, Any] = json.loads(path.read_text())
+    return status if done(status, {w["name"]: w for w in status["witnesses"]}) else None
 
 
 def test_wire_statuses_and_concurrent_submissions(tmp_path: Path) -> None:
@@ -146,8 +160,17 @@ def test_log_gets_cosigned_in_the_background_and_a_dead_witness_costs_nothing(
             size = verified.checkpoint.size
             stored = remote.checkpoint(size).note
             assert stored.count("\u2014 ") == 3
-            time.sleep(1.3)
-            status = json.loads((tmp_path / "log" / "witnesses.json").read_text())
+            status = wait_until(
+                lambda: reported(
+                    tmp_path / "log",
+                    lambda s, w: (
+                        (w["w1"]["cosigned_size"] or 0) >= size
+                        and w["dead"]["last_error"]
+                        and s["quorum_size"] >= size
+                    ),
+                ),
+                what="witnesses.json to report the round",
+            )
             by_name = {w["name"]: w for w in status["witnesses"]}
             assert by_name["w1"]["cosigned_size"] >= size and by_name["w1"]["last_error"] is None
             assert by_name["dead"]["cosigned_size"] is None and by_name["dead"]["last_error"]
@@ -251,7 +274,13 @@ def test_witness_killed_mid_submissions_never_forgets_a_cosignature(tmp_path: Pa
         progress = {"acked": acked, "sent": sent}
         thread = threading.Thread(target=submit_chain, args=(view, url, progress))
         thread.start()
-        time.sleep(0.2 + 0.15 * cycle)
+        # killed after a few more acknowledgements each cycle (3 leaves per checkpoint)
+        target = acked + 3 * (2 + cycle)
+
+        def enough(p: dict[str, int] = progress, t: int = target) -> bool:
+            return p["acked"] >= t
+
+        wait_until(enough, what=f"acks up to {target}")
         witness.stop(signal.SIGKILL)
         thread.join(timeout=10)
         acked, sent = progress["acked"], progress["sent"]
@@ -285,7 +314,12 @@ def test_bad_witness_answers_are_refused_and_reported(tmp_path: Path) -> None:
             _,
         ):
             remote.append(digests(10, "x"), wait_for_checkpoint=True)
-            time.sleep(1.5)
+            wait_until(
+                lambda: reported(
+                    tmp_path / "log", lambda _, w: all(w[n]["last_error"] for n in fakes)
+                ),
+                what="every fake witness's error in witnesses.json",
+            )
             remote.append(digests(10, "y"), wait_for_checkpoint=True)
             status = json.loads((tmp_path / "log" / "witnesses.json").read_text())
             errors = {w["name"]: w["last_error"] for w in status["witnesses"]}

@@ -18,6 +18,7 @@ from ledger.log.service import LogService
 from ledger.store.contract import MemoryStore
 from ledger.v1 import ledger_pb2 as pb
 from ledger.v1 import ledger_pb2_grpc as pb_grpc
+from tests.waits import wait_until_async
 
 pytestmark = [pytest.mark.integration]
 
@@ -54,9 +55,12 @@ def test_health_goes_not_serving_and_appends_fail_at_once() -> None:
                     await stub.AppendRecords(request("fails"), timeout=10)
                 assert first.value.code() == grpc.StatusCode.UNAVAILABLE
                 assert "No space left on device" in (first.value.details() or "")
-                await asyncio.sleep(0.1)
-                status = (await health.Check(check)).status
-                assert status == health_pb2.HealthCheckResponse.NOT_SERVING
+
+                async def not_serving() -> bool:
+                    status = (await health.Check(check)).status
+                    return bool(status == health_pb2.HealthCheckResponse.NOT_SERVING)
+
+                await wait_until_async(not_serving, timeout=10, what="health NOT_SERVING")
                 started = time.monotonic()
                 with pytest.raises(grpc.aio.AioRpcError) as later:
                     await stub.AppendRecords(request("later"), timeout=10)

@@ -11,7 +11,7 @@ from ledger.records.runs import run_closed_record, run_steps
 from ledger_client.audit.lineage import Lineage
 from ledger_client.receipts.run_verify import RunItem
 from ledger_client.receipts.verify import ReceiptChecker
-from tests.unit.test_receipt import World, make_record
+from tests.receipt_world import World, make_record
 
 RUN = "run-lineage"
 DANGLING = "ee" * 32

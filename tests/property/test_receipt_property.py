@@ -39,7 +39,7 @@ from ledger.records.decision import record_digest
 from ledger.timestamp.asn1 import parse_signed_token
 from ledger_client.receipts.receipt import Receipt
 from ledger_client.receipts.verify import VALID, verify_receipt
-from tests.unit.test_receipt import World, filler, make_record, roots
+from tests.receipt_world import World, filler, make_record, roots
 
 SIZE = 24
 RECORDS = {i: make_record(i) for i in (0, 7, 16, 23)}

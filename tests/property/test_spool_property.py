@@ -8,6 +8,7 @@ import hashlib
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -29,6 +30,7 @@ def damaged_spools(draw: st.DrawFn) -> tuple[list[SpoolItem], list[int], int | N
     return items, flips, cut
 
 
+@pytest.mark.slow  # a fuzz: 150 damaged spools, each written and fsynced (I/O-bound, ~8 s)
 @settings(max_examples=150, deadline=None)
 @given(damaged_spools(), st.integers(1, 255))
 def test_flips_and_truncations_never_lose_an_intact_record(

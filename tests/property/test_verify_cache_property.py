@@ -30,7 +30,7 @@ from ledger_client.receipts.receipt import ReceiptAnchor
 from ledger_client.receipts.run_verify import RunItem, verify_run
 from ledger_client.receipts.verify import ReceiptChecker
 from tests.audit_world import Runs, build
-from tests.unit.test_receipt import tsa
+from tests.receipt_world import tsa
 
 NOW = datetime.now(UTC).replace(microsecond=0) + timedelta(minutes=30)  # after every token
 RUNS = build()

@@ -7,7 +7,6 @@ import json
 import os
 import re
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from click.testing import CliRunner
 
 from ledger_client.cli.main import main
 from ledger_client.receipts.receipt import Receipt
+from tests import processes
 from tests.audit_world import SUPPORT, URL, build, tamper, write_runs
 from tests.offline import OFFLINE_PROBE
 
@@ -195,7 +195,7 @@ def test_disclose_one_field_and_verify_it(files: dict[str, Path], tmp_path: Path
 
 
 def test_audit_commands_stay_offline(files: dict[str, Path], tmp_path: Path) -> None:
-    done = subprocess.run(
+    done = processes.run(
         [sys.executable, "-c", OFFLINE_PROBE, "report", str(files["support"]), "--key", KEY,
          "--html", str(tmp_path / "r.html")],
         capture_output=True, text=True, timeout=120, check=False,

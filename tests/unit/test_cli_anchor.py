@@ -10,7 +10,6 @@ import base64
 import hashlib
 import itertools
 import json
-import subprocess
 import sys
 import textwrap
 import urllib.request
@@ -25,6 +24,7 @@ from ledger.core.checkpoint import sign_checkpoint as sign
 from ledger.timestamp.rfc3161 import build_request, imprint_for_checkpoint_body, token_from_response
 from ledger.tsa.client import TSA_POLICY_OID, TsaAuthority
 from ledger_client.cli.main import main
+from tests import processes
 from tests.offline import OFFLINE_PROBE
 from tests.tsa_openssl import OPENSSL, OPENSSL_POLICY, make_pki, openssl_tsa, pem
 
@@ -235,7 +235,7 @@ def test_real_subprocess_and_no_grpc_or_rocksdict_import(tmp_path: Path, tsa: Ts
     """The anchor check runs in a fresh interpreter without importing grpc or rocksdict."""
     probe = OFFLINE_PROBE
     args = anchor_args(tmp_path, NOTE, stamp(tsa, CHECKPOINT.body_bytes()), tsa.root_pem())
-    proc = subprocess.run(
+    proc = processes.run(
         [sys.executable, "-c", probe, *args, "--key", LOG.verifier().key_string()],
         capture_output=True,
         text=True,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from ledger.core.checkpoint import (
 )
 from ledger.core.tlogproof import TlogProof
 from ledger_client.cli.main import main
+from tests import processes
 from tests.offline import OFFLINE_PROBE
 from tests.reference import leaf_data, mth, ref_inclusion, ref_leaf_hash
 
@@ -312,7 +312,7 @@ def test_real_subprocess_and_no_grpc_or_rocksdict_import(tmp_path: Path) -> None
         (["checkpoint", "-", "--key", vkey(LOG), "--origin", ORIGIN], signed_by(LOG)),
         (["tlog-proof", proof, "--key", vkey(LOG), "--leaf-hash", ref_leaf_hash(INDEX).hex()], ""),
     ]:
-        proc = subprocess.run(
+        proc = processes.run(
             [sys.executable, "-c", probe, *args],
             input=stdin,
             capture_output=True,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
 import sys
 
 from click.testing import CliRunner
 
 from ledger_client.cli.main import main
+from tests import processes
 from tests.offline import OFFLINE_PROBE
 from tests.reference import mth, ref_consistency, ref_inclusion, ref_leaf_hash
 
@@ -79,7 +79,7 @@ def test_consistency() -> None:
 def test_real_subprocess_and_no_grpc_or_rocksdict_import() -> None:
     """The offline verifier runs in a fresh interpreter without importing grpc or rocksdict."""
     probe = OFFLINE_PROBE
-    proc = subprocess.run(
+    proc = processes.run(
         [sys.executable, "-c", probe, *inclusion_args(3, 9)],
         capture_output=True,
         text=True,

@@ -1,56 +1,32 @@
-"""``ledger-verify receipt`` and ``run`` on receipts of an in-memory log (test_receipt.World)."""
+"""``ledger-verify receipt`` and ``run`` on receipts of an in-memory log (tests/receipt_world)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import Sequence
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
-from ledger.records.decision import DecisionRecord, record_digest
-from ledger.records.runs import run_closed_record, run_steps
+from ledger.records.decision import record_digest
 from ledger_client.cli.main import main
 from ledger_client.receipts.receipt import Receipt
+from tests import processes
 from tests.offline import OFFLINE_PROBE
-from tests.unit.test_receipt import TIME, World, filler, make_record, tsa, world
-
-RUN = "run-cli"
-
-
-def run_records(n: int = 4) -> list[DecisionRecord]:
-    body: list[DecisionRecord] = []
-    for step in range(n):
-        parents = [record_digest(body[-1]).hex()] if body else []
-        body.append(make_record(step, run=RUN, parents=parents))
-    return [*body, run_closed_record(RUN, run_steps(body), agent="agent-r", time=TIME)]
-
-
-RECORDS = run_records()
-INTRUDER = make_record(9, run=RUN)
-
-
-@cache
-def logged(order: tuple[int, ...] = (0, 1, 2, 3, 4)) -> tuple[World, dict[bytes, int]]:
-    """A log holding filler, the run's records in ``order``, then the intruder."""
-    digests = [*filler(3, "c"), *(record_digest(RECORDS[i]) for i in order)]
-    digests.append(record_digest(INTRUDER))
-    return World(digests), {d: i for i, d in enumerate(digests)}
-
-
-def item(record: DecisionRecord, order: tuple[int, ...] = (0, 1, 2, 3, 4)) -> dict[str, Any]:
-    w, index = logged(order)
-    receipt = w.receipt(index[record_digest(record)], len(w.leaves))
-    return {"record": record.to_json_obj(), "receipt": receipt.to_json_obj()}
-
-
-def items(order: tuple[int, ...] = (0, 1, 2, 3, 4)) -> list[dict[str, Any]]:
-    return [item(r, order) for r in RECORDS]
+from tests.receipt_world import (
+    INTRUDER,
+    RECORDS,
+    RUN,
+    item,
+    items,
+    key,
+    make_record,
+    tsa,
+    world,
+)
 
 
 def write(tmp_path: Path, name: str, data: str | bytes) -> str:
@@ -69,10 +45,6 @@ def folder(tmp_path: Path, entries: Sequence[dict[str, Any]]) -> str:
 
 def jsonl(tmp_path: Path, entries: Sequence[dict[str, Any]]) -> str:
     return write(tmp_path, "run.jsonl", "".join(json.dumps(e) + "\n" for e in entries))
-
-
-def key() -> str:
-    return logged()[0].key.key_string()
 
 
 def root(tmp_path: Path) -> str:
@@ -251,7 +223,7 @@ def test_real_subprocess_and_no_grpc_or_rocksdict_import(tmp_path: Path, command
     signer_key = world().key.key_string() if command == "receipt" else key()
     probe = OFFLINE_PROBE
     args = [command, target, "--key", signer_key, "--tsa-root", root(tmp_path)]
-    proc = subprocess.run(
+    proc = processes.run(
         [sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -6,30 +6,23 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
-import subprocess
 import sys
 import threading
 import warnings
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from ledger.core.errors import InvalidRecordError
 from ledger.core.jcs import canonical_bytes
-from ledger.records.commitments import Disclosure
 from ledger.records.decision import (
     Candidate,
-    DecisionRecord,
     MemoryWrite,
-    RunClosed,
     ToolCall,
     ToolSelection,
     record_digest,
     verify_disclosure,
 )
-from ledger.records.runs import check_run
-from ledger_client.receipts.receipt import Receipt
 from ledger_client.sdk.capture import Capture, capture_value, content_digest, jsonable
 from ledger_client.sdk.context import (
     ContextThreadPoolExecutor,
@@ -41,42 +34,8 @@ from ledger_client.sdk.context import (
 )
 from ledger_client.sdk.decorators import UnrecordedDecisionWarning, decision
 from ledger_client.sdk.errors import RunStateError
-
-
-class Sink:
-    """Collects submitted records in order, like a client would send them."""
-
-    def __init__(self) -> None:
-        self.records: list[DecisionRecord] = []
-        self.disclosures: dict[bytes, tuple[Disclosure, ...]] = {}
-        self.lock = threading.Lock()
-
-    def submit(self, record: DecisionRecord, *, disclosures: Sequence[Disclosure] = ()) -> bytes:
-        with self.lock:
-            self.records.append(record)
-            digest = record_digest(record)
-            self.disclosures[digest] = tuple(disclosures)
-            return digest
-
-    def flush(self, timeout: float | None = None, *, checkpoint: bool = False) -> bool:
-        return True
-
-    def receipts(self, digests: Sequence[bytes], *, timeout: float = 30.0) -> list[Receipt]:
-        raise NotImplementedError
-
-    def by_kind(self, kind: str) -> list[DecisionRecord]:
-        return [r for r in self.records if r.kind == kind]
-
-    def hex(self, record: DecisionRecord) -> str:
-        return record_digest(record).hex()
-
-
-def assert_run_ok(sink: Sink) -> None:
-    """Steps are 0..n-1 in submission order, parents come earlier, run_closed lists them all."""
-    assert [r.step for r in sink.records] == list(range(len(sink.records)))
-    report = check_run(sink.records)
-    assert report.ok, report.problems
-    assert isinstance(sink.records[-1].payload, RunClosed)
+from tests import processes
+from tests.agent_sink import Sink, assert_run_ok
 
 
 @decision("tool_call", capture="digest")
@@ -248,14 +207,17 @@ def test_an_exception_becomes_an_outcome_record() -> None:
 def test_async_cancellation_is_recorded() -> None:
     sink = Sink()
 
+    started = asyncio.Event()
+
     @decision("tool_call", name="slow")
     async def slow() -> None:
-        await asyncio.sleep(10)
+        started.set()
+        await asyncio.sleep(10)  # cancelled here
 
     async def agent() -> None:
         async with ledger_run(sink, agent="a"):
             task = asyncio.create_task(slow())
-            await asyncio.sleep(0.01)
+            await started.wait()
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
@@ -471,6 +433,6 @@ def test_the_core_sdk_imports_no_framework() -> None:
         "tops = {m.split('.')[0] for m in sys.modules}; "
         "print(sorted(tops & {'langchain_core', 'opentelemetry'}))"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    done = processes.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"

@@ -34,6 +34,7 @@ from ledger.app.settings import load_settings, load_witness_settings
 from ledger.cli.main import main as ledger_main
 from ledger.core.errors import FormatError
 from ledger_client.cli.main import main as verify_main
+from tests import processes
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = (ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")))
@@ -242,7 +243,7 @@ def test_runnable_block_runs(block: Block, tmp_path: Path) -> None:
     assert block.lang != "console", f"{block.where}: a console block shows output; it cannot run"
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    done = subprocess.run(
+    done = processes.run(
         ["bash", "-euo", "pipefail", "-c", block.text],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
         stdin=subprocess.DEVNULL,

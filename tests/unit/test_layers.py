@@ -15,7 +15,6 @@ import ast
 import functools
 import json
 import re
-import subprocess
 import sys
 import tomllib
 from collections.abc import Iterable, Iterator, Mapping
@@ -23,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests import processes
 
 ROOT = Path(__file__).resolve().parents[2]
 OURS = ("ledger", "ledger_client")
@@ -312,7 +313,7 @@ def test_each_package_docstring_states_its_rule(package: str) -> None:
 def loaded_by(code: str) -> set[str]:
     """The modules loaded after running ``code`` in a fresh interpreter."""
     probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))\n"
-    out = subprocess.run(
+    out = processes.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT
     )
     assert out.returncode == 0, out.stderr

@@ -26,7 +26,7 @@ from ledger_client.receipts.disclose import load_private_disclosures
 from ledger_client.sdk.context import emit, ledger_run
 from ledger_client.sdk.decorators import UnrecordedDecisionWarning, decision
 from ledger_client.sdk.links import ValueLinks, parent_digest
-from tests.unit.test_context import Sink
+from tests.agent_sink import Sink
 
 
 @decision("tool_call")

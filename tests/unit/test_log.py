@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-
 import pytest
 
 from ledger.core import merkle
@@ -15,15 +13,12 @@ from ledger.core.errors import (
     OutOfRangeError,
     StorageError,
 )
-from ledger.core.types import AppendItem, PublishedCheckpoint, decode_leaf, encode_leaf
+from ledger.core.types import PublishedCheckpoint, decode_leaf, encode_leaf
 from ledger.log.facade import Log
 from ledger.store.contract import MemoryStore
+from tests.log_items import items
 
 ORIGIN = "ledger.test/unit"
-
-
-def items(n: int, salt: str = "") -> list[AppendItem]:
-    return [AppendItem(hashlib.sha256(f"{salt}{i}".encode()).digest()) for i in range(n)]
 
 
 class Clock:

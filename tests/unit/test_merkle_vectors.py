@@ -1,4 +1,4 @@
-"""The public probe vectors in ../shared/vectors, answered as expected (policy cases: ours)."""
+"""The public probe vectors in tests/testdata, answered as expected (policy cases: ours)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import functools
 import json
-import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -51,6 +50,7 @@ from ledger_client.remote.monitor import (
     StateFileError,
     follow,
 )
+from tests import processes
 from tests.offline import OFFLINE_PROBE
 
 ORIGIN = "ledger.test/monitor"
@@ -755,7 +755,7 @@ def test_cli_and_monitor_help_do_not_import_grpc() -> None:
     """``ledger_client.cli`` and ``monitor --help`` load no grpc: the command imports it."""
     probe = OFFLINE_PROBE
     for args in (["--help"], ["monitor", "--help"]):
-        proc = subprocess.run(
+        proc = processes.run(
             [sys.executable, "-c", probe, *args],
             capture_output=True,
             text=True,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 import asyncio
 import socket
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ import pytest
 
 from ledger.core.errors import DeadlineExceededError, RemoteError, UnavailableError
 from ledger.net.client import HttpClient, post_blocking
+from tests import processes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,6 +50,7 @@ def canned() -> Iterator[tuple[str, list[bytes]]]:
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{listener.getsockname()[1]}/x", answers
+    listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() (close() alone does not)
     listener.close()
     for conn in held:
         conn.close()
@@ -172,4 +173,4 @@ def test_the_offline_verifier_tile_client_stays_on_the_standard_library() -> Non
         "bad = {'aiohttp', 'ledger.net.client'} & set(sys.modules); assert not bad, bad\n"
         "assert 'urllib.request' in sys.modules"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    processes.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -13,7 +13,6 @@ import json
 import math
 import re
 import struct
-import subprocess
 import sys
 from collections.abc import Callable
 from importlib import resources
@@ -54,6 +53,8 @@ from ledger.records.decision import (
     verify_disclosure,
 )
 from ledger.records.runs import PROBLEM_CODES, RunReport, check_run, run_closed_record, run_steps
+from tests import processes
+from tests.json_schema import schema_errors
 
 T0 = 1_700_000_000_000
 TIME = "2025-06-01T12:00:00.250Z"
@@ -660,81 +661,6 @@ def test_schema_file_matches_the_module() -> None:
     assert tuple(defs["run_step"]["required"]) == RUN_STEP_FIELDS
 
 
-def schema_errors(schema: dict[str, Any], value: Any, root: dict[str, Any]) -> list[str]:
-    """A small draft 2020-12 evaluator for the keywords the published schema uses."""
-    errors: list[str] = []
-    for key, arg in schema.items():
-        check = _KEYWORDS.get(key)
-        if check is None:
-            assert key in _ANNOTATIONS, f"evaluator does not know keyword {key}"
-        elif not check(arg, value, root, schema):
-            errors.append(key)
-    return errors
-
-
-def _ok(schema: dict[str, Any], value: Any, root: dict[str, Any]) -> bool:
-    return not schema_errors(schema, value, root)
-
-
-def _is_type(name: str, value: Any) -> bool:
-    number = isinstance(value, int | float) and not isinstance(value, bool)
-    return {
-        "null": value is None,
-        "boolean": isinstance(value, bool),
-        "number": number,
-        "integer": number and float(value).is_integer(),
-        "string": isinstance(value, str),
-        "array": isinstance(value, list),
-        "object": isinstance(value, dict),
-    }[name]
-
-
-def _ref(arg: str, value: Any, root: dict[str, Any], _: Any) -> bool:
-    return _ok(root["$defs"][arg.removeprefix("#/$defs/")], value, root)
-
-
-def _if(arg: Any, value: Any, root: dict[str, Any], schema: dict[str, Any]) -> bool:
-    branch = schema.get("then" if _ok(arg, value, root) else "else", {})
-    return _ok(branch, value, root)
-
-
-_ANNOTATIONS = {"$schema", "$id", "$comment", "$defs", "title", "description", "format"}
-_ANNOTATIONS |= {"then", "else"}
-_KEYWORDS: dict[str, Callable[[Any, Any, dict[str, Any], dict[str, Any]], bool]] = {
-    "$ref": _ref,
-    "if": _if,
-    "type": lambda a, v, r, s: any(_is_type(t, v) for t in ([a] if isinstance(a, str) else a)),
-    "const": lambda a, v, r, s: bool(v == a),
-    "enum": lambda a, v, r, s: v in a,
-    "required": lambda a, v, r, s: not isinstance(v, dict) or all(k in v for k in a),
-    "properties": lambda a, v, r, s: (
-        not isinstance(v, dict) or all(_ok(a[k], v[k], r) for k in a if k in v)
-    ),
-    "additionalProperties": lambda a, v, r, s: (
-        not isinstance(v, dict)
-        or all(
-            (a if isinstance(a, bool) else _ok(a, v[k], r))
-            for k in v
-            if k not in s.get("properties", {})
-        )
-    ),
-    "propertyNames": lambda a, v, r, s: not isinstance(v, dict) or all(_ok(a, k, r) for k in v),
-    "maxProperties": lambda a, v, r, s: not isinstance(v, dict) or len(v) <= a,
-    "items": lambda a, v, r, s: not isinstance(v, list) or all(_ok(a, x, r) for x in v),
-    "minItems": lambda a, v, r, s: not isinstance(v, list) or len(v) >= a,
-    "uniqueItems": lambda a, v, r, s: (
-        not (isinstance(v, list) and a) or len({json.dumps(x, sort_keys=True) for x in v}) == len(v)
-    ),
-    "minLength": lambda a, v, r, s: not isinstance(v, str) or len(v) >= a,
-    "pattern": lambda a, v, r, s: not isinstance(v, str) or re.search(a, v) is not None,
-    "minimum": lambda a, v, r, s: not _is_type("number", v) or v >= a,
-    "maximum": lambda a, v, r, s: not _is_type("number", v) or v <= a,
-    "anyOf": lambda a, v, r, s: any(_ok(x, v, r) for x in a),
-    "allOf": lambda a, v, r, s: all(_ok(x, v, r) for x in a),
-    "not": lambda a, v, r, s: not _ok(a, v, r),
-}
-
-
 def _leaves(value: Any) -> list[Any]:
     if isinstance(value, dict):
         return [leaf for v in value.values() for leaf in _leaves(v)]
@@ -940,4 +866,4 @@ def test_pure_modules_import_no_service_code() -> None:
         "bad = [m for m in sys.modules if m.split('.')[0] in ('grpc', 'rocksdict', 'google')]; "
         "assert not bad, bad"
     )
-    subprocess.run([sys.executable, "-c", probe], check=True)
+    processes.run([sys.executable, "-c", probe], check=True)

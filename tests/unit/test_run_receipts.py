@@ -25,8 +25,7 @@ from ledger_client.sdk.run_file import (
     write_run_file,
 )
 from ledger_client.sdk.spool import FileSpool, SpoolItem
-from tests.unit.test_cli_receipts import RECORDS
-from tests.unit.test_receipt import World, make_record
+from tests.receipt_world import RECORDS, World, make_record
 
 
 class WorldSink:

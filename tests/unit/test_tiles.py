@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import subprocess
 import sys
 from collections.abc import Callable
 
@@ -13,6 +12,7 @@ from hypothesis import strategies as st
 
 from ledger.core import merkle, tiles
 from ledger.core.errors import BoundsError, MalformedTileError, MalformedTilePathError
+from tests import processes
 from tests.reference import ref_consistency, ref_inclusion, ref_leaf_hash
 
 # --- paths ------------------------------------------------------------------------------------
@@ -260,5 +260,5 @@ def test_pure() -> None:
         " if m in sys.modules]\n"
         "print(bad)\n"
     )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    out = processes.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from ledger.store.tile_reader import TileReader
 from ledger_client.cli.main import main as verify_main
 from ledger_client.receipts.receipt import Receipt
 from ledger_client.remote.tiles import TileClient, http_fetch
+from tests import processes
 from tests.offline import OFFLINE_PROBE
 
 ORIGIN = "ledger.test/tile-client"
@@ -172,7 +172,7 @@ def test_reading_tiles_needs_no_grpc(mirrored: _Mirrored, tmp_path: Path) -> Non
          "--out", str(tmp_path / "r.json")],
     ]  # fmt: skip
     for args in commands:
-        proc = subprocess.run(
+        proc = processes.run(
             [sys.executable, "-c", OFFLINE_PROBE, *args], capture_output=True, text=True, timeout=60
         )
         assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,5 +1,5 @@
-"""Interop: the tile client reads Tessera's public test log (``../shared/vectors/tessera-log``,
-read at run time, never copied) and verifies its 16 checkpoints, every inclusion proof and every
+"""Interop: the tile client reads Tessera's public test log (``tests/testdata/tessera-log``,
+see its PROVENANCE) and verifies its 16 checkpoints, every inclusion proof and every
 consistency proof between them, from its tiles and entry bundles alone."""
 
 from __future__ import annotations
@@ -10,17 +10,14 @@ from ledger.core import merkle
 from ledger.core.checkpoint import Checkpoint, Ed25519Verifier, open_checkpoint
 from ledger.core.errors import RootMismatchError
 from ledger_client.remote.tiles import TileClient
-from tests.vectors import VECTORS
+from tests.vectors import TESSERA_LOG as TESSERA
 
-TESSERA = VECTORS / "tessera-log"
 KEY = "example.com/log/testdata+33d7b496+AeHTu4Q3hEIMHNqc6fASMsq3rKNx280NI+oO5xCFkkSx"
 ORIGIN = "example.com/log/testdata"
 
 
 @pytest.fixture(scope="module")
 def log() -> tuple[TileClient, list[Checkpoint]]:
-    if not (TESSERA / "checkpoint").is_file():
-        pytest.skip(f"Tessera's test log not found at {TESSERA} (../shared/vectors is absent)")
     verifier = Ed25519Verifier.from_key_string(KEY)
     checkpoints = []
     for n in range(16):

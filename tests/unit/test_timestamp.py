@@ -6,7 +6,6 @@ Every refusal is a systematic mutation of a good token or PKI and must fail the 
 from __future__ import annotations
 
 import hashlib
-import subprocess
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -33,6 +32,7 @@ from ledger.timestamp.rfc3161 import (
     verify_token,
 )
 from ledger.tsa.authority import TSA_POLICY_OID, SerialNumbers, TsaAuthority
+from tests import processes
 from tests.tsa_openssl import Pki, make_ca, make_pki
 
 BODY = b"example.com/decision-ledger\n42\nq1ZbY3Fb9nRNsWsRN0mgkNvyVU4FnKgX1bNDHJsqkuo=\n"
@@ -417,7 +417,7 @@ def test_pure_core_imports_no_network_stack() -> None:
         "import sys, ledger.timestamp.rfc3161; "
         f"bad = {network!r} & set(sys.modules); assert not bad, bad"
     )
-    subprocess.run([sys.executable, "-c", code], check=True)
+    processes.run([sys.executable, "-c", code], check=True)
 
 
 # --- helpers ----------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from ledger.tsa.authority import TsaAuthority
 from ledger_client.receipts.cache import Interval, TrustInputs, VerificationCache
 from ledger_client.receipts.receipt import Receipt, ReceiptAnchor
 from ledger_client.receipts.verify import VALID, ReceiptChecker, verify_receipt
-from tests.unit.test_receipt import ORIGIN, World, filler, stamp, tsa
+from tests.receipt_world import ORIGIN, World, filler, stamp, tsa
 
 NOW = datetime.now(UTC).replace(microsecond=0) + timedelta(minutes=30)  # after every token
 WORLD = World(filler(3, "cache"))

@@ -33,8 +33,8 @@ from ledger.timestamp.rfc3161 import build_request, imprint_for_checkpoint_body,
 from ledger.tsa.authority import TsaAuthority
 from ledger_client.cli.main import main
 from ledger_client.receipts.receipt import Receipt, ReceiptAnchor
+from tests.receipt_world import full_receipt, tsa, world
 from tests.tsa_openssl import OPENSSL, openssl_tsa
-from tests.unit.test_receipt import full_receipt, tsa, world
 
 pytestmark = pytest.mark.slow
 

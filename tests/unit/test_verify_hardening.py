@@ -30,10 +30,10 @@ from ledger.tsa.client import TsaClient, TsaServer
 from ledger_client.cli.main import main
 from ledger_client.receipts.receipt import Receipt, ReceiptAnchor
 from ledger_client.receipts.verify import ReceiptChecker, verify_receipt
-from tests.unit.test_cli_receipts import items as run_items
-from tests.unit.test_cli_receipts import key as run_key
-from tests.unit.test_log import items
-from tests.unit.test_receipt import T0, World, filler, roots, stamp, tsa
+from tests.log_items import items
+from tests.receipt_world import T0, World, filler, roots, stamp, tsa
+from tests.receipt_world import items as run_items
+from tests.receipt_world import key as run_key
 
 # Verification time: after every token the tests mint with the real clock (the suite may run
 # for minutes), so that only the tests that move it see a future token.
@@ -287,7 +287,7 @@ def test_the_audit_index_applies_the_same_anchor_time_policy() -> None:
     from ledger.timestamp.rfc3161 import VerifiedTimestamp, imprint_for_checkpoint_body
     from ledger_client.audit.verify import check_item
     from ledger_client.receipts.run_verify import RunItem
-    from tests.unit.test_receipt import make_record
+    from tests.receipt_world import make_record
 
     authority = authority_at(datetime(2020, 1, 1, tzinfo=UTC))
     receipt = receipt_stamped_by(authority)

@@ -18,6 +18,7 @@ from ledger.witness.core import (
     decide,
     parse_request,
 )
+from tests import processes
 from tests.witness_fixtures import ORIGIN, View, log_signer
 
 NOW = 1_790_000_000
@@ -219,7 +220,6 @@ def test_malformed_checkpoint_is_400(signer: Ed25519Signer, cosigner: Cosignatur
 
 
 def test_core_is_pure_and_names_exist() -> None:
-    import subprocess
     import sys
 
     from ledger.witness import core as witness_core
@@ -232,4 +232,4 @@ def test_core_is_pure_and_names_exist() -> None:
         "('grpc', 'rocksdict', 'google', 'aiohttp', 'socket', 'ledger.witness.state')]; "
         "assert not bad, bad"
     )
-    subprocess.run([sys.executable, "-c", probe], check=True, timeout=60)
+    processes.run([sys.executable, "-c", probe], check=True, timeout=60)

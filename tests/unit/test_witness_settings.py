@@ -5,7 +5,6 @@ the variable; and the log layer's witnessing built from plain values (no ``ledge
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from ledger.app.settings import WitnessServeSettings, load_witness_settings
 from ledger.cli.main import main
 from ledger.core.checkpoint import Ed25519Signer
 from ledger.core.errors import FormatError
+from tests import processes
 
 ORIGIN = "example.com/witnessed"
 
@@ -119,4 +119,4 @@ def test_witnessing_builds_from_plain_values_without_the_app_layer() -> None:
         "e = w.WitnessEndpoint(name='n', url='http://h:1', key='k')\n"
         "assert e.timeout_s == 10.0"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    processes.run([sys.executable, "-c", code], check=True, timeout=60)

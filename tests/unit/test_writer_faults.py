@@ -18,6 +18,7 @@ from ledger.core.types import Anchor, AppendItem
 from ledger.log.facade import Log
 from ledger.log.service import LogService
 from ledger.store.contract import MemoryStore
+from tests.waits import wait_until_async
 
 ORIGIN = "ledger.test/faults"
 SIGNER = Ed25519Signer.generate(ORIGIN)
@@ -72,7 +73,11 @@ def test_a_store_fault_stops_the_log_loudly_and_a_restart_resumes(
         disk.full_at = point
         with caplog.at_level(logging.ERROR, logger="ledger.service"):
             await trigger(point, svc)
-            await asyncio.sleep(0.05)
+
+            async def reported() -> bool:
+                return bool(told) and "the log stopped after a fault" in caplog.text
+
+            await wait_until_async(reported, timeout=10, what="the fault to be reported")
         assert svc.failure is not None and told == [svc.failure]
         assert "the log stopped after a fault" in caplog.text and "No space left" in caplog.text
         assert "Traceback" in caplog.text or caplog.records[-1].exc_info is not None

@@ -1,0 +1,51 @@
+"""An in-memory sink for the agent SDK's run context (no log): records kept in order."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from ledger.records.commitments import Disclosure
+from ledger.records.decision import (
+    DecisionRecord,
+    RunClosed,
+    record_digest,
+)
+from ledger.records.runs import check_run
+from ledger_client.receipts.receipt import Receipt
+
+
+class Sink:
+    """Collects submitted records in order, like a client would send them."""
+
+    def __init__(self) -> None:
+        self.records: list[DecisionRecord] = []
+        self.disclosures: dict[bytes, tuple[Disclosure, ...]] = {}
+        self.lock = threading.Lock()
+
+    def submit(self, record: DecisionRecord, *, disclosures: Sequence[Disclosure] = ()) -> bytes:
+        with self.lock:
+            self.records.append(record)
+            digest = record_digest(record)
+            self.disclosures[digest] = tuple(disclosures)
+            return digest
+
+    def flush(self, timeout: float | None = None, *, checkpoint: bool = False) -> bool:
+        return True
+
+    def receipts(self, digests: Sequence[bytes], *, timeout: float = 30.0) -> list[Receipt]:
+        raise NotImplementedError
+
+    def by_kind(self, kind: str) -> list[DecisionRecord]:
+        return [r for r in self.records if r.kind == kind]
+
+    def hex(self, record: DecisionRecord) -> str:
+        return record_digest(record).hex()
+
+
+def assert_run_ok(sink: Sink) -> None:
+    """Steps are 0..n-1 in submission order, parents come earlier, run_closed lists them all."""
+    assert [r.step for r in sink.records] == list(range(len(sink.records)))
+    report = check_run(sink.records)
+    assert report.ok, report.problems
+    assert isinstance(sink.records[-1].payload, RunClosed)

@@ -1,0 +1,226 @@
+"""Rules for the test suite itself: it needs nothing outside the repository (the public vectors
+live in tests/testdata, each file's source named in its PROVENANCE), no test module imports
+another (shared helpers live in support modules), and the processes tests start are in groups
+of their own with default signal dispositions (tests/processes.py)."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from tests import processes
+from tests.vectors import TESTDATA, load_vectors
+from tests.waits import wait_until
+
+TESTS = Path(__file__).resolve().parents[1]
+PROVENANCE = TESTDATA / "PROVENANCE"
+KEYS = ("repository", "commit", "path", "licence")
+
+
+def provenance_blocks() -> list[dict[str, object]]:
+    """The PROVENANCE file's blocks: its keys, and the files it names under ``files``."""
+    blocks: list[dict[str, object]] = []
+    for text in re.split(r"\n\s*\n", PROVENANCE.read_text()):
+        lines = [line for line in text.splitlines() if not line.startswith("#")]
+        if not lines:
+            continue
+        block: dict[str, object] = {}
+        files: list[str] = []
+        in_files = False
+        for line in lines:
+            if line.startswith(" "):
+                if in_files:
+                    files.append(line.strip())
+                continue
+            key, _, value = line.partition(":")
+            in_files = key == "files"
+            block[key] = value.strip()
+        block["files"] = files
+        blocks.append(block)
+    return blocks
+
+
+def test_every_testdata_file_is_named_in_provenance_with_its_source() -> None:
+    blocks = provenance_blocks()
+    assert blocks
+    named: list[str] = []
+    for block in blocks:
+        assert all(block.get(key) for key in KEYS), block
+        assert str(block["repository"]).startswith("https://github.com/"), block
+        assert re.fullmatch(r"[0-9a-f]{40}", str(block["commit"])), block
+        files = block["files"]
+        assert isinstance(files, list) and files, block
+        named += files
+    present = sorted(
+        str(p.relative_to(TESTDATA)) for p in TESTDATA.rglob("*") if p.is_file() and p != PROVENANCE
+    )
+    assert len(named) == len(set(named)), "a file is named twice in PROVENANCE"
+    assert sorted(named) == present  # no file without a source, no source without its file
+
+
+def test_vectors_are_read_from_the_repository_and_never_skipped() -> None:
+    assert load_vectors("inclusion.json")["cases"]
+    with pytest.raises(FileNotFoundError):
+        load_vectors("absent.json")  # an error, not a skip
+    users = [p for p in _python_files() if "tests.vectors" in _imports(p)]
+    assert len(users) >= 3  # the merkle vectors, the Tessera log, this file
+    for path in [TESTS / "vectors.py", *users]:
+        skips = re.findall(r"pytest\.(skip|importorskip)\(|mark\.skip", path.read_text())
+        assert path == Path(__file__).resolve() or not skips, path
+
+
+def _python_files() -> Iterator[Path]:
+    yield from (p for p in TESTS.rglob("*.py") if "testdata" not in p.parts)
+
+
+def test_nothing_under_tests_reads_outside_the_repository() -> None:
+    outside = re.compile(r"\.\./shared|[\"']shared[\"']")
+    offenders = [
+        f"{p.relative_to(TESTS)}:{n}"
+        for p in _python_files()
+        if p != Path(__file__).resolve()
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if outside.search(line)
+    ]
+    assert offenders == []
+
+
+@cache
+def _imports(path: Path) -> frozenset[str]:
+    return frozenset(_imported_modules(path))
+
+
+def _imported_modules(path: Path, source: str | None = None) -> Iterator[str]:
+    tree = ast.parse(path.read_text() if source is None else source, str(path))
+    package = ".".join(path.relative_to(TESTS.parent).with_suffix("").parts[:-1])
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{parent}.{base}" if base else parent
+            yield base
+            yield from (f"{base}.{alias.name}" for alias in node.names)
+
+
+def test_no_test_module_imports_another_test_module() -> None:
+    offenders = [
+        f"{path.relative_to(TESTS)} imports {name}"
+        for path in _python_files()
+        for name in _imports(path)
+        if name.startswith("tests.") and name.rsplit(".", 1)[-1].startswith("test_")
+    ]
+    assert offenders == [], "move what they share into a support module under tests/"
+
+
+def test_the_import_rule_sees_every_form() -> None:
+    probe = TESTS / "unit" / "probe.py"  # never written: parsed from text
+    forms = {
+        "from tests.unit.test_log import items": "tests.unit.test_log",
+        "from .test_log import items": "tests.unit.test_log",
+        "from . import test_log": "tests.unit.test_log",
+        "import tests.property.test_merkle_property": "tests.property.test_merkle_property",
+    }
+    for source, module in forms.items():
+        assert module in set(_imported_modules(probe, source)), source
+
+
+def test_no_test_starts_a_process_except_through_the_helper() -> None:
+    direct = re.compile(r"subprocess\.(run|Popen|call|check_call|check_output)\(|os\.(fork|spawn)")
+    offenders = [
+        f"{p.relative_to(TESTS)}:{n}"
+        for p in _python_files()
+        if p.name != "processes.py" and p != Path(__file__).resolve()
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if direct.search(line)
+    ]
+    assert offenders == [], "start processes with tests.processes.spawn/run"
+
+
+SHOW_SIGINT = """
+import signal
+handler = signal.getsignal(signal.SIGINT)
+print("ignored" if handler == signal.SIG_IGN else getattr(handler, "__name__", handler))
+"""
+
+
+def test_children_start_with_default_sigint_even_when_the_suite_ignores_it() -> None:
+    """As under ``nohup make test &``: ignored here, yet a child sees Ctrl-C as Python does."""
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        plain = subprocess.run(  # what the helper replaces: the child inherits SIG_IGN
+            [sys.executable, "-c", SHOW_SIGINT], capture_output=True, text=True, timeout=60
+        )
+        helped = processes.run(
+            [sys.executable, "-c", SHOW_SIGINT], capture_output=True, text=True, timeout=60
+        )
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert plain.stdout.strip() == "ignored"
+    assert helped.stdout.strip() == "default_int_handler", helped.stderr
+
+
+GRANDCHILD = """
+import subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+print(child.pid, flush=True)
+child.wait()
+"""
+
+
+def test_a_child_leads_its_own_group_and_reap_kills_what_it_started() -> None:
+    proc = processes.spawn([sys.executable, "-c", GRANDCHILD], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    grandchild = int(proc.stdout.readline())
+    assert os.getpgid(proc.pid) == proc.pid != os.getpgrp()
+    assert os.getpgid(grandchild) == proc.pid
+    assert len(processes.reap()) == 1
+    assert proc.returncode == -signal.SIGKILL
+    wait_until(lambda: not _running(grandchild), what="the grandchild to die")
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie (its new parent may reap it later)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_timeout_kills_the_group() -> None:
+    with pytest.raises(subprocess.TimeoutExpired):
+        processes.run([sys.executable, "-c", "import time; time.sleep(600)"], timeout=0.5)
+    assert processes.reap() == []  # already killed and reaped
+
+
+# the fuzz, the crash cycles, the bench smoke, the browser report: slow as a whole
+SLOW_MODULES = ("test_verify_fuzz", "test_crash", "test_crash_harness", "test_bench_smoke",
+                "test_report_browser")  # fmt: skip
+
+
+def test_make_test_fast_leaves_the_slow_tests_out() -> None:
+    makefile = (TESTS.parent / "Makefile").read_text()
+    recipe = makefile.split("\ntest-fast:", 1)[1].split("\n\n", 1)[0]
+    assert '-m "not slow" tests/unit tests/property' in recipe
+    modules = [p for p in TESTS.rglob("test_*.py") if p.stem in SLOW_MODULES]
+    assert len(modules) == len(SLOW_MODULES)
+    for path in modules:
+        tree = ast.parse(path.read_text())
+        marks = [
+            ast.unparse(node.value)
+            for node in tree.body
+            if isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets)
+        ]
+        assert any("mark.slow" in m for m in marks), f"{path.name}: pytestmark lacks slow"
