@@ -30,8 +30,8 @@ from ledger.cli.settings import setting_option
 from ledger.cli.tiles import tiles_group
 from ledger.cli.witness import witness, witnesses
 from ledger.core.errors import FormatError, LedgerError
-from ledger_client.cli.connection import connection_from, connection_options
-from ledger_client.cli.errors import CliGroup
+from ledger_client.clikit.connection import connection_from, connection_options
+from ledger_client.clikit.errors import CliGroup
 
 __all__ = ["main"]
 

@@ -37,7 +37,7 @@ import click
 
 from ledger.core.errors import FormatError, LedgerError, MalformedReceiptError
 from ledger.core.types import decode_leaf
-from ledger_client.cli.connection import connection_from, connection_options
+from ledger_client.clikit.connection import connection_from, connection_options
 from ledger_client.remote.connection import Connection
 
 if TYPE_CHECKING:
@@ -167,7 +167,7 @@ def _fetch_from_tiles(
     url: str, index: int | None, key: str | None, digest: str | None, leaf: Path | None
 ) -> Receipt:
     from ledger.core.types import decode_leaf
-    from ledger_client.cli.notes import log_verifiers
+    from ledger_client.clikit.keys import log_verifiers
     from ledger_client.receipts.tiles import fetch_receipt_from_tiles
     from ledger_client.remote.tiles import TileClient
 

@@ -17,9 +17,16 @@ import click
 
 from ledger.core.errors import FormatError, InvalidArgumentError, LedgerError, StorageError
 
-__all__ = ["CliGroup", "describe"]
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "CliGroup",
+    "describe",
+]
 
-EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def describe(exc: BaseException) -> tuple[str, int]:
