@@ -73,7 +73,9 @@ is optional (``TABLES`` maps ``table.key`` to a field):
 from __future__ import annotations
 
 import ipaddress
+import os
 import tomllib
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -88,6 +90,15 @@ from pydantic import (
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
+from ledger.app.settings_errors import (
+    FieldProblem,
+    Where,
+    describe,
+    nearest,
+    parse_failure,
+    unknown_key,
+    unknown_table,
+)
 from ledger.core.checkpoint import CosignatureVerifier
 from ledger.core.errors import FormatError
 
@@ -255,9 +266,10 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _quorum(self) -> Settings:
         if self.witness_quorum > len(self.witnesses):
-            raise ValueError(
-                f"witnessing.quorum {self.witness_quorum} needs 0..{len(self.witnesses)} "
-                "(the number of [[witness]] entries; 0: all)"
+            raise FieldProblem(
+                "witness_quorum",
+                f"{self.witness_quorum} needs 0..{len(self.witnesses)} "
+                "(the number of witnesses configured; 0: all of them)",
             )
         return self
 
@@ -283,7 +295,10 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Flags (init) > environment > TOML (``_FileSource``, set by ``load_settings``)."""
+        """Flags (init) > environment > TOML (``_FileSource``, set by ``load_settings``); the
+        environment is left out while one layer alone is checked (``_FileSource.env``)."""
+        if not _FileSource.env:
+            return (init_settings, _FileSource(settings_cls))
         return (init_settings, env_settings, _FileSource(settings_cls))
 
     @property
@@ -328,14 +343,18 @@ class Settings(BaseSettings):
         out["mark_file"] = str(self.high_water_file)
         return out
 
-    def with_overrides(self, **overrides: Any) -> Settings:
-        """A validated copy with the non-None overrides applied (flags win)."""
+    def with_overrides(
+        self, flags: Mapping[str, str] | None = None, /, **overrides: Any
+    ) -> Settings:
+        """A validated copy with the non-None overrides applied (flags win); an error names
+        the flag (``flags``: setting -> flag where it is not ``--setting-name``)."""
         unknown = set(overrides) - set(Settings.model_fields)
         if unknown:
             raise FormatError(f"unknown setting(s): {', '.join(sorted(unknown))}")
         values = self.model_dump()
         values.update({k: v for k, v in overrides.items() if v is not None})
-        return _validated(lambda: Settings.model_validate(values), "flags")
+        where = Where("flags", _KEY_OF, _SUBMODELS, flags=flags)
+        return _validated(lambda: Settings.model_validate(values), where, env=False)
 
 
 # table -> TOML key -> field (``auth.mtls`` and ``anchor.tsa`` are tables in TOML)
@@ -376,14 +395,20 @@ TABLES: dict[str, dict[str, str]] = {
         "tsa": "tsas",
     },
 }
-_KEY_OF = {field: f"{table}.{key}" for table, keys in TABLES.items() for key, field in keys.items()}
-_KEY_OF["witnesses"] = "witness"  # written [[witness]] (or [[witnessing.witness]])
+_KEY_OF = {field: (table, key) for table, keys in TABLES.items() for key, field in keys.items()}
+_KEY_OF["witnesses"] = ("", "witness")  # written [[witness]] (or [[witnessing.witness]])
+_SUBMODELS: dict[str, type[BaseModel]] = {"tsas": TsaSettings, "witnesses": WitnessTarget}
+# what the client's commands read (``ledger_client.remote.connection``): not settings, not typos
+_CLIENT_VARIABLES = frozenset(
+    {"SERVER", "TOKEN", "TOKEN_FILE", "TLS_CA", "TLS_CERT", "TLS_KEY", "DEBUG"}
+)
 
 
 class _FileSource(PydanticBaseSettingsSource):
     """The TOML layer: the flattened values ``load_settings`` read (none by default)."""
 
     values: ClassVar[dict[str, Any]] = {}
+    env: ClassVar[bool] = True
 
     def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
         return self.values.get(field_name), field_name, False
@@ -398,55 +423,69 @@ def _flatten(doc: dict[str, Any], path: Path) -> dict[str, Any]:
         if table == "witness" and isinstance(raw, list):  # [[witness]], as [[witnessing.witness]]
             values["witnesses"] = raw
             continue
-        if table not in TABLES or not isinstance(raw, dict):
-            raise FormatError(f"config {path}: unknown table [{table}]")
+        if table not in TABLES:
+            raise FormatError(unknown_table(path, table, raw, TABLES))
+        if not isinstance(raw, dict):
+            raise FormatError(f"{path}: {table}: want a table [{table}], not a value")
         for key, value in raw.items():
             if key not in TABLES[table]:
-                raise FormatError(f"config {path}: unknown key {table}.{key}")
+                raise FormatError(unknown_key(path, table, key, TABLES))
             values[TABLES[table][key]] = value
     return values
 
 
-def _describe(exc: ValidationError, where: str) -> str:
-    first = exc.errors()[0]
-    loc = [str(p) for p in first["loc"]]
-    name = _KEY_OF.get(loc[0], loc[0]) if loc else "?"
-    if where == "environment" and loc:
-        name = ENV_PREFIX + loc[0].upper()
-    rest = "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in loc[1:])
-    value = first.get("input")
-    shown = "" if isinstance(value, dict | list) else f" (got {value!r})"
-    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-    return f"{where}: {name}{rest}: {first['msg']}{shown}{more}"
-
-
-def _validated(build: Any, where: str) -> Settings:
+def _validated(build: Callable[[], Settings], where: Where, *, env: bool) -> Settings:
+    _FileSource.env = env
     try:
-        result: Settings = build()
+        return build()
     except ValidationError as exc:
-        raise FormatError(_describe(exc, where)) from None
-    except SettingsError as exc:
-        raise FormatError(f"environment: {exc}") from None
-    return result
+        raise FormatError(describe(exc, where)) from None
+    except SettingsError as exc:  # a LEDGER_* value that is not JSON where JSON is wanted
+        raise FormatError(parse_failure(exc, where)) from None
+    finally:
+        _FileSource.env = True
+
+
+def _check_variables(environ: Mapping[str, str]) -> None:
+    """A ``LEDGER_*`` variable that is neither a setting nor the client's, but close to a
+    setting's name, is a typo: refused with the nearest name (others are left alone)."""
+    known = {name.upper() for name in Settings.model_fields}
+    for variable in sorted(environ):
+        if not variable.startswith(ENV_PREFIX):
+            continue
+        name = variable.removeprefix(ENV_PREFIX).upper()
+        if name in known or name in _CLIENT_VARIABLES:
+            continue
+        match = nearest(name, known, cutoff=0.8)
+        if match is not None:
+            raise FormatError(
+                f"environment variable {variable}: not a setting "
+                f"(did you mean {ENV_PREFIX}{match}?)"
+            )
 
 
 def load_settings(path: Path | None) -> Settings:
-    """Embedded defaults < the TOML file at ``path`` (when given) < ``LEDGER_*`` variables."""
+    """Embedded defaults < the TOML file at ``path`` (when given) < ``LEDGER_*`` variables.
+
+    Each layer is checked alone first, so an error names the file and key or the variable.
+    """
     values: dict[str, Any] = {}
     if path is not None:
         try:
             doc = tomllib.loads(path.read_bytes().decode("utf-8"))
         except OSError as exc:
-            raise FormatError(f"cannot read config {path}: {exc.strerror}") from None
+            raise FormatError(f"{path}: cannot read the configuration: {exc.strerror}") from None
         except UnicodeDecodeError:
-            raise FormatError(f"config {path} is not UTF-8 text (a binary file?)") from None
+            raise FormatError(f"{path}: not UTF-8 text (a binary file?)") from None
         except tomllib.TOMLDecodeError as exc:
-            raise FormatError(f"config {path} is not valid TOML: {exc}") from None
+            raise FormatError(f"{path}: not valid TOML: {exc}") from None
         values = _flatten(doc, path)
+    _check_variables(os.environ)
+    in_file = Where("file", _KEY_OF, _SUBMODELS, path=path)
     _FileSource.values = values
     try:
-        file_only = _validated(lambda: Settings.model_validate(values), f"config {path}")
-        del file_only  # the file alone must be valid, so its errors name the file
-        return _validated(Settings, "environment")
+        _validated(lambda: Settings.model_validate(values), in_file, env=False)
+        in_env = Where("environment", _KEY_OF, _SUBMODELS)
+        return _validated(Settings, in_env, env=True)
     finally:
         _FileSource.values = {}

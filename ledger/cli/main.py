@@ -26,7 +26,7 @@ from ledger.cli.ops import register_ops
 from ledger.cli.reader import serve_reader
 from ledger.cli.receipt import receipt_group
 from ledger.cli.restore import restore
-from ledger.cli.settings import setting_option
+from ledger.cli.settings import FLAGS, setting_option
 from ledger.cli.tiles import tiles_group
 from ledger.cli.witness import witness, witnesses
 from ledger.core.errors import FormatError, LedgerError
@@ -81,7 +81,7 @@ def verifier_key(key_file: Path) -> None:
 
 def _settings(config: Path | None, **flags: Any) -> Settings:
     try:
-        return load_settings(config).with_overrides(**flags)
+        return load_settings(config).with_overrides(FLAGS, **flags)
     except FormatError as exc:
         _fail(str(exc))
         raise AssertionError from exc
