@@ -1,9 +1,11 @@
-"""Plumbing shared by the two CLIs (``ledger`` and ``ledger-verify``), so neither imports the
-other's command modules: the connection options (``--server``, TLS files, token; each from its
-flag or ``LEDGER_*`` variable), the one top-level error handler (``CliGroup``) with its exit
-codes, the Ctrl-C guard of the entry points, outcomes and ``--json``, hash and key options.
+"""The plumbing both CLIs share (``ledger`` and ``ledger-verify``), so that neither imports the
+other's command modules.
 
-Not API: it exists for the CLIs. It may import click, ``ledger.core`` and
-``ledger_client.remote.connection`` (no grpc), so the offline verifier stays free of grpc,
-rocksdict and aiohttp.
+Owns: the connection options (``--server``, the TLS files, the token: each from its flag or its
+``LEDGER_*`` variable; ``connection``), the one top-level error handler (``CliGroup``, ``fail``)
+with the exit codes (``errors``), the Ctrl-C guard of the entry points (``interrupt``, standard
+library only), outcomes and ``--json`` (``outcome``), hash and key options (``encoding``,
+``keys``). Not API: it exists for the two CLIs.
+
+May import: ``ledger.core``, ``ledger_client.remote``; libraries ``click``.
 """

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -25,9 +25,16 @@ __all__ = [
     "EXIT_USAGE",
     "CliGroup",
     "describe",
+    "fail",
 ]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    """End a command with one line on stderr (``error: ...``) and the exit code."""
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
 
 
 def describe(exc: BaseException) -> tuple[str, int]:
@@ -80,6 +87,4 @@ class CliGroup(click.Group):
         except Exception as exc:
             if os.environ.get("LEDGER_DEBUG"):
                 raise
-            message, code = describe(exc)
-            click.echo(f"error: {message}", err=True)
-            sys.exit(code)
+            fail(*describe(exc))
