@@ -446,6 +446,10 @@ def _validated(build: Callable[[], Settings], where: Where, *, env: bool) -> Set
         _FileSource.env = True
 
 
+def _variable(field: str) -> str:
+    return ENV_PREFIX + field.upper()
+
+
 def _check_variables(environ: Mapping[str, str]) -> None:
     """A ``LEDGER_*`` variable that is neither a setting nor the client's, but close to a
     setting's name, is a typo: refused with the nearest name (others are left alone)."""
@@ -485,7 +489,8 @@ def load_settings(path: Path | None) -> Settings:
     _FileSource.values = values
     try:
         _validated(lambda: Settings.model_validate(values), in_file, env=False)
-        in_env = Where("environment", _KEY_OF, _SUBMODELS)
+        from_env = frozenset(f for f in Settings.model_fields if _variable(f) in os.environ)
+        in_env = Where("environment", _KEY_OF, _SUBMODELS, present=from_env, fallback=in_file)
         return _validated(Settings, in_env, env=True)
     finally:
         _FileSource.values = {}

@@ -48,6 +48,8 @@ class Where:
     path: Path | None = None
     env_prefix: str = "LEDGER_"
     flags: Mapping[str, str] | None = None  # field -> flag, where it is not --field-name
+    present: frozenset[str] | None = None  # the fields this layer sets (None: any)
+    fallback: Where | None = None  # names a field this layer does not set (a cross-check)
 
     def name(self, loc: Sequence[str | int]) -> str:
         """``a.toml: [server] listen``, ``environment variable LEDGER_LISTEN``, ``--listen``."""
@@ -56,6 +58,8 @@ class Where:
                 self.layer, str(self.path or "configuration")
             )
         field, rest = str(loc[0]), list(loc[1:])
+        if self.present is not None and field not in self.present and self.fallback is not None:
+            return self.fallback.name(loc)
         if self.layer == "environment":
             return f"environment variable {self.env_prefix}{field.upper()}{_path(rest)}"
         if self.layer == "flags":

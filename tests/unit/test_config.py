@@ -11,6 +11,7 @@ import pytest
 
 from ledger.app.settings import Settings, load_settings
 from ledger.app.settings_sample import sample_toml
+from ledger.core.checkpoint import CosignatureSigner
 from ledger.core.errors import FormatError
 
 
@@ -193,3 +194,15 @@ def test_flag_errors_name_the_flag() -> None:
     assert message.startswith("option --listen: 'bad': want HOST:PORT"), message
     message = _error(lambda: Settings().with_overrides(flags, witness_quorum=1))
     assert message.startswith("option --witness-quorum: 1 needs 0..0"), message
+
+
+def test_a_cross_check_names_the_layer_that_set_the_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = CosignatureSigner.generate("w1.test").verifier().key_string()
+    entry = f'[[witness]]\nname = "w"\nurl = "http://h:1"\nkey = "{key}"\n'
+    path = write(tmp_path, f"[witnessing]\nquorum = 1\n{entry}")
+    assert load_settings(path).witness_quorum == 1
+    monkeypatch.setenv("LEDGER_WITNESSES", "[]")  # valid alone; the file's quorum now is not
+    message = _error(lambda: load_settings(path))
+    assert message.startswith(f"{path}: [witnessing] quorum: 1 needs 0..0"), message
