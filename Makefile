@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/ledger serve
 
-test: $(STAMP) lint typecheck pytest
+test: $(STAMP) lint typecheck docs pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check ledger client tests tools
@@ -31,6 +31,11 @@ pytest: $(STAMP)
 # the README's and CI's command.
 test-fast: $(STAMP) lint typecheck
 	$(BIN)/pytest tests/unit tests/property
+
+# The docs site (mkdocs.yml): a broken link or anchor fails the build. Output in site/ (ignored).
+.PHONY: docs
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --site-dir site
 
 proto: $(STAMP)
 	$(BIN)/python tools/gen_proto.py

@@ -1,4 +1,5 @@
-"""A probe for "the offline verifier imports neither grpc nor rocksdict" (DESIGN.md rule 1).
+"""A probe for "the offline verifier imports neither grpc nor rocksdict" (docs/design.md
+"Rules of the house", rule 1).
 
 ``python -c OFFLINE_PROBE ARGS...`` runs ``ledger-verify ARGS...`` in a fresh interpreter and, as
 it exits, prints ``IMPORTED [...]`` with whichever of grpc, rocksdict and protobuf got loaded.

@@ -1,4 +1,4 @@
-"""Run a real nginx over a static tile mirror with the server block shipped in README.md.
+"""Run a real nginx over a static tile mirror with the server block shipped in docs/operating.md.
 
 Used by the integration test and by benchmark B11. nginx cannot bind port 0, so a free port is
 taken from the OS first; nginx gets its own prefix, config, pid and logs in a temporary folder,
@@ -21,7 +21,7 @@ from pathlib import Path
 
 __all__ = ["README", "find_nginx", "readme_server_block", "run_nginx"]
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parent.parent / "docs" / "operating.md"
 
 
 def find_nginx() -> str | None:
@@ -32,7 +32,7 @@ def find_nginx() -> str | None:
 
 
 def readme_server_block(readme: Path = README) -> str:
-    """The ```nginx block of the README (the one operators copy)."""
+    """The ```nginx block of docs/operating.md (the one operators copy)."""
     match = re.search(r"```nginx\n(.*?)```", readme.read_text(), re.DOTALL)
     if match is None:
         raise RuntimeError(f"{readme} has no ```nginx block")

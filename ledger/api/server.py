@@ -41,11 +41,15 @@ from ledger.core.limits import (
     MAX_PROOFS_PER_CALL,
     MAX_REQUEST_BYTES,
 )
-from ledger.core.types import AppendItem, AppendOutcome, InclusionProof
-from ledger.log.anchoring import AnchorOutcome
+from ledger.core.types import (
+    AnchorOutcome,
+    AppendItem,
+    AppendOutcome,
+    BackupOutcome,
+    InclusionProof,
+)
 from ledger.log.sequencer import validate_items
 from ledger.log.service import LogService
-from ledger.ops.backup import BackupOutcome
 from ledger.v1 import ledger_pb2 as pb
 
 __all__ = ["LedgerServicer", "ServerLimits", "create_server"]

@@ -21,6 +21,7 @@ from ledger.core import errors as e
 from ledger.core.limits import RETRY_AFTER_KEY
 from ledger.core.types import (
     Anchor,
+    AnchorOutcome,
     AppendItem,
     AppendOutcome,
     AppendResult,
@@ -31,7 +32,6 @@ from ledger.core.types import (
     ReceiptBundle,
     StreamAck,
 )
-from ledger.log.anchoring import AnchorOutcome
 from ledger.timestamp.rfc3161 import token_certificates, token_imprint
 from ledger.v1 import ledger_pb2 as pb
 

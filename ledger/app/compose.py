@@ -33,6 +33,7 @@ from ledger.app.settings import Settings, is_loopback, parse_listen
 from ledger.app.tsa_setup import TsaSetup, setup_tsas
 from ledger.core.checkpoint import Ed25519Signer
 from ledger.core.errors import FormatError
+from ledger.core.types import BackupOutcome
 from ledger.http.metrics import MetricsServer, add_metrics_route, start_metrics_server
 from ledger.http.mirror_process import MirrorProcess
 from ledger.http.tiles import TilesServer, start_tiles_server
@@ -41,8 +42,8 @@ from ledger.log.facade import Log
 from ledger.log.highwater import HighWaterMark
 from ledger.log.metrics import LedgerMetrics, MetricsRegistry, ObservedSource, witness_metrics
 from ledger.log.service import LogService
-from ledger.log.witnessing import Cosigning
-from ledger.ops.backup import BackupOutcome, backup_store
+from ledger.log.witnessing import Cosigning, WitnessEndpoint
+from ledger.ops.backup import backup_store
 from ledger.ops.binding import bind_signer, open_bound_signer
 from ledger.store.rocks import RocksStore
 from ledger.store.tile_reader import TileReader
@@ -52,7 +53,8 @@ __all__ = ["App", "serve", "start_app"]
 SHUTDOWN_GRACE_S = 5.0
 # Reader threads (proofs) and the writer share one GIL: a thread that wants it waits up to the
 # switch interval (5 ms by default) each time. 1 ms keeps the writer's and the event loop's many
-# short hand-offs from queueing behind a proof batch (B4R in the README's benchmark table).
+# short hand-offs from queueing behind a proof batch (B4R in
+# docs/benchmarks.md "Quiet machine, 2026-11-30").
 GIL_SWITCH_INTERVAL_S = 0.001
 
 
@@ -165,9 +167,13 @@ def _observed(targets: list[TsaTarget], metrics: LedgerMetrics) -> list[TsaTarge
 
 def _cosigning(settings: Settings, log: Log) -> Cosigning:
     """Witness submission (``ledger.witnessing``) for the configured ``[[witness]]`` entries."""
+    endpoints = [
+        WitnessEndpoint(name=w.name, url=w.url, key=w.key, timeout_s=w.timeout_s)
+        for w in settings.witnesses
+    ]
     return Cosigning(
         log=log,
-        witnesses=settings.witnesses,
+        witnesses=endpoints,
         quorum=settings.witness_quorum or len(settings.witnesses),
         status_dir=settings.data_dir,
     )

@@ -4,6 +4,9 @@ Environment names are the field names upper-cased (``LEDGER_MAX_PENDING``,
 ``LEDGER_TLS_SERVER_CERT``); none collides with the client's ``LEDGER_SERVER``,
 ``LEDGER_TOKEN`` and ``LEDGER_TLS_CA/CERT/KEY``.
 
+``ledger witness serve`` has a model of its own, ``WitnessServeSettings`` (its ``[witness]``
+table, ``LEDGER_WITNESS_<FIELD>``), loaded the same way (``load_witness_settings``).
+
 One pydantic-settings model (``Settings``) holds every option with its range and description;
 ``ledger config init`` writes a commented sample from it and the ``--help`` of ``ledger serve``
 takes its help texts and defaults from it. The TOML file has one table per concern; every key
@@ -47,7 +50,7 @@ is optional (``TABLES`` maps ``table.key`` to a field):
     memtable_mb = 16                            # x2, charged to the block cache
     cache_mb = 32
 
-    [tiles]                                     # C2SP tlog-tiles (README "Tiles")
+    [tiles]                                     # C2SP tlog-tiles (docs/formats.md "Tiles")
     listen = ""                                 # "" = 127.0.0.1:<gRPC port + 1>; "off"
     dir = "ledger-tiles"                        # a static mirror (default: none)
 
@@ -75,9 +78,9 @@ from __future__ import annotations
 import ipaddress
 import os
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -99,7 +102,7 @@ from ledger.app.settings_errors import (
     unknown_key,
     unknown_table,
 )
-from ledger.core.checkpoint import CosignatureVerifier
+from ledger.core.checkpoint import CosignatureVerifier, Ed25519Verifier
 from ledger.core.errors import FormatError
 
 __all__ = [
@@ -107,8 +110,11 @@ __all__ = [
     "TABLES",
     "Settings",
     "TsaSettings",
+    "WitnessLog",
+    "WitnessServeSettings",
     "WitnessTarget",
     "load_settings",
+    "load_witness_settings",
     "parse_listen",
 ]
 
@@ -434,7 +440,12 @@ def _flatten(doc: dict[str, Any], path: Path) -> dict[str, Any]:
     return values
 
 
-def _validated(build: Callable[[], Settings], where: Where, *, env: bool) -> Settings:
+_S = TypeVar("_S", bound=BaseSettings)
+
+
+def _validated(build: Callable[[], _S], where: Where, *, env: bool) -> _S:
+    """Build settings; a problem becomes one line naming where the value came from (``env``:
+    whether ``Settings`` reads the environment for this build)."""
     _FileSource.env = env
     try:
         return build()
@@ -446,26 +457,35 @@ def _validated(build: Callable[[], Settings], where: Where, *, env: bool) -> Set
         _FileSource.env = True
 
 
-def _variable(field: str) -> str:
-    return ENV_PREFIX + field.upper()
-
-
-def _check_variables(environ: Mapping[str, str]) -> None:
-    """A ``LEDGER_*`` variable that is neither a setting nor the client's, but close to a
-    setting's name, is a typo: refused with the nearest name (others are left alone)."""
-    known = {name.upper() for name in Settings.model_fields}
-    for variable in sorted(environ):
-        if not variable.startswith(ENV_PREFIX):
+def _check_variables(prefix: str, known: Iterable[str], fields: Iterable[str]) -> None:
+    """A ``prefix*`` variable that is none of ``known``, but close to one of the ``fields``'
+    variables, is a typo: refused with the nearest name (others are left alone)."""
+    names = {field.upper() for field in fields}
+    skip = names | {name.upper() for name in known}
+    for variable in sorted(os.environ):
+        name = variable.upper().removeprefix(prefix)
+        if not variable.upper().startswith(prefix) or name in skip:
             continue
-        name = variable.removeprefix(ENV_PREFIX).upper()
-        if name in known or name in _CLIENT_VARIABLES:
-            continue
-        match = nearest(name, known, cutoff=0.8)
+        match = nearest(name, names, cutoff=0.8)
         if match is not None:
             raise FormatError(
-                f"environment variable {variable}: not a setting "
-                f"(did you mean {ENV_PREFIX}{match}?)"
+                f"environment variable {variable}: not a setting (did you mean {prefix}{match}?)"
             )
+
+
+def _set_in_environment(prefix: str, fields: Iterable[str]) -> frozenset[str]:
+    return frozenset(f for f in fields if prefix + f.upper() in os.environ)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise FormatError(f"{path}: cannot read the configuration: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise FormatError(f"{path}: not UTF-8 text (a binary file?)") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise FormatError(f"{path}: not valid TOML: {exc}") from None
 
 
 def load_settings(path: Path | None) -> Settings:
@@ -475,22 +495,174 @@ def load_settings(path: Path | None) -> Settings:
     """
     values: dict[str, Any] = {}
     if path is not None:
-        try:
-            doc = tomllib.loads(path.read_bytes().decode("utf-8"))
-        except OSError as exc:
-            raise FormatError(f"{path}: cannot read the configuration: {exc.strerror}") from None
-        except UnicodeDecodeError:
-            raise FormatError(f"{path}: not UTF-8 text (a binary file?)") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise FormatError(f"{path}: not valid TOML: {exc}") from None
-        values = _flatten(doc, path)
-    _check_variables(os.environ)
+        values = _flatten(_read_toml(path), path)
+    witness_variables = {"WITNESS_" + field for field in WITNESS_KEYS.values()}
+    _check_variables(ENV_PREFIX, _CLIENT_VARIABLES | witness_variables, Settings.model_fields)
     in_file = Where("file", _KEY_OF, _SUBMODELS, path=path)
     _FileSource.values = values
     try:
         _validated(lambda: Settings.model_validate(values), in_file, env=False)
-        from_env = frozenset(f for f in Settings.model_fields if _variable(f) in os.environ)
+        from_env = _set_in_environment(ENV_PREFIX, Settings.model_fields)
         in_env = Where("environment", _KEY_OF, _SUBMODELS, present=from_env, fallback=in_file)
         return _validated(Settings, in_env, env=True)
     finally:
         _FileSource.values = {}
+
+
+# --- ``ledger witness serve`` --------------------------------------------------------------------
+#
+# The witness's own settings, with the same layers and error style as ``Settings``: embedded
+# defaults < the TOML file (one ``[witness]`` table) < ``LEDGER_WITNESS_<FIELD>`` < flags.
+#
+#     [witness]
+#     key_file = "witness.key"          # a tlog-cosignature (type 0x04) signer key
+#     state_dir = "witness-data"
+#     listen = "127.0.0.1:7380"
+#     [[witness.log]]                   # every log this witness cosigns (repeatable)
+#     origin = "ledger.example.com/agents/2026"
+#     keys = ["ledger.example.com/agents/2026+1234abcd+AQ..."]
+
+WITNESS_ENV_PREFIX = "LEDGER_WITNESS_"
+# TOML key of the [witness] table -> field
+WITNESS_KEYS: dict[str, str] = {
+    "key_file": "key_file",
+    "state_dir": "state_dir",
+    "listen": "listen",
+    "log": "logs",
+}
+_WITNESS_KEY_OF = {field: ("witness", key) for key, field in WITNESS_KEYS.items()}
+
+
+class WitnessLog(BaseModel):
+    """A log the witness cosigns (``[[witness.log]]``): its origin and verifier keys (0x01)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    origin: str = Field(min_length=1, description="the log's origin")
+    keys: tuple[str, ...] = Field(min_length=1, description="the log's verifier key strings")
+
+    @field_validator("keys")
+    @classmethod
+    def _keys(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for text in value:
+            try:
+                Ed25519Verifier.from_key_string(text)
+            except FormatError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+
+_WITNESS_SUBMODELS: dict[str, type[BaseModel]] = {"logs": WitnessLog}
+
+
+class _WitnessFileSource(_FileSource):
+    """The TOML layer of ``WitnessServeSettings``."""
+
+    values: ClassVar[dict[str, Any]] = {}
+
+
+class WitnessServeSettings(BaseSettings):
+    """The effective configuration of ``ledger witness serve``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=WITNESS_ENV_PREFIX, frozen=True, extra="forbid", validate_default=True
+    )
+
+    key_file: Path = Field(
+        Path("witness.key"), description="cosigner key file (type 0x04, `ledger witness keygen`)"
+    )
+    state_dir: Path = Field(
+        Path("witness-data"), description="state folder (state journal, evidence)"
+    )
+    listen: str = Field("127.0.0.1:7380", description="HOST:PORT (port 0 picks a free port)")
+    logs: tuple[WitnessLog, ...] = Field((), description="the logs this witness cosigns")
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        parse_listen(value)
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Flags (init) > environment > TOML (set by ``load_witness_settings``)."""
+        return (init_settings, env_settings, _WitnessFileSource(settings_cls))
+
+    def with_overrides(
+        self, flags: Mapping[str, str] | None = None, /, **overrides: Any
+    ) -> WitnessServeSettings:
+        """A validated copy with the non-None overrides applied (flags win); an error names
+        the flag (``flags``: setting -> flag where it is not ``--setting-name``)."""
+        unknown = set(overrides) - set(WitnessServeSettings.model_fields)
+        if unknown:
+            raise FormatError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+        values = self.model_dump()
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        where = Where("flags", _WITNESS_KEY_OF, _WITNESS_SUBMODELS, flags=flags)
+        return _validated(lambda: WitnessServeSettings.model_validate(values), where, env=False)
+
+
+class _WitnessFileOnly(WitnessServeSettings):
+    """The TOML layer alone over the defaults: a file's errors name the file, never a variable."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The values given, nothing else."""
+        return (init_settings,)
+
+
+def _flatten_witness(doc: dict[str, Any], path: Path) -> dict[str, Any]:
+    tables = {"witness": WITNESS_KEYS}
+    for name, value in doc.items():
+        if name != "witness":
+            raise FormatError(unknown_table(path, name, value, tables))
+    table = doc.get("witness")
+    if not isinstance(table, dict):
+        raise FormatError(f"{path}: want one [witness] table")
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        if key not in WITNESS_KEYS:
+            raise FormatError(unknown_key(path, "witness", key, tables))
+        values[WITNESS_KEYS[key]] = value
+    return values
+
+
+def load_witness_settings(path: Path | None) -> WitnessServeSettings:
+    """Embedded defaults < the ``[witness]`` table of the TOML file at ``path`` (when given) <
+    ``LEDGER_WITNESS_*`` variables; flags go on with ``with_overrides``. Each layer is checked
+    alone first, so an error names the file and key or the variable."""
+    fields = WitnessServeSettings.model_fields
+    in_file = Where("file", _WITNESS_KEY_OF, _WITNESS_SUBMODELS, path=path)
+    values: dict[str, Any] = {}
+    if path is not None:
+        values = _flatten_witness(_read_toml(path), path)
+        _validated(lambda: _WitnessFileOnly.model_validate(values), in_file, env=False)
+    log_variables = {name.upper().removeprefix("WITNESS_") for name in Settings.model_fields}
+    _check_variables(WITNESS_ENV_PREFIX, log_variables, fields)
+    in_env = Where(
+        "environment",
+        _WITNESS_KEY_OF,
+        _WITNESS_SUBMODELS,
+        env_prefix=WITNESS_ENV_PREFIX,
+        present=_set_in_environment(WITNESS_ENV_PREFIX, fields),
+        fallback=in_file,
+    )
+    _WitnessFileSource.values = values
+    try:
+        return _validated(WitnessServeSettings, in_env, env=True)
+    finally:
+        _WitnessFileSource.values = {}

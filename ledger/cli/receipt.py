@@ -150,7 +150,7 @@ def fetch(
     else:
         if index is not None or key is not None:
             fail("--index and --key go with --tiles", 2)
-        from ledger_client.receipts.fetch import fetch_receipt
+        from ledger_client.remote.receipt_fetch import fetch_receipt
 
         value = _digest(digest, leaf)
         receipt = _remote_call(address, lambda remote: fetch_receipt(remote, value))
@@ -163,7 +163,7 @@ def _fetch_from_tiles(
 ) -> Receipt:
     from ledger.core.types import decode_leaf
     from ledger_client.clikit.keys import log_verifiers
-    from ledger_client.receipts.tiles import fetch_receipt_from_tiles
+    from ledger_client.remote.receipt_tiles import fetch_receipt_from_tiles
     from ledger_client.remote.tiles import TileClient
 
     if index is None or key is None:
@@ -216,7 +216,7 @@ def _merged(have: tuple[ReceiptAnchor, ...], new: tuple[ReceiptAnchor, ...]) -> 
 def upgrade_with(remote: RemoteLog, receipt: Receipt) -> Receipt:
     """``receipt`` with the anchors that arrived later; moved to the newest anchored
     checkpoint (keeping the old one in ``previous``) when its own still has none."""
-    from ledger_client.receipts.fetch import upgrade_receipt
+    from ledger_client.remote.receipt_fetch import upgrade_receipt
 
     anchors = _merged(receipt.anchors, _anchors_at(remote, receipt.tree_size))
     previous = receipt.previous

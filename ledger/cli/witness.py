@@ -5,7 +5,9 @@
   key that logs and clients configure (``--witness VKEY``).
 * ``ledger witness serve [--config FILE] [--key FILE] [--state-dir DIR] [--listen H:P]
   [--log VKEY ...]``: serve ``POST /add-checkpoint``; ``--log`` adds a log whose origin is its
-  key's name. The first stdout line is JSON: address, URL, verifier key, logs.
+  key's name. Settings: defaults < the ``[witness]`` table of ``--config`` <
+  ``LEDGER_WITNESS_*`` < flags (``ledger.app.settings.WitnessServeSettings``). The first stdout
+  line is JSON: address, URL, verifier key, logs.
 * ``ledger witness evidence --state-dir DIR [--json]``: the misbehaviour it kept.
 * ``ledger witness state --state-dir DIR``: the latest checkpoint cosigned per log.
 * ``ledger witnesses --data-dir DIR``: the *log's* view of its witnesses (``ledger.witnessing``).
@@ -14,7 +16,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -76,21 +77,30 @@ def serve(
     log_keys: tuple[str, ...],
 ) -> None:
     """Serve POST /add-checkpoint until SIGTERM/SIGINT."""
-    from ledger.witness.server import LogKeys, load_witness_settings, run_witness
+    from ledger.app.settings import WitnessLog, load_witness_settings
+    from ledger.witness.server import LogKeys, WitnessSettings, run_witness
 
     try:
-        settings = load_witness_settings(config)
-        extra = []
-        for text in log_keys:
-            extra.append(LogKeys(origin=Ed25519Verifier.from_key_string(text).name, keys=(text,)))
-        flags: dict[str, Any] = {"key_file": key_file, "state_dir": state_dir, "listen": listen}
-        settings = dataclasses.replace(
-            settings,
-            logs=settings.logs + tuple(extra),
-            **{k: v for k, v in flags.items() if v is not None},
+        loaded = load_witness_settings(config)
+        extra = tuple(
+            WitnessLog(origin=Ed25519Verifier.from_key_string(text).name, keys=(text,))
+            for text in log_keys
+        )
+        loaded = loaded.with_overrides(
+            {"key_file": "--key", "logs": "--log"},
+            key_file=key_file,
+            state_dir=state_dir,
+            listen=listen,
+            logs=loaded.logs + extra,
         )
     except LedgerError as exc:
         fail(str(exc), 2)
+    settings = WitnessSettings(
+        key_file=loaded.key_file,
+        state_dir=loaded.state_dir,
+        listen=loaded.listen,
+        logs=tuple(LogKeys(origin=log.origin, keys=log.keys) for log in loaded.logs),
+    )
     if not settings.logs:
         fail("no log to witness: give --log VKEY or [[witness.log]] entries in --config", 2)
 

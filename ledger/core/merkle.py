@@ -8,7 +8,8 @@ Nodes are addressed as ``NodeID(level, index)``: the perfect subtree over leaves
 may also need the root of a non-full subtree on the right edge of a smaller tree (an *ephemeral*
 node); a ``ProofNode`` lists the full nodes it folds from, so nothing but full nodes is read.
 
-Edge-case policy (the RFCs leave these open; ``README.md`` repeats it):
+Edge-case policy (the RFCs leave these open; docs/formats.md "Merkle edge-case policy"
+repeats it):
 
 * every hash (leaf hash, root, proof element) must be exactly 32 bytes, else ``MalformedHashError``;
 * inclusion: ``0 <= index < size`` or ``BoundsError`` (so nothing is included in an empty tree);

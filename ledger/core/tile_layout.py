@@ -1,7 +1,8 @@
 """Tile-shaped storage layout (C2SP tlog-tiles): the Merkle tree as tiles, entries as bundles.
 
-Pure: no I/O. Both stores (``ledger.storage.MemoryStore``, ``ledger.rocks.RocksStore``) keep
-exactly these values under exactly these keys; they differ only in where the bytes live.
+Pure: no I/O. Both stores (``ledger.store.contract.MemoryStore``,
+``ledger.store.rocks.RocksStore``) keep exactly these values under exactly these keys; they
+differ only in where the bytes live.
 
 * **Entry bundle** ``N`` (key ``b"B" || N (8)``): entries ``[256 N, 256 N + w)``, each a
   big-endian uint16 length and the exact v1 leaf bytes (the tlog-tiles entry bundle format).
@@ -16,8 +17,9 @@ exactly these values under exactly these keys; they differ only in where the byt
 A group commit rewrites the right-edge (partial) bundle and one partial tile value per level;
 values left of the edge are full and written once. A tile of width ``w`` is a prefix of every
 wider tile of the same index, so every partial width published in a checkpoint stays servable
-by truncation. ``TileWriter`` computes the values a commit writes; ``TileReader`` answers
-node, leaf, tile and bundle reads over any batched key-value lookup.
+by truncation. ``TileWriter`` computes the values a commit writes; ``StoredTiles`` answers
+node, leaf, tile and bundle reads over any batched key-value lookup. The tile constants and the
+entry-bundle codec are ``ledger.core.tiles``'s (the one home of both).
 """
 
 from __future__ import annotations
@@ -26,28 +28,19 @@ import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from ledger.core.errors import StorageError
-from ledger.core.limits import HASH_SIZE, MAX_METADATA
+from ledger.core.errors import MalformedTileError, StorageError
+from ledger.core.limits import HASH_SIZE
 from ledger.core.merkle import NodeID
+from ledger.core.tiles import TILE_HEIGHT, TILE_WIDTH, entry_bundle_reader, split_entry_bundle
 
 __all__ = [
-    "TILE_HEIGHT",
-    "TILE_WIDTH",
     "Lookup",
-    "TileReader",
+    "StoredTiles",
     "TileWriter",
     "bundle_key",
-    "encode_bundle",
-    "frame",
-    "split_bundle",
     "tile_key",
 ]
 
-TILE_HEIGHT = 8
-TILE_WIDTH = 1 << TILE_HEIGHT
-_PLAIN = 43  # a v1 leaf without metadata: version (1) || time (8) || digest (32) || length (2)
-_PLAIN_LOW = bytes([_PLAIN & 0xFF])
-_FRAMES = tuple(n.to_bytes(2, "big") for n in range(_PLAIN + MAX_METADATA + 1))
 _sha256 = hashlib.sha256
 _INDEX_MASK = (1 << 56) - 1
 
@@ -91,40 +84,13 @@ def _base(value: bytes, level: int) -> int:
 # --- entry bundles ---------------------------------------------------------------------------
 
 
-def frame(leaf: bytes) -> bytes:
-    """One entry as an entry bundle holds it: uint16 length || leaf."""
-    return _FRAMES[len(leaf)] + leaf
-
-
-def encode_bundle(leaves: Iterable[bytes]) -> bytes:
-    """Entries in the tlog-tiles bundle format (uint16 length || leaf, each)."""
-    frames = _FRAMES
-    return b"".join([frames[len(leaf)] + leaf for leaf in leaves])
-
-
-def _uniform(value: bytes) -> bool:
-    """True when every entry of the bundle is a leaf without metadata (43 bytes): then every
-    frame the parse meets reads 43, so entry ``k`` is at ``45 k`` (checked in C, not a loop)."""
-    n = len(value) // (_PLAIN + 2)
-    return (
-        len(value) == n * (_PLAIN + 2)
-        and value[1 :: _PLAIN + 2] == _PLAIN_LOW * n
-        and value[0 :: _PLAIN + 2] == bytes(n)
-    )
-
-
-def split_bundle(value: bytes) -> list[bytes]:
-    """The leaves of a bundle, in order (fast when no entry carries metadata)."""
-    if _uniform(value):
-        return [value[i + 2 : i + _PLAIN + 2] for i in range(0, len(value), _PLAIN + 2)]
-    leaves, at = [], 0
-    while at < len(value):
-        end = at + 2 + int.from_bytes(value[at : at + 2], "big")
-        if end > len(value):
-            raise StorageError(f"entry bundle of {len(value)} bytes is truncated at {at}")
-        leaves.append(value[at + 2 : end])
-        at = end
-    return leaves
+def _split(value: bytes) -> list[bytes]:
+    """The leaves of a stored bundle (``tiles.split_entry_bundle``); a stored bundle that does not
+    parse is a store fault."""
+    try:
+        return split_entry_bundle(value)
+    except MalformedTileError as exc:
+        raise StorageError(f"stored entry bundle of {len(value)} bytes: {exc}") from None
 
 
 # --- writing -------------------------------------------------------------------------------
@@ -200,7 +166,7 @@ class TileWriter:
         entries: Sequence[bytes],
         nodes: Iterable[tuple[NodeID, bytes]],
     ) -> tuple[dict[bytes, bytes], TileWriter]:
-        """The values to write for framed entries ``first..`` (see ``frame``) and the nodes
+        """The values to write for framed entries ``first..`` (``tiles.frame_entry``) and the nodes
         (height >= 1) they complete, and the writer after them."""
         if first != self.size:
             raise StorageError(f"a commit from index {first} does not extend a tree of {self.size}")
@@ -243,7 +209,7 @@ class TileWriter:
 # --- reading -------------------------------------------------------------------------------
 
 
-class TileReader:
+class StoredTiles:
     """Nodes, leaves, tiles and entry bundles answered from the stored values (one batched
     lookup per call); anything the caller says must be there raises ``StorageError`` if not."""
 
@@ -266,19 +232,16 @@ class TileReader:
             return []
         keys = [bundle_key(i >> TILE_HEIGHT) for i in indexes]
         values = self._values(keys, "entry bundle")
-        split: dict[bytes, list[bytes] | None] = {}  # None: uniform, sliced in place
+        readers: dict[bytes, Callable[[int], bytes]] = {}
         out = []
-        step = _PLAIN + 2
         for i, key in zip(indexes, keys, strict=True):
-            value = values[key]
-            if key not in split:
-                split[key] = None if _uniform(value) else split_bundle(value)
-            leaves = split[key]
-            pos = i & (TILE_WIDTH - 1)
-            if leaves is None:
-                leaf = value[pos * step + 2 : (pos + 1) * step]
-            else:
-                leaf = leaves[pos] if pos < len(leaves) else b""
+            entry = readers.get(key)
+            if entry is None:
+                try:
+                    entry = readers[key] = entry_bundle_reader(values[key])
+                except MalformedTileError as exc:
+                    raise StorageError(f"stored entry bundle {key.hex()}: {exc}") from None
+            leaf = entry(i & (TILE_WIDTH - 1))
             if not leaf:
                 raise StorageError(f"missing entry {i}")
             out.append(leaf)
@@ -323,7 +286,7 @@ class TileReader:
         low = [(i, w) for lvl, i, w in ids if lvl == 0]
         low_tiles = iter(
             [
-                b"".join(_sha256(b"\x00" + leaf).digest() for leaf in split_bundle(bundle))
+                b"".join(_sha256(b"\x00" + leaf).digest() for leaf in _split(bundle))
                 for bundle in self.bundles(low)
             ]
         )
@@ -347,7 +310,7 @@ class TileReader:
         out = []
         for (index, width), key in zip(ids, keys, strict=True):
             value = values[key]
-            leaves = split_bundle(value)
+            leaves = _split(value)
             if len(leaves) < width:
                 raise StorageError(f"entry bundle {index} is narrower than {width}")
             cut = len(value) if len(leaves) == width else sum(len(x) + 2 for x in leaves[:width])

@@ -1,6 +1,9 @@
 """C2SP tlog-tiles: tile paths, which tiles a tree has, entry bundles, proofs from tiles alone.
 
-Pure: standard library and ``ledger.merkle`` only, no I/O.
+Pure: standard library and ``ledger.core.merkle``/``limits`` only, no I/O. The project's one
+home of the tlog-tiles constants (``TILE_HEIGHT``, ``TILE_WIDTH``, ``MAX_ENTRY``) and of the
+entry-bundle codec: the storage layout (``ledger.core.tile_layout``), the tiles endpoint and the
+offline verifier import them from here (``tests/unit/test_one_tile_codec.py`` holds it).
 
 * A *tile* at tile level ``L`` and index ``N`` holds the hashes of the Merkle nodes of height
   ``8L`` with indexes ``256N .. 256N + W - 1``, concatenated (32 bytes each). ``W = 256`` is a
@@ -10,7 +13,7 @@ Pure: standard library and ``ledger.merkle`` only, no I/O.
   (1234067 -> ``x001/x234/067``); the level and the width are plain decimal, no leading zeros.
 * An *entry bundle* (``tile/entries/<N>[.p/<W>]``) holds the entries ``256N .. 256N + W - 1``,
   each prefixed with its length as a big-endian uint16. For this log an entry is the v1 leaf
-  (README "The leaf"), so its RFC 6962 leaf hash is the level-0 tile hash.
+  (docs/formats.md "The leaf (v1)"), so its RFC 6962 leaf hash is the level-0 tile hash.
 * ``TileNodeReader`` answers the full-node look-ups of the proof planners in ``ledger.merkle``
   from tiles: a node of height ``h`` lies in the tile of level ``h // 8``; when ``h`` is not a
   multiple of 8 it is computed from ``2**(h % 8)`` of that tile's hashes (``TileHashes`` keeps
@@ -20,13 +23,16 @@ Pure: standard library and ``ledger.merkle`` only, no I/O.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ledger.core import merkle
 from ledger.core.errors import BoundsError, MalformedTileError, MalformedTilePathError
+from ledger.core.limits import MAX_METADATA
 
 __all__ = [
+    "MAX_BUNDLE_BYTES",
+    "MAX_ENTRY",
     "MAX_LEVEL",
     "TILE_HEIGHT",
     "TILE_WIDTH",
@@ -36,11 +42,14 @@ __all__ = [
     "consistency_proof",
     "decode_entry_bundle",
     "encode_entry_bundle",
+    "entry_bundle_reader",
     "format_index",
+    "frame_entry",
     "inclusion_proof",
     "new_tiles",
     "parse_tile_path",
     "root",
+    "split_entry_bundle",
     "split_hash_tile",
     "tile_width",
     "tiles_for_size",
@@ -49,7 +58,8 @@ __all__ = [
 TILE_HEIGHT = 8
 TILE_WIDTH = 1 << TILE_HEIGHT
 MAX_LEVEL = 63
-MAX_ENTRY = 0xFFFF
+MAX_ENTRY = 0xFFFF  # an entry's length is a uint16
+MAX_BUNDLE_BYTES = TILE_WIDTH * (2 + MAX_ENTRY)  # the most bytes an entry bundle can hold
 _MAX_INDEX = 1 << 64
 _HASH = merkle.HASH_SIZE
 _NUMBER = re.compile(r"0|[1-9][0-9]*")
@@ -192,21 +202,51 @@ def split_hash_tile(data: bytes, width: int) -> list[bytes]:
     return [data[i : i + _HASH] for i in range(0, _HASH * width, _HASH)]
 
 
-def encode_entry_bundle(entries: Sequence[bytes]) -> bytes:
+# --- entry bundles: the project's one codec (storage layout, tiles endpoint, verifier) --------
+
+_PLAIN = 43  # a v1 leaf without metadata: version (1) || time (8) || digest (32) || length (2)
+_PLAIN_LOW = bytes([_PLAIN])
+_STEP = _PLAIN + 2
+_FRAMES = tuple(n.to_bytes(2, "big") for n in range(_PLAIN + MAX_METADATA + 1))
+
+
+def frame_entry(entry: bytes) -> bytes:
+    """One entry as an entry bundle holds it: its big-endian uint16 length, then its bytes."""
+    n = len(entry)
+    if n < len(_FRAMES):
+        return _FRAMES[n] + entry
+    if n > MAX_ENTRY:
+        raise BoundsError(f"entry of {n} bytes, the most is {MAX_ENTRY}")
+    return n.to_bytes(2, "big") + entry
+
+
+def encode_entry_bundle(entries: Iterable[bytes]) -> bytes:
     """Each entry prefixed with its big-endian uint16 length, concatenated."""
     parts = []
     for i, entry in enumerate(entries):
         if len(entry) > MAX_ENTRY:
             raise BoundsError(f"entry {i} is {len(entry)} bytes, the most is {MAX_ENTRY}")
-        parts.append(len(entry).to_bytes(2, "big") + entry)
+        parts.append(frame_entry(entry))
     return b"".join(parts)
 
 
-def decode_entry_bundle(data: bytes, width: int) -> list[bytes]:
-    """The first ``width`` entries of a bundle (a full bundle may stand in for a partial one)."""
+def _uniform(data: bytes) -> bool:
+    """True when every entry is a v1 leaf without metadata (43 bytes): then entry ``k`` starts at
+    ``45 k`` (checked with two slices in C, not a loop)."""
+    n = len(data) // _STEP
+    return (
+        len(data) == n * _STEP and data[1::_STEP] == _PLAIN_LOW * n and data[0::_STEP] == bytes(n)
+    )
+
+
+def split_entry_bundle(data: bytes) -> list[bytes]:
+    """Every entry of a bundle, in order (fast when no entry carries metadata);
+    ``MalformedTileError`` when the bytes end inside a length or an entry."""
+    if _uniform(data):
+        return [data[i + 2 : i + _STEP] for i in range(0, len(data), _STEP)]
     entries: list[bytes] = []
     at = 0
-    while at < len(data) and len(entries) < TILE_WIDTH:
+    while at < len(data):
         if at + 2 > len(data):
             raise MalformedTileError(f"entry bundle ends inside the length of entry {len(entries)}")
         end = at + 2 + int.from_bytes(data[at : at + 2], "big")
@@ -214,12 +254,26 @@ def decode_entry_bundle(data: bytes, width: int) -> list[bytes]:
             raise MalformedTileError(f"entry bundle ends inside entry {len(entries)}")
         entries.append(data[at + 2 : end])
         at = end
-    if at != len(data) or len(entries) < width:
+    return entries
+
+
+def decode_entry_bundle(data: bytes, width: int) -> list[bytes]:
+    """The first ``width`` entries of a bundle (a full bundle may stand in for a partial one)."""
+    entries = split_entry_bundle(data)
+    if not width <= len(entries) <= TILE_WIDTH:
         raise MalformedTileError(
-            f"entry bundle holds {len(entries)} entries (and {len(data) - at} stray bytes), "
-            f"want {width}"
+            f"entry bundle holds {len(entries)} entries, want {width}..{TILE_WIDTH}"
         )
     return entries[:width]
+
+
+def entry_bundle_reader(data: bytes) -> Callable[[int], bytes]:
+    """A look-up of entry ``k`` of a bundle (``b""`` past its end): sliced in place when no entry
+    carries metadata, else the bundle is split once."""
+    if _uniform(data):
+        return lambda k: data[k * _STEP + 2 : (k + 1) * _STEP]
+    entries = split_entry_bundle(data)
+    return lambda k: entries[k] if k < len(entries) else b""
 
 
 class TileHashes:

@@ -1,4 +1,5 @@
-"""Small frozen types shared by the log's modules: the v1 leaf, entries, proofs, tree state.
+"""Small frozen types shared by the log's modules: the v1 leaf, entries, proofs, tree state,
+and the outcomes of the admin RPCs (anchoring, backup) that the wire carries.
 
 The leaf (the bytes hashed into the RFC 6962 tree, ``leaf_hash = SHA-256(0x00 || leaf)``), v1:
 
@@ -15,7 +16,8 @@ The log's receive time never decreases across the log, even when the wall clock 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import NamedTuple
 
 from ledger.core.errors import DataLossError, InvalidArgumentError
@@ -26,9 +28,11 @@ __all__ = [
     "LEAF_VERSION",
     "MAX_METADATA",
     "Anchor",
+    "AnchorOutcome",
     "AppendItem",
     "AppendOutcome",
     "AppendResult",
+    "BackupOutcome",
     "ConsistencyProof",
     "Entry",
     "InclusionProof",
@@ -153,6 +157,25 @@ class Anchor:
     tsa: str
     token: bytes
     gen_time_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AnchorOutcome:
+    """What one anchoring run did."""
+
+    size: int
+    anchors: list[Anchor] = field(default_factory=list)  # newly stored
+    skipped: list[str] = field(default_factory=list)  # TSAs that had already stamped it
+    failures: list[str] = field(default_factory=list)  # "<tsa>: <error>"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BackupOutcome:
+    """Where a backup is and what it holds."""
+
+    out_dir: Path
+    tree_size: int
+    checkpoint_size: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,4 +1,5 @@
-"""Anchoring checkpoints with RFC 3161 timestamps (RFC 3161 §2.4, SPECS.md "RFC 3161").
+"""Anchoring checkpoints with RFC 3161 timestamps (RFC 3161 §2.4; docs/formats.md
+"RFC 3161 anchors").
 
 Each run takes the latest published checkpoint, and asks every configured TSA that has not yet
 stamped it for a token over SHA-256 of the checkpoint *body* (origin, size, root lines), so
@@ -18,13 +19,13 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
 from ledger.core.checkpoint import Checkpoint, SignedNote
 from ledger.core.errors import LedgerError
-from ledger.core.types import Anchor, PublishedCheckpoint
+from ledger.core.types import Anchor, AnchorOutcome, PublishedCheckpoint
 from ledger.timestamp.rfc3161 import (
     VerifiedTimestamp,
     imprint_for_checkpoint_body,
@@ -33,7 +34,6 @@ from ledger.timestamp.rfc3161 import (
 )
 
 __all__ = [
-    "AnchorOutcome",
     "AnchorSchedule",
     "Anchorer",
     "TimestampSource",
@@ -68,16 +68,6 @@ class TsaTarget:
 
     name: str
     source: TimestampSource
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AnchorOutcome:
-    """What one anchoring run did."""
-
-    size: int
-    anchors: list[Anchor] = field(default_factory=list)  # newly stored
-    skipped: list[str] = field(default_factory=list)  # TSAs that had already stamped it
-    failures: list[str] = field(default_factory=list)  # "<tsa>: <error>"
 
 
 def checkpoint_body(note: str) -> bytes:

@@ -1,5 +1,5 @@
 """The log's receive-time clock: the wall clock, bounded by the monotonic clock (our v1 leaf's
-time field; README "Time").
+time field; docs/operating.md "Faults, rollbacks and restore").
 
 Leaf times never decrease, so one forward glitch of the wall clock (ten years ahead for a
 second) would otherwise pin every later leaf time in the future, across restarts. Policy:

@@ -1,6 +1,6 @@
 """The published high-water mark: the newest checkpoint the log ever handed out, kept outside
 RocksDB so that a rolled-back data dir (a flipped WAL byte, a restored backup) cannot carry its
-own, older idea of "published" back with it (DESIGN "never two roots for one size").
+own, older idea of "published" back with it (docs/design.md "Rules of the house", rule 4).
 
 The mark is one small file at a location configured apart from the data dir
 (``[log] mark_file``), written before the checkpoint is stored or returned to anyone. It has two

@@ -1,5 +1,5 @@
 """Start checks against the published high-water mark, and leaving read-only mode after a
-forced restore (``ledger restore``; README "Restore").
+forced restore (``ledger restore``; docs/operating.md "Faults, rollbacks and restore").
 
 On open the durable tree must reach the mark's size and have the mark's root there. If not, the
 data dir was rolled back (a damaged WAL salvaged, a backup restored) or is another log's, and

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ledger.core.errors import DataLossError, InvalidArgumentError
 from ledger.core.limits import HASH_SIZE, MAX_METADATA
 from ledger.core.merkle import NodeID
-from ledger.core.tile_layout import frame
+from ledger.core.tiles import frame_entry
 from ledger.core.types import (
     AppendItem,
     AppendResult,
@@ -127,7 +127,7 @@ class Sequencer:
                 continue
             if meta:
                 tail = digest + leaf_suffix(meta)
-                entries.append(frame(prefix + tail))
+                entries.append(frame_entry(prefix + tail))
             else:
                 tail = digest + plain
                 entries.append(framed + tail)
@@ -154,7 +154,7 @@ class Sequencer:
         entries, digests, hashes, last = [], [], [], self._last_timestamp_ms
         for index, leaf in enumerate(leaves, start):
             entry = decode_leaf(index, leaf)
-            entries.append(frame(leaf))
+            entries.append(frame_entry(leaf))
             digests.append(entry.record_digest)
             hashes.append(entry.leaf_hash)
             last = max(last, entry.timestamp_ms)

@@ -10,7 +10,7 @@ A fault in the writer (a commit, a checkpoint or an anchor that cannot be stored
 that fails) stops the log loudly: the error is logged with its cause, the failure listeners
 (health: NOT_SERVING) are told, queued and new appends fail at once with ``LogFailedError``
 (UNAVAILABLE), and ``stop`` returns promptly. Reads go on. A restart resumes the log once the
-cause is fixed: nothing acknowledged is lost (README "Faults").
+cause is fixed: nothing acknowledged is lost (docs/operating.md "Faults, rollbacks and restore").
 
 Reads (checkpoints, proofs, entries, anchors, receipts) run on a pool of reader threads, never on
 the event-loop thread, so a large proof batch does not stall appends or other calls; the

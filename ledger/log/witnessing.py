@@ -15,8 +15,12 @@ retried with exponential backoff (``BACKOFF_S`` doubling to ``MAX_BACKOFF_S``). 
 runs on the writer thread or holds the log lock while waiting on the network: proofs are read
 on reader threads, and the cosignatures that arrived are stored together, one durable write per
 checkpoint size, on a thread of their own; so a slow or dead witness never slows appends or
-publishing. The HTTP client is aiohttp's (already the server extra's HTTP stack): one
-connection pool, per-request timeouts and cancellation without a thread per witness.
+publishing. Requests go through the server's one outbound HTTP client (``ledger.net.client``,
+aiohttp): one connection pool, a per-request timeout (the witness's ``timeout_s``), answers
+capped at ``MAX_ANSWER_BYTES``, cancellation without a thread per witness.
+
+The witnesses come as ``WitnessEndpoint`` values (plain, frozen): the app builds them from its
+settings (``ledger.app.settings.WitnessTarget``); this layer does not import the app.
 
 Operator view: ``witnesses.json`` in the data folder (rewritten at most once per second) with
 each witness's last cosigned size, its size as last reported, the last error and when, and the
@@ -39,16 +43,21 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import aiohttp
-
-from ledger.app.settings import WitnessTarget
 from ledger.core.checkpoint import Checkpoint, CosignatureVerifier, NoteSignature, SignedNote
 from ledger.core.errors import FormatError, LedgerError
 from ledger.core.types import ConsistencyProof, PublishedCheckpoint
+from ledger.net.client import HttpClient
 from ledger.witness.core import SIZE_CONTENT_TYPE, build_request
 from ledger.witness.state import write_atomically
 
-__all__ = ["BACKOFF_S", "MAX_BACKOFF_S", "Cosigning", "WitnessStatus", "load_status"]
+__all__ = [
+    "BACKOFF_S",
+    "MAX_BACKOFF_S",
+    "Cosigning",
+    "WitnessEndpoint",
+    "WitnessStatus",
+    "load_status",
+]
 
 _log = logging.getLogger("ledger.witnessing")
 BACKOFF_S = 0.2
@@ -68,6 +77,17 @@ class CosigningLog(Protocol):
     def add_cosignatures(
         self, size: int, signatures: Sequence[NoteSignature]
     ) -> PublishedCheckpoint: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WitnessEndpoint:
+    """One witness the log asks to cosign: its name, base URL (``POST <url>/add-checkpoint``),
+    tlog-cosignature verifier key (type 0x04) and HTTP timeout in seconds."""
+
+    name: str
+    url: str
+    key: str
+    timeout_s: float = 10.0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -105,16 +125,6 @@ def _parse_size(body: str) -> int:
     return int(text)
 
 
-async def _read_capped(response: aiohttp.ClientResponse) -> str:
-    """The answer's text, refusing more than MAX_ANSWER_BYTES (a witness is not trusted)."""
-    raw = b""
-    while chunk := await response.content.read(MAX_ANSWER_BYTES + 1 - len(raw)):
-        raw += chunk
-        if len(raw) > MAX_ANSWER_BYTES:
-            raise _Refused(f"HTTP {response.status} answer over {MAX_ANSWER_BYTES} bytes")
-    return raw.decode("utf-8", "replace")
-
-
 def _cosignature(body: str, verifier: CosignatureVerifier, checkpoint: Checkpoint) -> NoteSignature:
     """The witness's valid line among the lines it answered."""
     for line in body.splitlines():
@@ -137,7 +147,7 @@ class Cosigning:
         self,
         *,
         log: CosigningLog,
-        witnesses: Sequence[WitnessTarget],
+        witnesses: Sequence[WitnessEndpoint],
         quorum: int,
         status_dir: Path,
         clock: Callable[[], float] = time.time,
@@ -159,7 +169,7 @@ class Cosigning:
         self._reader = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ledger-witness-read")
         self._wake = [asyncio.Event() for _ in witnesses]
         self._tasks: list[asyncio.Task[None]] = []
-        self._session: aiohttp.ClientSession | None = None
+        self._http: HttpClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._stopping: asyncio.Event | None = None
@@ -196,7 +206,7 @@ class Cosigning:
         """The cosigning loop, on its own thread: the gRPC loop's load never delays it."""
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
-        self._session = aiohttp.ClientSession()
+        self._http = HttpClient()
         self._tasks = [
             asyncio.create_task(self._watch(), name="witness-watch"),
             asyncio.create_task(self._attacher(), name="witness-attach"),
@@ -213,7 +223,7 @@ class Cosigning:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        await self._session.close()
+        await self._http.close()
         self._write_status()
 
     # --- watching publications ---------------------------------------------------------------
@@ -276,18 +286,18 @@ class Cosigning:
             )
             proof = found.hashes
         target = self._targets[i]
-        assert self._session is not None
-        async with self._session.post(
+        assert self._http is not None
+        reply = await self._http.post(  # a witness is not trusted: its answer is capped
             target.url.rstrip("/") + "/add-checkpoint",
-            data=build_request(old, proof, checkpoint.note),
-            timeout=aiohttp.ClientTimeout(total=target.timeout_s),
-        ) as response:
-            body = await _read_capped(response)
-            kind = response.headers.get("Content-Type", "").split(";")[0].strip()
-            if response.status == 409 and kind == SIZE_CONTENT_TYPE:
-                raise _Stale(_parse_size(body))
-            if response.status != 200:
-                raise _Refused(f"HTTP {response.status}: {body.strip()[:300]}")
+            build_request(old, proof, checkpoint.note),
+            timeout_s=target.timeout_s,
+            max_bytes=MAX_ANSWER_BYTES,
+        )
+        body = reply.body.decode("utf-8", "replace")
+        if reply.status == 409 and reply.content_type == SIZE_CONTENT_TYPE:
+            raise _Stale(_parse_size(body))
+        if reply.status != 200:
+            raise _Refused(f"HTTP {reply.status}: {body.strip()[:300]}")
         body_text = SignedNote.from_text(checkpoint.note).text
         return _cosignature(body, self._verifiers[i], Checkpoint.from_text(body_text))
 

@@ -10,23 +10,14 @@ server takes it through the ``Backup`` admin RPC; ``backup_data_dir`` opens a st
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 from ledger.core.errors import FailedPreconditionError, InvalidArgumentError
+from ledger.core.types import BackupOutcome
 from ledger.ops.binding import BINDING_FILE
 from ledger.store.rocks import RocksStore
 
-__all__ = ["BackupOutcome", "backup_data_dir", "backup_store", "read_backup"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BackupOutcome:
-    """Where a backup is and what it holds."""
-
-    out_dir: Path
-    tree_size: int
-    checkpoint_size: int
+__all__ = ["backup_data_dir", "backup_store", "read_backup"]
 
 
 def _prepare(out: Path) -> None:

@@ -1,7 +1,7 @@
 """``ledger fsck``: check every byte of a stopped log's data against what it must be.
 
 Recomputes the tree from the stored entry bundles (RFC 6962 §2.1) in one sequential pass and
-rebuilds the tile layout from them (``ledger.tile_layout``), comparing every stored bundle and
+rebuilds the tile layout from them (``ledger.core.tile_layout``), comparing every stored bundle and
 tile value once it can no longer change (so memory stays the right edge); checks the bundles
 are contiguous, each leaf parses (v1), timestamps never decrease and the
 dedup index maps exactly each entry's digest to its index (a sequential scan compared through a
@@ -29,7 +29,8 @@ from ledger.core.checkpoint import open_checkpoint
 from ledger.core.errors import LedgerError
 from ledger.core.limits import HASH_SIZE
 from ledger.core.note import Ed25519Verifier
-from ledger.core.tile_layout import TILE_HEIGHT, TILE_WIDTH, TileWriter, frame, split_bundle
+from ledger.core.tile_layout import TileWriter
+from ledger.core.tiles import TILE_HEIGHT, TILE_WIDTH, frame_entry, split_entry_bundle
 from ledger.core.types import decode_leaf
 from ledger.fileio.keys import load_signer
 from ledger.log.anchoring import checkpoint_body
@@ -92,7 +93,7 @@ def _full_key(key: bytes, size: int) -> bool:
 
 
 class _TreeReplay:
-    """Rebuilds the tile layout from the entries (``ledger.tile_layout.TileWriter``) and
+    """Rebuilds the tile layout from the entries (``ledger.core.tile_layout.TileWriter``) and
     compares each bundle and tile value with the stored one once it can no longer change, so
     memory stays the right edge only; every stored tree key must be one of them."""
 
@@ -157,7 +158,7 @@ def _check_entries(store: RocksStore, state: TreeState, report: FsckReport) -> m
             report.add("bundle", f"key {key.hex()}", f"want the bundle of entry {expected}")
             raise _Stop
         try:
-            leaves = split_bundle(value)
+            leaves = split_entry_bundle(value)
         except LedgerError as exc:
             report.add("bundle", _tree_where(key), str(exc))
             raise _Stop from None
@@ -175,7 +176,7 @@ def _check_entries(store: RocksStore, state: TreeState, report: FsckReport) -> m
                 from_entries += _pair(entry.record_digest, index)
             hashes.append(merkle.leaf_hash(leaf))
         nodes, compact = Integrator(compact).integrate(hashes)
-        replay.add(expected, [frame(leaf) for leaf in leaves], nodes)
+        replay.add(expected, [frame_entry(leaf) for leaf in leaves], nodes)
         expected += len(leaves)
     replay.finish(expected)
     _check_dedup(store, expected, from_entries, report)

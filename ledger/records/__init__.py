@@ -1,4 +1,11 @@
-"""records."""
+"""Decision records: schema v1, validation, digests, commitments and run checks; pure, no I/O.
+
+Owns: the record dataclasses, validator, digests and record ids (``decision``, its public names
+re-exported here), salted commitments and selective disclosure (``commitments``), run-level
+checks and ``run_closed`` (``runs``), and the JSON schemas (``schemas/``, package data).
+
+May import: ``ledger.core``.
+"""
 
 from ledger.records.decision import (
     CANDIDATE_FIELDS,

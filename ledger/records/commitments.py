@@ -1,6 +1,6 @@
 """Salted commitments to sensitive record fields, and selective disclosure of one field.
 
-DESIGN.md "Decision record (v1)": a sensitive value ``v`` is replaced in a record by the object
+docs/design.md "Decision record (v1)": a sensitive value ``v`` is replaced in a record by the object
 ``{"commitment": "sha256:<hex>"}`` where ``<hex>`` is ``SHA-256(salt || JCS(v))`` (RFC 8785
 canonical bytes, ``ledger.jcs``). The log and auditors see only the digest; the owner keeps
 ``(field_path, value, salt)`` as a ``Disclosure`` and may later reveal that one field. Deleting

@@ -1,7 +1,7 @@
 """Decision records, schema v1: the dataclass, its validator, digests and record ids.
 
-Pure: standard library plus ``rfc8785`` (through ``ledger.jcs``), no I/O. DESIGN.md "Decision
-record (v1)"; the published JSON Schema (draft 2020-12) is ``ledger/schemas/
+Pure: standard library plus ``rfc8785`` (through ``ledger.jcs``), no I/O. docs/design.md
+"Decision record (v1)"; the published JSON Schema (draft 2020-12) is ``ledger/schemas/
 decision-record-v1.schema.json`` and says the same thing as this module.
 
 * A record is one JSON object with exactly the members ``RECORD_FIELDS`` (optional ones are

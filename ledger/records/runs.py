@@ -1,8 +1,8 @@
 """Run-level checks over decision records: the ``run_closed`` record and ``check_run``.
 
-Pure: no I/O. DESIGN.md "Decision record (v1)": a run's records link by ``parent_digests`` into a
-DAG, and a ``run_closed`` record commits to the ordered list of (step, record digest) of the whole
-run, so an auditor can prove a run is complete and in order.
+Pure: no I/O. docs/design.md "Decision record (v1)": a run's records link by
+``parent_digests`` into a DAG, and a ``run_closed`` record commits to the ordered list of
+(step, record digest) of the whole run, so an auditor can prove a run is complete and in order.
 
 ``check_run`` never raises on a bad run; it returns a ``RunReport`` whose ``problems`` name each
 fault with the record's step, id and digest (``PROBLEM_CODES``):

@@ -34,7 +34,7 @@ from typing import Protocol
 from ledger.core.checkpoint import SignedNote
 from ledger.core.errors import StorageError
 from ledger.core.merkle import CompactRange, NodeID
-from ledger.core.tile_layout import TileReader, TileWriter
+from ledger.core.tile_layout import StoredTiles, TileWriter
 from ledger.core.types import Anchor, PublishedCheckpoint
 
 __all__ = ["Batch", "MemoryStore", "Store", "TreeState", "check_new_checkpoint"]
@@ -176,7 +176,7 @@ class MemoryStore:
         self._checkpoints: dict[int, PublishedCheckpoint] = {}
         self._anchors: dict[tuple[int, str], Anchor] = {}
         self.writes: dict[bytes, int] = {}  # how often each value was written (tests)
-        self._reader = TileReader(self._lookup)
+        self._reader = StoredTiles(self._lookup)
         self._writer = TileWriter.load(0, self._lookup)
 
     def _lookup(self, keys: list[bytes]) -> list[bytes | None]:

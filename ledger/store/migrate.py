@@ -25,7 +25,8 @@ from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
 from ledger.core.errors import StorageError
 from ledger.core.merkle import CompactRange, leaf_hash
-from ledger.core.tile_layout import TileWriter, frame
+from ledger.core.tile_layout import TileWriter
+from ledger.core.tiles import frame_entry
 from ledger.store.contract import TreeState
 from ledger.store.rocks import FAMILIES, INDEX_BYTES, LAYOUT, OLD_FAMILIES, RocksStore, open_rdict
 
@@ -56,7 +57,7 @@ def _rebuild(db: Rdict, families: list[str], state: TreeState, note: Callable[[s
         nonlocal writer
         first = compact.size
         nodes = compact.extend([leaf_hash(leaf) for leaf in chunk], with_leaves=False)
-        values, writer = writer.plan(first, [frame(leaf) for leaf in chunk], nodes)
+        values, writer = writer.plan(first, [frame_entry(leaf) for leaf in chunk], nodes)
         wb = WriteBatch(raw_mode=True)
         for key, value in values.items():
             wb.put(key, value, tree)

@@ -18,9 +18,10 @@ full ones it completes, one dedup key per entry, the state. It is written withou
 WAL is then synced with ``flush_wal(True)``, which releases the GIL during the fsync (the
 write itself holds it); ``commit`` returns only after the sync, so it is durable when it returns.
 The dedup index is a whole-key bloom-filtered family of random 32-byte keys (the alternatives
-measured are in ``tools/bench_dedup.py`` and the README); memtables are capped so RSS does not
-grow with the log. Data dirs of the earlier per-entry layout are refused with a message naming
-``ledger migrate-storage`` (``ledger.migrate``), which converts them in place.
+measured are in ``tools/bench_dedup.py`` and docs/benchmarks.md "The dedup index"); memtables
+are capped so RSS does not grow with the log. Data dirs of the earlier per-entry layout are
+refused with a message naming ``ledger migrate-storage`` (``ledger.migrate``), which converts
+them in place.
 
 WAL recovery (issue 14): RocksDB's default, point-in-time recovery, silently drops everything
 after the first damaged WAL record. The log opens with ``tolerate_corrupted_tail_records``
@@ -52,7 +53,7 @@ from rocksdict import (
 
 from ledger.core.errors import DataLossError, StorageError
 from ledger.core.merkle import NodeID
-from ledger.core.tile_layout import TileReader, TileWriter
+from ledger.core.tile_layout import StoredTiles, TileWriter
 from ledger.core.types import Anchor, PublishedCheckpoint
 from ledger.store.contract import Batch, TreeState, check_new_checkpoint
 
@@ -83,10 +84,11 @@ def _options(memtable_mb: int, cache_mb: int) -> tuple[Options, Options]:
     """Options for the tree family and for the dedup family, sharing one memory budget.
 
     The dedup family's random keys are what compaction pays for. Measured alternatives
-    (``tools/bench_dedup.py``, README): universal compaction is fast at first, then long full
-    merges; with level compaction and the default 256 MiB level 1, every L0 -> L1 compaction
-    rewrites all of a growing L1, so the append rate falls as the log grows; a 32 MiB level
-    base with 8 MiB files and dynamic level sizes bounds what one compaction rewrites, which
+    (``tools/bench_dedup.py``, docs/benchmarks.md "The dedup index"): universal compaction is
+    fast at first, then long full merges; with level compaction and the default 256 MiB
+    level 1, every L0 -> L1 compaction rewrites all of a growing L1, so the append rate falls
+    as the log grows; a 32 MiB level base with 8 MiB files and dynamic level sizes bounds
+    what one compaction rewrites, which
     kept the rate flat to 2M keys; memtables of a quarter of ``memtable_mb`` (4 MiB by default)
     make the random inserts of the write, which hold the GIL, about 40% cheaper (a smaller
     skiplist) for the same total compaction work. Shorter keys save disk but need collision
@@ -158,7 +160,7 @@ def _open_error(path: str | Path, exc: Exception) -> StorageError:
         "acknowledged entries silently. What you can do: restore a copy of the data dir, or "
         "run `ledger restore accept --salvage-wal` to keep what is intact before the damage "
         "(the log then stays read-only until `ledger restore catch-up` brings it back to its "
-        'published high-water mark); see README "Restore"'
+        'published high-water mark); see docs/operating.md "Faults, rollbacks and restore"'
     )
 
 
@@ -247,7 +249,7 @@ class RocksStore:
         self._check_version(Path(path))
         self._nosync = WriteOptions()
         self._nosync.sync = False
-        self._reader = TileReader(self._lookup)
+        self._reader = StoredTiles(self._lookup)
         try:
             self._writer = TileWriter.load(self.load_state().size, self._lookup)
         except StorageError:

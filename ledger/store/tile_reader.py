@@ -1,6 +1,6 @@
 """Reading C2SP tlog-tiles from the log's store: the one seam between tiles and storage.
 
-The store keeps the tree as tiles and the entries as entry bundles (``ledger.tile_layout``), so
+The store keeps the tree as tiles and the entries as entry bundles (``ledger.core.tile_layout``), so
 a tile or a bundle is one native read (``Store.get_tiles`` / ``get_entry_bundles``), cut to the
 width asked; the store serves any width up to its committed size, and this reader caps it at
 the published size.

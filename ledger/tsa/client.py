@@ -1,19 +1,18 @@
 """Time-Stamping Authorities over the network (RFC 3161 §3.4) and the embedded development TSA.
 
-- :class:`TsaClient` POSTs a TimeStampReq to a TSA URL with the stdlib ``urllib`` and returns
-  the token only after :func:`ledger.timestamp.verify_response` accepted it (status, imprint,
-  nonce, signature, ESSCertID, EKU, chain to the configured roots). Transport failures raise
-  :class:`~ledger.errors.TimestampError` with check ``"http"`` (non-200, wrong content type,
-  oversized reply) or ``"network"`` (refused, unreachable, timed out).
-- :class:`TsaAuthority` (:mod:`ledger.tsa_authority`) signs tokens; :class:`TsaServer`
-  (:mod:`ledger.tsa_server`) serves it over HTTP; :func:`run_tsa` is what ``ledger tsa`` runs.
+- :class:`TsaClient` POSTs a TimeStampReq to a TSA URL through the server's one outbound HTTP
+  client (:mod:`ledger.net.client`) and returns the token only after
+  :func:`ledger.timestamp.rfc3161.verify_response` accepted it (status, imprint, nonce,
+  signature, ESSCertID, EKU, chain to the configured roots). Transport failures raise
+  :class:`~ledger.core.errors.TimestampError` with check ``"http"`` (non-200, wrong content
+  type, oversized reply) or ``"network"`` (refused, unreachable, timed out).
+- :class:`TsaAuthority` (:mod:`ledger.tsa.authority`) signs tokens; :class:`TsaServer`
+  (:mod:`ledger.tsa.server`) serves it over HTTP; :func:`run_tsa` is what ``ledger tsa`` runs.
 """
 
 from __future__ import annotations
 
 import contextlib
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -21,7 +20,8 @@ from urllib.parse import urlsplit
 
 from cryptography import x509
 
-from ledger.core.errors import FormatError, TimestampError
+from ledger.core.errors import FormatError, RemoteError, ServiceError, TimestampError
+from ledger.net.client import post_blocking
 from ledger.timestamp.rfc3161 import VerifiedTimestamp, build_request, verify_response
 from ledger.tsa.authority import TSA_POLICY_OID, SerialNumbers, TsaAuthority
 from ledger.tsa.server import QUERY_CONTENT_TYPE, REPLY_CONTENT_TYPE, TsaServer
@@ -80,22 +80,18 @@ class TsaClient:
         return verified.token_der, verified
 
     def _post(self, query: bytes) -> bytes:
-        http_request = urllib.request.Request(
-            self.url,
-            data=query,
-            method="POST",
-            headers={"Content-Type": QUERY_CONTENT_TYPE, "Accept": REPLY_CONTENT_TYPE},
-        )
+        headers = {"Content-Type": QUERY_CONTENT_TYPE, "Accept": REPLY_CONTENT_TYPE}
         try:
-            with urllib.request.urlopen(http_request, timeout=self.timeout) as response:
-                content_type = response.headers.get_content_type()
-                body = response.read(MAX_REPLY_BYTES + 1)
-                status = int(response.status)
-        except urllib.error.HTTPError as exc:
-            raise TimestampError("http", f"TSA {self.url} answered HTTP {exc.code}") from exc
-        except (urllib.error.URLError, TimeoutError, OSError) as exc:
+            reply = post_blocking(
+                self.url, query, headers=headers, timeout_s=self.timeout, max_bytes=MAX_REPLY_BYTES
+            )
+        except RemoteError:
+            raise TimestampError(
+                "http", f"TSA {self.url} reply exceeds {MAX_REPLY_BYTES} bytes"
+            ) from None
+        except ServiceError as exc:  # unreachable, refused, timed out
             raise TimestampError("network", f"TSA {self.url} unreachable: {exc}") from exc
-        return self._checked_reply(status, content_type, body)
+        return self._checked_reply(reply.status, reply.content_type, reply.body)
 
     def _checked_reply(self, status: int, content_type: str, body: bytes) -> bytes:
         if status != 200:

@@ -5,15 +5,9 @@ write run on a worker thread, so the event loop keeps accepting requests while o
 Bodies over ``MAX_BODY_BYTES`` get 413; other methods 405 (aiohttp). Every refusal has a text
 body saying what is wrong; a 409 for a stale old size carries ``text/x.tlog.size``.
 
-``WitnessSettings`` is the witness's configuration (TOML, see ``load_witness_settings``)::
-
-    [witness]
-    key_file = "witness.key"          # a tlog-cosignature (type 0x04) signer key
-    state_dir = "witness-data"
-    listen = "127.0.0.1:7380"
-    [[witness.log]]                   # every log this witness cosigns (repeatable)
-    origin = "ledger.example.com/agents/2026"
-    keys = ["ledger.example.com/agents/2026+1234abcd+AQ..."]
+``WitnessSettings`` is the witness's configuration as plain values; ``ledger witness serve``
+builds it from the settings model (``ledger.app.settings.WitnessServeSettings``: the
+``[witness]`` TOML table, ``LEDGER_WITNESS_*`` variables and flags).
 """
 
 from __future__ import annotations
@@ -23,11 +17,9 @@ import contextlib
 import logging
 import signal
 import time
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from aiohttp import web
 
@@ -43,7 +35,6 @@ __all__ = [
     "LogKeys",
     "WitnessSettings",
     "create_witness_app",
-    "load_witness_settings",
     "open_witness",
     "run_witness",
     "split_listen",
@@ -78,44 +69,6 @@ class WitnessSettings:
                 except MalformedKeyError as exc:
                     raise MalformedKeyError(f"log {log.origin!r}: {exc}") from None
         return out
-
-
-def _log_table(i: int, raw: Any) -> LogKeys:
-    where = f"witness.log[{i}]"
-    if not isinstance(raw, dict) or set(raw) != {"origin", "keys"}:
-        raise FormatError(f"{where}: want a table with exactly origin and keys")
-    origin, keys = raw["origin"], raw["keys"]
-    if not isinstance(origin, str) or not origin:
-        raise FormatError(f"{where}.origin: want a non-empty string")
-    if not isinstance(keys, list) or not keys or not all(isinstance(k, str) for k in keys):
-        raise FormatError(f"{where}.keys: want a non-empty list of verifier key strings")
-    return LogKeys(origin=origin, keys=tuple(keys))
-
-
-def load_witness_settings(path: Path | None) -> WitnessSettings:
-    """Defaults, overlaid with the ``[witness]`` table of the TOML file at ``path``."""
-    if path is None:
-        return WitnessSettings()
-    try:
-        doc = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise FormatError(f"cannot read config {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise FormatError(f"config {path} is not valid TOML: {exc}") from None
-    table = doc.get("witness")
-    if set(doc) != {"witness"} or not isinstance(table, dict):
-        raise FormatError(f"config {path}: want one [witness] table")
-    values: dict[str, Any] = {}
-    for key, value in table.items():
-        if key == "log":
-            values["logs"] = tuple(_log_table(i, t) for i, t in enumerate(value))
-        elif key in ("key_file", "state_dir") and isinstance(value, str):
-            values[key] = Path(value)
-        elif key == "listen" and isinstance(value, str):
-            values[key] = value
-        else:
-            raise FormatError(f"config {path}: unknown or mistyped key witness.{key}")
-    return WitnessSettings(**values)
 
 
 def open_witness(settings: WitnessSettings, *, clock: Callable[[], float] = time.time) -> Witness:

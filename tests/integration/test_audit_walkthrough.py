@@ -1,4 +1,4 @@
-"""The README's auditor walk-through, run for real: the agent from the README against
+"""The auditor walk-through of docs/auditing.md, run for real: the agent from that page against
 ``ledger serve`` (a subprocess), then every command of its command block, in a shell."""
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from ledger.fileio.keys import write_signer
 from tests.harness import ORIGIN, ServerProcess
 
 pytestmark = pytest.mark.integration
-README = Path(__file__).resolve().parents[2] / "README.md"
+AUDITING = Path(__file__).resolve().parents[2] / "docs" / "auditing.md"
 
 
 def block(marker: str) -> str:
     """The fenced code block right after ``<!-- audit-walkthrough:MARKER -->``."""
-    text = README.read_text()
+    text = AUDITING.read_text()
     found = re.search(rf"<!-- audit-walkthrough:{marker} -->\n```\w+\n(.*?)```", text, re.S)
-    assert found, f"README has no audit-walkthrough:{marker} block"
+    assert found, f"docs/auditing.md has no audit-walkthrough:{marker} block"
     return found.group(1)
 
 

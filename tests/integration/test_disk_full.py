@@ -1,5 +1,6 @@
 """A real full file system under the log: appends fail loudly once the disk is full, nothing
-acknowledged is lost, and a restart once space is back resumes the log (README "Faults")."""
+acknowledged is lost, and a restart once space is back resumes the log (docs/operating.md
+"Faults, rollbacks and restore")."""
 
 from __future__ import annotations
 

@@ -20,9 +20,9 @@ from ledger.records.commitments import commit
 from ledger.records.decision import DecisionRecord, MemoryWrite, new_record_id, record_digest
 from ledger.records.runs import run_closed_record, run_steps
 from ledger_client.cli.main import main
-from ledger_client.receipts.fetch import fetch_receipt, upgrade_receipt
 from ledger_client.receipts.receipt import Receipt, to_tlog_proof
 from ledger_client.remote.log import RemoteLog
+from ledger_client.remote.receipt_fetch import fetch_receipt, upgrade_receipt
 from tests.harness import running_server
 from tests.unit.test_receipt import TIME, make_record
 

@@ -30,9 +30,9 @@ from ledger.core.errors import VerificationError
 from ledger.fileio.keys import write_signer
 from ledger.witness.core import build_request
 from ledger_client.cli.main import main as verify_main
-from ledger_client.receipts.fetch import count_cosignatures, fetch_receipt, witnessed_receipt
 from ledger_client.receipts.receipt import Receipt
 from ledger_client.remote.log import RemoteLog
+from ledger_client.remote.receipt_fetch import count_cosignatures, fetch_receipt, witnessed_receipt
 from tests.harness import ORIGIN, ServerProcess
 from tests.witness_harness import WitnessProcess, make_witness_key, post
 

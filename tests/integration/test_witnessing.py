@@ -32,9 +32,9 @@ from ledger.records.decision import DecisionRecord, MemoryWrite, new_record_id
 from ledger.witness.core import SIZE_CONTENT_TYPE
 from ledger.witness.state import load_records
 from ledger_client.cli.main import main as verify_main
-from ledger_client.receipts.fetch import count_cosignatures, refresh_cosignatures
 from ledger_client.receipts.receipt import to_tlog_proof
 from ledger_client.remote.log import RemoteLog
+from ledger_client.remote.receipt_fetch import count_cosignatures, refresh_cosignatures
 from ledger_client.sdk.client import LedgerClient
 from tests.harness import ORIGIN, running_server
 from tests.witness_fixtures import View

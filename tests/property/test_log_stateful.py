@@ -1,7 +1,8 @@
 """A hypothesis state machine over the ``Log`` facade with the store's fault hook armed at every
 fault point (commit, checkpoint, anchor): after every step, every acknowledged entry is where it
 was acknowledged, every published size has one root, the newest checkpoint matches the stored
-tree, proofs verify, and a restart over the same store recovers all of it (DESIGN rule 4)."""
+tree, proofs verify, and a restart over the same store recovers all of it (docs/design.md
+"Rules of the house", rule 4)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from ledger.core import merkle
 from ledger.core.errors import StorageError
 from ledger.core.merkle import CompactRange, NodeID
-from ledger.core.tile_layout import TileReader, TileWriter, frame
+from ledger.core.tile_layout import StoredTiles, TileWriter
+from ledger.core.tiles import frame_entry
 from ledger.core.types import encode_leaf
 
 
@@ -42,13 +43,13 @@ def test_reads_match_first_principles_and_reloads_continue(spec: list[tuple[int,
         nodes = compact.extend([merkle.leaf_hash(x) for x in new], with_leaves=False)
         # a writer reloaded from what is stored plans exactly what the running one plans
         reloaded = TileWriter.load(len(leaves), lookup)
-        planned, writer_after = writer.plan(len(leaves), [frame(x) for x in new], nodes)
-        assert reloaded.plan(len(leaves), [frame(x) for x in new], nodes)[0] == planned
+        planned, writer_after = writer.plan(len(leaves), [frame_entry(x) for x in new], nodes)
+        assert reloaded.plan(len(leaves), [frame_entry(x) for x in new], nodes)[0] == planned
         values.update(planned)
         writer = writer_after
         leaves += new
     size = len(leaves)
-    reader = TileReader(lookup)
+    reader = StoredTiles(lookup)
     hashes = [merkle.leaf_hash(x) for x in leaves]
     ids = [NodeID(h, j) for h in range(size.bit_length()) for j in range(size >> h)]
     assert reader.nodes(ids) == [merkle.root(hashes[n.begin : n.end]) for n in ids]
@@ -58,7 +59,7 @@ def test_reads_match_first_principles_and_reloads_continue(spec: list[tuple[int,
         for width in {1, full // 2 or 1, full}:
             want = b"".join(hashes[256 * index : 256 * index + width])
             assert reader.tiles([(0, index, width)]) == [want]
-            bundle = b"".join(frame(x) for x in leaves[256 * index : 256 * index + width])
+            bundle = b"".join(frame_entry(x) for x in leaves[256 * index : 256 * index + width])
             assert reader.bundles([(index, width)]) == [bundle]
     if size >= 256:
         tops = size // 256
@@ -70,4 +71,4 @@ def test_reads_match_first_principles_and_reloads_continue(spec: list[tuple[int,
 def test_a_commit_that_does_not_extend_the_tree_is_refused() -> None:
     writer = TileWriter.load(0, lambda keys: [None] * len(keys))
     with pytest.raises(StorageError, match="does not extend"):
-        writer.plan(1, [frame(leaf(1, 0))], [])
+        writer.plan(1, [frame_entry(leaf(1, 0))], [])

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from ledger.app.settings import load_witness_settings
 from ledger.cli.main import main
 from ledger.core.checkpoint import CosignatureSigner, CosignatureVerifier, Ed25519Signer
 from ledger.fileio.keys import write_signer
-from ledger.witness.server import load_witness_settings
 from ledger.witness.state import Witness
 from tests.witness_fixtures import ORIGIN, View
 
@@ -50,10 +50,10 @@ def test_config_file(tmp_path: Path) -> None:
         f'[[witness.log]]\norigin = "{ORIGIN}"\nkeys = ["{vkey}"]\n'
     )
     settings = load_witness_settings(config)
-    assert settings.listen == "127.0.0.1:0" and list(settings.verifiers()) == [ORIGIN]
+    assert settings.listen == "127.0.0.1:0" and [log.origin for log in settings.logs] == [ORIGIN]
     config.write_text("[witness]\nport = 1\n")
     result = CliRunner().invoke(main, ["witness", "serve", "--config", str(config)])
-    assert result.exit_code == 2 and "witness.port" in result.output
+    assert result.exit_code == 2 and "[witness] port: unknown key" in result.output
 
 
 def test_evidence_and_state_commands(tmp_path: Path) -> None:

@@ -75,7 +75,7 @@ def test_inclusion_all_indexes(size: int) -> None:
         merkle.verify_inclusion(ref_leaf_hash(index), index, size, proof, root)
         # A wrong index or size fails unless the RFC walk is literally the same computation
         # (e.g. leaf 0 of size 3 and of size 4): a proof binds the path shape, the signed
-        # checkpoint binds the size (documented in the README).
+        # checkpoint binds the size (docs/formats.md "Merkle edge-case policy").
         for bad_index, bad_size in (
             (index + 1, size),
             (index - 1, size),

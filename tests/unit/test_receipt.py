@@ -448,7 +448,7 @@ def test_pure_modules_import_neither_grpc_nor_rocksdict() -> None:
     probe = (
         "import sys\n"
         "import ledger_client.receipts.receipt, ledger_client.receipts.verify\n"
-        "import ledger_client.receipts.fetch, ledger_client.receipts.run_verify\n"
+        "import ledger_client.remote.receipt_fetch, ledger_client.receipts.run_verify\n"
         "import ledger_client.sdk.run_file, ledger.timestamp.policy\n"
         "print([m for m in ('grpc', 'rocksdict', 'google.protobuf') if m in sys.modules])\n"
     )

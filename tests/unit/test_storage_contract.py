@@ -14,7 +14,7 @@ from ledger.core import merkle
 from ledger.core.checkpoint import Checkpoint, Ed25519Signer, sign_checkpoint
 from ledger.core.errors import StorageError
 from ledger.core.merkle import CompactRange, NodeID
-from ledger.core.tile_layout import frame
+from ledger.core.tiles import frame_entry
 from ledger.core.types import Anchor, PublishedCheckpoint, encode_leaf
 from ledger.log.integrator import Integrator
 from ledger.store.contract import Batch, MemoryStore, Store, TreeState
@@ -61,7 +61,7 @@ def commit_of(
 ) -> tuple[Batch, CompactRange]:
     nodes, new = Integrator(compact).integrate([merkle.leaf_hash(leaf) for leaf in leaves])
     state = TreeState(compact=new, last_timestamp_ms=9)
-    entries = [frame(leaf) for leaf in leaves]
+    entries = [frame_entry(leaf) for leaf in leaves]
     return Batch(first=start, entries=entries, digests=digests, nodes=nodes, state=state), new
 
 

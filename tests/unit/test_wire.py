@@ -18,6 +18,7 @@ from ledger.core.errors import LedgerError, PushbackError, RemoteError, is_retry
 from ledger.core.limits import RETRY_AFTER_KEY
 from ledger.core.types import (
     Anchor,
+    AnchorOutcome,
     AppendItem,
     AppendOutcome,
     AppendResult,
@@ -28,7 +29,6 @@ from ledger.core.types import (
     ReceiptBundle,
     encode_leaf,
 )
-from ledger.log.anchoring import AnchorOutcome
 from ledger.v1 import ledger_pb2 as pb
 
 hashes = st.binary(min_size=32, max_size=32)

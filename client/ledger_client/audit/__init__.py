@@ -1,1 +1,10 @@
-"""audit."""
+"""Auditing many runs offline: per-record checks shared across runs, lineage, timelines,
+reports and an index.
+
+Owns: ``verify`` (per-record verification with shared checks), ``lineage``, ``timeline``,
+``report_html``, the SQLite index (``index``), finding run files (``run_files``) and reading
+them for the index (``load``).
+
+May import: ``ledger.core``, ``ledger.timestamp``, ``ledger.records``, ``ledger.fileio``,
+``ledger_client.receipts``; libraries ``cryptography``, ``sqlite3``.
+"""

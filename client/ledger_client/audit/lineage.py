@@ -1,6 +1,6 @@
 """Lineage across runs: which records rest on a given record, or what a record rests on.
 
-Pure over loaded runs (the CLI reads the files). DESIGN.md "Decision record (v1)": records link
+Pure over loaded runs (the CLI reads the files). docs/design.md "Decision record (v1)": records link
 to their parents by digest (``parent_digests``), within a run or across runs
 (``ledger_client.links``). ``Lineage`` indexes every record of the given runs by digest and
 walks that graph:

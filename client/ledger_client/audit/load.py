@@ -1,7 +1,7 @@
 """Reading run files fast for the index (``ledger-verify index``): the same items as
 ``ledger_client.cli_receipts.load_run``, at a fraction of the cost.
 
-DESIGN.md "Receipts". ``load_run`` parses strictly (duplicate member names refused, every
+docs/design.md "Receipts". ``load_run`` parses strictly (duplicate member names refused, every
 value walked) and validates the record twice (beside the receipt and inside it). Indexing
 200,000 receipts cannot afford that, so ``load_run_fast``:
 

@@ -1,6 +1,6 @@
 """``ledger-verify report``: one self-contained HTML page for auditors.
 
-Pure: builds a string (the CLI writes it). DESIGN.md "Receipts" and "Decision record (v1)".
+Pure: builds a string (the CLI writes it). docs/design.md "Receipts" and "Decision record (v1)".
 The page has no script, no external asset and a Content-Security-Policy that forbids every
 fetch (``default-src 'none'``), so opening it contacts nothing. For each run: a verdict banner,
 the problems ``ledger-verify run`` finds (highlighted), the parent graph as inline SVG (one box

@@ -1,6 +1,6 @@
 """A run's timeline: one row per record, in log order, with what was verified and what not.
 
-Pure: no I/O. DESIGN.md "Decision record (v1)" and "Receipts". A row holds the record's step,
+Pure: no I/O. docs/design.md "Decision record (v1)" and "Receipts". A row holds the record's step,
 its client time and the log's time (from the leaf), kind, a label (the tool, constraint,
 memory key, ... ``label_of``), its parents (as steps of this run, or ``ext:<digest prefix>``
 for a record of another run), the log index, and the verdict: ``verified`` or why not (the

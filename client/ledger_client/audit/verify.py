@@ -1,6 +1,6 @@
 """Per-record verification for auditors, with checkpoint and token checks shared across runs.
 
-Pure: no grpc, no rocksdict, no I/O. DESIGN.md "Receipts"; the checks are those of
+Pure: no grpc, no rocksdict, no I/O. docs/design.md "Receipts"; the checks are those of
 ``ledger_client.receipt_verify.verify_receipt`` (record digest and disclosures, the v1 leaf,
 the C2SP signed checkpoint, the RFC 9162 §2.1.3 inclusion proof, RFC 3161 anchors over SHA-256
 of the checkpoint body), but instead of stopping at the first failure each record gets a

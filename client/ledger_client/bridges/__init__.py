@@ -1,16 +1,21 @@
 """Bridges from agent frameworks to decision records (optional extras, imported only when used).
 
+Owns: the framework bridges and the bookkeeping they share.
+
 * ``ledger_client.bridges.langchain.LedgerCallbackHandler``: a LangChain callback handler
   (needs ``langchain-core``).
 * ``ledger_client.bridges.otel.LedgerSpanProcessor``: an OpenTelemetry span processor for
   GenAI spans (needs ``opentelemetry-sdk``); records keep the trace and span ids (``otel``).
 
 Both map the framework's nested runs or spans onto frames of a ledger run
-(``ledger_client.context``), so the records get steps and parent links like those of
+(``ledger_client.sdk.context``), so the records get steps and parent links like those of
 ``@decision``: a tool/LLM/agent/memory span's record has as parents the records emitted inside
 it, or else the records before it. They write to the run given to them, or else to the run
 current where the outermost span starts. This package itself imports neither framework;
 ``SpanTracker`` is the framework-free bookkeeping both share.
+
+May import: ``ledger.core``, ``ledger.records``, ``ledger_client.sdk``; libraries
+``langchain_core``, ``opentelemetry`` (each only in its own module).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """LangChain bridge: a callback handler that turns tool, LLM, agent, retriever and memory events
-into decision records (DESIGN.md "Decision record (v1)"). Needs ``langchain-core``.
+into decision records (docs/design.md "Decision record (v1)"). Needs ``langchain-core``.
 
     handler = LedgerCallbackHandler()            # records go to the current ledger_run
     chain.invoke(inputs, config={"callbacks": [handler]})

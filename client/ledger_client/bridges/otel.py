@@ -1,7 +1,7 @@
 """OpenTelemetry bridge: a span processor that turns GenAI tool, LLM, agent and memory spans into
 decision records, keeping the W3C trace and span ids as the join key (``otel``). Needs
-``opentelemetry-sdk``. DESIGN.md "Decision record (v1)"; attribute names follow the OpenTelemetry
-GenAI semantic conventions (``gen_ai.*``).
+``opentelemetry-sdk``. docs/design.md "Decision record (v1)"; attribute names follow the
+OpenTelemetry GenAI semantic conventions (``gen_ai.*``).
 
     provider.add_span_processor(LedgerSpanProcessor())   # records go to the current ledger_run
 

@@ -46,7 +46,8 @@ def inclusion(
 def consistency(
     size1: int, size2: int, root1: str, root2: str, proof: tuple[str, ...], as_json: bool
 ) -> None:
-    """Check an RFC 9162 consistency proof (policy for size1 == 0 / size1 == size2: README)."""
+    """Check an RFC 9162 consistency proof (policy for size1 == 0 / size1 == size2:
+    docs/formats.md "Merkle edge-case policy")."""
 
     def run() -> Outcome:
         r1, r2 = parse_hash(root1, "--root1"), parse_hash(root2, "--root2")

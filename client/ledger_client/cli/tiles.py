@@ -71,7 +71,7 @@ def receipt_fetch(
     """Fetch the receipt of a logged record digest from tiles (no anchors: tiles carry none)."""
 
     def run() -> Outcome:
-        from ledger_client.receipts.tiles import fetch_receipt_from_tiles
+        from ledger_client.remote.receipt_tiles import fetch_receipt_from_tiles
         from ledger_client.remote.tiles import TileClient
 
         receipt = fetch_receipt_from_tiles(
@@ -102,7 +102,7 @@ def receipt_upgrade(
     """Move a receipt to the latest checkpoint served as tiles (consistency proof kept)."""
 
     def run() -> Outcome:
-        from ledger_client.receipts.tiles import upgrade_receipt_from_tiles
+        from ledger_client.remote.receipt_tiles import upgrade_receipt_from_tiles
         from ledger_client.remote.tiles import TileClient
 
         receipt = upgrade_receipt_from_tiles(

@@ -7,5 +7,5 @@ with the exit codes (``errors``), the Ctrl-C guard of the entry points (``interr
 library only), outcomes and ``--json`` (``outcome``), hash and key options (``encoding``,
 ``keys``). Not API: it exists for the two CLIs.
 
-May import: ``ledger.core``, ``ledger_client.remote``; libraries ``click``.
+May import: ``ledger.core``, ``ledger_client.remote.connection``; libraries ``click``.
 """

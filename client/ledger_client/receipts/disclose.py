@@ -1,6 +1,6 @@
 """Selective disclosure: the SDK's private disclosures file, and receipts that open chosen fields.
 
-DESIGN.md "Decision record (v1)": sensitive values are salted commitments
+docs/design.md "Decision record (v1)": sensitive values are salted commitments
 (``SHA-256(salt || JCS(value))``, ``ledger.commitments``); the owner keeps the salt and clear
 value and may later disclose single fields. The SDK writes what it keeps to a *private* file,
 never into shared receipts unless a field path is asked for (``ledger_run(disclose=...)``):

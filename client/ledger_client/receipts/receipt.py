@@ -1,6 +1,6 @@
 """Receipts: everything a third party needs to check one decision record offline (v1).
 
-Pure: no grpc, no rocksdict, no I/O. DESIGN.md "Receipts"; the published JSON Schema (draft
+Pure: no grpc, no rocksdict, no I/O. docs/design.md "Receipts"; the published JSON Schema (draft
 2020-12) is ``ledger/schemas/receipt-v1.schema.json``. A receipt is one JSON object, written in
 RFC 8785 canonical form (``to_json``; ``from_json`` accepts any strict JSON and is its exact
 inverse). Every member is required; optional ones are ``null`` or ``[]``, never absent::

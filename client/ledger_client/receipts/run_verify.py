@@ -1,6 +1,6 @@
 """Verifying a whole run offline: every record's receipt, parents, and the run's closure.
 
-Pure: no grpc, no rocksdict, no I/O. DESIGN.md "Decision record (v1)": a run's records link by
+Pure: no grpc, no rocksdict, no I/O. docs/design.md "Decision record (v1)": a run's records link by
 ``parent_digests`` and a ``run_closed`` record commits to the ordered list of (step, record
 digest) of the whole run. ``verify_run`` checks, never raising on a bad run:
 

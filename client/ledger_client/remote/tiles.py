@@ -33,22 +33,21 @@ from ledger.core.errors import BoundsError, FormatError, NotFoundError, ServiceE
 from ledger.core.note import SignedNote
 from ledger_client.remote.monitor import FetchedEntry
 
-__all__ = ["MAX_BUNDLE_BYTES", "TileClient", "TileSource", "http_fetch"]
+__all__ = ["TileClient", "TileSource", "http_fetch"]
 
-MAX_BUNDLE_BYTES = tiles.TILE_WIDTH * (2 + tiles.MAX_ENTRY)
 Fetch = Callable[[str], bytes]  # URL -> body; raises NotFoundError / ServiceError
 _K = TypeVar("_K")
 _V = TypeVar("_V")
 
 
 def http_fetch(timeout: float = 30.0) -> Fetch:
-    """A ``Fetch`` over urllib (http, https, file), bounded to ``MAX_BUNDLE_BYTES``."""
+    """A ``Fetch`` over urllib (http, https, file), bounded to ``tiles.MAX_BUNDLE_BYTES``."""
 
     def fetch(url: str) -> bytes:
         request = urllib.request.Request(url, headers={"User-Agent": "ledger-verify"})
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
-                data: bytes = response.read(MAX_BUNDLE_BYTES + 1)
+                data: bytes = response.read(tiles.MAX_BUNDLE_BYTES + 1)
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
                 raise NotFoundError(f"{url}: 404 not found") from None
@@ -59,8 +58,8 @@ def http_fetch(timeout: float = 30.0) -> Fetch:
             raise ServiceError(f"{url}: {exc.reason}") from None
         except (OSError, ValueError) as exc:
             raise ServiceError(f"{url}: {exc}") from None
-        if len(data) > MAX_BUNDLE_BYTES:
-            raise ServiceError(f"{url}: response larger than {MAX_BUNDLE_BYTES} bytes")
+        if len(data) > tiles.MAX_BUNDLE_BYTES:
+            raise ServiceError(f"{url}: response larger than {tiles.MAX_BUNDLE_BYTES} bytes")
         return data
 
     return fetch

@@ -1,6 +1,6 @@
 """Turning an agent's Python values into record evidence: digests, commitments or content.
 
-DESIGN.md "Decision record (v1)": evidence holds digests of what a decision saw, never its
+docs/design.md "Decision record (v1)": evidence holds digests of what a decision saw, never its
 content. ``jsonable`` maps a Python value to JSON by fixed rules, and ``content_digest`` is
 SHA-256 over its RFC 8785 canonical bytes (``ledger.jcs``), as 64 lowercase hex digits, so
 anyone holding the same value can recompute it. Rules of ``jsonable``:

@@ -1,7 +1,7 @@
 """The agent SDK: ``LedgerClient`` (threads) and ``AsyncLedgerClient`` (asyncio), plus the
 implicit-context API (``ledger_run``, ``@decision``) re-exported from its modules.
 
-DESIGN.md "Who uses it": an agent appends a record per decision, never blocks on the log and
+docs/design.md "Who uses it": an agent appends a record per decision, never blocks on the log and
 never loses a record. The client canonicalizes a record (RFC 8785), writes it to the spool
 (``ledger_client.spool``: durable, crash-safe, format in its docstring) and returns; a
 background sender (``ledger_client.sender``: batching, retries, backpressure, the overflow
@@ -43,10 +43,10 @@ from ledger.core.errors import LedgerError, UnavailableError, is_retryable
 from ledger.core.jcs import canonical_bytes
 from ledger.records.commitments import Disclosure, check_disclosure_in
 from ledger.records.decision import DecisionRecord
-from ledger_client.receipts.fetch import count_cosignatures, fetch_receipts, witnessed_receipt
 from ledger_client.receipts.receipt import Receipt
 from ledger_client.remote.connection import Connection
 from ledger_client.remote.log import RemoteLog
+from ledger_client.remote.receipt_fetch import count_cosignatures, fetch_receipts, witnessed_receipt
 from ledger_client.sdk.capture import Capture, content_digest, jsonable
 from ledger_client.sdk.context import (
     ContextThreadPoolExecutor,

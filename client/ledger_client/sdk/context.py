@@ -1,6 +1,6 @@
 """Implicit run context: ``ledger_run`` and the frames that give records their step and parents.
 
-DESIGN.md "Decision record (v1)": a run's records carry a run id, a step and ``parent_digests``
+docs/design.md "Decision record (v1)": a run's records carry a run id, a step and ``parent_digests``
 (links by digest: a tamper-evident DAG), and the run ends with a ``run_closed`` record listing
 every (step, digest) (``ledger.runs``). This module supplies all three without the agent
 passing anything by hand, through a ``contextvars.ContextVar`` that holds the current *frame*:

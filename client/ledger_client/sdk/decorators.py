@@ -1,6 +1,6 @@
 """``@decision``: each call of a function (sync or async) becomes one decision record.
 
-DESIGN.md "Decision record (v1)". The record goes to the run that is current where the function
+docs/design.md "Decision record (v1)". The record goes to the run that is current where the function
 is called (``ledger_client.context``): its step is the next of the run, its parents are the
 records the call depended on (those emitted inside it, else the caller's previous ones).
 

@@ -1,6 +1,6 @@
 """Data-flow lineage in the SDK: what a record's ``parent_digests`` name, and why.
 
-DESIGN.md "Decision record (v1)": ``parent_digests`` link records by digest, so the graph is
+docs/design.md "Decision record (v1)": ``parent_digests`` link records by digest, so the graph is
 tamper-evident. In a run opened with ``links="data"`` (the default) the parents are the record's
 real dependencies, not the records that merely came before it:
 

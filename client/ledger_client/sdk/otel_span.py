@@ -1,6 +1,6 @@
 """The active OpenTelemetry span's W3C trace and span ids, without importing OpenTelemetry.
 
-DESIGN.md "Decision record (v1)": ``otel`` holds trace/span ids as a join key. ``@decision``
+docs/design.md "Decision record (v1)": ``otel`` holds trace/span ids as a join key. ``@decision``
 calls ``current_otel`` on every record: it looks at ``opentelemetry.trace`` only if the
 application has imported it already (so the SDK stays free of the dependency and costs nothing
 where OpenTelemetry is not used), and returns the ids of the current span when it is valid.

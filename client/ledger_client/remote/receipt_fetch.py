@@ -1,8 +1,8 @@
-"""Fetching and upgrading receipts (``ledger_client.receipt``) from a log server.
+"""Fetching and upgrading receipts (``ledger_client.receipts.receipt``) from a log server.
 
 Talks to the server only through a ``RemoteLog`` the caller passes in, so importing this module
-imports neither grpc nor the generated code (``ledger_client.remote`` is imported for typing
-only). Failures surface as the ledger's error tree (``RemoteLog`` translates statuses).
+imports neither grpc nor the generated code (``ledger_client.remote.log`` is imported for
+typing only). Failures surface as the ledger's error tree (``RemoteLog`` translates statuses).
 
 * ``fetch_receipts``: the receipts of many record digests in one round trip (``GetReceipts``),
   all on one checkpoint: by default the earliest anchored checkpoint that covers every entry

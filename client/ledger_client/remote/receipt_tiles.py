@@ -1,5 +1,6 @@
-"""Fetching and upgrading receipts (``ledger_client.receipt``) from a C2SP tlog-tiles URL: an
-auditor needs neither gRPC nor the log's server, only its tiles (the endpoint, a mirror, a CDN).
+"""Fetching and upgrading receipts (``ledger_client.receipts.receipt``) from a C2SP tlog-tiles
+URL: an auditor needs neither gRPC nor the log's server, only its tiles (the endpoint, a
+mirror, a CDN).
 
 * ``fetch_receipt_from_tiles``: the receipt of one record digest on the latest checkpoint (its
   signature and origin verified), with the inclusion proof built from tiles and verified against
