@@ -1,5 +1,5 @@
-"""``python -m ledger`` runs the operator CLI."""
+"""``python -m ledger`` runs the operator CLI (Ctrl-C guarded before anything heavy loads)."""
 
-from ledger.cli.main import main
+from ledger.cli.entry import main
 
 main()

@@ -58,6 +58,20 @@ def spawn(args: Command, **kwargs: Any) -> subprocess.Popen[Any]:
     return proc
 
 
+def spawn_direct(args: Command, **kwargs: Any) -> subprocess.Popen[Any]:
+    """Like ``spawn`` but without the stub: the command is exec'd directly, with the signal
+    dispositions the caller sets in ``preexec_fn`` (for tests of signal handling itself, where
+    the child's own start-up must be what receives the signal). Still a group of its own, still
+    reaped after the test."""
+    if kwargs.pop("shell", False) or not kwargs.pop("start_new_session", True):
+        raise ValueError("test processes run without a shell, each in its own session")
+    proc: subprocess.Popen[Any] = subprocess.Popen(
+        [os.fspath(a) for a in args], start_new_session=True, **kwargs
+    )
+    _started.append((proc, " ".join(os.fspath(a) for a in args)))
+    return proc
+
+
 def kill_group(proc: subprocess.Popen[Any]) -> None:
     """SIGKILL the child's whole process group; reap the child; close its pipes."""
     with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone already

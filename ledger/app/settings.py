@@ -76,8 +76,9 @@ is optional (``TABLES`` maps ``table.key`` to a field):
 from __future__ import annotations
 
 import ipaddress
+import os
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -92,6 +93,15 @@ from pydantic import (
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
+from ledger.app.settings_errors import (
+    FieldProblem,
+    Where,
+    describe,
+    nearest,
+    parse_failure,
+    unknown_key,
+    unknown_table,
+)
 from ledger.core.checkpoint import CosignatureVerifier, Ed25519Verifier
 from ledger.core.errors import FormatError
 
@@ -272,9 +282,10 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _quorum(self) -> Settings:
         if self.witness_quorum > len(self.witnesses):
-            raise ValueError(
-                f"witnessing.quorum {self.witness_quorum} needs 0..{len(self.witnesses)} "
-                "(the number of [[witness]] entries; 0: all)"
+            raise FieldProblem(
+                "witness_quorum",
+                f"{self.witness_quorum} needs 0..{len(self.witnesses)} "
+                "(the number of witnesses configured; 0: all of them)",
             )
         return self
 
@@ -300,7 +311,10 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Flags (init) > environment > TOML (``_FileSource``, set by ``load_settings``)."""
+        """Flags (init) > environment > TOML (``_FileSource``, set by ``load_settings``); the
+        environment is left out while one layer alone is checked (``_FileSource.env``)."""
+        if not _FileSource.env:
+            return (init_settings, _FileSource(settings_cls))
         return (init_settings, env_settings, _FileSource(settings_cls))
 
     @property
@@ -345,14 +359,18 @@ class Settings(BaseSettings):
         out["mark_file"] = str(self.high_water_file)
         return out
 
-    def with_overrides(self, **overrides: Any) -> Settings:
-        """A validated copy with the non-None overrides applied (flags win)."""
+    def with_overrides(
+        self, flags: Mapping[str, str] | None = None, /, **overrides: Any
+    ) -> Settings:
+        """A validated copy with the non-None overrides applied (flags win); an error names
+        the flag (``flags``: setting -> flag where it is not ``--setting-name``)."""
         unknown = set(overrides) - set(Settings.model_fields)
         if unknown:
             raise FormatError(f"unknown setting(s): {', '.join(sorted(unknown))}")
         values = self.model_dump()
         values.update({k: v for k, v in overrides.items() if v is not None})
-        return _validated(lambda: Settings.model_validate(values), "flags")
+        where = Where("flags", _KEY_OF, _SUBMODELS, flags=flags)
+        return _validated(lambda: Settings.model_validate(values), where, env=False)
 
 
 # table -> TOML key -> field (``auth.mtls`` and ``anchor.tsa`` are tables in TOML)
@@ -398,14 +416,20 @@ TABLES: dict[str, dict[str, str]] = {
         "tsa": "tsas",
     },
 }
-_KEY_OF = {field: f"{table}.{key}" for table, keys in TABLES.items() for key, field in keys.items()}
-_KEY_OF["witnesses"] = "witness"  # written [[witness]] (or [[witnessing.witness]])
+_KEY_OF = {field: (table, key) for table, keys in TABLES.items() for key, field in keys.items()}
+_KEY_OF["witnesses"] = ("", "witness")  # written [[witness]] (or [[witnessing.witness]])
+_SUBMODELS: dict[str, type[BaseModel]] = {"tsas": TsaSettings, "witnesses": WitnessTarget}
+# what the client's commands read (``ledger_client.remote.connection``): not settings, not typos
+_CLIENT_VARIABLES = frozenset(
+    {"SERVER", "TOKEN", "TOKEN_FILE", "TLS_CA", "TLS_CERT", "TLS_KEY", "DEBUG"}
+)
 
 
 class _FileSource(PydanticBaseSettingsSource):
     """The TOML layer: the flattened values ``load_settings`` read (none by default)."""
 
     values: ClassVar[dict[str, Any]] = {}
+    env: ClassVar[bool] = True
 
     def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
         return self.values.get(field_name), field_name, False
@@ -420,69 +444,82 @@ def _flatten(doc: dict[str, Any], path: Path) -> dict[str, Any]:
         if table == "witness" and isinstance(raw, list):  # [[witness]], as [[witnessing.witness]]
             values["witnesses"] = raw
             continue
-        if table not in TABLES or not isinstance(raw, dict):
-            raise FormatError(f"config {path}: unknown table [{table}]")
+        if table not in TABLES:
+            raise FormatError(unknown_table(path, table, raw, TABLES))
+        if not isinstance(raw, dict):
+            raise FormatError(f"{path}: {table}: want a table [{table}], not a value")
         for key, value in raw.items():
             if key not in TABLES[table]:
-                raise FormatError(f"config {path}: unknown key {table}.{key}")
+                raise FormatError(unknown_key(path, table, key, TABLES))
             values[TABLES[table][key]] = value
     return values
-
-
-def _describe(
-    exc: ValidationError,
-    where: str,
-    key_of: Mapping[str, str] = _KEY_OF,
-    env_prefix: str = ENV_PREFIX,
-) -> str:
-    first = exc.errors()[0]
-    loc = [str(p) for p in first["loc"]]
-    name = key_of.get(loc[0], loc[0]) if loc else "?"
-    if where == "environment" and loc:
-        name = env_prefix + loc[0].upper()
-    rest = "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in loc[1:])
-    value = first.get("input")
-    shown = "" if isinstance(value, dict | list) else f" (got {value!r})"
-    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-    return f"{where}: {name}{rest}: {first['msg']}{shown}{more}"
 
 
 _S = TypeVar("_S", bound=BaseSettings)
 
 
-def _validated(
-    build: Callable[[], _S],
-    where: str,
-    key_of: Mapping[str, str] = _KEY_OF,
-    env_prefix: str = ENV_PREFIX,
-) -> _S:
+def _validated(build: Callable[[], _S], where: Where, *, env: bool) -> _S:
+    """Build settings; a problem becomes one line naming where the value came from (``env``:
+    whether ``Settings`` reads the environment for this build)."""
+    _FileSource.env = env
     try:
-        result = build()
+        return build()
     except ValidationError as exc:
-        raise FormatError(_describe(exc, where, key_of, env_prefix)) from None
-    except SettingsError as exc:
-        raise FormatError(f"environment: {exc}") from None
-    return result
+        raise FormatError(describe(exc, where)) from None
+    except SettingsError as exc:  # a LEDGER_* value that is not JSON where JSON is wanted
+        raise FormatError(parse_failure(exc, where)) from None
+    finally:
+        _FileSource.env = True
+
+
+def _check_variables(prefix: str, known: Iterable[str], fields: Iterable[str]) -> None:
+    """A ``prefix*`` variable that is none of ``known``, but close to one of the ``fields``'
+    variables, is a typo: refused with the nearest name (others are left alone)."""
+    names = {field.upper() for field in fields}
+    skip = names | {name.upper() for name in known}
+    for variable in sorted(os.environ):
+        name = variable.upper().removeprefix(prefix)
+        if not variable.upper().startswith(prefix) or name in skip:
+            continue
+        match = nearest(name, names, cutoff=0.8)
+        if match is not None:
+            raise FormatError(
+                f"environment variable {variable}: not a setting (did you mean {prefix}{match}?)"
+            )
+
+
+def _set_in_environment(prefix: str, fields: Iterable[str]) -> frozenset[str]:
+    return frozenset(f for f in fields if prefix + f.upper() in os.environ)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise FormatError(f"{path}: cannot read the configuration: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise FormatError(f"{path}: not UTF-8 text (a binary file?)") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise FormatError(f"{path}: not valid TOML: {exc}") from None
 
 
 def load_settings(path: Path | None) -> Settings:
-    """Embedded defaults < the TOML file at ``path`` (when given) < ``LEDGER_*`` variables."""
+    """Embedded defaults < the TOML file at ``path`` (when given) < ``LEDGER_*`` variables.
+
+    Each layer is checked alone first, so an error names the file and key or the variable.
+    """
     values: dict[str, Any] = {}
     if path is not None:
-        try:
-            doc = tomllib.loads(path.read_bytes().decode("utf-8"))
-        except OSError as exc:
-            raise FormatError(f"cannot read config {path}: {exc.strerror}") from None
-        except UnicodeDecodeError:
-            raise FormatError(f"config {path} is not UTF-8 text (a binary file?)") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise FormatError(f"config {path} is not valid TOML: {exc}") from None
-        values = _flatten(doc, path)
+        values = _flatten(_read_toml(path), path)
+    witness_variables = {"WITNESS_" + field for field in WITNESS_KEYS.values()}
+    _check_variables(ENV_PREFIX, _CLIENT_VARIABLES | witness_variables, Settings.model_fields)
+    in_file = Where("file", _KEY_OF, _SUBMODELS, path=path)
     _FileSource.values = values
     try:
-        file_only = _validated(lambda: Settings.model_validate(values), f"config {path}")
-        del file_only  # the file alone must be valid, so its errors name the file
-        return _validated(Settings, "environment")
+        _validated(lambda: Settings.model_validate(values), in_file, env=False)
+        from_env = _set_in_environment(ENV_PREFIX, Settings.model_fields)
+        in_env = Where("environment", _KEY_OF, _SUBMODELS, present=from_env, fallback=in_file)
+        return _validated(Settings, in_env, env=True)
     finally:
         _FileSource.values = {}
 
@@ -508,7 +545,7 @@ WITNESS_KEYS: dict[str, str] = {
     "listen": "listen",
     "log": "logs",
 }
-_WITNESS_KEY_OF = {field: f"witness.{key}" for key, field in WITNESS_KEYS.items()}
+_WITNESS_KEY_OF = {field: ("witness", key) for key, field in WITNESS_KEYS.items()}
 
 
 class WitnessLog(BaseModel):
@@ -528,6 +565,9 @@ class WitnessLog(BaseModel):
             except FormatError as exc:
                 raise ValueError(str(exc)) from None
         return value
+
+
+_WITNESS_SUBMODELS: dict[str, type[BaseModel]] = {"logs": WitnessLog}
 
 
 class _WitnessFileSource(_FileSource):
@@ -570,19 +610,18 @@ class WitnessServeSettings(BaseSettings):
         """Flags (init) > environment > TOML (set by ``load_witness_settings``)."""
         return (init_settings, env_settings, _WitnessFileSource(settings_cls))
 
-    def with_overrides(self, **overrides: Any) -> WitnessServeSettings:
-        """A validated copy with the non-None overrides applied (flags win)."""
+    def with_overrides(
+        self, flags: Mapping[str, str] | None = None, /, **overrides: Any
+    ) -> WitnessServeSettings:
+        """A validated copy with the non-None overrides applied (flags win); an error names
+        the flag (``flags``: setting -> flag where it is not ``--setting-name``)."""
         unknown = set(overrides) - set(WitnessServeSettings.model_fields)
         if unknown:
             raise FormatError(f"unknown setting(s): {', '.join(sorted(unknown))}")
         values = self.model_dump()
         values.update({k: v for k, v in overrides.items() if v is not None})
-        return _validated(
-            lambda: WitnessServeSettings.model_validate(values),
-            "flags",
-            _WITNESS_KEY_OF,
-            WITNESS_ENV_PREFIX,
-        )
+        where = Where("flags", _WITNESS_KEY_OF, _WITNESS_SUBMODELS, flags=flags)
+        return _validated(lambda: WitnessServeSettings.model_validate(values), where, env=False)
 
 
 class _WitnessFileOnly(WitnessServeSettings):
@@ -601,40 +640,44 @@ class _WitnessFileOnly(WitnessServeSettings):
         return (init_settings,)
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads(path.read_bytes().decode("utf-8"))
-    except OSError as exc:
-        raise FormatError(f"cannot read config {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise FormatError(f"config {path} is not UTF-8 text (a binary file?)") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise FormatError(f"config {path} is not valid TOML: {exc}") from None
-
-
 def _flatten_witness(doc: dict[str, Any], path: Path) -> dict[str, Any]:
+    tables = {"witness": WITNESS_KEYS}
+    for name, value in doc.items():
+        if name != "witness":
+            raise FormatError(unknown_table(path, name, value, tables))
     table = doc.get("witness")
-    if set(doc) != {"witness"} or not isinstance(table, dict):
-        raise FormatError(f"config {path}: want one [witness] table")
+    if not isinstance(table, dict):
+        raise FormatError(f"{path}: want one [witness] table")
     values: dict[str, Any] = {}
     for key, value in table.items():
         if key not in WITNESS_KEYS:
-            raise FormatError(f"config {path}: unknown key witness.{key}")
+            raise FormatError(unknown_key(path, "witness", key, tables))
         values[WITNESS_KEYS[key]] = value
     return values
 
 
 def load_witness_settings(path: Path | None) -> WitnessServeSettings:
     """Embedded defaults < the ``[witness]`` table of the TOML file at ``path`` (when given) <
-    ``LEDGER_WITNESS_*`` variables; flags go on with ``with_overrides``."""
-    describe = (_WITNESS_KEY_OF, WITNESS_ENV_PREFIX)
+    ``LEDGER_WITNESS_*`` variables; flags go on with ``with_overrides``. Each layer is checked
+    alone first, so an error names the file and key or the variable."""
+    fields = WitnessServeSettings.model_fields
+    in_file = Where("file", _WITNESS_KEY_OF, _WITNESS_SUBMODELS, path=path)
     values: dict[str, Any] = {}
     if path is not None:
         values = _flatten_witness(_read_toml(path), path)
-        # the file alone must be valid, so its errors name the file and key
-        _validated(lambda: _WitnessFileOnly.model_validate(values), f"config {path}", *describe)
+        _validated(lambda: _WitnessFileOnly.model_validate(values), in_file, env=False)
+    log_variables = {name.upper().removeprefix("WITNESS_") for name in Settings.model_fields}
+    _check_variables(WITNESS_ENV_PREFIX, log_variables, fields)
+    in_env = Where(
+        "environment",
+        _WITNESS_KEY_OF,
+        _WITNESS_SUBMODELS,
+        env_prefix=WITNESS_ENV_PREFIX,
+        present=_set_in_environment(WITNESS_ENV_PREFIX, fields),
+        fallback=in_file,
+    )
     _WitnessFileSource.values = values
     try:
-        return _validated(WitnessServeSettings, "environment", *describe)
+        return _validated(WitnessServeSettings, in_env, env=True)
     finally:
         _WitnessFileSource.values = {}

@@ -14,7 +14,7 @@ import click
 
 from ledger.core.limits import HASH_SIZE
 from ledger.core.tlogproof import TlogProof
-from ledger_client.cli.connection import connection_from, connection_options
+from ledger_client.clikit.connection import connection_from, connection_options
 
 __all__ = ["append"]
 

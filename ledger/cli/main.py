@@ -26,19 +26,14 @@ from ledger.cli.ops import register_ops
 from ledger.cli.reader import serve_reader
 from ledger.cli.receipt import receipt_group
 from ledger.cli.restore import restore
-from ledger.cli.settings import setting_option
+from ledger.cli.settings import FLAGS, setting_option
 from ledger.cli.tiles import tiles_group
 from ledger.cli.witness import witness, witnesses
 from ledger.core.errors import FormatError, LedgerError
-from ledger_client.cli.connection import connection_from, connection_options
-from ledger_client.cli.errors import CliGroup
+from ledger_client.clikit.connection import connection_from, connection_options
+from ledger_client.clikit.errors import CliGroup, fail
 
 __all__ = ["main"]
-
-
-def _fail(message: str, code: int = 2) -> None:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(code)
 
 
 @click.group(
@@ -76,15 +71,14 @@ def verifier_key(key_file: Path) -> None:
     try:
         click.echo(load_signer(key_file).verifier().key_string())
     except LedgerError as exc:
-        _fail(str(exc))
+        fail(str(exc), 2)
 
 
 def _settings(config: Path | None, **flags: Any) -> Settings:
     try:
-        return load_settings(config).with_overrides(**flags)
+        return load_settings(config).with_overrides(FLAGS, **flags)
     except FormatError as exc:
-        _fail(str(exc))
-        raise AssertionError from exc
+        fail(str(exc), 2)
 
 
 config_option = click.option(
@@ -187,7 +181,7 @@ def anchor(
     source = click.get_current_context().get_parameter_source("server")
     local = data_dir is not None or config is not None
     if local and source is click.core.ParameterSource.COMMANDLINE:
-        _fail("give exactly one of --server ADDR or --data-dir DIR (or --config FILE)")
+        fail("give exactly one of --server ADDR or --data-dir DIR (or --config FILE)", 2)
     size, stored, failures = _anchor_waiting(config, data_dir, conn if not local else None, wait,
                                              timeout)  # fmt: skip
     if as_json:
@@ -226,8 +220,7 @@ def _anchor_waiting(
     try:
         return wait_for_anchor(once, stored_from, timeout=timeout)
     except TimeoutError as exc:
-        _fail(str(exc), 1)
-        raise AssertionError from exc
+        fail(str(exc), 1)
 
 
 def _anchor_remote(connection: Any) -> tuple[int, list[str], list[str]]:
@@ -237,8 +230,7 @@ def _anchor_remote(connection: Any) -> tuple[int, list[str], list[str]]:
         with RemoteLog(connection, timeout=120) as remote:
             size, anchors, failures = remote.anchor_now()
     except LedgerError as exc:
-        _fail(str(exc), 1)
-        raise AssertionError from exc
+        fail(str(exc), 1)
     return size, [a.tsa for a in anchors], failures
 
 
@@ -252,8 +244,7 @@ def _anchor_local(settings: Settings) -> tuple[int, list[str], list[str]]:
     try:
         store = RocksStore(settings.db_dir)
     except LedgerError as exc:
-        _fail(f"{exc} (is the server running? then use --server)", 1)
-        raise AssertionError from exc
+        fail(f"{exc} (is the server running? then use --server)", 1)
     try:
         log = Log(store=store, signer=load_signer(settings.signer_key_file), origin=settings.origin)
         tsas = setup_tsas(settings)
@@ -262,8 +253,7 @@ def _anchor_local(settings: Settings) -> tuple[int, list[str], list[str]]:
         finally:
             tsas.close()
     except LedgerError as exc:
-        _fail(str(exc), 1)
-        raise AssertionError from exc
+        fail(str(exc), 1)
     finally:
         store.close()
     return outcome.size, [a.tsa for a in outcome.anchors], outcome.failures
@@ -288,7 +278,7 @@ def tsa(listen: str, state_dir: Path) -> None:
 
     host, _, port = listen.rpartition(":")
     if not host or not port.isdigit():
-        _fail(f"--listen {listen!r}: want HOST:PORT")
+        fail(f"--listen {listen!r}: want HOST:PORT", 2)
 
     def ready(server: TsaServer, authority: TsaAuthority) -> None:
         click.echo(json.dumps({"event": "serving", "url": server.url,

@@ -3,7 +3,7 @@
 
 They only parse and print; the work is in ``ledger.tls``, ``ledger.auth``, ``ledger.binding``,
 ``ledger.fsck``, ``ledger.backup``, ``ledger.restore`` and ``ledger.config_sample``. Failures
-reach the one handler of ``ledger_client.cli_errors`` (one line, exit 1 or 2).
+reach the one handler of ``ledger_client.clikit.errors`` (one line, exit 1 or 2).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import click
 from ledger.app.settings import Settings, load_settings
 from ledger.core.errors import FormatError
 from ledger.core.timefmt import from_epoch_seconds, rfc3339_seconds
-from ledger_client.cli.connection import connection_from, connection_options
+from ledger_client.clikit.connection import connection_from, connection_options
 
 __all__ = ["register_ops"]
 

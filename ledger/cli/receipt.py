@@ -26,19 +26,19 @@ from __future__ import annotations
 
 import functools
 import json
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ledger.core.backoff import Backoff, DeadlinePassed, retry
 from ledger.core.errors import FormatError, LedgerError, MalformedReceiptError
 from ledger.core.types import decode_leaf
-from ledger_client.cli.connection import connection_from, connection_options
+from ledger_client.clikit.connection import connection_from, connection_options
+from ledger_client.clikit.errors import fail
 from ledger_client.remote.connection import Connection
 
 if TYPE_CHECKING:
@@ -64,11 +64,6 @@ _TIMEOUT = click.option(
 )
 
 
-def _fail(message: str, code: int) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(code)
-
-
 def _remote_call(address: str | Connection, work: Callable[[RemoteLog], Any]) -> Any:
     """Run ``work`` against ``address``; server and ledger failures exit 1 with one line (the
     remote client names the server and the status)."""
@@ -78,9 +73,9 @@ def _remote_call(address: str | Connection, work: Callable[[RemoteLog], Any]) ->
         with RemoteLog(address, timeout=60) as remote:
             return work(remote)
     except FormatError as exc:
-        _fail(str(exc), 2)
+        fail(str(exc), 2)
     except (LedgerError, TimeoutError) as exc:
-        _fail(str(exc), 1)
+        fail(str(exc), 1)
 
 
 # --- fetch ------------------------------------------------------------------------------------
@@ -155,7 +150,7 @@ def fetch(
         receipt = _fetch_from_tiles(tiles_url, index, key, digest, leaf)
     else:
         if index is not None or key is not None:
-            _fail("--index and --key go with --tiles", 2)
+            fail("--index and --key go with --tiles", 2)
         from ledger_client.remote.receipt_fetch import fetch_receipt
 
         value = _digest(digest, leaf)
@@ -168,30 +163,30 @@ def _fetch_from_tiles(
     url: str, index: int | None, key: str | None, digest: str | None, leaf: Path | None
 ) -> Receipt:
     from ledger.core.types import decode_leaf
-    from ledger_client.cli.notes import log_verifiers
+    from ledger_client.clikit.keys import log_verifiers
     from ledger_client.remote.receipt_tiles import fetch_receipt_from_tiles
     from ledger_client.remote.tiles import TileClient
 
     if index is None or key is None:
-        _fail("--tiles needs --index I (tiles have no digest index) and --key VKEY", 2)
+        fail("--tiles needs --index I (tiles have no digest index) and --key VKEY", 2)
     try:
         verifiers = log_verifiers([key])
     except (click.BadParameter, LedgerError) as exc:
-        _fail(str(exc), 2)
+        fail(str(exc), 2)
     client = TileClient(url)
     try:
         if digest is None and leaf is None:
             size = client.checkpoint(verifiers).checkpoint.size
             if index >= size:
-                _fail(f"--index {index}: the latest checkpoint has size {size}", 1)
+                fail(f"--index {index}: the latest checkpoint has size {size}", 1)
             value = decode_leaf(index, client.leaves(index, 1, size)[0]).record_digest
         else:
             value = _digest(digest, leaf)
         return fetch_receipt_from_tiles(client, value, verifiers=verifiers, index=index)
     except FormatError as exc:
-        _fail(str(exc), 2)
+        fail(str(exc), 2)
     except (LedgerError, OSError) as exc:
-        _fail(str(exc), 1)
+        fail(str(exc), 1)
 
 
 # --- upgrade ----------------------------------------------------------------------------------
@@ -246,7 +241,7 @@ def upgrade(file: Path, address: Connection, out: Path | None) -> None:
     try:
         receipt = Receipt.from_json(file.read_bytes())
     except (MalformedReceiptError, FormatError) as exc:
-        _fail(f"{file}: {exc}", 2)
+        fail(f"{file}: {exc}", 2)
     upgraded: Receipt = _remote_call(address, lambda remote: upgrade_with(remote, receipt))
     target = out or file
     target.write_text(upgraded.to_json())
@@ -288,13 +283,13 @@ def run(
     try:
         records = spooled_run(spool, run_id)
     except (LedgerError, OSError) as exc:
-        _fail(str(exc), 2)
+        fail(str(exc), 2)
     if not records and not out.exists():
-        _fail(f"{spool} holds no record of run {run_id or '(any)'} and {out} does not exist", 2)
+        fail(f"{spool} holds no record of run {run_id or '(any)'} and {out} does not exist", 2)
     try:
         with LedgerClient(address, spool=spool, register_atexit=False) as client:
             if not client.flush(timeout, checkpoint=True):
-                _fail(
+                fail(
                     f"{address.address}: the spooled records were not acknowledged in {timeout} s",
                     1,
                 )
@@ -302,9 +297,9 @@ def run(
                 client, out, records=records, with_disclosures=with_disclosures, timeout=timeout
             )
     except FormatError as exc:
-        _fail(str(exc), 2)
+        fail(str(exc), 2)
     except (LedgerError, TimeoutError) as exc:
-        _fail(str(exc), 1)
+        fail(str(exc), 1)
     click.echo(json.dumps({"records": len(lines), "run_id": lines[0].record.run_id if lines
                            else None, "out": str(out)}))  # fmt: skip
 

@@ -6,7 +6,6 @@ consistent, 1 refused or not consistent, 2 usage.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,23 +16,18 @@ import click
 
 from ledger.app.settings import Settings, load_settings
 from ledger.core.errors import LedgerError
+from ledger_client.clikit.errors import fail
 
 __all__ = ["restore"]
 
 PAGE = 1_000
 
 
-def _fail(message: str, code: int = 1) -> None:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(code)
-
-
 def _settings(config: Path | None, data_dir: Path | None, mark_file: Path | None) -> Settings:
     try:
         return load_settings(config).with_overrides(data_dir=data_dir, mark_file=mark_file)
     except LedgerError as exc:
-        _fail(str(exc), 2)
-        raise AssertionError from exc
+        fail(str(exc), 2)
 
 
 def _options(fn: Any) -> Any:
@@ -55,12 +49,11 @@ def _store(path: Path, wal_recovery: str = "strict") -> Iterator[Any]:
     from ledger.store.rocks import RocksStore
 
     if not path.is_dir():
-        _fail(f"no data dir at {path}", 2)
+        fail(f"no data dir at {path}", 2)
     try:
         store = RocksStore(path, wal_recovery=wal_recovery)
     except LedgerError as exc:
-        _fail(str(exc))
-        raise AssertionError from exc
+        fail(str(exc), 1)
     try:
         yield store
     finally:
@@ -85,8 +78,7 @@ def status(config: Path | None, data_dir: Path | None, mark_file: Path | None) -
         try:
             state = mark.read()
         except LedgerError as exc:
-            _fail(str(exc))
-            raise AssertionError from exc
+            fail(str(exc), 1)
         size = store.load_state().size
         click.echo(f"tree size:       {size}")
         if state is None:
@@ -97,9 +89,11 @@ def status(config: Path | None, data_dir: Path | None, mark_file: Path | None) -
         if state.restore is not None:
             click.echo(f"restore accepted at tree size {state.restore.tree_size}: read-only")
         if size < cp.size:
-            _fail(f"behind the mark by {cp.size - size} entries: `ledger restore` accept/catch-up")
+            fail(
+                f"behind the mark by {cp.size - size} entries: `ledger restore` accept/catch-up", 1
+            )
         if root_at(store.get_nodes, cp.size) != cp.root_hash:
-            _fail("the tree is not the published one (different root at the mark's size)")
+            fail("the tree is not the published one (different root at the mark's size)", 1)
     click.echo("consistent with the mark")
 
 
@@ -134,7 +128,7 @@ def accept(
         if state is None:
             latest = store.latest_checkpoint()
             if latest is None:
-                _fail(f"no high-water mark at {mark.path} and no stored checkpoint", 2)
+                fail(f"no high-water mark at {mark.path} and no stored checkpoint", 2)
                 return
             mark.write(MarkState(checkpoint=latest))
             click.echo(
@@ -145,7 +139,7 @@ def accept(
         cp = state.checkpoint
         if size >= cp.size:
             if root_at(store.get_nodes, cp.size) != cp.root_hash:
-                _fail("the tree is not the published one; accepting it cannot make it consistent")
+                fail("the tree is not the published one; accepting it cannot make it consistent", 1)
             click.echo("the tree already reaches the mark: nothing to accept")
             return
         record = RestoreRecord(tree_size=size, accepted_ms=time.time_ns() // 1_000_000)
@@ -186,7 +180,7 @@ def catch_up(
     from ledger.log.highwater import HighWaterMark
 
     if sum(s is not None for s in (source_dir, source_server, source_tiles)) != 1:
-        _fail(
+        fail(
             "give exactly one of --from-data-dir DIR, --from-server HOST:PORT or --from-tiles URL",
             2,
         )
@@ -210,8 +204,7 @@ def catch_up(
             leaves = _leaves_from(source_dir, source_server, log.size)
             cp = log.catch_up(leaves)
         except LedgerError as exc:
-            _fail(str(exc))
-            raise AssertionError from exc
+            fail(str(exc), 1)
     click.echo(f"caught up: tree size {log.size}, consistent with the mark (size {cp.size})")
 
 
@@ -234,7 +227,7 @@ def _leaves_from(source_dir: Path | None, source_server: str | None, start: int)
             while start + len(leaves) < end:
                 leaves.extend(e.leaf for e in remote.entries(start + len(leaves), PAGE))
     except LedgerError as exc:
-        _fail(f"{source_server}: {exc}")
+        fail(f"{source_server}: {exc}", 1)
     return leaves
 
 

@@ -12,24 +12,45 @@ import click
 from ledger.app.settings import Settings
 from ledger.app.settings_sample import field_help
 
-__all__ = ["setting_option"]
+__all__ = ["FLAGS", "setting_option", "shown_default"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
-_SHOWN = {"key_file": "<data-dir>/signer.key", "tls_server_cert": "none (plaintext)",
-          "tls_server_key": "none", "tls_client_ca": "none (no mTLS)"}  # fmt: skip
+# What an empty or None default means, in words (the model's "" or None says nothing).
+_SHOWN = {
+    "key_file": "<data-dir>/signer.key",
+    "mark_file": "<data-dir>.high-water",
+    "tls_server_cert": "none: plaintext",
+    "tls_server_key": "none",
+    "tls_client_ca": "none: no mTLS",
+    "tokens_file": "<data-dir>/tokens.json",
+    "tiles_listen": "on, 127.0.0.1 at the gRPC port + 1",
+    "metrics_listen": "on, on the tiles endpoint",
+    "tiles_dir": "none: no static mirror",
+}
+FLAGS: dict[str, str] = {}
+"""Setting field -> the ``ledger serve`` flag that sets it (errors in flags name the flag)."""
+
+
+def shown_default(field: str) -> str:
+    """The default of a setting as ``--help`` shows it."""
+    if field in _SHOWN:
+        return _SHOWN[field]
+    default = Settings.model_fields[field].default
+    if isinstance(default, bool):
+        return "true" if default else "false"
+    if default is None or default == "":
+        raise AssertionError(f"setting {field}: say in _SHOWN what its empty default means")
+    return str(default)
 
 
 def setting_option(flag: str, field: str, **kwargs: Any) -> Callable[[_F], _F]:
     """A click option for the setting ``field`` (passed to the command as ``field``)."""
-    default = Settings.model_fields[field].default
-    shown = _SHOWN.get(field, default)
-    if isinstance(shown, bool):
-        shown = "true" if shown else "false"
     env = "LEDGER_" + field.upper()
+    FLAGS[field] = flag.split("/", 1)[0]
     return click.option(
         flag,
         field,
         help=f"{field_help(field)}; env {env}",
-        show_default=str(shown) if shown != "" else "disabled",
+        show_default=shown_default(field),
         **kwargs,
     )

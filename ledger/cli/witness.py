@@ -26,13 +26,9 @@ import click
 from ledger.cli.keys import create_key_file
 from ledger.core.checkpoint import CosignatureSigner, Ed25519Verifier
 from ledger.core.errors import FormatError, LedgerError
+from ledger_client.clikit.errors import fail
 
 __all__ = ["witness", "witnesses"]
-
-
-def _fail(message: str, code: int = 2) -> None:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(code)
 
 
 @click.group()
@@ -91,11 +87,14 @@ def serve(
             for text in log_keys
         )
         loaded = loaded.with_overrides(
-            key_file=key_file, state_dir=state_dir, listen=listen, logs=loaded.logs + extra
+            {"key_file": "--key", "logs": "--log"},
+            key_file=key_file,
+            state_dir=state_dir,
+            listen=listen,
+            logs=loaded.logs + extra,
         )
     except LedgerError as exc:
-        _fail(str(exc))
-        raise AssertionError from exc
+        fail(str(exc), 2)
     settings = WitnessSettings(
         key_file=loaded.key_file,
         state_dir=loaded.state_dir,
@@ -103,7 +102,7 @@ def serve(
         logs=tuple(LogKeys(origin=log.origin, keys=log.keys) for log in loaded.logs),
     )
     if not settings.logs:
-        _fail("no log to witness: give --log VKEY or [[witness.log]] entries in --config")
+        fail("no log to witness: give --log VKEY or [[witness.log]] entries in --config", 2)
 
     def ready(opened: Any, port: int) -> None:
         host = settings.listen.rpartition(":")[0]
@@ -121,9 +120,9 @@ def serve(
     try:
         asyncio.run(run_witness(settings, ready))
     except FormatError as exc:  # a bad key file, listen address or state file
-        _fail(str(exc))
+        fail(str(exc), 2)
     except (LedgerError, OSError) as exc:  # the state folder is in use, the port is taken
-        _fail(str(exc), 1)
+        fail(str(exc), 1)
 
 
 @witness.command()
@@ -136,8 +135,7 @@ def evidence(state_dir: Path, as_json: bool) -> None:
     try:
         doc = load_evidence(state_dir)
     except LedgerError as exc:
-        _fail(str(exc))
-        raise AssertionError from exc
+        fail(str(exc), 2)
     if as_json:
         click.echo(json.dumps(doc, indent=2, sort_keys=True))
         return
@@ -159,8 +157,7 @@ def state(state_dir: Path) -> None:
     try:
         records = load_records(state_dir)
     except LedgerError as exc:
-        _fail(str(exc))
-        raise AssertionError from exc
+        fail(str(exc), 2)
     out = {r.origin: {"size": r.size, "root_hash": r.root_hash.hex()} for r in records.values()}
     click.echo(json.dumps(out, indent=2, sort_keys=True))
 
@@ -180,4 +177,4 @@ def witnesses(data_dir: Path) -> None:
     try:
         click.echo(json.dumps(load_status(data_dir), indent=2, sort_keys=True))
     except LedgerError as exc:
-        _fail(str(exc), 1)
+        fail(str(exc), 1)

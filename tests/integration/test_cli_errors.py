@@ -20,12 +20,15 @@ from tests.harness import ORIGIN, ServerProcess
 pytestmark = pytest.mark.integration
 
 
-def run(cwd: Path, *args: str, module: str = "ledger") -> subprocess.CompletedProcess[str]:
+def run(
+    cwd: Path, *args: str, module: str = "ledger", extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     if module == "ledger":
         cmd = [sys.executable, "-m", "ledger", *args]
     else:
         cmd = [sys.executable, "-c", "from ledger_client.cli.main import main; main()", *args]
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
+    env.update(extra_env or {})
     return processes.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120, env=env,
                           check=False)  # fmt: skip
 
@@ -75,15 +78,33 @@ def test_bad_listen_addresses(tmp_path: Path, listen: str, needle: str) -> None:
 
 @pytest.mark.parametrize(
     ("toml", "needle"),
-    [("[server]\nmax_pending = -5\n", "server.max_pending"),
-     ("[log]\ncheckpoint_interval_ms = 0\n", "log.checkpoint_interval_ms"),
-     ('[server]\nlog_format = "yaml"\n', "server.log_format"),
-     ('[server]\nlisten = "127.0.0.1:99999"\n', "server.listen")],
+    [("[server]\nmax_pending = -5\n", "c.toml: [server] max_pending: "),
+     ("[log]\ncheckpoint_interval_ms = 0\n", "c.toml: [log] checkpoint_interval_ms: "),
+     ('[server]\nlog_format = "yaml"\n', "c.toml: [server] log_format: "),
+     ('[server]\nlisten = "127.0.0.1:99999"\n', "c.toml: [server] listen: ")],
 )  # fmt: skip
 def test_config_values_out_of_range(tmp_path: Path, toml: str, needle: str) -> None:
     (tmp_path / "c.toml").write_text(toml)
     one_line(run(tmp_path, "serve", "--config", "c.toml"), 2, needle)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.toml"]
+
+
+@pytest.mark.parametrize(
+    ("toml", "env", "needle"),
+    [("[server]\nlisen = 1\n", {}, "c.toml: [server] lisen: unknown key (did you mean listen?)"),
+     ("[[anchor.tsa]]\nname = 'a'\nurl = 'http://t'\nroot = ['r.pem']\n", {},
+      "c.toml: [[anchor.tsa]] #1 root: unknown key (did you mean roots?)"),
+     ("", {"LEDGER_LISTEN": "bad"}, "error: environment variable LEDGER_LISTEN: 'bad': want"),
+     ("", {"LEDGER_MAX_PENDNG": "5"}, "LEDGER_MAX_PENDNG: not a setting (did you mean "
+      "LEDGER_MAX_PENDING?)")],
+)  # fmt: skip
+def test_config_errors_name_the_file_and_key_or_the_variable(
+    tmp_path: Path, toml: str, env: dict[str, str], needle: str
+) -> None:
+    (tmp_path / "c.toml").write_text(toml)
+    line = one_line(run(tmp_path, "config", "show", "--config", "c.toml", extra_env=env), 2,
+                    needle)  # fmt: skip
+    assert "config None" not in line and ": ?:" not in line
 
 
 def test_binary_config_and_key_files(tmp_path: Path) -> None:

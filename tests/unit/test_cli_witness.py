@@ -53,7 +53,7 @@ def test_config_file(tmp_path: Path) -> None:
     assert settings.listen == "127.0.0.1:0" and [log.origin for log in settings.logs] == [ORIGIN]
     config.write_text("[witness]\nport = 1\n")
     result = CliRunner().invoke(main, ["witness", "serve", "--config", str(config)])
-    assert result.exit_code == 2 and "witness.port" in result.output
+    assert result.exit_code == 2 and "[witness] port: unknown key" in result.output
 
 
 def test_evidence_and_state_commands(tmp_path: Path) -> None:

@@ -117,25 +117,6 @@ RULES: Mapping[str, Rule] = {
     ),
 }  # fmt: skip
 
-# Packages that other helpers' branches of issue 20 add (rules decided here): stacks adds
-# ledger.net (the server's one outbound HTTP client), cli adds ledger_client.clikit (plumbing both
-# CLIs share). When one is merged a test fails until it is deleted from this set and its
-# docstring has the "May import:" paragraph; then the lead deletes the set.
-PENDING_PACKAGES = frozenset({"ledger_client.clikit"})
-
-# Wrong-way edges that other helpers' branches of issue 20 remove: (module, what it imports).
-# The lead deletes each entry when that branch is merged (a test fails on an entry whose edge
-# is gone), then the set.
-PENDING_EDGES: frozenset[tuple[str, str]] = frozenset({
-    # cli: shared CLI plumbing in one place both CLIs import.
-    ("ledger.cli.append", "ledger_client.cli.connection"),
-    ("ledger.cli.main", "ledger_client.cli.connection"),
-    ("ledger.cli.main", "ledger_client.cli.errors"),
-    ("ledger.cli.ops", "ledger_client.cli.connection"),
-    ("ledger.cli.receipt", "ledger_client.cli.connection"),
-    ("ledger.cli.receipt", "ledger_client.cli.notes"),
-})  # fmt: skip
-
 
 # --- the import graph --------------------------------------------------------------------------
 
@@ -236,23 +217,15 @@ def graph(root: Path = ROOT) -> tuple[tuple[Module, Edge], ...]:
     return tuple((m, edge) for m in known.values() for edge in edges(m, known))
 
 
-def violations(
-    root: Path = ROOT,
-    rules: Mapping[str, Rule] = RULES,
-    pending: frozenset[tuple[str, str]] = frozenset(),
-) -> list[str]:
+def violations(root: Path = ROOT, rules: Mapping[str, Rule] = RULES) -> list[str]:
     known = modules(root)
     found = []
     for module, edge in graph(root):
         why = problem(edge, known, rules)
-        if why is not None and (edge.module, edge.target) not in pending:
+        if why is not None:
             where = str(module.path.relative_to(root))
             found.append((where, edge.line, f"{edge.module} imports {edge.target}: {why}"))
     return [f"{where}:{line}: {text}" for where, line, text in sorted(found)]
-
-
-def all_edges(root: Path = ROOT) -> set[tuple[str, str]]:
-    return {(edge.module, edge.target) for _, edge in graph(root)}
 
 
 def stray_modules(root: Path = ROOT) -> list[str]:
@@ -270,12 +243,7 @@ def stray_modules(root: Path = ROOT) -> list[str]:
 
 
 def test_every_import_keeps_the_package_rules() -> None:
-    assert violations(pending=PENDING_EDGES) == []
-
-
-def test_pending_edges_still_exist() -> None:
-    """An entry whose edge is gone (its branch merged) must go, so the edge cannot come back."""
-    assert sorted(PENDING_EDGES - all_edges()) == []
+    assert violations() == []
 
 
 def test_no_module_sits_outside_a_package() -> None:
@@ -287,8 +255,7 @@ def test_every_package_has_a_rule_and_is_in_the_wheel() -> None:
     packages."""
     tree = {name for name, m in modules().items() if m.is_package}
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    assert set(RULES) - PENDING_PACKAGES == tree
-    assert sorted(PENDING_PACKAGES & tree) == [], "merged: delete it from PENDING_PACKAGES"
+    assert set(RULES) == tree
     assert set(config["tool"]["setuptools"]["packages"]) == tree
 
 
@@ -301,7 +268,7 @@ def allowed_in_docstring(path: Path) -> set[str]:
     return set(re.findall(r"``([\w.]+)``", paragraph))
 
 
-@pytest.mark.parametrize("package", sorted(set(RULES) - PENDING_PACKAGES))
+@pytest.mark.parametrize("package", sorted(RULES))
 def test_each_package_docstring_states_its_rule(package: str) -> None:
     path = modules()[package].path
     assert allowed_in_docstring(path) == RULES[package].imports | RULES[package].libraries
@@ -418,8 +385,6 @@ def test_the_checker_sees_violations(tmp_path: Path) -> None:
         "ledger/loose/thing.py (no __init__.py beside it)",
         "ledger/stray.py",
     ]
-    pending = frozenset({("ledger.core.bad", "grpc")})
-    assert len(violations(tmp_path, rules, pending)) == len(found) - 1
 
 
 def test_the_load_probes_bite() -> None:

@@ -66,13 +66,19 @@ def test_defaults_then_toml_then_environment_then_flags(
 @pytest.mark.parametrize(
     ("toml", "named"),
     [
-        ('[witness]\nlisten = "nowhere"\n', "witness.listen"),
-        ("[witness]\nport = 1\n", "witness.port"),
-        ("[witness]\nstate_dir = 3\n", "witness.state_dir"),
-        ('[[witness.log]]\norigin = ""\nkeys = ["x"]\n', "witness.log[0].origin"),
-        ('[[witness.log]]\norigin = "o"\nkeys = ["nonsense"]\n', "witness.log[0].keys"),
-        ('[[witness.log]]\norigin = "o"\n', "witness.log[0].keys"),
-        ('[server]\nlisten = "127.0.0.1:1"\n', "want one [witness] table"),
+        ('[witness]\nlisten = "nowhere"\n', "[witness] listen: 'nowhere': want HOST:PORT"),
+        ("[witness]\nport = 1\n", "[witness] port: unknown key"),
+        ("[witness]\nlisen = 1\n", "[witness] lisen: unknown key (did you mean listen?)"),
+        ("[witness]\nstate_dir = 3\n", "[witness] state_dir: "),
+        ('[[witness.log]]\norigin = ""\nkeys = ["x"]\n', "[[witness.log]] #1 origin: "),
+        ('[[witness.log]]\norigin = "o"\nkeys = ["nonsense"]\n', "[[witness.log]] #1 keys: "),
+        ('[[witness.log]]\norigin = "o"\n', "[[witness.log]] #1 keys: Field required"),
+        (
+            '[[witness.log]]\norign = "o"\nkeys = []\n',
+            "[[witness.log]] #1 orign: unknown key (did ",
+        ),
+        ('[server]\nlisten = "127.0.0.1:1"\n', "[server]: unknown table"),
+        ('[witnes]\nlisten = "127.0.0.1:1"\n', "[witnes]: unknown table (did you mean [witness]?)"),
     ],
 )
 def test_file_errors_name_the_file_and_key(tmp_path: Path, toml: str, named: str) -> None:
@@ -80,15 +86,17 @@ def test_file_errors_name_the_file_and_key(tmp_path: Path, toml: str, named: str
     path.write_text(toml)
     with pytest.raises(FormatError) as info:
         load_witness_settings(path)
-    assert str(info.value).startswith(f"config {path}: ") and named in str(info.value)
+    assert str(info.value).startswith(f"{path}: {named}"), str(info.value)
 
 
 def test_environment_errors_name_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LEDGER_WITNESS_LISTEN", "no-port")
-    with pytest.raises(FormatError, match=r"^environment: LEDGER_WITNESS_LISTEN: "):
+    with pytest.raises(
+        FormatError, match=r"^environment variable LEDGER_WITNESS_LISTEN: 'no-port': want HOST:PORT"
+    ):
         load_witness_settings(None)
     monkeypatch.delenv("LEDGER_WITNESS_LISTEN")
-    with pytest.raises(FormatError, match=r"^flags: witness.listen: "):
+    with pytest.raises(FormatError, match=r"^option --listen: "):
         WitnessServeSettings().with_overrides(listen="127.0.0.1:99999")
 
 
@@ -99,7 +107,7 @@ def test_the_command_reads_the_environment(
     monkeypatch.setenv("LEDGER_WITNESS_LISTEN", "not-an-address")
     out = CliRunner().invoke(main, ["witness", "serve", "--log", vkey])
     assert out.exit_code == 2, out.output
-    assert "error: environment: LEDGER_WITNESS_LISTEN: " in out.output
+    assert "error: environment variable LEDGER_WITNESS_LISTEN: " in out.output
     assert "Traceback" not in out.output
     monkeypatch.setenv("LEDGER_WITNESS_LISTEN", "127.0.0.1:0")
     monkeypatch.setenv("LEDGER_WITNESS_STATE_DIR", str(tmp_path / "s"))

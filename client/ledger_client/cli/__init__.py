@@ -1,8 +1,9 @@
-"""``ledger-verify``: the offline verifier's CLI (click); ``main`` is the console script.
+"""``ledger-verify``: the offline verifier's CLI (click); ``entry.main`` is the console script
+(Ctrl-C guarded before the command tree in ``main`` is imported).
 
 Owns: the command tree (proofs, notes, receipts and runs, anchors, audits, the index, tiles,
-the monitor) and its shared plumbing (``common``, ``encoding``, ``errors``, ``connection``).
-Only the commands that talk to a server load ``ledger_client.remote.log`` (and grpc), lazily.
+the monitor); the plumbing it shares with ``ledger`` is ``ledger_client.clikit``. Only the
+commands that talk to a server load ``ledger_client.remote.log`` (and grpc), lazily.
 
 May import: ``ledger.core``, ``ledger.timestamp``, ``ledger.records``, ``ledger.fileio``,
 ``ledger_client.receipts``, ``ledger_client.remote``, ``ledger_client.audit``,

@@ -8,7 +8,7 @@ note or the bare body; with ``--key`` the note's signature is checked too (``ope
 ``--token`` takes a TimeStampToken (RFC 3161 §2.4.2, CMS SignedData, RFC 5652) or a whole
 TimeStampResp, as DER or as base64 text of either. ``timestamp.verify_token`` checks it against
 the ``--tsa-root`` certificates; a failed check (``TimestampError.check``) is reported as
-``failed_check`` beside ``error`` in the JSON object, still with exit code 1 (``cli_common``).
+``failed_check`` beside ``error`` in the JSON object, still with exit code 1 (``clikit.outcome``).
 A genTime after the current time plus the allowed skew fails ``anchor-in-future``
 (``ledger.timestamp_policy``; with no leaf, there is no lower bound here).
 """
@@ -35,14 +35,14 @@ from ledger.timestamp.rfc3161 import (
     token_from_response,
     verify_token,
 )
-from ledger_client.cli.common import Outcome, finish, json_option
 from ledger_client.cli.notes import (
     describe_body,
     describe_checkpoint,
     iso_utc,
-    log_verifiers,
     read_input,
 )
+from ledger_client.clikit.keys import log_verifiers
+from ledger_client.clikit.outcome import Outcome, finish, json_option
 
 __all__ = ["anchor", "load_token"]
 

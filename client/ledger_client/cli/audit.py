@@ -13,7 +13,7 @@
 
 Options shared with ``run``: ``--tsa-root`` (anchors checked), ``--origin``, and ``--witness``
 (witness cosignature keys; without them witnesses are reported ``not checked``). Exit codes as
-for every subcommand (``cli_common``).
+for every subcommand (``clikit.outcome``).
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ from ledger_client.audit.run_files import run_paths
 from ledger_client.audit.timeline import label_of
 from ledger_client.audit.verify import RunAudit, audit_run
 from ledger_client.cli.anchor import load_certificates
-from ledger_client.cli.common import EXIT_INVALID, Outcome, finish, json_option
-from ledger_client.cli.notes import log_verifiers, read_input
+from ledger_client.cli.notes import read_input
+from ledger_client.clikit.keys import log_verifiers
+from ledger_client.clikit.outcome import EXIT_INVALID, Outcome, finish, json_option
 from ledger_client.receipts.disclose import (
     describe_disclosures,
     disclosed_values,

@@ -27,7 +27,7 @@ from ledger_client.audit.index import AuditIndex, CacheSpec
 from ledger_client.audit.run_files import run_paths
 from ledger_client.audit.verify import iso_ms
 from ledger_client.cli.audit import make_checker, verification_options
-from ledger_client.cli.common import Outcome, finish, json_option
+from ledger_client.clikit.outcome import Outcome, finish, json_option
 
 __all__ = ["COMMANDS", "index", "query"]
 

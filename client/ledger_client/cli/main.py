@@ -2,7 +2,7 @@
 
 Offline subcommands import neither grpc nor rocksdict; a subcommand that talks to a server
 imports grpc lazily inside its body. Exit codes: 0 valid, 1 invalid, 2 usage or malformed input
-(set in one place, ``cli_common.finish``).
+(set in one place, ``ledger_client.clikit.outcome.finish``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ledger_client.cli import notes as cli_notes
 from ledger_client.cli import proofs as cli_proofs
 from ledger_client.cli import receipts as cli_receipts
 from ledger_client.cli import tiles as cli_tiles
-from ledger_client.cli.errors import CliGroup
+from ledger_client.clikit.errors import CliGroup
 
 
 @click.group(

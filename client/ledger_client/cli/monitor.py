@@ -6,7 +6,7 @@ The checks are ``ledger_client.monitor`` (C2SP tlog-checkpoint signatures and or
 talks to the server and prints. grpc is imported inside the command, so the offline
 subcommands of ``ledger-verify`` never load it.
 
-Exit codes (``cli_common``): 0 every poll passed (or the loop was interrupted), 1 a check
+Exit codes (``clikit.outcome``): 0 every poll passed (or the loop was interrupted), 1 a check
 failed (fork, rollback, audit mismatch, bad signature: the evidence is printed; with ``--json``
 one object whose ``evidence`` holds both checkpoint notes, sizes, roots and proof hashes),
 2 usage, unreadable or mismatched state file, or a server that cannot be reached with ``--once``.
@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from ledger.core.errors import InconsistencyError, ServiceError, WitnessError
-from ledger_client.cli.common import EXIT_INVALID, Outcome, finish, json_option
-from ledger_client.cli.connection import connection_from, connection_options
-from ledger_client.cli.notes import log_verifiers, witness_options, witness_policy
+from ledger_client.clikit.connection import connection_from, connection_options
+from ledger_client.clikit.keys import log_verifiers, witness_options, witness_policy
+from ledger_client.clikit.outcome import EXIT_INVALID, Outcome, finish, json_option
 from ledger_client.remote.monitor import (
     Advance,
     FetchedEntry,

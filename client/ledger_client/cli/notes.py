@@ -16,24 +16,22 @@ reported, not compared with the local clock.
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from ledger.core import merkle
 from ledger.core.checkpoint import (
     Checkpoint,
-    CosignatureVerifier,
-    Ed25519Verifier,
     VerifiedCheckpoint,
     open_checkpoint,
 )
-from ledger.core.errors import FormatError, MalformedKeyError
+from ledger.core.errors import FormatError
 from ledger.core.timefmt import rfc3339
 from ledger.core.tlogproof import TlogProof
-from ledger_client.cli.common import HASH_HELP, Outcome, finish, json_option, parse_hash
+from ledger_client.clikit.keys import log_verifiers, witness_options, witness_policy
+from ledger_client.clikit.outcome import HASH_HELP, Outcome, finish, json_option, parse_hash
 
 __all__ = [
     "MAX_INPUT_BYTES",
@@ -41,16 +39,12 @@ __all__ = [
     "describe_body",
     "describe_checkpoint",
     "iso_utc",
-    "log_verifiers",
     "read_input",
     "tlog_proof",
-    "witness_options",
-    "witness_policy",
 ]
 
 MAX_INPUT_BYTES = 1 << 20  # notes, proof files and tokens are a few kilobytes
 
-_K = TypeVar("_K")
 _KEY_HELP = "log verifier key name+hexid+base64 (type 0x01); repeat for several"
 _ORIGIN_HELP = "expected checkpoint origin (compared with the origin line, never a key name)"
 
@@ -62,68 +56,6 @@ def read_input(path: str, what: str) -> bytes:
     if len(data) > MAX_INPUT_BYTES:
         raise FormatError(f"{what} {path} is larger than {MAX_INPUT_BYTES} bytes")
     return data
-
-
-def _parse_keys(option: str, texts: Sequence[str], parse: Callable[[str], _K]) -> list[_K]:
-    """Parse key strings; MalformedKeyError (exit 2) names the option and the bad value."""
-    keys = []
-    for text in texts:
-        try:
-            keys.append(parse(text))
-        except MalformedKeyError as exc:
-            if text.strip().upper().startswith("PRIVATE+KEY"):  # never echo a private key
-                raise MalformedKeyError(
-                    f"{option}: this is a private signer key; give the verifier key "
-                    "(`ledger verifier-key` prints it) and keep the private key secret"
-                ) from None
-            raise MalformedKeyError(f"{option} {_shown(text)}: {exc}") from None
-    return keys
-
-
-def _shown(text: str) -> str:
-    """A bad key string as shown in an error: short, so a pasted secret is not echoed whole."""
-    return repr(text[:40] + ("..." if len(text) > 40 else ""))
-
-
-def log_verifiers(texts: Sequence[str]) -> list[Ed25519Verifier]:
-    """Parse ``--key`` values: Ed25519 verifier key strings (type 0x01)."""
-    return _parse_keys("--key", texts, Ed25519Verifier.from_key_string)
-
-
-def _witness_verifiers(texts: Sequence[str]) -> list[CosignatureVerifier]:
-    return _parse_keys("--witness", texts, CosignatureVerifier.from_key_string)
-
-
-def witness_policy(
-    witnesses: Sequence[str], min_witnesses: int | None
-) -> tuple[list[CosignatureVerifier], int]:
-    """``--witness`` keys (type 0x04) and the number of their cosignatures required."""
-    keys = _witness_verifiers(witnesses)
-    return keys, _quorum(len(keys), min_witnesses)
-
-
-def witness_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """``--witness VKEY`` (repeatable) and ``--min-witnesses K`` (default 1 with --witness)."""
-    command = click.option(
-        "--min-witnesses", type=click.IntRange(min=0), metavar="K", help="default 1 with --witness"
-    )(command)
-    return click.option(
-        "--witness",
-        "witnesses",
-        multiple=True,
-        metavar="VKEY",
-        help="witness cosigner key (tlog-cosignature, type 0x04); repeat",
-    )(command)
-
-
-def _quorum(witnesses: int, min_witnesses: int | None) -> int:
-    """The number of witness cosignatures required (see the module docstring)."""
-    required = (1 if witnesses else 0) if min_witnesses is None else min_witnesses
-    if not 0 <= required <= witnesses:
-        raise click.BadParameter(
-            f"--min-witnesses {required} needs 0..{witnesses} (the number of --witness keys)"
-        )
-    return required
 
 
 def iso_utc(moment: datetime) -> str:

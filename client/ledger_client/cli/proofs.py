@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ledger.core import merkle
-from ledger_client.cli.common import (
+from ledger_client.clikit.outcome import (
     HASH_HELP,
     Outcome,
     finish,

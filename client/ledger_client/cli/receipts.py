@@ -20,7 +20,7 @@
   ``--timeline`` adds one row per record with its checks (``ledger_client.timeline``).
 
 The log order is the order receipts prove; the order of files or lines is not authenticated
-and does not matter. Exit codes as for every subcommand (``cli_common``): 0 valid, 1 a check
+and does not matter. Exit codes as for every subcommand (``clikit.outcome``): 0 valid, 1 a check
 failed, 2 usage or malformed input.
 """
 
@@ -39,14 +39,12 @@ from ledger.core.jcs import Json
 from ledger.records.decision import DecisionRecord
 from ledger_client.audit.timeline import run_timeline
 from ledger_client.cli.anchor import load_certificates
-from ledger_client.cli.common import EXIT_INVALID, Outcome, finish, json_option
 from ledger_client.cli.notes import (
     iso_utc,
-    log_verifiers,
     read_input,
-    witness_options,
-    witness_policy,
 )
+from ledger_client.clikit.keys import log_verifiers, witness_options, witness_policy
+from ledger_client.clikit.outcome import EXIT_INVALID, Outcome, finish, json_option
 from ledger_client.receipts.disclose import describe_disclosures, disclosed_values
 from ledger_client.receipts.receipt import Receipt
 from ledger_client.receipts.run_load import load_run

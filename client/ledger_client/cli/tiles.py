@@ -2,7 +2,7 @@
 (``ledger_client.receipt_tiles``), with no gRPC: the log's HTTP endpoint, a static mirror or a CDN.
 
 The checkpoint's signature (``--key``) and origin are verified and the proofs checked against it
-before a receipt is written. Exit codes (``cli_common``): 0 written, 1 a check failed (bad
+before a receipt is written. Exit codes (``clikit.outcome``): 0 written, 1 a check failed (bad
 signature, a proof that does not verify, a rewritten leaf), 2 usage, input that does not parse,
 or a URL that cannot be read.
 """
@@ -15,8 +15,8 @@ from typing import Any
 
 import click
 
-from ledger_client.cli.common import Outcome, finish, json_option, parse_hash
-from ledger_client.cli.notes import log_verifiers
+from ledger_client.clikit.keys import log_verifiers
+from ledger_client.clikit.outcome import Outcome, finish, json_option, parse_hash
 from ledger_client.receipts.receipt import Receipt
 
 __all__ = ["receipt_fetch", "receipt_upgrade"]

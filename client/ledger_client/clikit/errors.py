@@ -3,23 +3,38 @@ becomes one line on stderr and an exit code, never a traceback.
 
 Exit codes: 0 ok; 1 the operation failed (a claim did not verify, the port is busy, the data
 dir is in use or unreadable, the server refused); 2 usage or bad input (a flag, a config value,
-a file that does not parse or decode); 130 interrupted. ``LEDGER_DEBUG=1`` re-raises, for
-developers who want the traceback.
+a file that does not parse or decode); 130 interrupted (Ctrl-C: nothing printed, see
+``clikit.interrupt``). ``LEDGER_DEBUG=1`` re-raises, for developers who want the traceback.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from ledger.core.errors import FormatError, InvalidArgumentError, LedgerError, StorageError
+from ledger_client.clikit.interrupt import EXIT_INTERRUPTED, interrupted
 
-__all__ = ["CliGroup", "describe"]
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "CliGroup",
+    "describe",
+    "fail",
+]
 
-EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    """End a command with one line on stderr (``error: ...``) and the exit code."""
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
 
 
 def describe(exc: BaseException) -> tuple[str, int]:
@@ -43,22 +58,33 @@ def describe(exc: BaseException) -> tuple[str, int]:
     if isinstance(exc, OSError):
         where = f"{exc.filename}: " if exc.filename else ""
         return f"{where}{exc.strerror or exc}", EXIT_FAILED
-    if isinstance(exc, KeyboardInterrupt):
-        return "interrupted", EXIT_INTERRUPTED
     return f"unexpected {type(exc).__name__}: {exc} (LEDGER_DEBUG=1 shows the traceback)", 1
 
 
 class CliGroup(click.Group):
-    """A click group whose commands fail with one line (``describe``), never a traceback."""
+    """A click group whose commands fail with one line (``describe``), never a traceback, and
+    end quietly with 130 on Ctrl-C (also while the arguments are parsed or help is shown)."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except KeyboardInterrupt:
+            interrupted()
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
             raise
-        except (Exception, KeyboardInterrupt) as exc:
+        except KeyboardInterrupt:
+            interrupted()
+        except Exception as exc:
             if os.environ.get("LEDGER_DEBUG"):
                 raise
-            message, code = describe(exc)
-            click.echo(f"error: {message}", err=True)
-            sys.exit(code)
+            fail(*describe(exc))

@@ -1,7 +1,7 @@
-"""Shared machinery of the ``ledger-verify`` subcommands: outcomes, exit codes, hash parsing.
+"""Outcomes of the verifying subcommands, ``--json``, hash parsing.
 
-Exit codes, in one place (``finish``): 0 valid, 1 invalid (well-formed input whose claim
-fails), 2 usage error or input that does not parse.
+Exit codes (their values in ``clikit.errors``), set in one place (``finish``): 0 valid,
+1 invalid (well-formed input whose claim fails), 2 usage error or input that does not parse.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from typing import Any, NoReturn
 import click
 
 from ledger.core.errors import FormatError, LedgerError, TimestampError, VerificationError
-from ledger_client.cli import encoding
+from ledger_client.clikit import encoding
+from ledger_client.clikit.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
-EXIT_VALID, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+EXIT_VALID, EXIT_INVALID = EXIT_OK, EXIT_FAILED
 
 HASH_HELP = "32-byte hash, hex or base64"
 
