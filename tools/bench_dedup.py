@@ -17,7 +17,7 @@ the look-up, and bytes per key on disk after a full compaction. Variants:
     smallbase   level, 32 MiB level base and 8 MiB files: compactions rewrite less at a time
     shortsmall  short and smallbase together
     smallmem    smallbase with 4 MiB memtables (a smaller skiplist: cheaper random inserts; the
-                log's choice, ``ledger.rocks``)
+                log's choice, ``ledger.store.rocks``)
 
 Figures are noisy on a shared machine; run it on a quiet one for the record.
 """
@@ -67,7 +67,7 @@ VARIANTS = [
 
 
 def _base() -> Options:
-    """The dedup options of ``ledger.rocks`` with RocksDB's default level sizes."""
+    """The dedup options of ``ledger.store.rocks`` with RocksDB's default level sizes."""
     opts = _options(16, 32)[1]
     opts.set_max_bytes_for_level_base(256 << 20)
     opts.set_target_file_size_base(64 << 20)

@@ -1,5 +1,5 @@
 """fsck speed: build a log of N entries (through ``Log``, in batches, a checkpoint every
-100,000 entries), stop it, run ``ledger.fsck.fsck`` on it several times, report the median
+100,000 entries), stop it, run ``ledger.ops.fsck.fsck`` on it several times, report the median
 entries per second and the extrapolation to 10 million entries.
 
 Usage: ``python tools/bench_fsck.py --entries 1000000 --runs 3 [--dir DIR]``.

@@ -1,8 +1,9 @@
 """B8, the limit without a network: SHA-256 calls per second, and an in-process append loop.
 
-The loop is the server's per-entry work alone: ``ledger.log.Log`` over ``ledger.rocks.RocksStore``
-(sequence, hash, fold into the compact range, one synced RocksDB write batch, then sign and store
-a checkpoint) for batches of 1,000 digests. The benchmark reports B2 as a fraction of it.
+The loop is the server's per-entry work alone: ``ledger.log.Log`` over
+``ledger.store.rocks.RocksStore`` (sequence, hash, fold into the compact range, one synced RocksDB
+write batch, then sign and store a checkpoint) for batches of 1,000 digests. The benchmark reports
+B2 as a fraction of it.
 """
 
 from __future__ import annotations

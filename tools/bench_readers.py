@@ -1,6 +1,6 @@
 """Reader processes, measured: ``python tools/bench_readers.py [--entries N]``.
 
-A reader is ``ledger serve-reader`` (``ledger.reader``): it opens a running log's data dir as a
+A reader is ``ledger serve-reader`` (``ledger.log.reader``): it opens a running log's data dir as a
 RocksDB secondary and serves the read RPCs on its own port (appends must reach the writer, so
 a reader refuses them with FAILED_PRECONDITION); every 100 ms it catches up and swaps in a
 ``Log`` opened on the caught-up view, so it never answers for a checkpoint newer than that.

@@ -7,7 +7,7 @@ On the big log of B5 (same run, same entries), after B5:
   (one worker, the README's server block), from two client processes that GET random tiles of
   the tree (hash tiles of every level and entry bundles) over keep-alive connections, 16
   requests pipelined on each;
-* inclusion proofs/s built client-side (``ledger_client.tiles.TileClient``) from a warm tile
+* inclusion proofs/s built client-side (``ledger_client.remote.tiles.TileClient``) from a warm tile
   cache, at random indexes and random sizes up to the signed size; a sample is compared with
   the server's gRPC proofs.
 

@@ -3,7 +3,7 @@
 The benchmark asks for proofs at random historical sizes, where the server may never have
 published a checkpoint. A sampled proof is checked without trusting the server: the root it
 implies at its size is recomputed from the proof alone, and that root is then tied to the
-newest *signed* root by a consistency proof (``ledger.merkle`` only; no ``ledger.log``).
+newest *signed* root by a consistency proof (``ledger.core.merkle`` only; no ``ledger.log``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The crash harness's independent verifier: RFC 6962 §2.1 tree hashes written from the RFC with
-``hashlib`` alone (no ``ledger.merkle``), checked against everything the harness saw.
+``hashlib`` alone (no ``ledger.core.merkle``), checked against everything the harness saw.
 
 Given every leaf of the log (in order), the roots of all published sizes the harness saw and
 every acknowledged (digest -> index), it checks:

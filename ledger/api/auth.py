@@ -1,5 +1,5 @@
 """Who may call what: bearer tokens (stored only as hashes), mTLS identities, scopes, and
-per-identity token-bucket rate limits. No grpc here: ``ledger.interceptor`` adapts it.
+per-identity token-bucket rate limits. No grpc here: ``ledger.api.interceptor`` adapts it.
 
 Tokens look like ``dl_<id>_<secret>`` (id: 8 hex digits, secret: 32 random bytes, base64url);
 the tokens file (JSON, mode 0600) keeps, per token, its id, name, scopes, creation time and

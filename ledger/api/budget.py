@@ -1,7 +1,7 @@
 """One byte budget for every request the server holds in memory (issue 14, "bounded memory").
 
 gRPC core limits what it buffers before Python sees a message (maximum request size, maximum
-concurrent RPCs, HTTP/2 windows: ``ledger.server``); this budget bounds what Python holds after
+concurrent RPCs, HTTP/2 windows: ``ledger.api.server``); this budget bounds what Python holds after
 that: the bytes of every unary request until it is answered, and of every stream message until
 its items are handed to the writer. A request that does not fit is refused at once with
 ``PushbackError`` (RESOURCE_EXHAUSTED, with a retry hint); nothing waits for room, so no caller

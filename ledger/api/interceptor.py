@@ -1,8 +1,8 @@
 """The gRPC server interceptor: authentication, scopes, rate limits and the access log.
 
-Every call passes ``ledger.auth.Policy.decide`` (bearer token from the ``authorization``
+Every call passes ``ledger.api.auth.Policy.decide`` (bearer token from the ``authorization``
 metadata, ``Bearer <token>``; or the client certificate's common name under mTLS) and the
-caller's token bucket before the handler runs; refusals travel as the status ``ledger.wire``
+caller's token bucket before the handler runs; refusals travel as the status ``ledger.api.wire``
 gives their error class (UNAUTHENTICATED, PERMISSION_DENIED, RESOURCE_EXHAUSTED with
 ``retry-after-ms``). Each finished call is one access-log line on the ``ledger.access`` logger
 (method, status, duration, identity, peer): the token itself is never logged, nor echoed.

@@ -1,8 +1,8 @@
 """gRPC adapter for ``ledger.v1.LedgerService`` (proto/ledger/v1/ledger.proto).
 
-Handlers only translate: requests through ``ledger.wire`` into core types, a call on the
+Handlers only translate: requests through ``ledger.api.wire`` into core types, a call on the
 ``LogService`` (which runs reads on its reader threads, never on the event loop), and answers
-back through ``ledger.wire``; errors become statuses through ``wire.status_of``. Health checking
+back through ``ledger.api.wire``; errors become statuses through ``wire.status_of``. Health checking
 (grpc.health.v1) and server reflection are registered so ``grpcurl`` works without the .proto.
 """
 
@@ -159,7 +159,7 @@ class LedgerServicer:
     ) -> AsyncIterator[pb.StreamAppendAck]:
         """Append groups as they come; acknowledge each once durable. A malformed message, an
         idle stream or an exhausted budget ends the stream with its status, after the
-        acknowledgements of everything committed before it (``ledger.streams``)."""
+        acknowledgements of everything committed before it (``ledger.api.streams``)."""
         reader = StreamReader(
             raw_messages, _stream_items, budget=self._limits.budget, idle_s=self._limits.idle_s
         )
@@ -330,7 +330,7 @@ def _unary(behaviour: Any, cls: Any, budget: ByteBudget) -> Any:
 
 
 def _streaming(behaviour: Any) -> Any:
-    """Streams get raw messages: ``ledger.streams`` parses them one at a time."""
+    """Streams get raw messages: ``ledger.api.streams`` parses them one at a time."""
 
     async def handler(raw_iterator: AsyncIterator[bytes], context: Any) -> AsyncIterator[Any]:
         async for response in behaviour(raw_iterator, context):

@@ -1,7 +1,7 @@
 """Reading one StreamAppend stream (proto/ledger/v1/ledger.proto; issue 14, "streams and memory").
 
 Messages are parsed and validated one at a time. Each is held against the server's byte budget
-(``ledger.budget``) from its arrival until its items are handed to the writer; the buffer holds
+(``ledger.api.budget``) from its arrival until its items are handed to the writer; the buffer holds
 at most ``LIMIT`` items, so a producer faster than the log is slowed by gRPC flow control. The
 reading ends at the client's half-close, or with ``error`` set:
 

@@ -1,11 +1,11 @@
 """The wire boundary of ``ledger.v1`` (proto/ledger/v1/ledger.proto): protobuf <-> core types,
 and ledger errors <-> gRPC statuses, both ways, in one place.
 
-The server (``ledger.server``) and the remote client (``ledger_client.remote``) are the only
+The server (``ledger.api.server``) and the remote client (``ledger_client.remote``) are the only
 users; generated classes never travel further. Status rules follow gRPC's guidance: a request
 that can never succeed is INVALID_ARGUMENT (or NOT_FOUND, FAILED_PRECONDITION, ...); one that
 may succeed later without anyone changing it is OUT_OF_RANGE, RESOURCE_EXHAUSTED or UNAVAILABLE,
-and ``ledger.errors.is_retryable`` follows from the class each status maps back to.
+and ``ledger.core.errors.is_retryable`` follows from the class each status maps back to.
 
 ``STATUS_OF`` names every class of the error tree explicitly (a test fails for a class it
 lacks), so a new error class cannot silently become "retry forever".

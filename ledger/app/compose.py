@@ -1,10 +1,10 @@
 """Composing a running log server: store, log, service, gRPC server, the C2SP tlog-tiles HTTP
-endpoint (with ``/metrics``) and static mirror (``ledger.http_tiles``, ``ledger.tiles_mirror``),
+endpoint (with ``/metrics``) and static mirror (``ledger.http.tiles``, ``ledger.http.mirror``),
 witnessing, and the anchorer. ``start_app`` is the library entry point (tests bind port 0);
 ``serve`` blocks until SIGTERM/SIGINT, then drains in-flight appends and publishes a final
 checkpoint.
 
-Order matters: the listen addresses are checked first (``ledger.preflight``), so a busy port
+Order matters: the listen addresses are checked first (``ledger.app.preflight``), so a busy port
 or a bad address creates nothing on disk; then the data dir's binding (origin, key); then
 recovery; the gRPC server starts (health SERVING) only after the log has recovered.
 """
@@ -133,7 +133,7 @@ class App:
 
 
 def server_limits(settings: Settings) -> ServerLimits:
-    """The memory bounds of ``[server]`` (``ledger.server.ServerLimits``)."""
+    """The memory bounds of ``[server]`` (``ledger.api.server.ServerLimits``)."""
     return ServerLimits(
         max_request_bytes=settings.max_request_mb << 20,
         max_concurrent_rpcs=settings.max_concurrent_rpcs,
@@ -177,7 +177,7 @@ def _observed(targets: list[TsaTarget], metrics: LedgerMetrics) -> list[TsaTarge
 
 
 def _cosigning(settings: Settings, log: Log, evidence: Evidence) -> Cosigning:
-    """Witness submission (``ledger.witnessing``) for the configured ``[[witness]]`` entries."""
+    """Witness submission (``ledger.log.witnessing``) for the configured ``[[witness]]`` entries."""
     endpoints = [
         WitnessEndpoint(name=w.name, url=w.url, key=w.key, timeout_s=w.timeout_s)
         for w in settings.witnesses

@@ -154,7 +154,7 @@ class TsaSettings(BaseModel):
 
 
 class WitnessTarget(BaseModel):
-    """One witness the log asks to cosign its checkpoints (``ledger.witnessing``)."""
+    """One witness the log asks to cosign its checkpoints (``ledger.log.witnessing``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -324,7 +324,7 @@ class Settings(BaseSettings):
 
     @property
     def high_water_file(self) -> Path:
-        """The published high-water mark (``ledger.highwater``), outside the data dir."""
+        """The published high-water mark (``ledger.log.highwater``), outside the data dir."""
         return self.mark_file or self.data_dir.with_name(self.data_dir.name + ".high-water")
 
     @property

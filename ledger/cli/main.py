@@ -1,8 +1,8 @@
 """``ledger``: the operator's CLI (keygen, serve, config, anchor, receipts, tiles, witnesses, tsa,
 tokens, fsck, backup, restore, migrate-storage, serve-reader).
 
-It only parses and prints; the work lives in ``ledger.app``, ``ledger.keys`` and
-``ledger.config``. Exit codes: 0 ok, 1 the operation failed, 2 usage or bad input.
+It only parses and prints; the work lives in ``ledger.app``, ``ledger.fileio.keys`` and
+``ledger.app.settings``. Exit codes: 0 ok, 1 the operation failed, 2 usage or bad input.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``ledger migrate-storage``: convert a data dir of the per-entry layout to the tile layout
-(``ledger.migrate``), in place, while the server is stopped."""
+(``ledger.store.migrate``), in place, while the server is stopped."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """Operator commands for a deployed log: ``tls dev-cert``, ``token create|list|revoke``,
 ``rotate-key``, ``fsck``, ``backup``, ``restore`` and ``config init``.
 
-They only parse and print; the work is in ``ledger.tls``, ``ledger.auth``, ``ledger.binding``,
-``ledger.fsck``, ``ledger.backup``, ``ledger.restore`` and ``ledger.config_sample``. Failures
-reach the one handler of ``ledger_client.clikit.errors`` (one line, exit 1 or 2).
+They only parse and print; the work is in ``ledger.api.tls``, ``ledger.api.auth``,
+``ledger.ops.binding``, ``ledger.ops.fsck``, ``ledger.ops.backup``, ``ledger.ops.restore`` and
+``ledger.app.settings_sample``. Failures reach the one handler of ``ledger_client.clikit.errors``
+(one line, exit 1 or 2).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``ledger serve-reader``: serve proofs and reads from a running log's data dir, read-only, on
-a port of its own (``ledger.reader``); appends must go to the writer (``ledger serve``)."""
+a port of its own (``ledger.log.reader``); appends must go to the writer (``ledger serve``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """``ledger receipt fetch | upgrade | run`` and ``ledger anchor --wait``: anchored receipts from
-the command line (receipts: ``ledger_client.receipt``; RFC 3161 anchors, RFC 9162 proofs).
+the command line (receipts: ``ledger_client.receipts.receipt``; RFC 3161 anchors, RFC 9162 proofs).
 
 * ``fetch --server ADDR (--digest HEX | --leaf FILE) --out R.json``: the receipt of one logged
-  record (``ledger_client.receipt_fetch.fetch_receipt``): on the earliest anchored checkpoint
+  record (``ledger_client.remote.receipt_fetch.fetch_receipt``): on the earliest anchored checkpoint
   that covers it, else the latest one (then without anchors: run ``ledger anchor --wait`` and
   ``upgrade``). ``--leaf`` takes the raw leaf ``ledger append --leaf-out`` saved (the record
   digest is in it). Tiles (``--tiles URL``) have no digest index: they need an index instead.
@@ -12,7 +12,7 @@ the command line (receipts: ``ledger_client.receipt``; RFC 3161 anchors, RFC 916
   proof (``upgrade_receipt``: the old checkpoint, its anchors and the consistency proof stay in
   ``previous``).
 * ``run --spool SPOOL --server ADDR --out RUN.jsonl [--run RUN_ID]``: write or complete a run's
-  receipts file after the fact (``ledger_client.run_receipts``): the run's records are read from
+  receipts file after the fact (``ledger_client.sdk.run_file``): the run's records are read from
   the spool before the client opens it (and delivers what is pending).
 * ``wait_for_anchor``: what ``ledger anchor --wait`` runs: ask again until an anchor of the
   checkpoint (or a later one) is stored, or the timeout passes.

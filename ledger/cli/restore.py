@@ -1,5 +1,5 @@
 """``ledger restore``: status, accept and catch-up after a rollback of the data dir
-(docs/operating.md "Faults, rollbacks and restore"; ``ledger.recovery`` holds the rules). Run
+(docs/operating.md "Faults, rollbacks and restore"; ``ledger.log.recovery`` holds the rules). Run
 with the server stopped (RocksDB allows one process per data dir). Exit codes: 0 ok /
 consistent, 1 refused or not consistent, 2 usage.
 """

@@ -1,6 +1,6 @@
 """``ledger tiles export``: build or catch up a static C2SP tlog-tiles mirror from a stopped log.
 
-The mirror (``ledger.tiles_mirror``) is written crash-safely and resumes from its own
+The mirror (``ledger.http.mirror``) is written crash-safely and resumes from its own
 ``checkpoint`` file, so an interrupted export is simply run again. RocksDB allows one process
 per data dir: while the server runs, configure ``[tiles] dir`` instead (it mirrors after each
 checkpoint). Exit codes: 0 ok, 1 the store or the folder refused, 2 usage.

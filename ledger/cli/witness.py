@@ -10,7 +10,8 @@
   line is JSON: address, URL, verifier key, logs.
 * ``ledger witness evidence --state-dir DIR [--json]``: the misbehaviour it kept.
 * ``ledger witness state --state-dir DIR``: the latest checkpoint cosigned per log.
-* ``ledger witnesses --data-dir DIR``: the *log's* view of its witnesses (``ledger.witnessing``).
+* ``ledger witnesses --data-dir DIR``: the *log's* view of its witnesses
+  (``ledger.log.witnessing``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Pure (stdlib and ``cryptography`` only, no I/O). A checkpoint body is ``origin\nsize\n
 base64(root)\n`` plus optional non-empty extension lines, carried in a C2SP signed note
-(``ledger.note``, whose names are re-exported here). A witness (v1, Ed25519, type 0x04) signs
+(``ledger.core.note``, whose names are re-exported here). A witness (v1, Ed25519, type 0x04) signs
 ``cosignature/v1\ntime <t>\n`` + the checkpoint text; its line carries key ID || u64 t || sig.
 
 ``open_checkpoint`` is the verification entry point: unknown keys are ignored, a known key's bad

@@ -1,7 +1,7 @@
 """One error tree for the whole ledger.
 
 Every failure the ledger reports is one of these; the gRPC adapter maps them to status codes in
-one table (``ledger.server``) and the CLIs map them to exit codes in one place.
+one table (``ledger.api.server``) and the CLIs map them to exit codes in one place.
 
     LedgerError
     ├── VerificationError            a well-formed claim that is false          (CLI exit 1)
@@ -44,7 +44,7 @@ one table (``ledger.server``) and the CLIs map them to exit codes in one place.
         └── RemoteError              any other status a server answered          (its own)
 
 Each class says whether a retry may succeed (``retryable``; ``is_retryable`` is the one retry
-rule of the SDK, the sender, the monitor and the CLIs). ``ledger.wire`` maps every class to its
+rule of the SDK, the sender, the monitor and the CLIs). ``ledger.api.wire`` maps every class to its
 gRPC status in one table and every status back to a class (a test fails for a class without one).
 """
 

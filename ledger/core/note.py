@@ -5,7 +5,7 @@ line, then one or more lines ``— <key name> base64(4-byte key ID || signature)
 (type 0x01) have key ID ``SHA-256(name || 0x0A || type || public key)[:4]`` and the key strings
 ``name+hexid+base64(type || key)`` (verifier) and ``PRIVATE+KEY+name+hexid+...`` (signer).
 Verifiers ignore lines by unknown keys; a known key's failing line rejects the note.
-Checkpoints and witness cosignatures, built on this, are in ``ledger.checkpoint``.
+Checkpoints and witness cosignatures, built on this, are in ``ledger.core.checkpoint``.
 """
 
 from __future__ import annotations

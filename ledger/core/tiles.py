@@ -14,7 +14,7 @@ offline verifier import them from here (``tests/unit/test_one_tile_codec.py`` ho
 * An *entry bundle* (``tile/entries/<N>[.p/<W>]``) holds the entries ``256N .. 256N + W - 1``,
   each prefixed with its length as a big-endian uint16. For this log an entry is the v1 leaf
   (docs/formats.md "The leaf (v1)"), so its RFC 6962 leaf hash is the level-0 tile hash.
-* ``TileNodeReader`` answers the full-node look-ups of the proof planners in ``ledger.merkle``
+* ``TileNodeReader`` answers the full-node look-ups of the proof planners in ``ledger.core.merkle``
   from tiles: a node of height ``h`` lies in the tile of level ``h // 8``; when ``h`` is not a
   multiple of 8 it is computed from ``2**(h % 8)`` of that tile's hashes (``TileHashes`` keeps
   every interior level of a tile once it is built).

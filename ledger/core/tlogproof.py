@@ -1,6 +1,6 @@
 """Offline inclusion proofs in the c2sp.org/tlog-proof@v1 text format.
 
-Pure (stdlib only, plus ``ledger.checkpoint`` for the embedded note). A proof file reads::
+Pure (stdlib only, plus ``ledger.core.checkpoint`` for the embedded note). A proof file reads::
 
     c2sp.org/tlog-proof@v1
     extra <base64>            (optional; opaque, unauthenticated application data)

@@ -17,7 +17,7 @@ level, hash tiles and entry bundles), then the newest checkpoint as ``checkpoint
 * the mirror resumes from the size in its ``checkpoint`` file; a folder holding another log's
   checkpoint is refused.
 
-A running server mirrors from a process of its own (``ledger.tiles_mirror_process``), taking
+A running server mirrors from a process of its own (``ledger.http.mirror_process``), taking
 every checkpoint published since its last update at once (so it never falls behind by more than
 one update); ``ledger tiles export`` runs the same update on a stopped log.
 """

@@ -3,7 +3,7 @@
 Writing the mirror in the server's process would make it fight the event loop and the writer
 thread for the GIL: every syscall of a file write gives the GIL up and waits up to a switch
 interval to get it back, so under append load a few hundred tiles a second took seconds. The
-server therefore starts ``python -m ledger.tiles_mirror_process``, which opens the store as a
+server therefore starts ``python -m ledger.http.mirror_process``, which opens the store as a
 RocksDB *secondary* instance (read-only, following the primary with ``catch_up``) and runs
 ``TileMirror`` there. The server only writes one JSON line per published checkpoint to the
 child's standard input (``MirrorProcess.submit``, cheap, on the event loop); the child takes

@@ -3,10 +3,10 @@
 Synchronous and single-writer (``append`` and ``publish`` hold one lock); reads run concurrently.
 Recovery on open: the tree state comes from the store, and the newest stored checkpoint must
 match the durable tree at its size (recomputed from stored nodes), or the log refuses to open;
-so must the published high-water mark kept outside the data dir (``ledger.recovery``).
+so must the published high-water mark kept outside the data dir (``ledger.log.recovery``).
 RFC 9162 §2.1.3/§2.1.4 proofs are served for any size up to the latest published checkpoint,
 with one batched node read per request. Before it signs and before it serves, the log checks
-itself against what it signed (``ledger.selfcheck``): a failed check is ``DataLossError``.
+itself against what it signed (``ledger.log.selfcheck``): a failed check is ``DataLossError``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ register into, and the log's own metrics.
 
 ``MetricsRegistry`` is the seam: a component asks it for a counter, gauge or histogram (names
 must start with ``ledger_``) or adds a collector function called at scrape time; ``exposition``
-renders the text format for ``/metrics`` (``ledger.http_metrics``). ``LedgerMetrics`` defines
+renders the text format for ``/metrics`` (``ledger.http.metrics``). ``LedgerMetrics`` defines
 what the log reports:
 
     ledger_appended_records_total{outcome="new|duplicate"}   records appended
@@ -210,7 +210,7 @@ _LATENCIES = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1
 
 
 def witness_metrics(status: Callable[[], Sequence[Any]], quorum_size: Callable[[], int]) -> Any:
-    """A collector of the witnesses' state (``ledger.witnessing.Cosigning``): per witness its
+    """A collector of the witnesses' state (``ledger.log.witnessing.Cosigning``): per witness its
     last cosigned size, its consecutive failures and whether its last answer was an error; the
     largest size cosigned by the quorum."""
 

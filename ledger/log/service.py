@@ -59,7 +59,7 @@ STOP_DRAIN_S = 10.0  # how long ``stop`` waits for queued appends before failing
 
 
 class ServiceObserver(Protocol):
-    """What the service reports (``ledger.metrics.LedgerMetrics``)."""
+    """What the service reports (``ledger.log.metrics.LedgerMetrics``)."""
 
     def on_append(self, items: int) -> None: ...
     def on_commit(self, items: int, new: int, seconds: float) -> None: ...

@@ -2,7 +2,7 @@
 
 docs/design.md "Decision record (v1)": a sensitive value ``v`` is replaced in a record by the object
 ``{"commitment": "sha256:<hex>"}`` where ``<hex>`` is ``SHA-256(salt || JCS(v))`` (RFC 8785
-canonical bytes, ``ledger.jcs``). The log and auditors see only the digest; the owner keeps
+canonical bytes, ``ledger.core.jcs``). The log and auditors see only the digest; the owner keeps
 ``(field_path, value, salt)`` as a ``Disclosure`` and may later reveal that one field. Deleting
 the salt and the value erases the content while every proof over the record stays valid.
 

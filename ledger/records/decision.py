@@ -1,6 +1,6 @@
 """Decision records, schema v1: the dataclass, its validator, digests and record ids.
 
-Pure: standard library plus ``rfc8785`` (through ``ledger.jcs``), no I/O. docs/design.md
+Pure: standard library plus ``rfc8785`` (through ``ledger.core.jcs``), no I/O. docs/design.md
 "Decision record (v1)"; the published JSON Schema (draft 2020-12) is ``ledger/schemas/
 decision-record-v1.schema.json`` and says the same thing as this module.
 
@@ -9,17 +9,18 @@ decision-record-v1.schema.json`` and says the same thing as this module.
   of what was read is the digest of what was written). ``kind`` selects the ``payload`` shape
   (``PAYLOAD_FIELDS``); ``tool_call`` follows W3C PROV: an activity that *used* the inputs and
   *generated* the outputs, both given as digests.
-* ``record_digest`` is SHA-256 over the RFC 8785 canonical bytes (``ledger.jcs``).
+* ``record_digest`` is SHA-256 over the RFC 8785 canonical bytes (``ledger.core.jcs``).
 * ``record_id`` is a UUIDv7 (RFC 9562 §5.7) in lowercase 8-4-4-4-12 form; ``time`` is the
   client's RFC 3339 §5.6 timestamp (a claim: the log's own time is in the leaf).
 * Digests in a record (``parent_digests``, ``evidence``, PROV inputs/outputs, ``run_closed``
   steps) are 64 lowercase hex digits of SHA-256. Sensitive values are replaced by salted
-  commitments (``ledger.commitments``) anywhere a JSON value, a candidate action or a plan step
-  is allowed.
+  commitments (``ledger.records.commitments``) anywhere a JSON value, a candidate action or a plan
+  step is allowed.
 * Numbers must lie within +-(2**53 - 1) and be finite; candidate scores are decimal strings.
 
 Invalid records are refused with ``InvalidRecordError`` whose ``field`` names the path, e.g.
-``candidates[1].score``. Run-level checks (parents, the ``run_closed`` list) are ``ledger.runs``.
+``candidates[1].score``. Run-level checks (parents, the ``run_closed`` list) are
+``ledger.records.runs``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The storage contract of the log, and an in-memory store with a fault hook for crash tests.
 
-What a store promises (``RocksStore`` in ``ledger.rocks`` is the production one):
+What a store promises (``RocksStore`` in ``ledger.store.rocks`` is the production one):
 
 * ``commit(batch)`` is atomic and durable when it returns: after a crash at any instant either
   all of a batch (entries, digest index, tree nodes, tree state) is there or none of it.
@@ -14,8 +14,8 @@ What a store promises (``RocksStore`` in ``ledger.rocks`` is the production one)
   call at a time); the writer never writes a size that is already stored.
 * Reads of what the contract says is there (a node of a committed tree, an entry below the
   committed size) raise ``StorageError`` when missing: that is corruption, not absence.
-* Layout (``ledger.tile_layout``, the same in every store): entries live in tlog-tiles entry bundles
-  and the tree in tile values, so a commit writes O(entries / 256 + tile levels) values plus
+* Layout (``ledger.core.tile_layout``, the same in every store): entries live in tlog-tiles entry
+  bundles and the tree in tile values, so a commit writes O(entries / 256 + tile levels) values plus
   one dedup key per entry; full bundles and tiles are written once, the right-edge partial ones
   are rewritten by the commit that extends them.
 * ``get_tiles`` and ``get_entry_bundles`` serve the C2SP tlog-tiles read path: a tile
@@ -68,7 +68,7 @@ class TreeState:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Batch:
     """One group commit: new entries from index ``first``, each framed as in an entry bundle
-    (uint16 length || v1 leaf, ``ledger.tile_layout.frame``), their record digests, the full
+    (uint16 length || v1 leaf, ``ledger.core.tile_layout.frame``), their record digests, the full
     nodes of height >= 1 they complete, and the new state. A height-0 node is the leaf hash of
     its entry."""
 
@@ -171,7 +171,7 @@ class MemoryStore:
         self._lock = threading.Lock()
         self._fault = fault or (lambda _point: None)
         self._state = TreeState()
-        self._values: dict[bytes, bytes] = {}  # bundles and tiles (``ledger.tile_layout`` keys)
+        self._values: dict[bytes, bytes] = {}  # bundles and tiles (core.tile_layout keys)
         self._digests: dict[bytes, int] = {}
         self._checkpoints: dict[int, PublishedCheckpoint] = {}
         self._anchors: dict[tuple[int, str], Anchor] = {}

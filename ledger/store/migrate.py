@@ -1,4 +1,5 @@
-"""Convert a data dir of the per-entry layout to the tile layout (``ledger.tile_layout``), in place.
+"""Convert a data dir of the per-entry layout to the tile layout (``ledger.core.tile_layout``), in
+place.
 
 The per-entry layout kept one value per entry (``E`` || index), one per dedup digest
 (``D`` || digest) and one per tree node (``N`` || level || index), either in column families

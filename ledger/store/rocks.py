@@ -1,14 +1,15 @@
-"""RocksDB storage (the only module importing rocksdict): the ``ledger.storage.Store`` contract.
+"""RocksDB storage (the only module importing rocksdict): the ``ledger.store.contract.Store``
+contract.
 
 Key layout (raw bytes, integers big-endian so keys sort numerically), in three column families:
-``default`` (S, V, C, A), ``tree`` (B, T: the ``ledger.tile_layout`` layout) and ``digests`` (the
-dedup index); one WriteBatch spans them atomically:
+``default`` (S, V, C, A), ``tree`` (B, T: the ``ledger.core.tile_layout`` layout) and ``digests``
+(the dedup index); one WriteBatch spans them atomically:
 
     key                                   value
     b"S"                                  tree state: last leaf time (8) || compact range
     b"V"                                  layout version: b"tiles-1"
     b"B" || bundle index (8)              entry bundle: (uint16 length || v1 leaf) per entry
-    b"T" || tile level (1) || index (8)   tile rows (``ledger.tile_layout``): hashes, 32 bytes each
+    b"T" || tile level (1) || index (8)   tile rows (``core.tile_layout``): hashes, 32 bytes each
     record digest (32)                    index (6)                    (dedup index)
     b"C" || size (8)                      root hash (32) || signed note (UTF-8)
     b"A" || size (8) || TSA name (UTF-8)  genTime ms (8) || DER TimeStampToken
@@ -20,7 +21,7 @@ write itself holds it); ``commit`` returns only after the sync, so it is durable
 The dedup index is a whole-key bloom-filtered family of random 32-byte keys (the alternatives
 measured are in ``tools/bench_dedup.py`` and docs/benchmarks.md "The dedup index"); memtables
 are capped so RSS does not grow with the log. Data dirs of the earlier per-entry layout are
-refused with a message naming ``ledger migrate-storage`` (``ledger.migrate``), which converts
+refused with a message naming ``ledger migrate-storage`` (``ledger.store.migrate``), which converts
 them in place.
 
 WAL recovery (issue 14): RocksDB's default, point-in-time recovery, silently drops everything
@@ -290,7 +291,7 @@ class RocksStore:
             raise StorageError("a secondary (reader) store does not write; append to the writer")
 
     def tree_values(self, keys: list[bytes]) -> list[bytes | None]:
-        """Raw bundle and tile values (``ledger.tile_layout`` keys) in one read (fsck)."""
+        """Raw bundle and tile values (``ledger.core.tile_layout`` keys) in one read (fsck)."""
         return self._lookup(keys)
 
     def _lookup(self, keys: list[bytes]) -> list[bytes | None]:

@@ -2,10 +2,10 @@
 
 This is the only module that walks asn1crypto objects when *verifying*: every field the
 verifier needs is copied out here into small dataclasses of ``str``/``int``/``bytes``, so the
-checks in :mod:`ledger.timestamp` and :mod:`ledger.timestamp_certs` never touch an untyped
-ASN.1 tree. Bytes that do not parse raise :class:`~ledger.errors.FormatError`; a token whose
+checks in :mod:`ledger.timestamp` and :mod:`ledger.timestamp.certs` never touch an untyped
+ASN.1 tree. Bytes that do not parse raise :class:`~ledger.core.errors.FormatError`; a token whose
 CMS content type is not signedData carrying id-ct-TSTInfo raises
-:class:`~ledger.errors.TimestampError` with check ``"content-type"``.
+:class:`~ledger.core.errors.TimestampError` with check ``"content-type"``.
 
 Names used for algorithms are asn1crypto's (``"sha256"``, ``"rsassa_pss"``, ...); an OID
 asn1crypto does not know stays in dotted form and is then refused by the checks.

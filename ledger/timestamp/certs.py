@@ -13,7 +13,7 @@ ESSCertIDv2 and RFC 5035 signingCertificate binding) and a small RFC 5280 path b
   (basicConstraints, keyUsage keyCertSign, pathLenConstraint) whose signature verifies;
 - ``check_validity``: every certificate of the chain is valid at the given instant.
 
-Every failure raises :class:`~ledger.errors.TimestampError` naming the check. Pure: no I/O.
+Every failure raises :class:`~ledger.core.errors.TimestampError` naming the check. Pure: no I/O.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ proves that its TSA signed the stamped checkpoint body at genTime, give or take 
 
 ``skew`` (default ``DEFAULT_SKEW``, 5 minutes) allows for the log's clock and the TSA's clock
 disagreeing; the leaf time is the log operator's claim and genTime the TSA's. Both failures are
-:class:`~ledger.errors.TimestampError` naming the check.
+:class:`~ledger.core.errors.TimestampError` naming the check.
 """
 
 from __future__ import annotations

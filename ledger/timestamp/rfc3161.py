@@ -7,7 +7,7 @@ cosignatures added later do not change the stamped bytes. The token is CMS Signe
 ESSCertIDv2 (RFC 5816).
 
 Verification recomputes and compares, strictly and in this order; the first failure raises
-:class:`~ledger.errors.TimestampError` whose ``.check`` names it:
+:class:`~ledger.core.errors.TimestampError` whose ``.check`` names it:
 
     status          PKIStatus is granted or grantedWithMods (RFC 3161 §2.4.2)
     content-type    ContentInfo is signedData, eContentType is id-ct-TSTInfo
@@ -32,7 +32,7 @@ Verification recomputes and compares, strictly and in this order; the first fail
     validity        every chain certificate is valid at ``at_time`` (default genTime),
                     and genTime lies inside the signer certificate's validity
 
-Bytes that do not parse raise :class:`~ledger.errors.FormatError`.
+Bytes that do not parse raise :class:`~ledger.core.errors.FormatError`.
 """
 
 from __future__ import annotations

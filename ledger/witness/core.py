@@ -4,7 +4,7 @@ A request body is an ``old <size>`` line, zero to 63 consistency-proof lines (st
 of 32-byte hashes), an empty line, then a signed checkpoint note (c2sp.org/tlog-checkpoint).
 ``decide`` takes the parsed request, what the witness holds for the log (the latest checkpoint
 it cosigned, or nothing) and returns one ``Decision``; the caller persists ``Decision.record``
-*before* it answers (``ledger.witness_state`` does, atomically with the check). Answers, in the
+*before* it answers (``ledger.witness.state`` does, atomically with the check). Answers, in the
 order the spec checks them:
 
     400  the body or the checkpoint does not parse; old size > checkpoint size; a non-empty

@@ -1,6 +1,6 @@
 """The witness over HTTP (c2sp.org/tlog-witness): ``POST <prefix>/add-checkpoint`` with aiohttp.
 
-``create_witness_app`` wraps a ``ledger.witness_state.Witness``; the decision and its durable
+``create_witness_app`` wraps a ``ledger.witness.state.Witness``; the decision and its durable
 write run on a worker thread, so the event loop keeps accepting requests while one is fsynced.
 Bodies over ``MAX_BODY_BYTES`` get 413; other methods 405 (aiohttp). Every refusal has a text
 body saying what is wrong; a 409 for a stale old size carries ``text/x.tlog.size``.

@@ -1,6 +1,6 @@
 """A witness's durable state and evidence (c2sp.org/tlog-witness: "check and update atomically").
 
-``Witness.add_checkpoint`` runs ``ledger.witness_core.decide`` and persists its outcome under
+``Witness.add_checkpoint`` runs ``ledger.witness.core.decide`` and persists its outcome under
 one lock, so two concurrent requests can never both pass the old-size check against the same
 record (the race the spec warns about): the second one sees the first one's record. The state
 is written before the cosignature is returned, so a witness that crashes after answering never
@@ -9,7 +9,7 @@ forgets what it cosigned. One process per state folder: an exclusive ``flock`` o
 Files in the state folder:
 
     state.jsonl     the latest checkpoint cosigned per log: an append-only journal, one
-                    fdatasync per change (``ledger.witness_journal``)
+                    fdatasync per change (``ledger.witness.journal``)
     evidence.json   replaced atomically (temp file, fsync, rename, fsync folder):
                     {"format": "ledger-witness-evidence/v1", "dropped": D,
                      "items": [{"key", "kind", "origin", "time", "detail", "old_size",

@@ -1,5 +1,5 @@
 """Witnesses over real HTTP: status codes on the wire, concurrent submissions, and a real log
-server that gets its checkpoints cosigned in the background (``ledger.witnessing``)."""
+server that gets its checkpoints cosigned in the background (``ledger.log.witnessing``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Properties of the tile layout (ledger/tile_layout.py) over random group commits: every full
+"""Properties of the tile layout (ledger/core/tile_layout.py) over random group commits: every full
 node, tile width and bundle width reads back as first principles say, and a writer reloaded
 from the stored values at any size continues exactly as the one that never stopped."""
 

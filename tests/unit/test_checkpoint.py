@@ -1,4 +1,4 @@
-"""Tests for ``ledger.checkpoint``: C2SP signed notes, checkpoints, keys and cosignatures.
+"""Tests for ``ledger.core.checkpoint``: C2SP signed notes, checkpoints, keys and cosignatures.
 
 Real-world vectors (each verified here byte for byte):
 

@@ -1,4 +1,4 @@
-"""The crash harness's independent verifier agrees with ``ledger.merkle`` and catches a lost
+"""The crash harness's independent verifier agrees with ``ledger.core.merkle`` and catches a lost
 entry, a moved entry, a second root and a root that is not the tree's."""
 
 from __future__ import annotations

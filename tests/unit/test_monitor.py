@@ -1,4 +1,4 @@
-"""``ledger_client.monitor`` and ``ledger-verify monitor`` against in-memory fake logs.
+"""``ledger_client.remote.monitor`` and ``ledger-verify monitor`` against in-memory fake logs.
 
 A ``FakeLog`` is an honest RFC 6962 tree over given leaves that signs C2SP checkpoints; forks
 are two fake logs with the same key and origin, rollbacks a log showing an older checkpoint.

@@ -1,4 +1,4 @@
-"""Receipts (``ledger_client.receipt`` + ``receipt_verify``) on an in-memory log, offline.
+"""Receipts (``ledger_client.receipts.receipt`` + ``receipt_verify``) on an in-memory log, offline.
 
 ``World`` (``tests/receipt_world.py``) builds what a server would: v1 leaves, RFC 6962 proofs,
 checkpoints signed with Ed25519 and RFC 3161 anchors from an in-process TSA.

@@ -1,4 +1,4 @@
-"""``ledger_client.run_receipts``: a run's receipts file written or completed after the fact.
+"""``ledger_client.sdk.run_file``: a run's receipts file written or completed after the fact.
 
 Records go through a real ``FileSpool``; receipts come from ``test_receipt.World`` (real
 leaves, RFC 6962 proofs, Ed25519 checkpoints), handed out by a sink that answers like

@@ -1,4 +1,4 @@
-"""One storage-contract suite (ledger/storage.py's docstring), run against both stores: the
+"""One storage-contract suite (ledger/store/contract.py's docstring), run against both stores: the
 in-memory ``MemoryStore`` and the RocksDB ``RocksStore`` (a real database in a temp dir)."""
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ def test_reads_run_concurrently_with_the_writer(reopen: Reopen) -> None:
     assert errors == []
 
 
-# --- the tile layout (ledger/tile_layout.py): tiles and entry bundles as served -------------
+# --- the tile layout (ledger/core/tile_layout.py): tiles and entry bundles as served -------------
 
 
 def leaf_hashes_of(n: int) -> list[bytes]:

@@ -1,4 +1,4 @@
-"""C2SP tlog-tiles math (``ledger.tiles``): paths, which tiles a tree has, bundles, proofs."""
+"""C2SP tlog-tiles math (``ledger.core.tiles``): paths, which tiles a tree has, bundles, proofs."""
 
 from __future__ import annotations
 

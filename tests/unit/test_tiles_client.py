@@ -1,4 +1,4 @@
-"""The tile client (``ledger_client.tiles``) over a mirror folder read in place (``file://``):
+"""The tile client (``ledger_client.remote.tiles``) over a mirror folder read in place (``file://``):
 fallbacks, a bounded cache, and what it does with tiles that were tampered with."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tests for ``ledger.tlogproof``: the c2sp.org/tlog-proof@v1 text format."""
+"""Tests for ``ledger.core.tlogproof``: the c2sp.org/tlog-proof@v1 text format."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The wire boundary (ledger/wire.py): every conversion round-trips, every error class has a
+"""The wire boundary (ledger/api/wire.py): every conversion round-trips, every error class has a
 status, every status maps back to a class with the right retry rule."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 docs/design.md "Who uses it": an auditor asks across runs (by agent, time, kind, tool, trust label,
 outcome, verification status). ``ledger-verify index DIR --db audit.sqlite`` verifies every run
-file under DIR (``ledger_client.audit_verify``: each receipt part by part, with checkpoint
+file under DIR (``ledger_client.audit.verify``: each receipt part by part, with checkpoint
 signatures and anchor tokens verified once per distinct note/token across all runs, then the
 run checks) and stores one row per record; ``ledger-verify query --db audit.sqlite`` filters.
 

@@ -2,7 +2,7 @@
 
 Pure over loaded runs (the CLI reads the files). docs/design.md "Decision record (v1)": records link
 to their parents by digest (``parent_digests``), within a run or across runs
-(``ledger_client.links``). ``Lineage`` indexes every record of the given runs by digest and
+(``ledger_client.sdk.links``). ``Lineage`` indexes every record of the given runs by digest and
 walks that graph:
 
 * ``descendants(start)``: every record with ``start`` among its ancestors (what rests on it;

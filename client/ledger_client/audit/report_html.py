@@ -5,8 +5,8 @@ The page has no script, no external asset and a Content-Security-Policy that for
 fetch (``default-src 'none'``), so opening it contacts nothing. For each run: a verdict banner,
 the problems ``ledger-verify run`` finds (highlighted), the parent graph as inline SVG (one box
 per record, laid out by depth in the graph, coloured by verdict; untrusted memory writes
-outlined), and the timeline (``ledger_client.timeline``) with each record's verification status
-part by part: record digest, checkpoint signature, inclusion proof, witnesses, anchor and its
+outlined), and the timeline (``ledger_client.audit.timeline``) with each record's verification
+status part by part: record digest, checkpoint signature, inclusion proof, witnesses, anchor and its
 time, plus the values disclosed in the receipts. Every text from the files is HTML-escaped.
 """
 

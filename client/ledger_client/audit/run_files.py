@@ -3,8 +3,8 @@
 A run is a JSON-lines file of ``{"record", "receipt"}`` items or a folder of ``*.json`` items
 (``ledger_client.receipts.run_load.load_run``). A path given to an audit command is a run file, a
 run folder, or a folder holding run files (``*.jsonl``, searched recursively). The SDK's private
-disclosure files (``*.disclosures.jsonl``, ``ledger_client.disclose``) are never runs and are
-skipped.
+disclosure files (``*.disclosures.jsonl``, ``ledger_client.receipts.disclose``) are never runs and
+are skipped.
 """
 
 from __future__ import annotations

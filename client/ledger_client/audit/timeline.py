@@ -6,7 +6,7 @@ memory key, ... ``label_of``), its parents (as steps of this run, or ``ext:<dige
 for a record of another run), the log index, and the verdict: ``verified`` or why not (the
 failed receipt part, or the run problems naming this record, e.g. ``altered``). Used by
 ``ledger-verify run --timeline`` (text and ``--json``), ``ledger-verify report`` (HTML) and
-the index (``ledger_client.audit_index``).
+the index (``ledger_client.audit.index``).
 """
 
 from __future__ import annotations

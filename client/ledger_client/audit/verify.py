@@ -1,7 +1,7 @@
 """Per-record verification for auditors, with checkpoint and token checks shared across runs.
 
 Pure: no grpc, no rocksdict, no I/O. docs/design.md "Receipts"; the checks are those of
-``ledger_client.receipt_verify.verify_receipt`` (record digest and disclosures, the v1 leaf,
+``ledger_client.receipts.verify.verify_receipt`` (record digest and disclosures, the v1 leaf,
 the C2SP signed checkpoint, the RFC 9162 §2.1.3 inclusion proof, RFC 3161 anchors over SHA-256
 of the checkpoint body), but instead of stopping at the first failure each record gets a
 ``RecordCheck`` with one status per part, so a timeline, a report or an index can show which
@@ -16,8 +16,8 @@ with a ``previous`` checkpoint is checked whole by ``verify_receipt``.
 
 ``audit_run`` adds the run-level problems: those ``verify_run`` found when given (the report and
 the timeline), else the same checks made here with the shared cache (the index):
-``ledger.runs.check_run`` over the records in log order, and parents present in the run logged
-before their children (``parent_logged_later``).
+``ledger.records.runs.check_run`` over the records in log order, and parents present in the run
+logged before their children (``parent_logged_later``).
 Witness cosignatures are counted when witness keys are given; otherwise ``not checked``.
 """
 

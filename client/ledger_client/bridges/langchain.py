@@ -24,7 +24,7 @@ error
 chains                  no record: a frame, so what runs inside links up correctly
 ======================  ======================================================================
 
-Values are captured as by ``@decision`` (``ledger_client.capture``): salted commitments by
+Values are captured as by ``@decision`` (``ledger_client.sdk.capture``): salted commitments by
 default (``capture="commit"``, the disclosures kept by the SDK); ``"digest"`` puts unsalted
 digests in ``evidence`` (guessable for low-entropy values), ``"content"`` the values in clear.
 The handler runs inline (``run_inline``) so records keep the order of events, and raises

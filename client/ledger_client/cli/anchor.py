@@ -10,7 +10,7 @@ TimeStampResp, as DER or as base64 text of either. ``timestamp.verify_token`` ch
 the ``--tsa-root`` certificates; a failed check (``TimestampError.check``) is reported as
 ``failed_check`` beside ``error`` in the JSON object, still with exit code 1 (``clikit.outcome``).
 A genTime after the current time plus the allowed skew fails ``anchor-in-future``
-(``ledger.timestamp_policy``; with no leaf, there is no lower bound here).
+(``ledger.timestamp.policy``; with no leaf, there is no lower bound here).
 """
 
 from __future__ import annotations

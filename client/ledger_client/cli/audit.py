@@ -1,11 +1,11 @@
 """``ledger-verify lineage``, ``report`` and ``disclose``: the auditor's commands, offline.
 
 * ``lineage RUNS... --key VKEY (--from DIGEST [--descendants|--ancestors] | --tainted)``: walk
-  the parent graph across run files (``ledger_client.lineage``), verify every receipt on the
+  the parent graph across run files (``ledger_client.audit.lineage``), verify every receipt on the
   path, print the records found (kind, step, run, tool, time, log index, verdict) and every
   unknown parent digest. Exit 1 when a record on the path fails or a parent is unknown.
 * ``report RUNS... --key VKEY --html OUT.html``: one self-contained HTML page
-  (``ledger_client.report_html``). Exit 1 when a run is not verified (the page is written).
+  (``ledger_client.audit.report_html``). Exit 1 when a run is not verified (the page is written).
 * ``disclose RECEIPT --path P [--path P ...] --out R2 [--disclosures FILE] [--digest HEX]``:
   a receipt that opens exactly the paths ``P`` (``Receipt.disclose``), the values taken from
   the SDK's private disclosures file (default: beside a run file, ``<run>.disclosures.jsonl``).

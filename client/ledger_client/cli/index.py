@@ -1,7 +1,7 @@
 """``ledger-verify index`` and ``query``: many runs in an embedded SQLite database.
 
 * ``index DIR... --db audit.sqlite --key VKEY [--tsa-root PEM ...]``: verify and index every
-  run file under DIR (``ledger_client.audit_index``; incremental). Prints what it did; exit 0
+  run file under DIR (``ledger_client.audit.index``; incremental). Prints what it did; exit 0
   even when some runs fail verification (the index records why; query ``--status failed``),
   2 on bad input.
 * ``query --db audit.sqlite [--agent A] [--run R] [--kind K] [--tool T] [--since T]

@@ -1,8 +1,8 @@
 """``ledger-verify monitor``: follow a log (gRPC server or C2SP tlog-tiles URL); exit 1 with
 evidence on a fork or rollback.
 
-The checks are ``ledger_client.monitor`` (C2SP tlog-checkpoint signatures and origin, RFC 9162
-§2.1.4 consistency, trust on first use, the optional full audit); this module only parses,
+The checks are ``ledger_client.remote.monitor`` (C2SP tlog-checkpoint signatures and origin, RFC
+9162 §2.1.4 consistency, trust on first use, the optional full audit); this module only parses,
 talks to the server and prints. grpc is imported inside the command, so the offline
 subcommands of ``ledger-verify`` never load it.
 

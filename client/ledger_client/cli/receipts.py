@@ -1,7 +1,7 @@
 """``ledger-verify receipt`` and ``run``: decision-record receipts and whole runs, offline.
 
 * ``receipt FILE [--record FILE] --key VKEY [--tsa-root PEM ...]``: every part of a receipt
-  (``ledger_client.receipt_verify.verify_receipt``, with the anchor time policy at the current
+  (``ledger_client.receipts.verify.verify_receipt``, with the anchor time policy at the current
   time), then a short report: record digest, index, tree size, logged at (the leaf's time),
   anchored at (the earliest valid RFC 3161 genTime) and by whom: the TSA certificate subject the
   chain check proved. A receipt's own ``tsa`` label is shown only as unauthenticated. Without
@@ -10,14 +10,14 @@
   JSON-lines file; each item is ``{"record": <decision record or null>, "receipt": <receipt>}``
   (``record`` may be left out or null when the receipt carries it). Every receipt must verify;
   then, in log order (by receipt index), parents that are present must have been logged earlier
-  (``parent_logged_later``) and ``ledger.runs.check_run`` must find the run exactly as its
+  (``parent_logged_later``) and ``ledger.records.runs.check_run`` must find the run exactly as its
   ``run_closed`` record lists it (``missing``, ``extra``, ``altered``, ``reordered``,
-  ``after_close``, ``step_gap``, ...; ``ledger_client.run_verify``). Problems are named by code
-  with the record's step, id, digest and file (or line); ``--json`` adds the per-step
+  ``after_close``, ``step_gap``, ...; ``ledger_client.receipts.run_verify``). Problems are named by
+  code with the record's step, id, digest and file (or line); ``--json`` adds the per-step
   ``timeline``. A line whose receipt is ``null`` (the SDK wrote it while the log was down) is
   input to complete first (exit 2, naming ``ledger receipt run``). The files are read by
   ``ledger_client.receipts.run_load.load_run``, the reader every audit command uses.
-  ``--timeline`` adds one row per record with its checks (``ledger_client.timeline``).
+  ``--timeline`` adds one row per record with its checks (``ledger_client.audit.timeline``).
 
 The log order is the order receipts prove; the order of files or lines is not authenticated
 and does not matter. Exit codes as for every subcommand (``clikit.outcome``): 0 valid, 1 a check

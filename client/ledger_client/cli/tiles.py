@@ -1,5 +1,6 @@
 """``ledger-verify receipt-fetch`` / ``receipt-upgrade``: receipts from a C2SP tlog-tiles URL
-(``ledger_client.receipt_tiles``), with no gRPC: the log's HTTP endpoint, a static mirror or a CDN.
+(``ledger_client.remote.receipt_tiles``), with no gRPC: the log's HTTP endpoint, a static mirror or
+a CDN.
 
 The checkpoint's signature (``--key``) and origin are verified and the proofs checked against it
 before a receipt is written. Exit codes (``clikit.outcome``): 0 written, 1 a check failed (bad

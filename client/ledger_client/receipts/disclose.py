@@ -1,8 +1,8 @@
 """Selective disclosure: the SDK's private disclosures file, and receipts that open chosen fields.
 
 docs/design.md "Decision record (v1)": sensitive values are salted commitments
-(``SHA-256(salt || JCS(value))``, ``ledger.commitments``); the owner keeps the salt and clear
-value and may later disclose single fields. The SDK writes what it keeps to a *private* file,
+(``SHA-256(salt || JCS(value))``, ``ledger.records.commitments``); the owner keeps the salt and
+clear value and may later disclose single fields. The SDK writes what it keeps to a *private* file,
 never into shared receipts unless a field path is asked for (``ledger_run(disclose=...)``):
 
     <run>.disclosures.jsonl   mode 0600, one line per record that has disclosures:

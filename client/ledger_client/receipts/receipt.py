@@ -23,7 +23,7 @@ inverse). Every member is required; optional ones are ``null`` or ``[]``, never 
 Hashes are standard padded base64 (as in C2SP formats); numbers are at most 2**53 - 1. Unknown
 or missing members raise ``MalformedReceiptError`` naming the field.
 
-Construction and parsing check the format only; ``ledger_client.receipt_verify.verify_receipt``
+Construction and parsing check the format only; ``ledger_client.receipts.verify.verify_receipt``
 checks the claims (and says which parts the formats leave unauthenticated). ``to_tlog_proof``
 exports the inclusion part as c2sp.org/tlog-proof@v1.
 """

@@ -4,12 +4,13 @@ Pure: no grpc, no rocksdict, no I/O. docs/design.md "Decision record (v1)": a ru
 ``parent_digests`` and a ``run_closed`` record commits to the ordered list of (step, record
 digest) of the whole run. ``verify_run`` checks, never raising on a bad run:
 
-* every receipt (``ledger_client.receipt_verify``; one ``ReceiptChecker`` for the whole run, so
+* every receipt (``ledger_client.receipts.verify``; one ``ReceiptChecker`` for the whole run, so
   a checkpoint or token many receipts share is verified once): ``invalid_receipt``, also for a
   receipt part that does not parse (a malformed token), so one bad receipt never hides the rest;
 * parents logged before their children, by receipt index: ``parent_logged_later``;
-* ``ledger.runs.check_run`` over the records in log order: ``missing``, ``extra``, ``altered``,
-  ``reordered``, ``after_close``, ``step_gap``, ``multiple_run_closed``, ... (its docstring).
+* ``ledger.records.runs.check_run`` over the records in log order: ``missing``, ``extra``,
+  ``altered``, ``reordered``, ``after_close``, ``step_gap``, ``multiple_run_closed``, ... (its
+  docstring).
 
 The log order is the order the receipts prove; the order in which items are given does not
 matter. Each record's digest is computed once. ``RunVerdict.timeline`` is one ``RecordResult``

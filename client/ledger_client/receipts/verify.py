@@ -1,10 +1,10 @@
-"""Verifying receipts (``ledger_client.receipt``) offline, part by part, and whole runs.
+"""Verifying receipts (``ledger_client.receipts.receipt``) offline, part by part, and whole runs.
 
 Pure: no grpc, no rocksdict, no I/O. Each part is checked with the project's core: records and
 disclosures (``ledger.records``: RFC 8785 digest, salted commitments), the v1 leaf
-(``ledger.types``), the signed checkpoint (C2SP signed-note / tlog-checkpoint,
-``ledger.checkpoint.open_checkpoint``), the inclusion and consistency proofs (RFC 9162 §2.1.3 and
-§2.1.4, ``ledger.merkle``) and the RFC 3161 anchors over SHA-256 of the checkpoint body
+(``ledger.core.types``), the signed checkpoint (C2SP signed-note / tlog-checkpoint,
+``ledger.core.checkpoint.open_checkpoint``), the inclusion and consistency proofs (RFC 9162 §2.1.3
+and §2.1.4, ``ledger.core.merkle``) and the RFC 3161 anchors over SHA-256 of the checkpoint body
 (``ledger.timestamp.verify_token``).
 
 Authenticated (``verify_receipt`` rejects any change): record digest, record, disclosures,
@@ -17,7 +17,7 @@ signature and a configured root decide), and every anchor when no TSA root is gi
 ``untrusted`` and ignored; any other anchor failure rejects the receipt, and at least one
 anchor must verify.
 
-Anchor time policy (``ledger.timestamp_policy``): a valid anchor's genTime must not precede the
+Anchor time policy (``ledger.timestamp.policy``): a valid anchor's genTime must not precede the
 leaf's time (the stamped checkpoint covers the leaf) and must not lie in the future at ``now``,
 both allowing the token's accuracy and ``skew``; violations are named ``TimestampError`` checks
 ``anchor-before-leaf`` / ``anchor-in-future``.

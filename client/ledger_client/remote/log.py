@@ -1,13 +1,13 @@
 """A small synchronous gRPC client for ``ledger.v1.LedgerService`` (proto/ledger/v1/ledger.proto).
 
 The only client-side module that imports grpc; conversions and the status table live in
-``ledger.wire``, shared with the server. Callers see the plain types of ``ledger.types`` and the
-ledger's own errors: every gRPC failure is raised as the ``ledger.errors`` class its status maps
-to (``UnavailableError``, ``PushbackError`` with its ``retry_after``, ...), whose ``retryable``
-is the one retry rule. Credentials (a bearer token in the ``authorization`` metadata of every
-call) and TLS (server CA, client certificate for mTLS) come from a ``Connection``, by default
-resolved from ``LEDGER_SERVER``, ``LEDGER_TOKEN`` and ``LEDGER_TLS_*``. Import it lazily from
-anything the offline verifier loads.
+``ledger.api.wire``, shared with the server. Callers see the plain types of ``ledger.core.types``
+and the ledger's own errors: every gRPC failure is raised as the ``ledger.core.errors`` class its
+status maps to (``UnavailableError``, ``PushbackError`` with its ``retry_after``, ...), whose
+``retryable`` is the one retry rule. Credentials (a bearer token in the ``authorization`` metadata
+of every call) and TLS (server CA, client certificate for mTLS) come from a ``Connection``, by
+default resolved from ``LEDGER_SERVER``, ``LEDGER_TOKEN`` and ``LEDGER_TLS_*``. Import it lazily
+from anything the offline verifier loads.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class RemoteLog:
 
     def __init__(self, address: str | Connection | None = None, *, timeout: float = 30.0) -> None:
         """``address``: ``host:port`` (token and TLS from the environment, see
-        ``ledger_client.connection``), a ``Connection``, or None for all of it from there."""
+        ``ledger_client.remote.connection``), a ``Connection``, or None for all of it from there."""
         conn = address if isinstance(address, Connection) else Connection.resolve(address)
         self.address = conn.address
         self.timeout = timeout

@@ -1,7 +1,7 @@
 """Follow a transparency log: every new checkpoint must extend the last one trusted.
 
 Specs: C2SP tlog-checkpoint and signed-note (each checkpoint is opened with
-``ledger.checkpoint.open_checkpoint``: a valid signature by the log key, the expected origin);
+``ledger.core.checkpoint.open_checkpoint``: a valid signature by the log key, the expected origin);
 RFC 9162 §2.1.4 (consistency of the trusted tree with the newer one); the C2SP tlog-witness idea
 of keeping, per log, the latest checkpoint verified and accepting only provable extensions of it.
 
@@ -12,7 +12,7 @@ alone, and its origin is remembered unless one is given. From then on a new chec
   ``"rollback"``); the log signed a larger tree before;
 * the same size: its root must be the trusted root, else a **fork** (two signed roots, one size);
 * larger: the RFC 9162 consistency proof from the trusted size must verify, else a **fork**.
-  A trusted size of 0 is extended on the signature alone: ``ledger.merkle`` refuses
+  A trusted size of 0 is extended on the signature alone: ``ledger.core.merkle`` refuses
   ``size1 == 0`` proofs because every tree extends the empty tree.
 
 The evidence (``InconsistencyError.evidence``) is JSON-ready: both signed notes, their sizes and

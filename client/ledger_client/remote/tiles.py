@@ -2,15 +2,15 @@
 any tlog-tiles log such as Tessera's) with the standard library only; no grpc.
 
 * ``TileClient(base_url)``: ``checkpoint()`` fetches the latest signed note and verifies it
-  (``ledger.checkpoint.open_checkpoint``: a valid signature by a trusted key, the expected
+  (``ledger.core.checkpoint.open_checkpoint``: a valid signature by a trusted key, the expected
   origin); ``inclusion_proof`` / ``consistency_proof`` / ``root`` build RFC 9162 proofs for any
-  tree size from tiles alone (``ledger.tiles``); ``leaves`` reads entry bundles.
+  tree size from tiles alone (``ledger.core.tiles``); ``leaves`` reads entry bundles.
 * Tiles are kept in a bounded LRU (``cache_tiles`` hash tiles with their interior hashes, and
   as many entry bundles): full tiles never change; for a partial one the widest seen is kept and
   serves every narrower width. A missing partial tile is fetched as the full tile (C2SP
   tlog-tiles: a partial tile may be gone once the full one exists).
-* ``TileSource``: the client as a ``ledger_client.monitor.LogSource`` (``ledger-verify monitor
-  --tiles URL``).
+* ``TileSource``: the client as a ``ledger_client.remote.monitor.LogSource`` (``ledger-verify
+  monitor --tiles URL``).
 * ``base_url`` may be ``http://``, ``https://`` or ``file://`` (a mirror folder read directly).
 * A failed or refused request raises ``ServiceError`` (``NotFoundError`` for a 404), a tile whose
   bytes do not parse ``MalformedTileError``. Nothing fetched is trusted: proofs built from tiles
@@ -206,7 +206,7 @@ class TileClient:
 
 
 class TileSource:
-    """A ``ledger_client.monitor.LogSource`` over tiles: the monitor checks what it returns.
+    """A ``ledger_client.remote.monitor.LogSource`` over tiles: the monitor checks what it returns.
 
     ``entries`` reads from the tree of the last checkpoint fetched by ``latest_checkpoint``
     (the monitor audits only up to a checkpoint it fetched and verified).

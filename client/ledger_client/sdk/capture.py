@@ -2,7 +2,7 @@
 
 docs/design.md "Decision record (v1)": evidence holds digests of what a decision saw, never its
 content. ``jsonable`` maps a Python value to JSON by fixed rules, and ``content_digest`` is
-SHA-256 over its RFC 8785 canonical bytes (``ledger.jcs``), as 64 lowercase hex digits, so
+SHA-256 over its RFC 8785 canonical bytes (``ledger.core.jcs``), as 64 lowercase hex digits, so
 anyone holding the same value can recompute it. Rules of ``jsonable``:
 
 * ``None``, ``bool``, ``str``: themselves; ``int`` and finite ``float`` within +-(2**53 - 1):
@@ -16,7 +16,7 @@ anyone holding the same value can recompute it. Rules of ``jsonable``:
 
 A plain digest of a low-entropy value (``"yes"``, a small number) can be guessed by whoever
 sees the record; ``Capture.COMMIT`` (the default of ``@decision`` and the bridges) uses salted
-commitments (``ledger.commitments``) instead.
+commitments (``ledger.records.commitments``) instead.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ implicit-context API (``ledger_run``, ``@decision``) re-exported from its module
 
 docs/design.md "Who uses it": an agent appends a record per decision, never blocks on the log and
 never loses a record. The client canonicalizes a record (RFC 8785), writes it to the spool
-(``ledger_client.spool``: durable, crash-safe, format in its docstring) and returns; a
-background sender (``ledger_client.sender``: batching, retries, backpressure, the overflow
+(``ledger_client.sdk.spool``: durable, crash-safe, format in its docstring) and returns; a
+background sender (``ledger_client.sdk.sender``: batching, retries, backpressure, the overflow
 policy) sends the digests to the log. Only digests go on the wire; the spool holds the record
 with its commitments; clear values and salts (``Disclosure``) go to neither unless
 ``spool_disclosures=True``. Records left in the spool by a crashed or closed process are sent

@@ -2,7 +2,7 @@
 
 docs/design.md "Decision record (v1)": a run's records carry a run id, a step and ``parent_digests``
 (links by digest: a tamper-evident DAG), and the run ends with a ``run_closed`` record listing
-every (step, digest) (``ledger.runs``). This module supplies all three without the agent
+every (step, digest) (``ledger.records.runs``). This module supplies all three without the agent
 passing anything by hand, through a ``contextvars.ContextVar`` that holds the current *frame*:
 
 * ``with ledger_run(client, agent=...) as run`` (or ``async with``) opens a run and makes its
@@ -18,15 +18,15 @@ passing anything by hand, through a ``contextvars.ContextVar`` that holds the cu
   started from. So sequential calls chain, nested calls are the parents of their caller's
   record, and calls run in parallel (threads, ``asyncio.gather``) are all parents of the next
   record (fan-in). A parent always has a lower step than its child.
-* Lineage (``ledger_client.links``): with ``links="data"`` (the default) a decorated call's frame
-  starts from the call's *inputs* (``parents=`` and the records whose returned values it was
+* Lineage (``ledger_client.sdk.links``): with ``links="data"`` (the default) a decorated call's
+  frame starts from the call's *inputs* (``parents=`` and the records whose returned values it was
   given), not from its caller's frontier, and its record does not join the run's root frontier:
   parents follow data flow. ``links="sequence"`` keeps the step-order chain described above
   (framework bridges always use it: callbacks carry no data flow). ``emit(..., parents=[...])``
   names a record's parents exactly, in either mode; they may be records of other runs.
 * Disclosures stay private: ``write_receipts`` puts into the shared receipts only the field
   paths asked for (``disclose=``); ``write_disclosures`` writes all of them to a separate file
-  (mode 0600; format in ``ledger_client.disclose``).
+  (mode 0600; format in ``ledger_client.receipts.disclose``).
 * Propagation: asyncio tasks copy the context, so they see their creator's frame. Threads do
   not: use ``ContextThreadPoolExecutor`` (or ``contextvars.copy_context().run``). A thread
   with no frame joins the run at its root if exactly one run is open in the process.
@@ -189,7 +189,7 @@ class Run:
         **fields: Any,
     ) -> RunEntry:
         """Emit a record in ``frame`` (default: the root): parents are ``parents`` when given
-        (records, receipts, digests, tracked values; ``ledger_client.links``), else its
+        (records, receipts, digests, tracked values; ``ledger_client.sdk.links``), else its
         frontier."""
         named = None if parents is None else parent_digests(parents, self.values)
         with self._lock:
@@ -308,7 +308,7 @@ class Run:
 
     def write_pending(self, path: str | Path) -> Path:
         """Write the closed run as JSON lines ``{"record", "receipt": null}``: the log has not
-        covered it yet. ``ledger_client.run_receipts`` (``ledger receipt run``) completes it."""
+        covered it yet. ``ledger_client.sdk.run_file`` (``ledger receipt run``) completes it."""
         return write_run_file(path, [RunLine(record=entry.record) for entry in self.entries])
 
     def write_receipts(

@@ -1,16 +1,16 @@
 """``@decision``: each call of a function (sync or async) becomes one decision record.
 
 docs/design.md "Decision record (v1)". The record goes to the run that is current where the function
-is called (``ledger_client.context``): its step is the next of the run, its parents are the
+is called (``ledger_client.sdk.context``): its step is the next of the run, its parents are the
 records the call depended on (those emitted inside it, else the caller's previous ones).
 
-* Arguments and result (``capture``, see ``ledger_client.capture``): ``"commit"`` (default)
+* Arguments and result (``capture``, see ``ledger_client.sdk.capture``): ``"commit"`` (default)
   puts salted commitments in ``parameters`` (one per argument) and ``actual_outcome`` (no
   plain digests), and the SDK keeps the disclosures (clear value and salt) privately;
   ``"digest"`` puts ``evidence = {"arguments": <digest>, "result": <digest>}`` and nothing
   else: unsalted, so a low-entropy value ("yes", a small number, an e-mail address from a
   known list) can be guessed from its digest; ``"content"`` puts the values in clear.
-* Parents (``ledger_client.links``): ``parents=`` (a list of records, receipts, digests or
+* Parents (``ledger_client.sdk.links``): ``parents=`` (a list of records, receipts, digests or
   tracked values, or a callable taking the bound arguments and returning one) plus the records
   whose returned values are among the arguments; the call's result is tracked in turn.
 * Inside an active OpenTelemetry span (``opentelemetry`` already imported by the application),

@@ -1,6 +1,6 @@
 """Errors of the agent SDK (``ledger_client.sdk``), under the ledger's one error tree.
 
-LedgerError                      (ledger.errors)
+LedgerError                      (ledger.core.errors)
 └── ClientError                  the agent-side client cannot do what was asked
     ├── SpoolError               the spool file is unusable: locked by another process,
     │                            not a spool, unwritable, or corrupted while in use

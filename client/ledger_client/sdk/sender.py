@@ -1,6 +1,6 @@
 """The background sender: spooled records go to the log in batches, with retries and pushback.
 
-``Sender.put`` writes a record to the spool (``ledger_client.spool``) and returns a ticket (its
+``Sender.put`` writes a record to the spool (``ledger_client.sdk.spool``) and returns a ticket (its
 position in the spool order); one daemon thread sends the spool in order with the batch RPC
 ``AppendRecords`` and acknowledges each batch in the spool once the log has made it durable.
 So the log sees a client's records in exactly the order they were put.
@@ -8,7 +8,7 @@ So the log sees a client's records in exactly the order they were put.
 * Batching: a batch is sent when ``batch_size`` records are pending, when the oldest has waited
   ``batch_age`` seconds, or at once when someone flushes, closes or waits for a receipt (then
   the request asks the log to wait for the covering checkpoint).
-* Retries: the ledger's one retry rule (``ledger.errors.is_retryable``: UNAVAILABLE,
+* Retries: the ledger's one retry rule (``ledger.core.errors.is_retryable``: UNAVAILABLE,
   RESOURCE_EXHAUSTED, OUT_OF_RANGE, DEADLINE_EXCEEDED, INTERNAL and the transient transport
   statuses) is retried forever with exponential backoff and jitter (``Backoff``); a
   pushback's ``retry-after-ms`` hint is honoured instead. A resend is harmless: the log

@@ -1,4 +1,4 @@
-"""The spool file's frames (format in ``ledger_client.spool``): encoding, reading, and
+"""The spool file's frames (format in ``ledger_client.sdk.spool``): encoding, reading, and
 resynchronising after damage."""
 
 from __future__ import annotations
