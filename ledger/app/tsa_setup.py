@@ -16,6 +16,7 @@ from cryptography import x509
 
 from ledger.app.settings import Settings, TsaSettings
 from ledger.core.errors import FormatError
+from ledger.core.redact import redact_url
 from ledger.log.anchoring import TsaTarget
 from ledger.tsa.client import TsaClient, TsaServer, open_authority
 
@@ -79,6 +80,6 @@ def setup_tsas(settings: Settings) -> TsaSetup:
         _log.warning(
             "embedded development TSA at %s: its tokens prove nothing to third parties; "
             "configure independent TSAs ([[anchor.tsa]]) for real use",
-            server.url,
+            redact_url(server.url),
         )
     return setup

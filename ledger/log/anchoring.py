@@ -26,6 +26,7 @@ from typing import Protocol
 from ledger.core.backoff import Backoff, retry
 from ledger.core.checkpoint import Checkpoint, SignedNote
 from ledger.core.errors import LedgerError
+from ledger.core.redact import redact_text
 from ledger.core.types import Anchor, AnchorOutcome, PublishedCheckpoint
 from ledger.timestamp.rfc3161 import (
     VerifiedTimestamp,
@@ -143,7 +144,8 @@ class Anchorer:
 
 def _reason(exc: Exception) -> str:
     """Why a TSA failed; an error we did not name (a TSA's garbage) is still only its failure."""
-    return str(exc) if isinstance(exc, LedgerError) else f"unexpected {type(exc).__name__}: {exc}"
+    text = str(exc) if isinstance(exc, LedgerError) else f"unexpected {type(exc).__name__}: {exc}"
+    return redact_text(text)  # it reaches the log and AnchorNow's reply
 
 
 class AnchorSchedule:
@@ -182,7 +184,7 @@ class AnchorSchedule:
         try:
             outcome = await self.anchor_now()
         except Exception as exc:  # a broken TSA or a full disk must not kill the server
-            _log.error("anchoring run failed: %s", exc)
+            _log.error("anchoring run failed: %s", redact_text(str(exc)))
             return
         for failure in outcome.failures:
             _log.warning("anchoring size %d: %s", outcome.size, failure)

@@ -13,7 +13,7 @@ what the log reports:
     ledger_tree_size, ledger_checkpoint_size                  durable / published sizes
     ledger_checkpoint_age_seconds                             since the last publish
     ledger_anchors_total{tsa}, ledger_anchor_failures_total{tsa}
-    ledger_anchor_last_error{tsa,error}                       1 for the TSA's last error
+    ledger_anchor_last_error{tsa,error}                       1 for the class of its last error
     ledger_rpc_requests_total{method,code}, ledger_rpc_seconds{method}
     ledger_proof_requests_total{kind="inclusion|consistency|receipts"}
     ledger_rocksdb_<property>{family}                         RocksDB properties
@@ -31,9 +31,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ledger.core.errors import LedgerError
+from ledger.core.errors import TimestampError
 
-__all__ = ["CONTENT_TYPE", "LedgerMetrics", "MetricsRegistry", "ObservedSource"]
+__all__ = ["CONTENT_TYPE", "LedgerMetrics", "MetricsRegistry", "ObservedSource", "error_class"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _PROOF_KINDS = {
@@ -137,13 +137,15 @@ class LedgerMetrics:
         if kind is not None:
             self.proofs.labels(kind).inc()
 
-    def on_anchor(self, tsa: str, error: str | None) -> None:
-        if error is None:
+    def on_anchor(self, tsa: str, error_class: str | None) -> None:
+        """Count a timestamp, or a failure of class ``error_class`` (``error_class``): a label
+        value from a closed set, never an error's free text (that may quote a URL)."""
+        if error_class is None:
             self.anchors.labels(tsa).inc()
             return
         self.anchor_failures.labels(tsa).inc()
         with self._lock:
-            self._last_errors[tsa] = error[:200]
+            self._last_errors[tsa] = error_class
 
     def watch(
         self,
@@ -168,7 +170,9 @@ class LedgerMetrics:
 
     def _collect_errors(self) -> Iterable[Metric]:
         family = GaugeMetricFamily(
-            "ledger_anchor_last_error", "the last error of each TSA", labels=["tsa", "error"]
+            "ledger_anchor_last_error",
+            "the class of each TSA's last error",
+            labels=["tsa", "error"],
         )
         with self._lock:
             for tsa, error in self._last_errors.items():
@@ -187,6 +191,13 @@ def _rocksdb_families(props: Mapping[str, Mapping[str, int]]) -> Iterable[Metric
         yield family
 
 
+def error_class(exc: BaseException) -> str:
+    """A metric label for ``exc``: its class name, and for a ``TimestampError`` its check
+    (``TimestampError/network``); an exception of ours or of a library, never its message."""
+    name = type(exc).__name__
+    return f"{name}/{exc.check}" if isinstance(exc, TimestampError) else name
+
+
 class ObservedSource:
     """A TSA client that reports each timestamp (or failure) to ``LedgerMetrics``."""
 
@@ -198,8 +209,8 @@ class ObservedSource:
     def timestamp(self, digest: bytes, *, at_time: datetime | None = None) -> Any:
         try:
             result = self._source.timestamp(digest, at_time=at_time)
-        except LedgerError as exc:
-            self._metrics.on_anchor(self._name, str(exc))
+        except Exception as exc:  # whatever a TSA does is its failure (``ledger.log.anchoring``)
+            self._metrics.on_anchor(self._name, error_class(exc))
             raise
         self._metrics.on_anchor(self._name, None)
         return result

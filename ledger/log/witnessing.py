@@ -54,6 +54,7 @@ from typing import Any, Protocol
 from ledger.core.backoff import Backoff, retry_async
 from ledger.core.checkpoint import Checkpoint, CosignatureVerifier, NoteSignature, SignedNote
 from ledger.core.errors import FormatError, LedgerError
+from ledger.core.redact import redact_text, redact_url
 from ledger.core.types import ConsistencyProof, PublishedCheckpoint
 from ledger.fileio.durable import write_file
 from ledger.log.evidence import EvidenceSink
@@ -179,7 +180,9 @@ class Cosigning:
         self._sink = sink
         known = _known_sizes(self._status_path)
         self.status = [
-            WitnessStatus(name=w.name, url=w.url, key=w.key, witness_size=known.get(w.key, 0))
+            WitnessStatus(
+                name=w.name, url=redact_url(w.url), key=w.key, witness_size=known.get(w.key, 0)
+            )
             for w in witnesses
         ]
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-witness")
@@ -388,7 +391,7 @@ class Cosigning:
             try:
                 await ask(http, i)
             except Exception as exc:  # unreachable, timed out, refused: not an answer
-                what = (
+                what = redact_text(
                     str(exc)
                     if isinstance(exc, (_Refused, LedgerError))
                     else (f"{type(exc).__name__}: {exc}")
@@ -463,7 +466,7 @@ class Cosigning:
         status = self.status[i]
         status.failures += 1
         named = isinstance(exc, _Refused | LedgerError)
-        status.last_error = str(exc) if named else f"{type(exc).__name__}: {exc}"
+        status.last_error = redact_text(str(exc) if named else f"{type(exc).__name__}: {exc}")
         status.last_error_at = self._clock()
         self._dirty = True
         return True

@@ -14,6 +14,8 @@ Failures are the error tree's (``ledger.core.errors``); an answered status, what
 - refused, unreachable, reset, a malformed answer -> ``UnavailableError`` (retryable);
 - no complete answer within the timeout -> ``DeadlineExceededError`` (retryable);
 - a body over the cap -> ``RemoteError`` (``status`` ``"HTTP <code>"``, not retryable).
+
+Messages show URLs through ``ledger.core.redact`` (no userinfo, no query).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any, TypeVar
 import aiohttp
 
 from ledger.core.errors import DeadlineExceededError, RemoteError, UnavailableError
+from ledger.core.redact import redact_text, redact_url
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -58,7 +61,7 @@ async def _read_capped(response: aiohttp.ClientResponse, url: str, max_bytes: in
         got += len(chunk)
         if got > max_bytes:
             raise RemoteError(
-                f"{url} answered HTTP {response.status} with over {max_bytes} bytes",
+                f"{redact_url(url)} answered HTTP {response.status} with over {max_bytes} bytes",
                 status=f"HTTP {response.status}",
                 retryable=False,
             )
@@ -92,10 +95,12 @@ class HttpClient:
                 kind = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
                 return Reply(status=response.status, content_type=kind, body=data)
         except TimeoutError:
-            raise DeadlineExceededError(f"{url} did not answer within {timeout_s:g} s") from None
+            raise DeadlineExceededError(
+                f"{redact_url(url)} did not answer within {timeout_s:g} s"
+            ) from None
         except (aiohttp.ClientError, OSError, ValueError) as exc:
-            detail = str(exc) or type(exc).__name__
-            raise UnavailableError(f"{url} unreachable: {detail}") from exc
+            detail = redact_text(str(exc)) or type(exc).__name__
+            raise UnavailableError(f"{redact_url(url)} unreachable: {detail}") from exc
 
     async def close(self) -> None:
         """Close the session and its connections."""

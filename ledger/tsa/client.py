@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from cryptography import x509
 
 from ledger.core.errors import FormatError, RemoteError, ServiceError, TimestampError
+from ledger.core.redact import redact_url
 from ledger.net.client import post_blocking
 from ledger.timestamp.rfc3161 import VerifiedTimestamp, build_request, verify_response
 from ledger.tsa.authority import TSA_POLICY_OID, SerialNumbers, TsaAuthority
@@ -55,10 +56,11 @@ class TsaClient:
         intermediates: Sequence[x509.Certificate] = (),
     ) -> None:
         if urlsplit(url).scheme not in ("http", "https"):
-            raise FormatError(f"TSA URL must be http:// or https://, got {url!r}")
+            raise FormatError(f"TSA URL must be http:// or https://, got {redact_url(url)!r}")
         if not roots:
             raise FormatError("a TSA client needs at least one trusted TSA root")
         self.url = url
+        self.shown_url = redact_url(url)  # what messages show (``ledger.core.redact``)
         self.timeout = timeout
         self.roots = tuple(roots)
         self.intermediates = tuple(intermediates)
@@ -87,21 +89,23 @@ class TsaClient:
             )
         except RemoteError:
             raise TimestampError(
-                "http", f"TSA {self.url} reply exceeds {MAX_REPLY_BYTES} bytes"
+                "http", f"TSA {self.shown_url} reply exceeds {MAX_REPLY_BYTES} bytes"
             ) from None
         except ServiceError as exc:  # unreachable, refused, timed out
-            raise TimestampError("network", f"TSA {self.url} unreachable: {exc}") from exc
+            raise TimestampError("network", f"TSA {self.shown_url} unreachable: {exc}") from exc
         return self._checked_reply(reply.status, reply.content_type, reply.body)
 
     def _checked_reply(self, status: int, content_type: str, body: bytes) -> bytes:
         if status != 200:
-            raise TimestampError("http", f"TSA {self.url} answered HTTP {status}")
+            raise TimestampError("http", f"TSA {self.shown_url} answered HTTP {status}")
         if content_type not in _REPLY_TYPES:
             raise TimestampError(
-                "http", f"TSA {self.url} answered {content_type}, not {REPLY_CONTENT_TYPE}"
+                "http", f"TSA {self.shown_url} answered {content_type}, not {REPLY_CONTENT_TYPE}"
             )
         if len(body) > MAX_REPLY_BYTES:
-            raise TimestampError("http", f"TSA {self.url} reply exceeds {MAX_REPLY_BYTES} bytes")
+            raise TimestampError(
+                "http", f"TSA {self.shown_url} reply exceeds {MAX_REPLY_BYTES} bytes"
+            )
         return body
 
 
