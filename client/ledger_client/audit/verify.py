@@ -12,7 +12,8 @@ one ``VerificationCache`` (``ledger_client.receipts.cache``): each distinct sign
 note and each distinct anchor token (with the certificates it carries) is verified once per
 set of trust inputs; thousands of runs logged under a few checkpoints then cost one signature
 and one token check per checkpoint, plus a digest and an inclusion proof per record. A receipt
-with a ``previous`` checkpoint is checked whole by ``verify_receipt``.
+with a ``previous`` checkpoint is checked whole by ``verify_receipt``, and the previous
+checkpoint's cosignatures like the current one's (``ReceiptChecker.open_previous``).
 
 ``audit_run`` adds the run-level problems: those ``verify_run`` found when given (the report and
 the timeline), else the same checks made here with the shared cache (the index):
@@ -30,6 +31,7 @@ from typing import Any
 
 from ledger.core import merkle
 from ledger.core.errors import FormatError, LedgerError, TimestampError, VerificationError
+from ledger.core.jcs import index_path
 from ledger.core.timefmt import from_epoch_ms, rfc3339_millis
 from ledger.core.types import decode_leaf
 from ledger.records.commitments import check_disclosure_in
@@ -101,16 +103,17 @@ class RecordCheck:
 
 
 def _anchor_result(
-    checker: ReceiptChecker, anchor: ReceiptAnchor, digest: bytes
+    checker: ReceiptChecker, anchor: ReceiptAnchor, digest: bytes, where: str
 ) -> tuple[str, VerifiedTimestamp | None, str | None]:
-    """(status, the verified token or None, detail) of one anchor over an imprint."""
+    """(status, the verified token or None, detail) of the anchor at ``where`` over an
+    imprint; a certificate that does not parse is named ``anchors[i].certificates[j]``."""
     if not checker.tsa_roots:
         return NOT_CHECKED, None, None
     found = checker.token(anchor, digest)
     if isinstance(found, TimestampError):
         return (UNTRUSTED if found.check == "chain" else FAILED), None, f"{anchor.tsa}: {found}"
     if isinstance(found, FormatError):
-        return FAILED, None, f"{anchor.tsa}: {found}"
+        return FAILED, None, f"{where} ({anchor.tsa}): {found}"
     return VALID, found, None
 
 
@@ -122,7 +125,10 @@ def _anchor_status(
             raise TimestampError("anchor", "the receipt carries no anchor, TSA roots were given")
         return NONE, None
     digest = imprint_for_checkpoint_body(body)
-    results = [_anchor_result(checker, a, digest) for a in receipt.anchors]
+    results = [
+        _anchor_result(checker, a, digest, index_path("anchors", i))
+        for i, a in enumerate(receipt.anchors)
+    ]
     for anchor, (_, stamp, _) in zip(receipt.anchors, results, strict=True):
         if stamp is not None:
             checker.check_anchor_time(anchor, stamp, leaf_time)
@@ -144,11 +150,12 @@ def _parts(item: RunItem, digest: bytes, checker: ReceiptChecker, got: dict[str,
     got["record_status"] = FAILED
     leaf = decode_leaf(receipt.index, receipt.leaf)  # its time is shown even if checks fail
     got["logged_at_ms"] = leaf.timestamp_ms
-    if receipt.previous is not None:  # checked whole, the log's signatures only
+    if receipt.previous is not None:  # checked whole, then its cosignatures like the current's
         verify_receipt(
             receipt, checker.log_keys, tsa_roots=checker.tsa_roots, origin=checker.origin,
             now=checker.now, skew=checker.skew, cache=checker.cache,
         )  # fmt: skip
+        checker.open_previous(receipt.previous.checkpoint)
     if digest != receipt.record_digest:
         raise VerificationError(f"the record hashes to {digest.hex()}, not the receipt's digest")
     inner = receipt.record

@@ -13,9 +13,10 @@ them, and each anchor token's signed content when TSA roots are given. Not authe
 the formats themselves: signature lines of keys the verifier does not know (c2sp signed-note
 says to ignore them), an anchor's ``tsa`` label and ``certificates`` (helpers: the token's own
 signature and a configured root decide), and every anchor when no TSA root is given (reported
-``not_checked``, never valid). With roots, an anchor that chains to none of them is reported
-``untrusted`` and ignored; any other anchor failure rejects the receipt, and at least one
-anchor must verify.
+``not_checked``, never valid). A certificate an anchor carries that does not parse (not DER, a
+bad X.509 version) rejects the receipt naming ``anchors[i].certificates[j]``. With roots, an
+anchor that chains to none of them is reported ``untrusted`` and ignored; any other anchor
+failure rejects the receipt, and at least one anchor must verify.
 
 Anchor time policy (``ledger.timestamp.policy``): a valid anchor's genTime must not precede the
 leaf's time (the stamped checkpoint covers the leaf) and must not lie in the future at ``now``,
@@ -54,13 +55,16 @@ from ledger.core.errors import (
     LedgerError,
     OriginMismatchError,
     RecordError,
+    SignatureError,
     StorageError,
     TimestampError,
+    WitnessError,
 )
 from ledger.core.jcs import Json, index_path
 from ledger.core.timefmt import rfc3339
 from ledger.core.types import decode_leaf
 from ledger.records.decision import DecisionRecord, record_digest, verify_disclosure
+from ledger.timestamp.certs import pool_from
 from ledger.timestamp.policy import (
     DEFAULT_SKEW,
     anchor_in_future,
@@ -212,8 +216,13 @@ def _ms_time(ms: int) -> datetime:
     return datetime.fromtimestamp(seconds, UTC) + timedelta(milliseconds=millis)
 
 
-class _CertificatesNotDer(FormatError):
-    """An anchor's ``certificates`` hold bytes that are not a DER certificate."""
+class _CertificateNotDer(FormatError):
+    """``certificates[index]`` of an anchor is not a DER certificate that parses."""
+
+    def __init__(self, index: int, message: str) -> None:
+        super().__init__(f"{index_path('certificates', index)}: {message}")
+        self.index = index
+        self.reason = message
 
 
 _TokenKey = tuple[bytes, bytes, tuple[bytes, ...]]
@@ -299,6 +308,14 @@ class ReceiptChecker:
             raise found.with_traceback(None)
         return found
 
+    def open_previous(self, note: str) -> VerifiedCheckpoint:
+        """``open_note`` for a receipt's ``previous`` checkpoint: the same log keys, witnesses
+        and quorum as the current one; a failure names ``previous.checkpoint``."""
+        try:
+            return self.open_note(note)
+        except (SignatureError, WitnessError, OriginMismatchError) as exc:
+            raise type(exc)(f"previous.checkpoint: {exc}") from None
+
     def token(self, anchor: ReceiptAnchor, digest: bytes) -> TokenOutcome:
         """The anchor's token verified over the imprint ``digest`` against the TSA roots, with
         the certificates the anchor carries as helpers: the ``VerifiedTimestamp`` or the error
@@ -306,10 +323,12 @@ class ReceiptChecker:
         Once per distinct (token, imprint, certificates)."""
 
         def compute() -> tuple[TokenOutcome, Interval]:
-            try:
-                helpers = [x509.load_der_x509_certificate(der) for der in anchor.certificates]
-            except ValueError as exc:
-                return _CertificatesNotDer(str(exc)), ALWAYS
+            helpers: list[x509.Certificate] = []
+            for i, der in enumerate(anchor.certificates):
+                try:
+                    helpers.extend(pool.cert for pool in pool_from((der,)))
+                except FormatError as exc:  # also a bad X.509 version (InvalidVersion)
+                    return _CertificateNotDer(i, str(exc)), ALWAYS
             try:
                 return verify_token(
                     anchor.token, digest=digest, roots=self.tsa_roots, intermediates=helpers
@@ -382,7 +401,7 @@ class ReceiptChecker:
         previous = receipt.previous
         if previous is None:
             return None
-        old = self.open_note(previous.checkpoint, quorum=False).checkpoint  # the log's signature
+        old = self.open_previous(previous.checkpoint).checkpoint
         if old.origin != current.origin:
             raise OriginMismatchError(
                 f"previous checkpoint origin {old.origin!r} != current {current.origin!r}"
@@ -411,8 +430,9 @@ class ReceiptChecker:
                     tsa=anchor.tsa, checkpoint_size=size, status=UNTRUSTED, detail=message
                 )
             raise TimestampError(exc.check, f"{where}: {message}") from None
-        except _CertificatesNotDer as exc:
-            raise MalformedReceiptError(f"{where}.certificates", f"not DER: {exc}") from None
+        except _CertificateNotDer as exc:
+            field = index_path(f"{where}.certificates", exc.index)
+            raise MalformedReceiptError(field, exc.reason) from None
         except FormatError as exc:
             raise MalformedReceiptError(f"{where}.token", str(exc)) from None
         return AnchorCheck(
@@ -510,7 +530,8 @@ def verify_receipt(
     anchors verify against ``tsa_roots`` (none given: reported ``not_checked``) and meet the
     anchor time policy at ``now`` (default: the current time) with ``skew``. At least
     ``min_witnesses`` of ``witnesses`` (tlog-cosignature keys) must have cosigned the checkpoint
-    (``WitnessError``); the previous checkpoint needs only the log's signature. ``cache``: a
+    (``WitnessError``), and so must the previous checkpoint (its cosignatures are checked like
+    the current one's; failures name ``previous.checkpoint``). ``cache``: a
     ``VerificationCache`` to share with other checks (default: a fresh one).
     """
     checker = ReceiptChecker(
