@@ -6,6 +6,7 @@ spooled. ``ledger serve`` keeps grpc core's per-connection chatter out of its lo
 from __future__ import annotations
 
 import datetime as dt
+import json
 import socket
 import time
 import warnings
@@ -14,14 +15,16 @@ from pathlib import Path
 import pytest
 
 from ledger.api.tls import make_dev_certs
+from ledger.core.checkpoint import Ed25519Signer
 from ledger.core.errors import UnavailableError
+from ledger.fileio.keys import write_signer
 from ledger.records.commitments import commit
 from ledger.records.decision import DecisionRecord, MemoryWrite, new_record_id
 from ledger_client.remote.connection import Connection
 from ledger_client.remote.log import RemoteLog
 from ledger_client.sdk.client import DeliveryWarning, LedgerClient
 from ledger_client.sdk.spool import read_spool
-from tests.harness import running_server
+from tests.harness import ORIGIN, ServerProcess, running_server
 from tests.waits import wait_until
 
 
@@ -86,7 +89,7 @@ def test_plaintext_against_tls_and_tls_against_plaintext_get_a_hint(tmp_path: Pa
     with running_server(
         tmp_path / "tls-data", tls_server_cert=certs.server_cert, tls_server_key=certs.server_key
     ) as (server, _, _):
-        address = f"localhost:{server.app.port}"
+        address = f"127.0.0.1:{server.app.port}"
         message, took, _ = first_warning(address, tmp_path / "plain.spool")
         assert took < 5, took
         assert "the server may be using TLS: pass --tls-ca / LEDGER_TLS_CA" in message
@@ -95,7 +98,43 @@ def test_plaintext_against_tls_and_tls_against_plaintext_get_a_hint(tmp_path: Pa
             plaintext.checkpoint()
         assert "--tls-ca" in str(err.value)
     with running_server(tmp_path / "plain-data") as (server, _, _):
-        tls = Connection(address=f"localhost:{server.app.port}", tls_ca=certs.ca)
+        tls = Connection(address=f"127.0.0.1:{server.app.port}", tls_ca=certs.ca)
         with RemoteLog(tls, timeout=5) as log, pytest.raises(UnavailableError) as err:
             log.checkpoint()
         assert "the server may not be using TLS" in str(err.value)
+
+
+def test_serve_keeps_grpc_core_handshake_chatter_out_of_its_json_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plaintext client at a TLS ``ledger serve --log-format json``: before, grpc core wrote
+    an unformatted ``Handshake failed`` line to the log per connection."""
+    monkeypatch.delenv("GRPC_VERBOSITY", raising=False)
+    monkeypatch.delenv("GRPC_TRACE", raising=False)
+    now = dt.datetime.now(dt.UTC)
+    certs = make_dev_certs(tmp_path / "tls", hosts=["localhost", "127.0.0.1"], clients=[], now=now)
+    key_file = tmp_path / "log.key"
+    write_signer(key_file, Ed25519Signer.generate(ORIGIN))
+    server = ServerProcess(
+        tmp_path / "data",
+        key_file,
+        "--log-format", "json",
+        "--tls-cert", str(certs.server_cert),
+        "--tls-key", str(certs.server_key),
+    )  # fmt: skip
+    try:
+        port = server.address.rsplit(":", 1)[1]
+        for _ in range(3):
+            with (
+                RemoteLog(f"127.0.0.1:{port}", timeout=5) as plaintext,
+                pytest.raises(UnavailableError, match="--tls-ca"),
+            ):
+                plaintext.checkpoint()
+        with RemoteLog(Connection(address=f"127.0.0.1:{port}", tls_ca=certs.ca)) as log:
+            assert log.checkpoint().size >= 0
+    finally:
+        assert server.terminate() == 0
+    lines = [line for line in server.log_path.read_text().splitlines() if line.strip()]
+    assert lines
+    for line in lines:
+        assert isinstance(json.loads(line), dict), line  # every line in the configured format
