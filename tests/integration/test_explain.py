@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ledger.api.auth import TokenStore
 from ledger.api.tls import make_dev_certs
 from ledger.core.checkpoint import Ed25519Signer
 from ledger.core.errors import UnavailableError
@@ -22,7 +23,7 @@ from ledger.records.commitments import commit
 from ledger.records.decision import DecisionRecord, MemoryWrite, new_record_id
 from ledger_client.remote.connection import Connection
 from ledger_client.remote.log import RemoteLog
-from ledger_client.sdk.client import DeliveryWarning, LedgerClient
+from ledger_client.sdk.client import DeliveryError, DeliveryWarning, LedgerClient
 from ledger_client.sdk.spool import read_spool
 from tests.harness import ORIGIN, ServerProcess, running_server
 from tests.waits import wait_until
@@ -47,9 +48,11 @@ def closed_port() -> int:
     return port
 
 
-def first_warning(connection: str | Connection, spool: Path) -> tuple[str, float, str]:
+def first_warning(
+    connection: str | Connection, spool: Path, raises: type[Exception] = TimeoutError
+) -> tuple[str, float, str]:
     """Submit one record; the first ``DeliveryWarning``, how long it took, and the
-    ``TimeoutError`` of a short ``append``. The records stay in the spool."""
+    error (``raises``) of a short ``append``. The records stay in the spool."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DeliveryWarning)
         start = time.monotonic()
@@ -62,12 +65,13 @@ def first_warning(connection: str | Connection, spool: Path) -> tuple[str, float
                 what="a DeliveryWarning",
             )
             took = time.monotonic() - start
-            with pytest.raises(TimeoutError) as timed_out:
+            with pytest.raises(raises) as timed_out:
                 client.append(a_record(2), timeout=0.5)
         finally:
             client.close()
     message = next(str(w.message) for w in caught if w.category is DeliveryWarning)
-    assert len(read_spool(spool)[1]) == 2  # nothing lost: both records wait in the spool
+    # nothing lost: the records wait in the spool (after a refusal, the client takes no more)
+    assert len(read_spool(spool)[1]) == (2 if raises is TimeoutError else 1)
     return message, took, str(timed_out.value)
 
 
@@ -138,3 +142,16 @@ def test_serve_keeps_grpc_core_handshake_chatter_out_of_its_json_log(
     assert lines
     for line in lines:
         assert isinstance(json.loads(line), dict), line  # every line in the configured format
+
+
+def test_a_refused_token_says_so_at_once_and_names_the_spool_command(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    TokenStore(data / "tokens.json").create("t-append", ["append"], now=1)
+    with running_server(data) as (server, _, _):
+        spool = tmp_path / "agent.spool"
+        bad = Connection(address=server.address, token="dl_00000000_" + "x" * 43)
+        message, took, _ = first_warning(bad, spool, raises=DeliveryError)
+        assert took < 5, took
+        assert "--token / LEDGER_TOKEN" in message
+        assert f"ledger receipt run --spool {spool} --server {server.address}" in message
