@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable
 from functools import partial
@@ -332,7 +333,29 @@ class _JsonFormatter(logging.Formatter):
         return json.dumps(payload)
 
 
+# grpc core's own verbosity under ``ledger serve`` unless the operator sets GRPC_VERBOSITY
+GRPC_VERBOSITY = "ERROR"
+
+
 def _configure_logging(fmt: str) -> None:
+    """Every log line of ``ledger serve`` in the configured format (``text`` or JSON lines).
+
+    grpc's Python-side loggers (``grpc``, ``grpc._cython``, ``grpc._server``, ...) propagate to
+    the root handler, so they get the format. grpc core's native lines (C++, written straight
+    to stderr by absl, e.g. ``I1201 ... ssl_transport_security.cc] Handshake failed``) cannot
+    be reformatted from Python: GRPC_VERBOSITY defaults to ``ERROR`` here (read once, when grpc
+    is first imported, which is after this), so only core errors appear, unformatted; the
+    per-connection INFO chatter (one line per failed TLS handshake: a plaintext client at a
+    TLS server) stays out. ``GRPC_VERBOSITY=INFO`` (and ``GRPC_TRACE``) bring it back.
+    """
+    if "grpc" not in sys.modules:
+        os.environ.setdefault("GRPC_VERBOSITY", GRPC_VERBOSITY)
+    for name in ("grpc", "grpc._cython", "grpc._server", "grpc._channel"):
+        grpc_logger = logging.getLogger(name)
+        grpc_logger.handlers[:] = [
+            h for h in grpc_logger.handlers if isinstance(h, logging.NullHandler)
+        ]
+        grpc_logger.propagate = True
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(_JsonFormatter())

@@ -8,6 +8,10 @@ status maps to (``UnavailableError``, ``PushbackError`` with its ``retry_after``
 of every call) and TLS (server CA, client certificate for mTLS) come from a ``Connection``, by
 default resolved from ``LEDGER_SERVER``, ``LEDGER_TOKEN`` and ``LEDGER_TLS_*``. Import it lazily
 from anything the offline verifier loads.
+
+Failures explain themselves (``explain``): a refused connection, a plaintext client against a
+TLS server (grpc says "Socket closed"), a TLS client against a plaintext
+server (an SSL handshake error) and a refused credential get a hint naming the option to fix.
 """
 
 from __future__ import annotations
@@ -34,19 +38,51 @@ from ledger.v1 import ledger_pb2 as pb
 from ledger.v1 import ledger_pb2_grpc as pb_grpc
 from ledger_client.remote.connection import Connection
 
-__all__ = ["AppendOutcome", "RemoteLog", "StreamAck", "status_name", "translate"]
+__all__ = ["AppendOutcome", "RemoteLog", "StreamAck", "explain", "status_name", "translate"]
 
 _T = TypeVar("_T")
 
 
-def translate(exc: grpc.RpcError, address: str) -> ServiceError:
+_REFUSED = ("connection refused", "connect: refused")
+# "failed to connect to all addresses" starts every connect failure: not a sign of TLS
+_PLAIN_AT_TLS = ("socket closed", "connection reset", "end of stream")
+_TLS_AT_PLAIN = ("ssl", "handshake", "wrong_version_number", "wrong version number", "tsi_")
+
+
+def explain(code: grpc.StatusCode, details: str, *, tls: bool | None) -> str | None:
+    """A hint for a failure whose grpc details do not say what to do, else None.
+
+    ``tls``: whether the client spoke TLS (None: unknown, no TLS hint).
+    """
+    text = details.lower()
+    if code == grpc.StatusCode.UNAVAILABLE:
+        if any(word in text for word in _REFUSED):
+            return "connection refused: no server listens there (wrong port, or not running?)"
+        if tls is True and any(word in text for word in _TLS_AT_PLAIN + _PLAIN_AT_TLS):
+            return (
+                "TLS handshake failed: the server may not be using TLS (drop --tls-ca / "
+                "LEDGER_TLS_CA), or wants a client certificate (--tls-cert/--tls-key), "
+                "or does not trust this one"
+            )
+        if tls is False and any(word in text for word in _PLAIN_AT_TLS):
+            return "the server may be using TLS: pass --tls-ca / LEDGER_TLS_CA"
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        return "authentication failed: check --token / LEDGER_TOKEN or the client certificate"
+    if code == grpc.StatusCode.PERMISSION_DENIED:
+        return "this identity lacks the scope the call needs (token or certificate scopes)"
+    return None
+
+
+def translate(exc: grpc.RpcError, address: str, *, tls: bool | None = None) -> ServiceError:
     """The ledger error for a failed call to ``address``: its class from the status, a message
-    naming the server, the status and the details, and the retry hint."""
+    naming the server, the status, the details and ``explain``'s hint, and the retry hint."""
     code = exc.code() if callable(getattr(exc, "code", None)) else grpc.StatusCode.UNKNOWN
     details = exc.details() if callable(getattr(exc, "details", None)) else str(exc)
     trailing = exc.trailing_metadata() if callable(getattr(exc, "trailing_metadata", None)) else ()
     pairs = [(item.key, item.value) for item in trailing or ()]
-    return wire.error_from_status(code, f"{address}: {code.name}: {details}", pairs)
+    hint = explain(code, details or "", tls=tls)
+    message = f"{address}: {code.name}: {details}" + (f" ({hint})" if hint else "")
+    return wire.error_from_status(code, message, pairs)
 
 
 def status_name(exc: LedgerError) -> str:
@@ -64,6 +100,7 @@ class RemoteLog:
         ``ledger_client.remote.connection``), a ``Connection``, or None for all of it from there."""
         conn = address if isinstance(address, Connection) else Connection.resolve(address)
         self.address = conn.address
+        self.tls = conn.tls
         self.timeout = timeout
         self._md = () if conn.token is None else (("authorization", f"Bearer {conn.token}"),)
         options = [
@@ -86,7 +123,7 @@ class RemoteLog:
         try:
             return fn()
         except grpc.RpcError as exc:
-            raise translate(exc, self.address) from None
+            raise translate(exc, self.address, tls=self.tls) from None
 
     def close(self) -> None:
         """Close the channel."""
@@ -123,7 +160,7 @@ class RemoteLog:
             for ack in self._stub.StreamAppend(requests, **self._opts):
                 yield wire.stream_ack_from_pb(ack)
         except grpc.RpcError as exc:
-            raise translate(exc, self.address) from None
+            raise translate(exc, self.address, tls=self.tls) from None
 
     def checkpoint(self, size: int = 0) -> PublishedCheckpoint:
         """The latest checkpoint, or the one published for ``size``."""

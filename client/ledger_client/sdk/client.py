@@ -61,6 +61,7 @@ from ledger_client.sdk.errors import (
     ClientClosedError,
     ClientError,
     DeliveryError,
+    DeliveryWarning,
     RunStateError,
     SpoolError,
     SpoolFullError,
@@ -77,6 +78,7 @@ __all__ = [
     "ClientError",
     "ContextThreadPoolExecutor",
     "DeliveryError",
+    "DeliveryWarning",
     "LedgerClient",
     "Run",
     "RunEntry",
@@ -141,7 +143,7 @@ class LedgerClient:
             limit = min(self.options.max_pending_bytes, MEMORY_SPOOL_BYTES)
             self.options = replace(self.options, max_pending_bytes=limit)
         store: Spool = MemorySpool() if spool is None else FileSpool(spool)
-        self.sender = Sender(store, self._connect, self.options)
+        self.sender = Sender(store, self._connect, self.options, address=self.address)
         self._remote: RemoteLog | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -195,7 +197,11 @@ class LedgerClient:
         item = self._item(record, disclosures)
         ticket = self.sender.put(item)
         if not self.sender.wait(ticket, timeout=_left(deadline), checkpoint=True):
-            raise TimeoutError(f"record {item.digest.hex()} not acknowledged in {timeout} s")
+            problem = self.sender.problem
+            raise TimeoutError(
+                f"record {item.digest.hex()} not acknowledged in {timeout} s"
+                + (f": {problem}" if problem else " (it stays spooled and is sent)")
+            )
         left = _left(deadline)
         return self.receipt(
             item.digest,

@@ -10,6 +10,10 @@ LedgerError                      (ledger.core.errors)
     │                            status); the records stay in the spool
     ├── ClientClosedError        the client was closed
     └── RunStateError            no run is open here, or the run is already closed
+
+DeliveryWarning (a ``UserWarning``, not an error): the log cannot be reached or refuses the
+client (connection refused, TLS mismatch, bad credentials); the records stay spooled and the
+message names how they get delivered later.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ __all__ = [
     "ClientClosedError",
     "ClientError",
     "DeliveryError",
+    "DeliveryWarning",
     "RunStateError",
     "SpoolError",
     "SpoolFullError",
@@ -52,3 +57,7 @@ class ClientClosedError(ClientError):
 
 class RunStateError(ClientError):
     """No run is open in this context, or the run is already closed."""
+
+
+class DeliveryWarning(UserWarning):
+    """The log cannot be reached or refuses the client; the records stay spooled."""

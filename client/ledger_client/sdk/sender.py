@@ -21,6 +21,10 @@ So the log sees a client's records in exactly the order they were put.
   until the sender makes room (``overflow="block"``, the default; ``block_timeout`` bounds the
   wait, then ``SpoolFullError``), or raises ``SpoolFullError`` at once (``overflow="raise"``).
   A refused record is written nowhere, and the caller is told.
+* Failures explain themselves: the first failure of a streak (connection refused, a TLS
+  mismatch, a refused token: ``ledger_client.remote.log.explain`` words it) is logged and
+  warned (``DeliveryWarning``) at once, with where the records stay and the command that
+  delivers them later (``spool_hint``); ``problem`` keeps it for callers' timeout messages.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -36,14 +41,21 @@ from ledger.core.backoff import Backoff, retry
 from ledger.core.errors import LedgerError, PushbackError, is_retryable
 from ledger.core.limits import MAX_BATCH
 from ledger_client.remote.log import RemoteLog, status_name
-from ledger_client.sdk.errors import ClientClosedError, ClientError, DeliveryError, SpoolFullError
-from ledger_client.sdk.spool import Spool, SpoolItem
+from ledger_client.sdk.errors import (
+    ClientClosedError,
+    ClientError,
+    DeliveryError,
+    DeliveryWarning,
+    SpoolFullError,
+)
+from ledger_client.sdk.spool import FileSpool, Spool, SpoolItem
 
 __all__ = [
     "Backoff",
     "Overflow",
     "Sender",
     "SenderOptions",
+    "spool_hint",
 ]
 
 _log = logging.getLogger("ledger_client.sender")
@@ -72,6 +84,20 @@ class SenderOptions:
             raise ValueError("max_pending and max_pending_bytes >= 1, batch_age >= 0")
 
 
+def spool_hint(spool: Spool, address: str) -> str:
+    """Where undelivered records stay, and the command that delivers them later."""
+    if not isinstance(spool, FileSpool):
+        return (
+            "the records wait in an in-memory spool and are lost if this process exits first "
+            "(give LedgerClient a spool file)"
+        )
+    return (
+        f"the records stay in the spool {spool.path}: a LedgerClient opening it again sends "
+        f"them, or run `ledger receipt run --spool {spool.path} --server {address or 'ADDR'} "
+        "--out RUN.jsonl`"
+    )
+
+
 class Sender:
     """Owns the spool's consumer side: one daemon thread, tickets, flush and close."""
 
@@ -82,8 +108,10 @@ class Sender:
         options: SenderOptions | None = None,
         *,
         name: str = "ledger-sender",
+        address: str = "",
     ) -> None:
         self._spool = spool
+        self._address = address
         self._connect = connect
         self.options = options or SenderOptions()
         self._cond = threading.Condition()
@@ -95,6 +123,7 @@ class Sender:
         self._flushing = 0
         self._stopping = self._abandon = self._closed = False
         self.error: ClientError | None = None
+        self.problem: str | None = None  # the failure of the current streak, with its hint
         self.batches = self.retries = self.hinted = self.sent = 0  # hinted: retries on a hint
         self.covering_size = 0  # a checkpoint of this size covers every acknowledged record
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
@@ -262,6 +291,7 @@ class Sender:
             self._spool.ack(count)
             self._acked += count
             self.covering_size = max(self.covering_size, covering_size)
+            self.problem = None
             self.batches += 1
             self.sent += count
             if not self._spool.pending_count:
@@ -314,16 +344,29 @@ class Sender:
     def _retryable(self, exc: LedgerError, count: int) -> bool:
         kind = status_name(exc)
         if not is_retryable(exc):
-            message = f"the log refused a batch of {count} records: {kind}: {exc}"
-            _log.error("%s; they stay in the spool", message)
+            message = f"the log refused a batch of {count} records: {exc}"
+            self._report(f"{message}; {spool_hint(self._spool, self._address)}")
             with self._cond:
-                self.error = DeliveryError(message, status=kind)
+                self.error = DeliveryError(self.problem or message, status=kind)
             return False
-        _log.info("append of %d records failed (%s: %s); retrying", count, kind, exc)
+        if self.problem is None and not isinstance(exc, PushbackError):
+            self._report(
+                f"cannot deliver {count} records, retrying: {exc}; "
+                f"{spool_hint(self._spool, self._address)}"
+            )
+        else:
+            _log.info("append of %d records failed (%s: %s); retrying", count, kind, exc)
         if not isinstance(exc, PushbackError):
             with self._cond:
                 self._drop_remote()
         return True
+
+    def _report(self, message: str) -> None:
+        """Say at once why delivery fails (once per streak of failures)."""
+        with self._cond:
+            self.problem = message
+        _log.warning("%s", message)
+        warnings.warn(message, DeliveryWarning, stacklevel=2)
 
     def _sleep(self, delay: float) -> None:
         """Wait ``delay`` seconds; ``_Abandoned`` when the client is abandoned meanwhile."""
