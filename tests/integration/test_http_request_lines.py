@@ -1,17 +1,23 @@
-"""Odd request lines sent over a raw socket to real HTTP listeners: the tiles port answers
-CONNECT and ``OPTIONS *`` with 405 and ``Allow``, serves an absolute-form target by its path
-(RFC 9112 §3.2.2), and never answers 5xx or logs a traceback."""
+"""Odd requests sent over a raw socket to real HTTP listeners: the tiles port answers CONNECT and
+``OPTIONS *`` with 405 and ``Allow`` and serves an absolute-form target by its path (RFC 9112
+§3.2.2); ``ledger witness serve`` answers a body that never arrives with 408 and drops a client
+that leaves mid-body; neither answers 5xx or logs a traceback."""
 
 from __future__ import annotations
 
 import logging
+import signal
 import socket
+import time
 import urllib.parse
 from pathlib import Path
 
 import pytest
 
+from ledger.core.checkpoint import Ed25519Signer
+from tests import processes
 from tests.harness import running_server
+from tests.witness_harness import WitnessProcess, make_witness_key
 
 pytestmark = pytest.mark.integration
 
@@ -58,3 +64,38 @@ def test_odd_request_lines_on_the_tiles_port(
         status, _, _ = exchange(host, port, "HEAD http://elsewhere.example/nothing HTTP/1.1")
         assert status == 404
     assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+
+
+def test_witness_times_out_a_body_that_never_arrives_and_drops_a_client_that_leaves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LEDGER_WITNESS_BODY_TIMEOUT_S", "1")
+    key_file, _ = make_witness_key(tmp_path, "w.test")
+    log_key = Ed25519Signer.generate("log.test/odd").verifier().key_string()
+    witness = WitnessProcess(key_file, tmp_path / "state", [log_key])
+    try:
+        host, _, port_text = witness.address.rpartition(":")
+        head = (
+            f"POST /add-checkpoint HTTP/1.1\r\nHost: {host}\r\nContent-Length: 100\r\n\r\nold 0\n"
+        )
+        with socket.create_connection((host, int(port_text)), timeout=8) as sock:
+            sock.sendall(head.encode("ascii"))
+            started = time.monotonic()
+            answer = b""
+            while chunk := sock.recv(65536):  # the server closes after its 408
+                answer += chunk
+            assert time.monotonic() - started < 6
+        assert answer.startswith(b"HTTP/1.1 408 ")
+        assert b"did not arrive within 1 s" in answer
+        with socket.create_connection((host, int(port_text)), timeout=8) as sock:
+            sock.sendall(head.encode("ascii"))  # and leave before the body is complete
+        status, _, _ = exchange(host, int(port_text), "GET /add-checkpoint HTTP/1.1")
+        assert status == 405  # still serving
+    finally:
+        witness.proc.send_signal(signal.SIGTERM)
+        processes.wait(witness.proc, 30)
+        assert witness.proc.stderr is not None
+        log = witness.proc.stderr.read()
+        witness.stop()
+    assert "Traceback" not in log
+    assert "Error handling request" not in log
