@@ -543,6 +543,7 @@ WITNESS_KEYS: dict[str, str] = {
     "key_file": "key_file",
     "state_dir": "state_dir",
     "listen": "listen",
+    "body_timeout_s": "body_timeout_s",
     "log": "logs",
 }
 _WITNESS_KEY_OF = {field: ("witness", key) for key, field in WITNESS_KEYS.items()}
