@@ -8,6 +8,9 @@ Responses (C2SP tlog-tiles):
 * tiles: ``application/octet-stream``, ``Cache-Control: public, max-age=31536000, immutable``
   (full and partial tiles never change); 404 for a tile the published tree does not have at the
   width asked; a partial width of a tile that is now full is served cut to width.
+* entry bundles are sent with ``Content-Encoding: gzip`` whatever the request's
+  ``Accept-Encoding`` (C2SP tlog-tiles lets a log do so; ``ledger.core.tiles.gzip_bundle``);
+  hash tiles (random hashes) are sent as they are.
 * 400 (text body) for a malformed or non-canonical path, 404 for any other path, 405 for other
   methods; never a 500 for anything a client sends.
 * Odd request targets (RFC 9112 §3.2): ``CONNECT`` (authority-form) and ``OPTIONS`` (including
@@ -88,11 +91,18 @@ class _Routes:
         except MalformedTilePathError as exc:
             return _text(400, str(exc))
         try:
-            data = await self._off_loop(lambda: self._reader.read(tile))
+            data = await self._off_loop(lambda: self._read(tile))
         except (NotFoundError, NotYetPublishedError) as exc:
             return _text(404, str(exc))
         assert isinstance(data, bytes)
-        return web.Response(body=data, content_type=_BINARY, headers={"Cache-Control": TILE_CACHE})
+        headers = {"Cache-Control": TILE_CACHE}
+        if tile.entries:
+            headers["Content-Encoding"] = "gzip"
+        return web.Response(body=data, content_type=_BINARY, headers=headers)
+
+    def _read(self, tile: tiles.TileID) -> bytes:
+        data = self._reader.read(tile)
+        return tiles.gzip_bundle(data) if tile.entries else data
 
 
 ALLOW = "GET, HEAD"
