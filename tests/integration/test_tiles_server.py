@@ -377,6 +377,11 @@ def test_nginx_serves_the_mirror(log: Log, nginx: str) -> None:
     assert headers["cache-control"] == "public, max-age=31536000, immutable"
     assert headers["content-length"] == "8192"
     assert _get(nginx, "/tile/0/000", "HEAD").status == 200
+    status, data, headers = _body(nginx, "/tile/entries/000")
+    assert status == 200 and headers["content-encoding"] == "gzip"
+    assert data == _body(log.url, "/tile/entries/000")[1]  # the .gz twin, as the endpoint sends
+    assert headers["cache-control"] == "public, max-age=31536000, immutable"
+    assert _body(nginx, "/tile/entries/.000.x.tmp")[0] == 404
     for path in ("/tile/0/x999/999", "/tile/9/000", "/", "/../etc/passwd", "/tile/0/.000.x.tmp"):
         status, _, headers = _body(nginx, path)
         assert status in (400, 404), path
