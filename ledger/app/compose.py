@@ -265,7 +265,8 @@ async def _http_endpoints(
 
     def counted(request: web.Request, status: int) -> None:
         path = request.path
-        kind = "entries" if path.startswith("/tile/entries/") else path.split("/")[1] or "other"
+        first = path.split("/")[1] if path.startswith("/") else ""
+        kind = "entries" if path.startswith("/tile/entries/") else first
         kind = kind if kind in ("tile", "entries", "checkpoint", "metrics") else "other"
         requests.labels(kind, str(status)).inc()
 

@@ -543,6 +543,7 @@ WITNESS_KEYS: dict[str, str] = {
     "key_file": "key_file",
     "state_dir": "state_dir",
     "listen": "listen",
+    "body_timeout_s": "body_timeout_s",
     "log": "logs",
 }
 _WITNESS_KEY_OF = {field: ("witness", key) for key, field in WITNESS_KEYS.items()}
@@ -591,6 +592,12 @@ class WitnessServeSettings(BaseSettings):
     )
     listen: str = Field("127.0.0.1:7380", description="HOST:PORT (port 0 picks a free port)")
     logs: tuple[WitnessLog, ...] = Field((), description="the logs this witness cosigns")
+    body_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description="seconds a request body may take to arrive; slower bodies get 408",
+    )
 
     @field_validator("listen")
     @classmethod

@@ -240,6 +240,7 @@ def _anchor_local(settings: Settings) -> tuple[int, list[str], list[str]]:
     from ledger.fileio.keys import load_signer
     from ledger.log.anchoring import Anchorer
     from ledger.log.facade import Log
+    from ledger.log.highwater import HighWaterMark
     from ledger.store.rocks import RocksStore
 
     try:
@@ -247,7 +248,12 @@ def _anchor_local(settings: Settings) -> tuple[int, list[str], list[str]]:
     except LedgerError as exc:
         fail(f"{exc} (is the server running? then use --server)", 1)
     try:
-        log = Log(store=store, signer=load_signer(settings.signer_key_file), origin=settings.origin)
+        # the same check as `ledger serve` at start: a tree behind or off its high-water mark
+        # (a rolled-back or another log's data dir) is refused before anything is stamped
+        mark = HighWaterMark(settings.high_water_file)
+        signer = load_signer(settings.signer_key_file)
+        # the key names its log (`ledger serve` refuses any other origin)
+        log = Log(store=store, signer=signer, origin=signer.name, mark=mark)
         tsas = setup_tsas(settings)
         try:
             outcome = Anchorer(log=log, tsas=tsas.targets).anchor_latest()

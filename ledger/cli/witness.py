@@ -101,6 +101,7 @@ def serve(
         state_dir=loaded.state_dir,
         listen=loaded.listen,
         logs=tuple(LogKeys(origin=log.origin, keys=log.keys) for log in loaded.logs),
+        body_timeout_s=loaded.body_timeout_s,
     )
     if not settings.logs:
         fail("no log to witness: give --log VKEY or [[witness.log]] entries in --config", 2)

@@ -22,7 +22,9 @@ offline verifier import them from here (``tests/unit/test_one_tile_codec.py`` ho
 
 from __future__ import annotations
 
+import gzip
 import re
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -45,6 +47,8 @@ __all__ = [
     "entry_bundle_reader",
     "format_index",
     "frame_entry",
+    "gunzip_bundle",
+    "gzip_bundle",
     "inclusion_proof",
     "new_tiles",
     "parse_tile_path",
@@ -60,6 +64,31 @@ TILE_WIDTH = 1 << TILE_HEIGHT
 MAX_LEVEL = 63
 MAX_ENTRY = 0xFFFF  # an entry's length is a uint16
 MAX_BUNDLE_BYTES = TILE_WIDTH * (2 + MAX_ENTRY)  # the most bytes an entry bundle can hold
+GZIP_LEVEL = 6
+
+
+def gzip_bundle(data: bytes) -> bytes:
+    """An entry bundle as served with ``Content-Encoding: gzip`` (C2SP tlog-tiles allows it
+    without negotiation) and stored as the mirror's ``.gz`` twin: the same bytes every time
+    (no name, mtime 0), so the endpoint and the mirror agree byte for byte."""
+    return gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0)
+
+
+def gunzip_bundle(data: bytes) -> bytes:
+    """A gzip-encoded answer decoded, bounded to ``MAX_BUNDLE_BYTES`` (a small answer cannot
+    expand without limit); MalformedTileError when it is not whole gzip or is too large."""
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        out = inflater.decompress(data, MAX_BUNDLE_BYTES + 1)
+    except zlib.error as exc:
+        raise MalformedTileError(f"a gzip-encoded tile does not decode: {exc}") from None
+    if len(out) > MAX_BUNDLE_BYTES:
+        raise MalformedTileError(f"a gzip-encoded tile decodes to over {MAX_BUNDLE_BYTES} bytes")
+    if not inflater.eof or inflater.unused_data:
+        raise MalformedTileError("a gzip-encoded tile is cut short or has bytes after its end")
+    return out
+
+
 _MAX_INDEX = 1 << 64
 _HASH = merkle.HASH_SIZE
 _NUMBER = re.compile(r"0|[1-9][0-9]*")

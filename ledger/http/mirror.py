@@ -10,6 +10,8 @@ level, hash tiles and entry bundles), then the newest checkpoint as ``checkpoint
   durable at once (one journal commit per update, not one fsync per file); only then is the
   checkpoint written (temporary file, fsync, rename, fsync of the folder). So after a crash at
   any instant a reader never sees a checkpoint whose tiles are missing or torn;
+* every entry bundle also gets a ``.gz`` twin (``ledger.core.tiles.gzip_bundle``, the bytes the
+  HTTP endpoint sends) for nginx ``gzip_static``, written before the bundle itself;
 * full tiles are written once and never rewritten; every partial tile is kept (``.p/W`` for
   each checkpoint size, as the HTTP endpoint keeps serving it). A tile file found already in
   place (left by an update that crashed before its checkpoint) is kept when its bytes are right
@@ -34,7 +36,7 @@ from ledger.core.types import PublishedCheckpoint
 from ledger.fileio.durable import sync_filesystem, write_file
 from ledger.store.tile_reader import TileReader
 
-__all__ = ["TileMirror", "write_atomically", "write_renamed"]
+__all__ = ["TileMirror", "gz_twin", "write_atomically", "write_renamed"]
 
 FileWriter = Callable[[Path, bytes], None]
 Progress = Callable[[int], None]
@@ -120,13 +122,24 @@ class TileMirror:
     def _write_tile(self, tile: tiles.TileID, size: int) -> int:
         path = self.directory / tile.path
         data = self._reader.read(tile, size)
-        if path.exists():  # left by an update that crashed before its checkpoint
-            with suppress(OSError):
-                if path.read_bytes() == data:
-                    return 0
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._write(path, data)
-        return 1
+        files = [(path, data)]
+        if tile.entries:  # its gzip twin first, for nginx ``gzip_static``
+            files.insert(0, (gz_twin(path), tiles.gzip_bundle(data)))
+        written = 0
+        for where, body in files:
+            if where.exists():  # left by an update that crashed before its checkpoint
+                with suppress(OSError):
+                    if where.read_bytes() == body:
+                        continue
+            where.parent.mkdir(parents=True, exist_ok=True)
+            self._write(where, body)
+            written += 1
+        return written
+
+
+def gz_twin(path: Path) -> Path:
+    """The ``.gz`` file beside ``path`` that nginx ``gzip_static`` serves in its place."""
+    return path.with_name(path.name + ".gz")
 
 
 def _size(checkpoint: PublishedCheckpoint) -> int:

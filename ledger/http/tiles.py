@@ -8,8 +8,15 @@ Responses (C2SP tlog-tiles):
 * tiles: ``application/octet-stream``, ``Cache-Control: public, max-age=31536000, immutable``
   (full and partial tiles never change); 404 for a tile the published tree does not have at the
   width asked; a partial width of a tile that is now full is served cut to width.
+* entry bundles are sent with ``Content-Encoding: gzip`` whatever the request's
+  ``Accept-Encoding`` (C2SP tlog-tiles lets a log do so; ``ledger.core.tiles.gzip_bundle``);
+  hash tiles (random hashes) are sent as they are.
 * 400 (text body) for a malformed or non-canonical path, 404 for any other path, 405 for other
   methods; never a 500 for anything a client sends.
+* Odd request targets (RFC 9112 §3.2): ``CONNECT`` (authority-form) and ``OPTIONS`` (including
+  ``OPTIONS *``) get 405 with ``Allow: GET, HEAD``; an absolute-form target
+  (``GET http://host/checkpoint``) is served by its path, as §3.2.2 requires; any other target
+  that is not a path gets 400.
 
 Storage reads run on a small thread pool of their own, never on the event loop thread, so tile
 readers do not stall the loop that acknowledges appends.
@@ -36,6 +43,7 @@ from ledger.core.errors import (
 from ledger.store.tile_reader import TileReader
 
 __all__ = [
+    "ALLOW",
     "CHECKPOINT_CACHE",
     "TILE_CACHE",
     "TilesServer",
@@ -83,11 +91,36 @@ class _Routes:
         except MalformedTilePathError as exc:
             return _text(400, str(exc))
         try:
-            data = await self._off_loop(lambda: self._reader.read(tile))
+            data = await self._off_loop(lambda: self._read(tile))
         except (NotFoundError, NotYetPublishedError) as exc:
             return _text(404, str(exc))
         assert isinstance(data, bytes)
-        return web.Response(body=data, content_type=_BINARY, headers={"Cache-Control": TILE_CACHE})
+        headers = {"Cache-Control": TILE_CACHE}
+        if tile.entries:
+            headers["Content-Encoding"] = "gzip"
+        return web.Response(body=data, content_type=_BINARY, headers=headers)
+
+    def _read(self, tile: tiles.TileID) -> bytes:
+        data = self._reader.read(tile)
+        return tiles.gzip_bundle(data) if tile.entries else data
+
+
+ALLOW = "GET, HEAD"
+
+
+@web.middleware
+async def _request_target(request: web.Request, handler: _Handler) -> web.StreamResponse:
+    """Answer what no route can: CONNECT, OPTIONS and targets that are not a path."""
+    if request.method in ("CONNECT", "OPTIONS"):
+        return web.Response(
+            status=405,
+            text=f"{request.method} is not served here; use GET or HEAD\n",
+            content_type=_TEXT,
+            headers={"Allow": ALLOW},
+        )
+    if not request.path.startswith("/"):
+        return _text(400, "the request target must be a path such as /checkpoint")
+    return await handler(request)
 
 
 @web.middleware
@@ -103,7 +136,7 @@ async def _errors(request: web.Request, handler: _Handler) -> web.StreamResponse
 def create_tiles_app(reader: TileReader, executor: ThreadPoolExecutor) -> web.Application:
     """The aiohttp application (GET also answers HEAD)."""
     routes = _Routes(reader, executor)
-    app = web.Application(middlewares=[_errors])
+    app = web.Application(middlewares=[_request_target, _errors])
     app.router.add_get("/checkpoint", routes.checkpoint)
     app.router.add_get(r"/tile/{tail:.+}", routes.tile)
     return app

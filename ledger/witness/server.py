@@ -2,8 +2,11 @@
 
 ``create_witness_app`` wraps a ``ledger.witness.state.Witness``; the decision and its durable
 write run on a worker thread, so the event loop keeps accepting requests while one is fsynced.
-Bodies over ``MAX_BODY_BYTES`` get 413; other methods 405 (aiohttp). Every refusal has a text
-body saying what is wrong; a 409 for a stale old size carries ``text/x.tlog.size``.
+Bodies over ``MAX_BODY_BYTES`` get 413; other methods 405 (aiohttp). A body that has not fully
+arrived ``body_timeout_s`` seconds after the request head (default ``BODY_TIMEOUT_S``) gets 408
+and the connection is closed; a client that leaves before its body is complete is dropped with
+one debug line, never a traceback. Every refusal has a text body saying what is wrong; a 409 for
+a stale old size carries ``text/x.tlog.size``.
 
 ``WitnessSettings`` is the witness's configuration as plain values; ``ledger witness serve``
 builds it from the settings model (``ledger.app.settings.WitnessServeSettings``: the
@@ -31,7 +34,11 @@ from ledger.witness.state import Witness
 
 _log = logging.getLogger("ledger.witness")
 
+BODY_TIMEOUT_S = 10.0
+"""Seconds a request's body may take to arrive after its head (a checkpoint is a few KiB)."""
+
 __all__ = [
+    "BODY_TIMEOUT_S",
     "LogKeys",
     "WitnessSettings",
     "create_witness_app",
@@ -58,6 +65,7 @@ class WitnessSettings:
     state_dir: Path = Path("witness-data")
     listen: str = "127.0.0.1:7380"
     logs: tuple[LogKeys, ...] = field(default=())
+    body_timeout_s: float = BODY_TIMEOUT_S
 
     def verifiers(self) -> dict[str, list[Verifier]]:
         """Origin -> parsed verifier keys; MalformedKeyError names the bad key."""
@@ -80,11 +88,30 @@ def open_witness(settings: WitnessSettings, *, clock: Callable[[], float] = time
     return Witness(folder=settings.state_dir, signer=signer, logs=logs, clock=clock)
 
 
-def create_witness_app(witness: Witness, *, prefix: str = "") -> web.Application:
-    """An aiohttp application serving ``POST <prefix>/add-checkpoint``."""
+def create_witness_app(
+    witness: Witness, *, prefix: str = "", body_timeout_s: float = BODY_TIMEOUT_S
+) -> web.Application:
+    """An aiohttp application serving ``POST <prefix>/add-checkpoint``; a body slower than
+    ``body_timeout_s`` gets 408."""
 
-    async def add_checkpoint(request: web.Request) -> web.Response:
-        body = await request.read()
+    async def add_checkpoint(request: web.Request) -> web.StreamResponse:
+        try:
+            body = await asyncio.wait_for(request.read(), body_timeout_s)
+        except TimeoutError:
+            response = web.Response(
+                status=408, text=f"the request body did not arrive within {body_timeout_s:g} s\n"
+            )
+            response.force_close()
+            await response.prepare(request)
+            await response.write_eof()
+            if request.transport is not None:  # no lingering for the rest of the body
+                request.transport.close()
+            return response
+        except ConnectionError:  # the client left before its body was complete
+            _log.debug("add-checkpoint: the client left before sending its body")
+            if request.transport is not None:
+                request.transport.close()
+            return web.Response(status=400, text="the request body was cut short\n")
         loop = asyncio.get_running_loop()
         try:
             decision = await loop.run_in_executor(None, witness.add_checkpoint, body)
@@ -102,9 +129,12 @@ def create_witness_app(witness: Witness, *, prefix: str = "") -> web.Application
     return app
 
 
-async def start_witness_server(witness: Witness, host: str, port: int) -> tuple[web.AppRunner, int]:
+async def start_witness_server(
+    witness: Witness, host: str, port: int, *, body_timeout_s: float = BODY_TIMEOUT_S
+) -> tuple[web.AppRunner, int]:
     """Serve ``witness`` on host:port (0 picks a free port); return the runner and the port."""
-    runner = web.AppRunner(create_witness_app(witness), access_log=None)
+    app = create_witness_app(witness, body_timeout_s=body_timeout_s)
+    runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
@@ -124,7 +154,9 @@ async def run_witness(settings: WitnessSettings, on_ready: Callable[[Witness, in
     host, port = split_listen(settings.listen)
     witness = open_witness(settings)
     try:
-        runner, bound = await start_witness_server(witness, host, port)
+        runner, bound = await start_witness_server(
+            witness, host, port, body_timeout_s=settings.body_timeout_s
+        )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -123,6 +123,44 @@ def _throwaway_root() -> bytes:
     return pem(make_ca("unused root"))
 
 
+def filled_and_stopped(data_dir: Path, signer: Ed25519Signer, salt: str, n: int) -> int:
+    """Append ``n`` entries to the log in ``data_dir`` (its key file written on first use) and
+    stop it; return the published size."""
+    if not (data_dir / "signer.key").exists():
+        write_signer(data_dir / "signer.key", signer)
+    with running_server(data_dir, signer, embedded_tsa=False) as (_server, log, _):
+        log.append(digests(n, salt), wait_for_checkpoint=True)
+        return log.checkpoint().size
+
+
+def anchor_data_dir(data_dir: Path) -> tuple[int, str]:
+    cmd = [sys.executable, "-m", "ledger", "anchor", "--data-dir", str(data_dir), "--json"]
+    done = processes.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    return done.returncode, done.stderr
+
+
+def test_ledger_anchor_refuses_a_data_dir_behind_or_off_its_mark(tmp_path: Path) -> None:
+    signer = Ed25519Signer.generate(ORIGIN)
+    data = tmp_path / "data"
+    assert filled_and_stopped(data, signer, "first", 5) == 5
+    shutil.copytree(data, tmp_path / "backup")  # the mark (data.high-water) stays where it is
+    assert filled_and_stopped(data, signer, "second", 5) == 10
+    shutil.rmtree(data)
+    shutil.copytree(tmp_path / "backup", data)  # rolled back to size 5; the mark says 10
+    code, err = anchor_data_dir(data)
+    assert code == 1
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "has 5 entries, but a checkpoint of size 10" in err
+
+    assert filled_and_stopped(tmp_path / "other", signer, "other", 12) == 12
+    shutil.rmtree(data)
+    shutil.copytree(tmp_path / "other", data)  # same origin, another history, past the mark
+    code, err = anchor_data_dir(data)
+    assert code == 1
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "is not the one that was published" in err
+
+
 def test_ledger_anchor_cron_twice(tmp_path: Path) -> None:
     signer = Ed25519Signer.generate(ORIGIN)
     key = tmp_path / "data" / "signer.key"

@@ -4,6 +4,7 @@ answers follow C2SP tlog-tiles, and the mirror holds exactly what the endpoint s
 
 from __future__ import annotations
 
+import gzip
 import http.client
 import os
 import random
@@ -180,8 +181,9 @@ def test_partial_tiles_of_every_published_size_stay(log: Log) -> None:
     status, data, _ = _body(log.url, "/tile/0/000.p/7")
     full = _body(log.url, "/tile/0/000")[1]
     assert status == 200 and data == full[: 7 * 32]
-    status, data, _ = _body(log.url, "/tile/entries/000.p/2")
-    assert status == 200 and tiles.decode_entry_bundle(data, 2) == [
+    status, data, headers = _body(log.url, "/tile/entries/000.p/2")
+    assert headers["content-encoding"] == "gzip"  # C2SP tlog-tiles: without negotiation
+    assert status == 200 and tiles.decode_entry_bundle(gzip.decompress(data), 2) == [
         e.leaf for e in log.remote.entries(0, 2)
     ]
 
@@ -248,7 +250,11 @@ def test_mirror_holds_what_the_endpoint_serves(log: Log) -> None:
         expected |= {t.path for t in tiles.tiles_for_size(size)}
     assert expected <= set(files)  # every published size's tiles, partial ones kept
     for path in sorted(expected)[:: max(1, len(expected) // 200)]:
-        assert files[path] == _body(log.url, "/" + path)[1], path
+        served = _body(log.url, "/" + path)[1]
+        if path.startswith("tile/entries/"):  # sent gzip-encoded: the .gz twin, byte for byte
+            assert files[path + ".gz"] == served, path
+            served = gzip.decompress(served)
+        assert files[path] == served, path
     assert not list(log.mirror.rglob(".*.tmp"))
 
 
@@ -331,7 +337,9 @@ def test_export_from_a_stopped_log(tmp_path: Path) -> None:
     assert first.exit_code == 0, first.output
     assert f'"size": {size}' in first.output
     files = _mirror_files(out)
-    assert {t.path for t in tiles.tiles_for_size(size)} | {"checkpoint"} == set(files)
+    paths = {t.path for t in tiles.tiles_for_size(size)}
+    twins = {p + ".gz" for p in paths if p.startswith("tile/entries/")}
+    assert paths | twins | {"checkpoint"} == set(files)
     again = CliRunner().invoke(ledger_main, ["tiles", "export", "--data-dir", str(data),
                                              "--out", str(out), "--json"])  # fmt: skip
     assert again.exit_code == 0 and '"files": 0' in again.output
@@ -369,6 +377,11 @@ def test_nginx_serves_the_mirror(log: Log, nginx: str) -> None:
     assert headers["cache-control"] == "public, max-age=31536000, immutable"
     assert headers["content-length"] == "8192"
     assert _get(nginx, "/tile/0/000", "HEAD").status == 200
+    status, data, headers = _body(nginx, "/tile/entries/000")
+    assert status == 200 and headers["content-encoding"] == "gzip"
+    assert data == _body(log.url, "/tile/entries/000")[1]  # the .gz twin, as the endpoint sends
+    assert headers["cache-control"] == "public, max-age=31536000, immutable"
+    assert _body(nginx, "/tile/entries/.000.x.tmp")[0] == 404
     for path in ("/tile/0/x999/999", "/tile/9/000", "/", "/../etc/passwd", "/tile/0/.000.x.tmp"):
         status, _, headers = _body(nginx, path)
         assert status in (400, 404), path

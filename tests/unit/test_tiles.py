@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import random
 import sys
 from collections.abc import Callable
@@ -262,3 +263,19 @@ def test_pure() -> None:
     )
     out = processes.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_gunzip_bundle_is_bounded_and_whole() -> None:
+    bundle = tiles.encode_entry_bundle([b"a" * 100, b"b"])
+    packed = tiles.gzip_bundle(bundle)
+    assert packed == tiles.gzip_bundle(bundle)  # the same bytes every time (mtime 0)
+    assert tiles.gunzip_bundle(packed) == bundle
+    with pytest.raises(MalformedTileError, match="cut short"):
+        tiles.gunzip_bundle(packed[:-4])
+    with pytest.raises(MalformedTileError, match="cut short"):
+        tiles.gunzip_bundle(packed + b"x")
+    with pytest.raises(MalformedTileError, match="does not decode"):
+        tiles.gunzip_bundle(b"not gzip at all")
+    bomb = gzip.compress(bytes(tiles.MAX_BUNDLE_BYTES + 1))
+    with pytest.raises(MalformedTileError, match="over"):
+        tiles.gunzip_bundle(bomb)

@@ -13,8 +13,10 @@ any tlog-tiles log such as Tessera's) with the standard library only; no grpc.
   monitor --tiles URL``).
 * ``base_url`` may be ``http://``, ``https://`` or ``file://`` (a mirror folder read directly).
 * A failed or refused request raises ``ServiceError`` (``NotFoundError`` for a 404), a tile whose
-  bytes do not parse ``MalformedTileError``. Nothing fetched is trusted: proofs built from tiles
-  are only as good as their check against a signed root, which ``verify_*`` do.
+  bytes do not parse ``MalformedTileError``. An answer with ``Content-Encoding: gzip`` (entry
+  bundles, C2SP tlog-tiles) is decoded, bounded to ``tiles.MAX_BUNDLE_BYTES``. Nothing fetched
+  is trusted: proofs built from tiles are only as good as their check against a signed root,
+  which ``verify_*`` do.
 """
 
 from __future__ import annotations
@@ -29,7 +31,13 @@ from typing import Generic, TypeVar
 
 from ledger.core import merkle, tiles
 from ledger.core.checkpoint import Checkpoint, VerifiedCheckpoint, Verifier, open_checkpoint
-from ledger.core.errors import BoundsError, FormatError, NotFoundError, ServiceError
+from ledger.core.errors import (
+    BoundsError,
+    FormatError,
+    MalformedTileError,
+    NotFoundError,
+    ServiceError,
+)
 from ledger.core.note import SignedNote
 from ledger_client.remote.monitor import FetchedEntry
 
@@ -48,6 +56,7 @@ def http_fetch(timeout: float = 30.0) -> Fetch:
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
                 data: bytes = response.read(tiles.MAX_BUNDLE_BYTES + 1)
+                encoding = (response.headers.get("Content-Encoding") or "").strip().lower()
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
                 raise NotFoundError(f"{url}: 404 not found") from None
@@ -60,6 +69,13 @@ def http_fetch(timeout: float = 30.0) -> Fetch:
             raise ServiceError(f"{url}: {exc}") from None
         if len(data) > tiles.MAX_BUNDLE_BYTES:
             raise ServiceError(f"{url}: response larger than {tiles.MAX_BUNDLE_BYTES} bytes")
+        if encoding == "gzip":  # entry bundles (C2SP tlog-tiles); urllib does not decode it
+            try:
+                return tiles.gunzip_bundle(data)
+            except MalformedTileError as exc:
+                raise MalformedTileError(f"{url}: {exc}") from None
+        if encoding not in ("", "identity"):
+            raise ServiceError(f"{url}: unsupported Content-Encoding {encoding!r}")
         return data
 
     return fetch
