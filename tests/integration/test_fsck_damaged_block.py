@@ -61,16 +61,50 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return data
 
 
-def test_fsck_names_a_damaged_checkpoint_block(pristine: Path, tmp_path: Path) -> None:
+def copy(pristine: Path, tmp_path: Path) -> Path:
+    """The data dir and its high-water mark (``<data dir>.high-water``, the default)."""
     data = tmp_path / "data"
     shutil.copytree(pristine, data)
-    table = checkpoint_table(data)
-    flip_middle(table)
+    shutil.copy2(f"{pristine}.high-water", f"{data}.high-water")
+    return data
+
+
+def fsck_cli(data: Path) -> tuple[int, dict[str, object], str]:
     cmd = [sys.executable, "-m", "ledger", "fsck", "--data-dir", str(data), "--json"]
     out = processes.run(cmd, capture_output=True, text=True, timeout=300, check=False)
-    assert out.returncode == 1, (out.stdout, out.stderr)
-    assert "Traceback" not in out.stderr
-    problems = json.loads(out.stdout)["problems"]
-    text = json.dumps(problems)
-    assert table.name in text, problems
-    assert any(p["what"] == "checkpoint" and "size" in p["where"] for p in problems), problems
+    assert "Traceback" not in out.stderr, out.stderr
+    return out.returncode, json.loads(out.stdout), out.stderr
+
+
+def test_fsck_names_a_damaged_checkpoint_block(pristine: Path, tmp_path: Path) -> None:
+    data = copy(pristine, tmp_path)
+    assert fsck_cli(data)[0] == 0
+    table = checkpoint_table(data)
+    flip_middle(table)
+    code, report, _ = fsck_cli(data)
+    assert code == 1, report
+    problems = report["problems"]
+    assert isinstance(problems, list)
+    damage = [p for p in problems if table.name in p["where"]]
+    assert damage and damage[0]["what"] == "checkpoint", problems
+    assert "every checkpoint after checkpoint size" in damage[0]["detail"], damage
+    # The scan goes on after the damaged range: the newest checkpoints are still checked.
+    counts = report["counts"]
+    assert isinstance(counts, dict) and CHECKPOINTS // 2 < counts["checkpoints"] < CHECKPOINTS
+
+
+def test_the_newest_checkpoint_named_by_the_mark_must_be_stored(
+    pristine: Path, tmp_path: Path
+) -> None:
+    data = copy(pristine, tmp_path)
+    store = RocksStore(data / "db")
+    newest = store.latest_checkpoint()
+    assert newest is not None
+    store._db.delete(b"C" + newest.size.to_bytes(8, "big"))  # an attacker cuts the newest
+    store.close()
+    code, report, _ = fsck_cli(data)
+    assert code == 1, report
+    assert any(
+        p["where"] == f"size {newest.size}" and "mark" in p["detail"]
+        for p in report["problems"]  # type: ignore[attr-defined]
+    ), report
