@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from ledger.core.checkpoint import Ed25519Signer
-from ledger.fileio.keys import write_signer
+from ledger.core.errors import DataLossError
+from ledger.fileio.keys import load_signer, write_signer
 from ledger.store.rocks import RocksStore
 from tests import processes
 from tests.harness import ORIGIN, running_server
@@ -108,3 +109,19 @@ def test_the_newest_checkpoint_named_by_the_mark_must_be_stored(
         p["where"] == f"size {newest.size}" and "mark" in p["detail"]
         for p in report["problems"]  # type: ignore[attr-defined]
     ), report
+
+
+def test_a_server_answers_data_loss_for_a_damaged_checkpoint(
+    pristine: Path, tmp_path: Path
+) -> None:
+    data = copy(pristine, tmp_path)
+    flip_middle(checkpoint_table(data))
+    code, report, _ = fsck_cli(data)
+    problems = report["problems"]
+    assert code == 1 and isinstance(problems, list)
+    detail = str(problems[0]["detail"])
+    lost = int(detail.split("after checkpoint size ")[1].split()[0]) + 1
+    with running_server(data, load_signer(data / "signer.key")) as (_, log, _):
+        assert log.checkpoint().size == CHECKPOINTS  # undamaged reads still answer
+        with pytest.raises(DataLossError, match="000"):
+            log.checkpoint(lost)
