@@ -12,6 +12,14 @@ every anchor (RFC 3161 token over the checkpoint body, genTime, chain to the TSA
 known); and checks the data dir's binding (origin, key file). RocksDB is opened with paranoid
 checks and absolute WAL consistency, and every read verifies block checksums, so a flipped byte
 in a table file, the WAL or the manifest is reported too. Each problem names what and where.
+
+A damaged block ends a RocksDB iteration as if the keys ended there; ``RocksStore`` checks each
+iterator's status and raises ``DataLossError``, and every scan here reports it as a problem
+naming the table file and the key range the damage hides (the last key read before it, the
+first read back from the end), then goes on after that range. The checkpoint the published
+high-water mark names must be stored and the same. Anchors of a TSA with no configured roots
+are counted in ``FsckReport.unchecked``: not a problem, but not OK either; ``ledger fsck`` exits
+3 for them when nothing else is wrong (docs/operating.md "fsck").
 """
 
 from __future__ import annotations
