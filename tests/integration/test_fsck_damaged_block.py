@@ -125,3 +125,19 @@ def test_a_server_answers_data_loss_for_a_damaged_checkpoint(
         assert log.checkpoint().size == CHECKPOINTS  # undamaged reads still answer
         with pytest.raises(DataLossError, match="000"):
             log.checkpoint(lost)
+
+
+def test_anchors_not_checked_are_not_ok(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    signer = Ed25519Signer.generate(ORIGIN)
+    write_signer(data / "signer.key", signer)
+    with running_server(data, signer, embedded_tsa=True) as (_, log, _):
+        log.append([hashlib.sha256(b"anchored").digest()], wait_for_checkpoint=True)
+        assert log.anchor_now()[1]
+    assert fsck_cli(data)[0] == 0
+    (data / "tsa" / "root.pem").rename(tmp_path / "root.pem")  # no roots for its TSA now
+    code, report, _ = fsck_cli(data)
+    assert code == 3 and report["ok"] and report["anchors_not_checked"] == 1, report
+    cmd = [sys.executable, "-m", "ledger", "fsck", "--data-dir", str(data)]
+    out = processes.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 3 and "WARNING: 1 anchor(s) not checked" in out.stdout, out
