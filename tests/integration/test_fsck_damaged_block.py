@@ -5,10 +5,12 @@ the lost range, where the scan used to stop at the bad block and say OK."""
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import shutil
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -141,3 +143,35 @@ def test_anchors_not_checked_are_not_ok(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "ledger", "fsck", "--data-dir", str(data)]
     out = processes.run(cmd, capture_output=True, text=True, timeout=300, check=False)
     assert out.returncode == 3 and "WARNING: 1 anchor(s) not checked" in out.stdout, out
+
+
+def tree_table(data: Path) -> Path:
+    """The table file of the tree family (entry bundles first)."""
+    store = RocksStore(data / "db")
+    try:
+        files = store._db.live_files()
+    finally:
+        store.close()
+    names = [f["name"] for f in files if bytes(f["start_key"]).startswith(b"B")]
+    assert len(names) == 1, files
+    return data / "db" / str(names[0]).lstrip("/")
+
+
+def test_a_damaged_entry_bundle_answers_503_on_the_tiles_port(
+    pristine: Path, tmp_path: Path
+) -> None:
+    data = copy(pristine, tmp_path)
+    flip_middle(tree_table(data))
+    signer = load_signer(data / "signer.key")
+    with running_server(data, signer, tiles_dir=tmp_path / "mirror") as (server, _, _):
+        url = server.app.tiles_url
+        assert url is not None
+        parts = urlsplit(url)
+        conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
+        try:
+            conn.request("GET", "/tile/entries/000")
+            answer = conn.getresponse()
+            body = answer.read().decode()
+        finally:
+            conn.close()
+    assert answer.status == 503 and "damaged" in body, (answer.status, body)
