@@ -192,14 +192,23 @@ def checked_scan(
     """(key, value) pairs from ``from_key`` on (or back), checking the iterator's status when
     it stops: a damaged block ends a RocksDB iteration as if the keys ended there, so a stop
     with a bad status raises ``DataLossError`` (naming the file) instead of ending quietly."""
-    it = _read(what, db.iter)
-    _read(what, lambda: it.seek_for_prev(from_key) if backwards else it.seek(from_key))
-    step = it.prev if backwards else it.next
-    while _read(what, it.valid):
-        key, value = _read(what, lambda: (it.key(), it.value()))
-        yield cast("bytes", key), cast("bytes", value)
-        _read(what, step)
-    _read(what, it.status)
+    try:
+        it = db.iter()
+        if backwards:
+            it.seek_for_prev(from_key)
+        else:
+            it.seek(from_key)
+        step, valid, key, value = (it.prev if backwards else it.next), it.valid, it.key, it.value
+        while valid():
+            yield cast("bytes", key()), cast("bytes", value())
+            step()
+        it.status()
+    except StorageError:
+        raise
+    except GeneratorExit:
+        raise
+    except Exception as exc:  # rocksdict reports corruption as a plain Exception
+        raise _read_error(what, exc) from exc
 
 
 def _parse_checkpoint(size: int, value: bytes) -> PublishedCheckpoint:
