@@ -175,3 +175,24 @@ def test_a_damaged_entry_bundle_answers_503_on_the_tiles_port(
         finally:
             conn.close()
     assert answer.status == 503 and "damaged" in body, (answer.status, body)
+
+
+def test_restore_refuses_a_backup_with_a_damaged_checkpoint_block(
+    pristine: Path, tmp_path: Path
+) -> None:
+    data = copy(pristine, tmp_path)
+    backup = tmp_path / "backup"
+    made = processes.run([sys.executable, "-m", "ledger", "backup", "--data-dir", str(data),
+                          "--out", str(backup)], capture_output=True, text=True, timeout=120,
+                         check=False)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    table = checkpoint_table(backup)
+    flip_middle(table)
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    shutil.copy2(data / "signer.key", fresh / "signer.key")
+    cmd = [sys.executable, "-m", "ledger", "restore", "from-backup", "--from", str(backup),
+           "--data-dir", str(fresh)]  # fmt: skip
+    out = processes.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 1 and table.name in out.stderr, (out.stdout, out.stderr)
+    assert "Traceback" not in out.stderr and not (fresh / "db").exists()
