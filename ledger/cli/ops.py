@@ -193,6 +193,9 @@ def tsa_roots(settings: Settings) -> dict[str, list[Any]]:
     return roots
 
 
+UNCHECKED_EXIT = 3  # fsck: no problem found, but anchors of a TSA with no configured roots
+
+
 @click.command("fsck")
 @_config
 @_data_dir
@@ -202,14 +205,18 @@ def fsck_command(
     config: Path | None, data_dir: Path | None, key_file: Path | None, as_json: bool
 ) -> None:
     """Check a stopped log's data: entries, every node, dedup index, tree state, checkpoint
-    signatures and roots, anchor tokens, origin/key binding. Exit 1 names each problem."""
+    signatures and roots, anchor tokens, origin/key binding, the high-water mark's checkpoint.
+    Exit 1 names each problem; exit 3: no problem, but anchors not checked (no TSA roots)."""
     from ledger.ops.fsck import fsck
 
     settings = _settings(config, data_dir=data_dir, key_file=key_file)
     if not settings.data_dir.is_dir():
         raise FormatError(f"data dir {settings.data_dir} is not a directory")
     report = fsck(
-        settings.data_dir, key_file=settings.signer_key_file, tsa_roots=tsa_roots(settings)
+        settings.data_dir,
+        key_file=settings.signer_key_file,
+        tsa_roots=tsa_roots(settings),
+        mark_file=settings.high_water_file,
     )
     if as_json:
         click.echo(
@@ -223,6 +230,7 @@ def fsck_command(
                         for p in report.problems
                     ],
                     "notes": report.notes,
+                    "anchors_not_checked": report.unchecked,
                 }
             )
         )
@@ -233,10 +241,12 @@ def fsck_command(
             click.echo(f"note: {note}", err=True)
         counts = ", ".join(f"{v} {k}" for k, v in report.counts.items())
         verdict = "OK" if report.ok else f"{len(report.problems)} problem(s)"
+        if report.ok and report.unchecked:
+            verdict = f"WARNING: {report.unchecked} anchor(s) not checked (no TSA roots)"
         click.echo(
             f"fsck {settings.data_dir}: {verdict}; checked {counts} in {report.seconds:.2f} s"
         )
-    sys.exit(0 if report.ok else 1)
+    sys.exit(1 if not report.ok else UNCHECKED_EXIT if report.unchecked else 0)
 
 
 # --- backup and restore --------------------------------------------------------------------

@@ -12,13 +12,22 @@ every anchor (RFC 3161 token over the checkpoint body, genTime, chain to the TSA
 known); and checks the data dir's binding (origin, key file). RocksDB is opened with paranoid
 checks and absolute WAL consistency, and every read verifies block checksums, so a flipped byte
 in a table file, the WAL or the manifest is reported too. Each problem names what and where.
+
+A damaged block ends a RocksDB iteration as if the keys ended there; ``RocksStore`` checks each
+iterator's status and raises ``DataLossError``, and every scan here reports it as a problem
+naming the table file and the key range the damage hides (the last key read before it, the
+first read back from the end), then goes on after that range. The checkpoint the published
+high-water mark names must be stored and the same. Anchors of a TSA with no configured roots
+are counted in ``FsckReport.unchecked``: not a problem, but not OK either; ``ledger fsck`` exits
+3 for them when nothing else is wrong (docs/operating.md "fsck").
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +35,7 @@ from cryptography import x509
 
 from ledger.core import merkle
 from ledger.core.checkpoint import open_checkpoint
-from ledger.core.errors import LedgerError
+from ledger.core.errors import DataLossError, LedgerError
 from ledger.core.limits import HASH_SIZE
 from ledger.core.note import Ed25519Verifier
 from ledger.core.tile_layout import TileWriter
@@ -34,6 +43,7 @@ from ledger.core.tiles import TILE_HEIGHT, TILE_WIDTH, frame_entry, split_entry_
 from ledger.core.types import decode_leaf
 from ledger.fileio.keys import load_signer
 from ledger.log.anchoring import checkpoint_body
+from ledger.log.highwater import HighWaterMark
 from ledger.log.integrator import Integrator
 from ledger.ops.binding import Binding, read_binding
 from ledger.store.contract import TreeState
@@ -66,6 +76,8 @@ class FsckReport:
     counts: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    unchecked: int = 0  # anchors of a TSA with no configured roots: not OK, not a problem
+    damaged: set[str] = field(default_factory=set)
 
     @property
     def ok(self) -> bool:
@@ -78,6 +90,77 @@ class FsckReport:
 
 class _Stop(Exception):
     """Too many problems to go on."""
+
+
+_TABLE = re.compile(r"([^\s/]+\.(?:sst|log|ldb))\b")
+_KIND = {b"B": "bundle", b"T": "tile", b"C": "checkpoint", b"A": "anchor"}
+
+
+def _name_key(family: str, key: bytes | None) -> str:
+    if key is None:
+        return "the start"
+    if family == "default" and key[:1] in (b"C", b"A") and len(key) >= 9:
+        return f"{_KIND[key[:1]]} size {_u64(key[1:9])}"
+    if family == "tree" and key[:1] in (b"B", b"T"):
+        return _tree_where(key)
+    return f"key {key.hex()}"
+
+
+def _scan(
+    store: RocksStore, family: str, report: FsckReport, prefix: bytes = b""
+) -> Iterator[tuple[bytes, bytes]]:
+    """``store.scan_family`` from ``prefix`` that a damaged block cannot end quietly: the
+    damage is a problem naming the table file and the key range it hides (the last key read
+    before it, the first read back from the end), and the scan goes on after that range."""
+    last: bytes | None = None
+    start = prefix
+    while True:
+        try:
+            for key, value in store.scan_family(family, start):
+                if last is not None and key <= last:
+                    continue
+                last = key
+                yield key, value
+            return
+        except DataLossError as exc:
+            after = _report_damage(store, family, prefix, last, exc, report)
+        if after is None or (last is not None and after <= last):
+            return
+        start = after
+
+
+def _report_damage(
+    store: RocksStore,
+    family: str,
+    prefix: bytes,
+    last: bytes | None,
+    exc: DataLossError,
+    report: FsckReport,
+) -> bytes | None:
+    """Report the damage; the first key readable after it (None: none)."""
+    after: bytes | None = None
+    try:
+        for key, _ in store.scan_family(family, prefix + b"\xff" * 48, backwards=True):
+            if last is not None and key <= last:
+                break
+            after = key
+    except DataLossError:
+        pass
+    found = _TABLE.search(str(exc))
+    table = found.group(1) if found else "a table file"
+    upper = "the end" if after is None else _name_key(family, after)
+    where = f"{family} family, table file {table}"
+    ident = f"{where} {last!r} {after!r}"
+    if ident in report.damaged:
+        return after
+    report.damaged.add(ident)
+    kind = _KIND.get((after or last or prefix)[:1], "key") if family != "digests" else "dedup"
+    detail = (
+        f"damaged block: every {kind} after {_name_key(family, last)} and before {upper} "
+        f"is unreadable ({exc})"
+    )
+    report.add(kind if kind != "key" else "rocksdb", where, detail)
+    return after
 
 
 def _u64(raw: bytes) -> int:
@@ -114,7 +197,7 @@ class _TreeReplay:
 
     def finish(self, size: int) -> None:
         self._compare(size, final=True)
-        for key, _ in self._store.scan_family("tree"):
+        for key, _ in _scan(self._store, "tree", self._report):
             if key not in self.expected_keys:
                 self._report.add("tree", f"key {key.hex()}", "stored but not part of the tree")
 
@@ -151,7 +234,7 @@ def _check_entries(store: RocksStore, state: TreeState, report: FsckReport) -> m
     last_time = 0
     expected = 0
     from_entries = 0  # sum of H(digest || index) over entries: compared with the dedup index
-    for key, value in store.scan_family("tree", b"B"):
+    for key, value in _scan(store, "tree", report, b"B"):
         if key[:1] != b"B":
             break
         if len(key) != 9 or _u64(key[1:]) != expected // TILE_WIDTH or expected % TILE_WIDTH:
@@ -196,7 +279,7 @@ def _check_dedup(store: RocksStore, size: int, from_entries: int, report: FsckRe
     compared by a sum of hashes; only on a mismatch, a second pass names the culprits."""
     keys = 0
     from_dedup = 0
-    for key, value in store.scan_family("digests"):
+    for key, value in _scan(store, "digests", report):
         keys += 1
         if len(key) != HASH_SIZE or len(value) != INDEX_BYTES or _u64(value) >= size:
             report.add("dedup", f"key {key.hex()}", f"value {value.hex()} is no entry index")
@@ -214,7 +297,7 @@ def _check_dedup(store: RocksStore, size: int, from_entries: int, report: FsckRe
             if found != index:
                 report.add("dedup", f"digest {digest.hex()}",
                            f"maps to {found}, the entry is at index {index}")  # fmt: skip
-    for key, value in store.scan_family("digests"):
+    for key, value in _scan(store, "digests", report):
         index = _u64(value) if len(value) == INDEX_BYTES else size
         if index < size and store.get_leaves([index])[0][9:41] != key:
             report.add("dedup", f"key {key.hex()}", f"maps to entry {index}, another digest")
@@ -233,7 +316,7 @@ def _check_checkpoints(
 ) -> list[tuple[int, str]]:
     keys = [Ed25519Verifier.from_key_string(k) for k in _binding_keys(binding)]
     found: list[tuple[int, str]] = []
-    for key, value in store.scan_family("default", b"C"):
+    for key, value in _scan(store, "default", report, b"C"):
         if not key.startswith(b"C"):
             break
         where = f"size {_u64(key[1:])}" if len(key) == 9 else f"key {key.hex()}"
@@ -268,7 +351,7 @@ def _check_point_reads(store: RocksStore, family: str, report: FsckReport) -> No
             report.add("rocksdb", f"{family} key {key.hex()}", detail)
         batch.clear()
 
-    for key, _ in store.scan_family(family):
+    for key, _ in _scan(store, family, report):
         batch.append(key)
         if len(batch) == _NAMING_BATCH:
             flush()
@@ -286,7 +369,7 @@ def _check_anchors(
     report: FsckReport,
 ) -> None:
     count = 0
-    for key, value in store.scan_family("default", b"A"):
+    for key, value in _scan(store, "default", report, b"A"):
         if not key.startswith(b"A"):
             break
         count += 1
@@ -297,7 +380,8 @@ def _check_anchors(
             report.add("anchor", where, "no valid checkpoint of that size")
             continue
         if tsa not in roots:
-            report.notes.append(f"anchor {where}: no roots known for TSA {tsa!r}: not checked")
+            report.unchecked += 1
+            report.notes.append(f"anchor {where}: no roots known for TSA {tsa!r}: NOT CHECKED")
             continue
         digest = imprint_for_checkpoint_body(checkpoint_body(note))
         try:
@@ -337,9 +421,11 @@ def fsck(
     *,
     key_file: Path | None = None,
     tsa_roots: dict[str, list[x509.Certificate]] | None = None,
+    mark_file: Path | None = None,
     clock: Callable[[], float] = time.perf_counter,
 ) -> FsckReport:
-    """Check the log in ``data_dir`` (stopped: RocksDB allows one process)."""
+    """Check the log in ``data_dir`` (stopped: RocksDB allows one process); ``mark_file``:
+    the published high-water mark, whose checkpoint must be stored."""
     report = FsckReport()
     start = clock()
     binding = _check_binding(data_dir, key_file or data_dir / "signer.key", report)
@@ -351,7 +437,7 @@ def fsck(
         report.add("rocksdb", str(data_dir / "db"), str(exc))
         return report
     try:
-        _run(store, binding, tsa_roots or {}, report)
+        _run(store, binding, tsa_roots or {}, report, mark_file)
     except _Stop:
         pass
     except LedgerError as exc:
@@ -364,11 +450,38 @@ def fsck(
     return report
 
 
+def _check_mark(
+    store: RocksStore, mark_file: Path, notes: dict[int, str], size: int, report: FsckReport
+) -> None:
+    """The checkpoint the high-water mark names (the newest ever published) must be stored,
+    verified and the same: a damaged or missing newest checkpoint is not hidden by the others."""
+    try:
+        state = HighWaterMark(mark_file).read()
+    except LedgerError as exc:
+        report.add("mark", str(mark_file), str(exc))
+        return
+    if state is None:
+        report.notes.append(f"high-water mark {mark_file} absent: nothing to compare")
+        return
+    published = state.checkpoint
+    where = f"size {published.size}"
+    if published.size > size:
+        report.add("checkpoint", where,
+                   f"named by the mark {mark_file}, beyond the stored tree ({size})")  # fmt: skip
+    elif notes.get(published.size) is None:
+        report.add("checkpoint", where,
+                   f"named by the mark {mark_file}: not stored or does not verify")  # fmt: skip
+    elif notes[published.size] != published.note:
+        report.add("checkpoint", where, f"differs from the one the mark {mark_file} names")
+    report.counts["mark_size"] = published.size
+
+
 def _run(
     store: RocksStore,
     binding: Binding | None,
     roots: dict[str, list[x509.Certificate]],
     report: FsckReport,
+    mark_file: Path | None,
 ) -> None:
     for name, error in store.probe_table_files():
         report.add("rocksdb", f"table file {name}", error)
@@ -385,7 +498,9 @@ def _run(
         return merkle.fold_proof_nodes([node], store.get_nodes)[0]
 
     found = _check_checkpoints(store, root_at, binding, size, report)
+    if mark_file is not None:
+        _check_mark(store, mark_file, dict(found), size, report)
     _check_anchors(store, dict(found), roots, report)
-    for key, _ in store.scan_family("default"):
+    for key, _ in _scan(store, "default", report):
         if key[:1] not in (b"A", b"C", b"S", b"V"):
             report.add("rocksdb", f"key {key.hex()}", "unknown key in the default family")

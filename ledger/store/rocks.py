@@ -34,9 +34,9 @@ purpose; the published high-water mark then tells how far it fell behind.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from rocksdict import (
     AccessType,
@@ -163,6 +163,52 @@ def _open_error(path: str | Path, exc: Exception) -> StorageError:
         "(the log then stays read-only until `ledger restore catch-up` brings it back to its "
         'published high-water mark); see docs/operating.md "Faults, rollbacks and restore"'
     )
+
+
+def _read_error(what: str, exc: Exception) -> StorageError:
+    """A failed read: ``DataLossError`` when RocksDB reports damage (its text names the table
+    file and offset), else ``StorageError``; never a plain Exception reaching a caller."""
+    text = str(exc)
+    if "Corruption" in text or "checksum" in text.lower():
+        return DataLossError(f"damaged data reading {what}: {text}")
+    return StorageError(f"reading {what} failed: {text}")
+
+
+_T = TypeVar("_T")
+
+
+def _read(what: str, fn: Callable[[], _T]) -> _T:
+    try:
+        return fn()
+    except StorageError:
+        raise
+    except Exception as exc:  # rocksdict reports corruption as a plain Exception
+        raise _read_error(what, exc) from exc
+
+
+def checked_scan(
+    db: Rdict, from_key: bytes, *, backwards: bool = False, what: str = "a scan"
+) -> Iterator[tuple[bytes, bytes]]:
+    """(key, value) pairs from ``from_key`` on (or back), checking the iterator's status when
+    it stops: a damaged block ends a RocksDB iteration as if the keys ended there, so a stop
+    with a bad status raises ``DataLossError`` (naming the file) instead of ending quietly."""
+    try:
+        it = db.iter()
+        if backwards:
+            it.seek_for_prev(from_key)
+        else:
+            it.seek(from_key)
+        step, valid, key, value = (it.prev if backwards else it.next), it.valid, it.key, it.value
+        while valid():
+            yield cast("bytes", key()), cast("bytes", value())
+            step()
+        it.status()
+    except StorageError:
+        raise
+    except GeneratorExit:
+        raise
+    except Exception as exc:  # rocksdict reports corruption as a plain Exception
+        raise _read_error(what, exc) from exc
 
 
 def _parse_checkpoint(size: int, value: bytes) -> PublishedCheckpoint:
@@ -297,22 +343,25 @@ class RocksStore:
     def _lookup(self, keys: list[bytes]) -> list[bytes | None]:
         if not keys:
             return []
-        return cast("list[bytes | None]", self._tree.get(cast("list[Any]", keys)))
+        found = _read("tree values", lambda: self._tree.get(cast("list[Any]", keys)))
+        return cast("list[bytes | None]", found)
 
     def _scan(self, from_key: bytes, *, backwards: bool = False) -> Iterator[tuple[bytes, bytes]]:
-        items = self._db.items(backwards=backwards, from_key=from_key)
-        return cast("Iterator[tuple[bytes, bytes]]", iter(items))
+        what = f"the default family from key {from_key.hex()}"
+        return checked_scan(self._db, from_key, backwards=backwards, what=what)
 
     # --- tree ------------------------------------------------------------------------------
 
     def load_state(self) -> TreeState:
-        raw = cast("bytes | None", self._db.get(_STATE))
+        raw = cast("bytes | None", _read("the tree state", lambda: self._db.get(_STATE)))
         return TreeState() if raw is None else TreeState.from_bytes(raw)
 
     def find_digests(self, digests: Sequence[bytes]) -> list[int | None]:
         if not digests:
             return []
-        found = cast("list[bytes | None]", self._digests.get(list(digests)))
+        found = cast(
+            "list[bytes | None]", _read("the dedup index", lambda: self._digests.get(list(digests)))
+        )
         return [None if v is None else int.from_bytes(v, "big") for v in found]
 
     def commit(self, batch: Batch) -> None:
@@ -351,7 +400,8 @@ class RocksStore:
             self._db.put(_checkpoint_key(checkpoint.size), value, _synced())
 
     def get_checkpoint(self, size: int) -> PublishedCheckpoint | None:
-        value = cast("bytes | None", self._db.get(_checkpoint_key(size)))
+        key = _checkpoint_key(size)
+        value = cast("bytes | None", _read(f"checkpoint {size}", lambda: self._db.get(key)))
         return None if value is None else _parse_checkpoint(size, value)
 
     def latest_checkpoint(self) -> PublishedCheckpoint | None:
@@ -394,10 +444,13 @@ class RocksStore:
     def _family(self, name: str) -> Rdict:
         return {"default": self._db, "tree": self._tree, "digests": self._digests}[name]
 
-    def scan_family(self, family: str, from_key: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
-        """Every (key, value) of a column family in key order (reads verify block checksums)."""
-        db = self._family(family)
-        return cast("Iterator[tuple[bytes, bytes]]", iter(db.items(from_key=from_key)))
+    def scan_family(
+        self, family: str, from_key: bytes = b"", *, backwards: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Every (key, value) of a column family in key order (or back from ``from_key``);
+        reads verify block checksums and a damaged block raises ``DataLossError``."""
+        what = f"the {family} family from key {from_key.hex()}"
+        return checked_scan(self._family(family), from_key, backwards=backwards, what=what)
 
     def probe_table_files(self) -> list[tuple[str, str]]:
         """Point-read the smallest and largest key of every live table file, so its filter
@@ -418,8 +471,9 @@ class RocksStore:
     def unreadable_keys(self, family: str, keys: list[bytes]) -> list[bytes]:
         """Keys a scan returned that a point read (through the bloom filter) does not find."""
         db = self._family(family)
-        found = cast("list[bytes | None]", db.get(cast("list[Any]", keys))) if keys else []
-        return [k for k, v in zip(keys, found, strict=True) if v is None]
+        found = _read(f"{family} keys", lambda: db.get(cast("list[Any]", keys))) if keys else []
+        values = cast("list[bytes | None]", found)
+        return [k for k, v in zip(keys, values, strict=True) if v is None]
 
     def backup_to(self, out: Path) -> None:
         """A consistent RocksDB checkpoint of every family in ``out`` (which must not exist):
