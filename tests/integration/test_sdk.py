@@ -188,18 +188,21 @@ address, spool, mode, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.arg
 def work(n):
     return n + 1
 
-# full batches of 50 go at once; a partial batch would wait an hour (only close() sends it)
+# full batches of 50 go at once; a partial batch would wait an hour (only close() sends it).
+# In "hang" mode each full batch is acknowledged before the next record is made: a batch taken
+# while more than 50 wait leaves the rest due at once, so without this step the split between
+# sent and spooled records would depend on timing.
 options = SenderOptions(batch_size=50, batch_age=3600.0)
 client = LedgerClient(address, spool=spool, options=options, close_timeout=10)
 with ledger_run(client, agent="crashy") as run:
     for n in range(count):
         work(n)
         print(run.entries[-1].digest.hex(), flush=True)
+        if mode == "hang" and (n + 1) % 50 == 0 and not client.sender.wait(n + 1, timeout=60):
+            sys.exit(f"the batch ending at {n + 1} was not acknowledged within 60 s")
     if mode == "exit":
         sys.exit(0)  # no close(): the atexit hook delivers
     # every full batch acknowledged (and its ack in the spool), the partial one not sent
-    if not client.sender.wait(count - count % 50, timeout=60):
-        sys.exit("the full batches were not acknowledged within 60 s")
     print("acked", client.pending, flush=True)
     threading.Event().wait()  # until killed
 """
