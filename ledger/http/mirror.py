@@ -36,7 +36,7 @@ from ledger.core.types import PublishedCheckpoint
 from ledger.fileio.durable import sync_filesystem, write_file
 from ledger.store.tile_reader import TileReader
 
-__all__ = ["TileMirror", "gz_twin", "write_atomically", "write_renamed"]
+__all__ = ["TileMirror", "gz_twin", "write_renamed"]
 
 FileWriter = Callable[[Path, bytes], None]
 Progress = Callable[[int], None]
@@ -45,12 +45,6 @@ Progress = Callable[[int], None]
 def write_renamed(path: Path, data: bytes) -> None:
     """Write ``path`` whole or not at all (temp file, rename); durable after ``syncfs``."""
     write_file(path, data, mode=0o644, sync=False)
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write ``path`` whole or not at all, its bytes and its folder entry durable: temp file,
-    fsync, rename, fsync of the folder."""
-    write_file(path, data, mode=0o644)
 
 
 class TileMirror:
@@ -115,7 +109,7 @@ class TileMirror:
             size = checkpoint.size
         self.directory.mkdir(parents=True, exist_ok=True)
         sync_filesystem(self.directory)  # every tile and folder above is durable now
-        write_atomically(self.checkpoint_path, todo[-1].note.encode())
+        write_file(self.checkpoint_path, todo[-1].note.encode(), mode=0o644)
         self._size = size
         return written + 1
 

@@ -51,8 +51,8 @@ def anchor_in_future(
     return TimestampError(
         "anchor-in-future",
         f"genTime {rfc3339(gen_time)} (accuracy {_slack(accuracy).total_seconds():g}s) is after "
-        "the "
-        f"verification time {rfc3339(now)} plus the allowed skew of {skew.total_seconds():g}s",
+        f"the verification time {rfc3339(now)} plus the allowed skew of "
+        f"{skew.total_seconds():g}s",
     )
 
 

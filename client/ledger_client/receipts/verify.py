@@ -255,7 +255,6 @@ class ReceiptChecker:
             log_keys, origin=origin, witnesses=witnesses, min_witnesses=min_witnesses,
             tsa_roots=tsa_roots, skew=skew,
         )  # fmt: skip
-        self._log_only = TrustInputs.of(log_keys, origin=origin, tsa_roots=tsa_roots, skew=skew)
         self.now = now or datetime.now(UTC)
         self.cache = VerificationCache() if cache is None else cache
 
@@ -285,10 +284,10 @@ class ReceiptChecker:
 
     # --- cached pieces ------------------------------------------------------------------------
 
-    def open_note(self, note: str, *, quorum: bool = True) -> VerifiedCheckpoint:
-        """``open_checkpoint`` with this checker's keys and origin, once per distinct note;
-        ``quorum``: also check the witnesses' cosignatures and require ``min_witnesses``."""
-        trust = self.trust if quorum else self._log_only
+    def open_note(self, note: str) -> VerifiedCheckpoint:
+        """``open_checkpoint`` with this checker's keys, origin and witness quorum, once per
+        distinct note under these trust inputs."""
+        trust = self.trust
 
         def compute() -> tuple[VerifiedCheckpoint | LedgerError, Interval]:
             try:
