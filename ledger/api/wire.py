@@ -91,6 +91,7 @@ STATUS_OF: dict[type[e.LedgerError], grpc.StatusCode] = {
     e.MalformedProofFileError: _S.INVALID_ARGUMENT,
     e.MalformedReceiptError: _S.INVALID_ARGUMENT,
     e.InvalidRecordError: _S.INVALID_ARGUMENT,
+    e.UnsupportedSchemaError: _S.INVALID_ARGUMENT,
     e.MalformedTilePathError: _S.INVALID_ARGUMENT,
     e.MalformedTileError: _S.INVALID_ARGUMENT,
     # service

@@ -217,6 +217,32 @@ def test_malformed_run_input(tmp_path: Path) -> None:
     assert invoke("run", jsonl(tmp_path, unknown), "--key", key())[0] == 2
 
 
+def test_newer_schema_version_is_unsupported_not_altered(tmp_path: Path) -> None:
+    entries = items()
+    entries[1]["record"] = {**entries[1]["record"], "schema": "ledger.decision/v2", "new": 1}
+    code, out = invoke_json("run", jsonl(tmp_path, entries), "--key", key())
+    assert code == 4 and out["valid"] is False, out
+    assert out["status"] == "unsupported_schema_version" and out["schema_version"] == 2
+    assert out["error"].startswith("run.jsonl:2: unsupported schema version 2")
+    assert out["error"].endswith("upgrade ledger-verify")
+    code, text = invoke("run", jsonl(tmp_path, entries), "--key", key())
+    assert code == 4 and text.startswith("UNSUPPORTED: run.jsonl:2: unsupported schema version 2")
+    assert "altered" not in text and "INVALID" not in text
+    newer = {**world().receipt(5, 9).to_json_obj(), "receipt": "decision-ledger/receipt/v3"}
+    path = write(tmp_path, "r3.json", json.dumps(newer))
+    code, out = invoke_json("receipt", path, "--key", key())
+    assert code == 4 and "receipt: unsupported schema version 3" in out["error"]
+
+
+def test_unknown_item_fields_are_all_named(tmp_path: Path) -> None:
+    unknown = [{**items()[0], "comment": "x", "agent_note": "y"}]
+    code, out = invoke_json("run", jsonl(tmp_path, unknown), "--key", key())
+    assert code == 2
+    assert out["error"] == (
+        "run.jsonl:1: unknown fields 'agent_note', 'comment' (only 'record' and 'receipt')"
+    )
+
+
 @pytest.mark.parametrize("command", ["receipt", "run"])
 def test_real_subprocess_and_no_grpc_or_rocksdict_import(tmp_path: Path, command: str) -> None:
     target = receipt_file(tmp_path) if command == "receipt" else jsonl(tmp_path, items())
