@@ -255,42 +255,20 @@ def test_a_backup_restored_elsewhere_stays_closed_and_keeps_its_trust(tmp_path: 
     finally:
         server.terminate()
 
-    files = {p.relative_to(out).as_posix(): p for p in out.rglob("*") if p.is_file()}
-    assert "tokens.json" in files and "trust/trust.json" in files and "log.json" in files
-    everything = b"".join(p.read_bytes() for p in files.values())
-    assert b"PRIVATE KEY" not in everything
-    assert key.read_bytes() not in everything and (data / "tsa").is_dir()
-    for secret in (admin, writer):
-        assert secret.encode() not in everything and secret.split("_")[2].encode() not in everything
-    hashes = json.loads(files["tokens.json"].read_text())["tokens"]
-    assert {t["name"] for t in hashes} == {"admin", "writer"} and all(t["sha256"] for t in hashes)
-    trust = json.loads(files["trust/trust.json"].read_text())
-    assert [t["name"] for t in trust["tsas"]] == ["embedded-dev"] and trust["tsas"][0]["roots"]
-    assert json.loads(files["log.json"].read_text())["access"] == "closed"
-
     # elsewhere: the signer key (kept apart from the data) and the backup; no mark, no TSA
     there = tmp_path / "elsewhere"
     there.mkdir()
     there_data, there_key = there / "data", there / "signer.key"
     shutil.copy2(key, there_key)
     _, done, _ = ledger("restore", "from-backup", "--data-dir", there_data, "--from", out)
-    restored = json.loads(done)
-    assert restored["access"] == "closed" and restored["tokens_restored"], restored
-    code, report, err = ledger(
-        "fsck", "--data-dir", there_data, "--key", there_key, "--json", check=False
-    )
-    checked = json.loads(report)
-    assert code == 0 and checked["ok"] and checked["anchors_not_checked"] == 0, (report, err)
-    assert checked["counts"].get("anchors", 0) >= 1, checked
-
     server = ServerProcess(there_data, there_key)
     try:
         assert "closed" not in server.ready["auth"]  # tokens came back with the backup
         with client(server.address) as anonymous:
-            refused = error_of(lambda: anonymous.append([digest(50)]))
-            assert isinstance(refused, UnauthenticatedError), refused
             stolen = error_of(lambda: anonymous.backup(str(tmp_path / "stolen")))
             assert isinstance(stolen, UnauthenticatedError), stolen
+            refused = error_of(lambda: anonymous.append([digest(50)]))
+            assert isinstance(refused, UnauthenticatedError), refused
         with client(server.address, writer) as w:
             # the original token works, and the log, restored with no published mark
             # beside it, is read-only until witnesses or `ledger restore accept` say otherwise
@@ -303,3 +281,29 @@ def test_a_backup_restored_elsewhere_stays_closed_and_keeps_its_trust(tmp_path: 
     finally:
         server.terminate()
     assert not (tmp_path / "stolen").exists()
+
+    restored = json.loads(done)
+    assert restored["access"] == "closed" and restored["tokens_restored"], restored
+    assert restored["trust_restored"], restored
+    files = {p.relative_to(out).as_posix(): p for p in out.rglob("*") if p.is_file()}
+    assert "tokens.json" in files and "trust/trust.json" in files and "log.json" in files
+    everything = b"".join(p.read_bytes() for p in files.values())
+    assert b"PRIVATE KEY" not in everything
+    tsa_state = [p for p in (data / "tsa").iterdir() if p.is_file() and p.name != "root.pem"]
+    assert tsa_state  # the embedded TSA's key and state stay home
+    for private in (key, *tsa_state):
+        assert private.read_bytes() not in everything, private
+    for secret in (admin, writer):
+        assert secret.encode() not in everything and secret.split("_")[2].encode() not in everything
+    hashes = json.loads(files["tokens.json"].read_text())["tokens"]
+    assert {t["name"] for t in hashes} == {"admin", "writer"} and all(t["sha256"] for t in hashes)
+    trust = json.loads(files["trust/trust.json"].read_text())
+    assert [t["name"] for t in trust["tsas"]] == ["embedded-dev"] and trust["tsas"][0]["roots"]
+    assert json.loads(files["log.json"].read_text())["access"] == "closed"
+
+    code, report, err = ledger(
+        "fsck", "--data-dir", there_data, "--key", there_key, "--json", check=False
+    )
+    checked = json.loads(report)
+    assert code == 0 and checked["ok"] and checked["anchors_not_checked"] == 0, (report, err)
+    assert checked["counts"].get("anchors", 0) >= 1, checked
