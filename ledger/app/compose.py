@@ -52,7 +52,7 @@ from ledger.log.metrics import (
 )
 from ledger.log.service import LogService
 from ledger.log.witnessing import Cosigning, WitnessEndpoint
-from ledger.ops.backup import backup_store
+from ledger.ops.backup import TRUST_DIR, backup_store, read_witnesses
 from ledger.ops.binding import AccessWatch, bind_signer, open_bound_signer
 from ledger.store.rocks import RocksStore
 from ledger.store.tile_reader import TileReader
@@ -228,6 +228,22 @@ async def _start_check(
     _log.warning("read-only until the witnesses answer: %s", why)
 
 
+def _warn_unconfigured_witnesses(settings: Settings) -> None:
+    """A restored data dir records the witnesses of the log it came from: say which of them
+    the configuration lacks (only witnesses catch a restore of a whole host)."""
+    configured = {w.name for w in settings.witnesses}
+    missing = [
+        w.name for w in read_witnesses(settings.data_dir / TRUST_DIR) if w.name not in configured
+    ]
+    if missing:
+        _log.warning(
+            "the restored trust record %s names witnesses the configuration lacks (%s): add "
+            "them as [[witness]] tables so the start check can consult them",
+            settings.data_dir / TRUST_DIR / "trust.json",
+            ", ".join(missing),
+        )
+
+
 def _start_mirror(settings: Settings) -> MirrorProcess | None:
     if settings.tiles_dir is None:
         return None
@@ -320,6 +336,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
         bind_signer(settings.data_dir, signer, settings.origin)
     policy = _policy(settings, AccessWatch(settings.data_dir))
     policy.close_if_credentials()  # a credential exists: recorded as closed from now on
+    _warn_unconfigured_witnesses(settings)
     store = RocksStore(
         settings.db_dir, memtable_mb=settings.memtable_mb, cache_mb=settings.cache_mb
     )

@@ -424,6 +424,7 @@ def restore_command(
     checkpoint the log published (its high-water mark, the data dir's own checkpoints, and any
     --published-checkpoint; unless --force); fsck runs on the result first."""
     from ledger.log.highwater import HighWaterMark
+    from ledger.ops.backup import TRUST_DIR, read_witnesses
     from ledger.ops.fsck import fsck
     from ledger.ops.restore import restore
 
@@ -453,6 +454,9 @@ def restore_command(
                 "access": done.access,
                 "tokens_restored": done.tokens_restored,
                 "trust_restored": done.trust_restored,
+                "witnesses_recorded": [
+                    w.name for w in read_witnesses(settings.data_dir / TRUST_DIR)
+                ],
             }
         )
     )

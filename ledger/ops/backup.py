@@ -28,6 +28,7 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
@@ -49,6 +50,7 @@ __all__ = [
     "backup_store",
     "read_backup",
     "read_trust",
+    "read_witnesses",
 ]
 
 TOKENS_FILE = "tokens.json"
@@ -148,19 +150,26 @@ def _write_trust(trust: BackupTrust, out: Path) -> None:
     write_private(folder / TRUST_FILE, json.dumps(doc, indent=2) + "\n")
 
 
-def read_trust(folder: Path) -> dict[str, list[Path]]:
-    """TSA name -> root PEM files of a backup's (or a restored data dir's) ``trust`` folder
-    (empty when there is none)."""
+def _trust_doc(folder: Path) -> dict[str, Any] | None:
     path = folder / TRUST_FILE
     try:
         doc = json.loads(path.read_bytes().decode("utf-8"))
     except FileNotFoundError:
-        return {}
+        return None
     except ValueError as exc:
         raise FormatError(f"{path} does not parse: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("format") != _TRUST_FORMAT:
+        raise FormatError(f"{path}: not a backup's trust file (want format {_TRUST_FORMAT!r})")
+    return doc
+
+
+def read_trust(folder: Path) -> dict[str, list[Path]]:
+    """TSA name -> root PEM files of a backup's (or a restored data dir's) ``trust`` folder
+    (empty when there is none)."""
+    doc = _trust_doc(folder)
+    if doc is None:
+        return {}
     try:
-        if doc.get("format") != _TRUST_FORMAT:
-            raise ValueError(f"format {doc.get('format')!r}, want {_TRUST_FORMAT!r}")
         out: dict[str, list[Path]] = {}
         for tsa in doc["tsas"]:
             files = [str(f) for f in tsa["roots"]]
@@ -169,7 +178,26 @@ def read_trust(folder: Path) -> dict[str, list[Path]]:
             out.setdefault(str(tsa["name"]), []).extend(folder / f for f in files)
         return out
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise FormatError(f"{path}: not a backup's trust file: {exc}") from None
+        raise FormatError(f"{folder / TRUST_FILE}: not a backup's trust file: {exc}") from None
+
+
+def read_witnesses(folder: Path) -> list[WitnessSetting]:
+    """The witness settings a backup's (or a restored data dir's) ``trust`` folder records."""
+    doc = _trust_doc(folder)
+    if doc is None:
+        return []
+    try:
+        return [
+            WitnessSetting(
+                name=str(w["name"]),
+                url=str(w["url"]),
+                key=str(w["key"]),
+                timeout_s=float(w["timeout_s"]),
+            )
+            for w in doc["witnesses"]
+        ]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise FormatError(f"{folder / TRUST_FILE}: not a backup's trust file: {exc}") from None
 
 
 def backup_store(

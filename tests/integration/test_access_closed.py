@@ -30,10 +30,11 @@ from ledger.core.errors import (
     UnauthenticatedError,
 )
 from ledger.fileio.keys import write_signer
+from ledger.ops.backup import BackupTrust, WitnessSetting, backup_data_dir, read_witnesses
 from ledger_client.remote.connection import Connection
 from ledger_client.remote.log import RemoteLog
 from tests import processes
-from tests.harness import ORIGIN, ServerProcess
+from tests.harness import ORIGIN, ServerProcess, running_server
 from tests.waits import wait_until
 
 pytestmark = pytest.mark.integration
@@ -307,3 +308,33 @@ def test_a_backup_restored_elsewhere_stays_closed_and_keeps_its_trust(tmp_path: 
     checked = json.loads(report)
     assert code == 0 and checked["ok"] and checked["anchors_not_checked"] == 0, (report, err)
     assert checked["counts"].get("anchors", 0) >= 1, checked
+
+
+def test_a_backup_records_the_witness_settings_and_redacted_tsa_urls(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with running_server(data, embedded_tsa=True) as (_, log, signer):
+        log.append([digest(60)], wait_for_checkpoint=True)
+    witness = WitnessSetting(name="w-1", url="https://user:pw@w.example/", key="w-1+00+AA",
+                             timeout_s=2.0)  # fmt: skip
+    trust = BackupTrust(
+        tokens_file=data / "tokens.json",
+        tsa_roots={"paid-tsa": [data / "tsa" / "root.pem"]},
+        tsa_urls={"paid-tsa": "https://tsa.example/tsr?apikey=SECRET"},
+        witnesses=[witness],
+        witness_quorum=1,
+    )
+    out = tmp_path / "backup"
+    backup_data_dir(data, out, trust)
+    recorded = (out / "trust" / "trust.json").read_text()
+    assert "SECRET" not in recorded and "pw@" not in recorded, recorded
+    assert read_witnesses(out / "trust") == [
+        WitnessSetting(name="w-1", url="https://w.example/", key="w-1+00+AA", timeout_s=2.0)
+    ]
+    there, key = tmp_path / "elsewhere" / "data", tmp_path / "elsewhere" / "signer.key"
+    there.parent.mkdir()
+    write_signer(key, signer)
+    _, done, _ = ledger("restore", "from-backup", "--data-dir", there, "--from", out)
+    assert json.loads(done)["witnesses_recorded"] == ["w-1"]
+    server = ServerProcess(there, key)
+    server.terminate()
+    assert "names witnesses the configuration lacks (w-1)" in server.log_path.read_text()
