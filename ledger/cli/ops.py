@@ -21,7 +21,7 @@ from typing import Any
 import click
 
 from ledger.app.settings import Settings, load_settings
-from ledger.core.errors import FormatError
+from ledger.core.errors import FailedPreconditionError, FormatError
 from ledger.core.timefmt import from_epoch_seconds, parse_rfc3339, rfc3339_seconds
 from ledger_client.clikit.connection import connection_from, connection_options
 
@@ -214,9 +214,19 @@ def access_group() -> None:
 
 
 def _set_access(config: Path | None, data_dir: Path | None, state: str, reason: str) -> None:
+    from ledger.api.auth import TokenStore
     from ledger.ops.binding import set_access
 
-    where = _settings(config, data_dir=data_dir).data_dir
+    settings = _settings(config, data_dir=data_dir)
+    where = settings.data_dir
+    if state == "open":
+        held = TokenStore(settings.token_file).records()
+        if held or settings.auth_mtls:
+            what = f"{len(held)} token(s) in {settings.token_file}" if held else "mTLS identities"
+            raise FailedPreconditionError(
+                f"the log has {what}: a log with credentials stays closed; revoke them first "
+                "(`ledger token revoke`, [auth.mtls])"
+            )
     binding, changed = set_access(
         where, "open" if state == "open" else "closed", by=f"ledger access {state}", reason=reason
     )

@@ -146,6 +146,10 @@ def test_reopening_is_an_explicit_logged_recorded_command(tmp_path: Path) -> Non
     server = ServerProcess(data, key)
     try:
         new_token(data, "writer", "append")
+        code, _, err = ledger(
+            "access", "open", "--data-dir", data, "--reason", "too early", check=False
+        )
+        assert code == 1 and "revoke them first" in err  # a log with tokens stays closed
         ledger("token", "revoke", "--data-dir", data, "writer")
         with client(server.address) as anonymous:
             wait_until(
