@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ledger_client.receipts.verify import ReceiptReport, verify_receipt
     from ledger_client.sdk import (
         MEMORY_SPOOL_BYTES,
+        AnchorTimeoutError,
         AsyncLedgerClient,
         Backoff,
         Capture,
@@ -55,6 +56,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "MEMORY_SPOOL_BYTES",
+    "AnchorTimeoutError",
     "AsyncLedgerClient",
     "Backoff",
     "Capture",

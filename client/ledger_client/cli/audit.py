@@ -38,6 +38,7 @@ from ledger_client.audit.timeline import label_of
 from ledger_client.audit.verify import RunAudit, audit_run
 from ledger_client.cli.anchor import load_certificates
 from ledger_client.cli.notes import read_input
+from ledger_client.clikit.errors import EXIT_PENDING
 from ledger_client.clikit.keys import log_verifiers
 from ledger_client.clikit.outcome import EXIT_INVALID, Outcome, finish, json_option
 from ledger_client.receipts.disclose import (
@@ -208,8 +209,18 @@ def report(
         )
         Path(out).write_text(page, encoding="utf-8")
         failing = [a.run_id for _, a in audits if not a.ok]
-        details: dict[str, Any] = {"html": out, "runs": len(audits), "failing_runs": failing}
+        pending = [a.run_id for _, a in audits if a.status == "anchors_pending"]
+        details: dict[str, Any] = {
+            "html": out, "runs": len(audits), "failing_runs": failing, "pending_runs": pending,
+        }  # fmt: skip
         lines = [f"wrote {out}: {len(audits)} run(s), {len(failing)} not verified"]
+        if failing and len(pending) == len(failing):
+            summary = f"{len(pending)} run(s) anchors pending (nothing else failed)"
+            details |= {"valid": False, "check": "report", "status": "anchors_pending"}
+            details["error"] = summary
+            click.echo(json.dumps(details, sort_keys=True) if as_json else f"ANCHORS PENDING: "
+                       f"{summary}\n" + "\n".join(lines), err=not as_json)  # fmt: skip
+            sys.exit(EXIT_PENDING)
         if failing:
             _fail("report", as_json, f"{len(failing)} run(s) not verified", details, lines)
         return Outcome("report", details, lines)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ledger_client.sdk.client import (
         MEMORY_SPOOL_BYTES,
+        AnchorTimeoutError,
         AsyncLedgerClient,
         Backoff,
         Capture,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MEMORY_SPOOL_BYTES",
+    "AnchorTimeoutError",
     "AsyncLedgerClient",
     "Backoff",
     "Capture",

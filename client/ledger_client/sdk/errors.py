@@ -21,6 +21,7 @@ from __future__ import annotations
 from ledger.core.errors import LedgerError
 
 __all__ = [
+    "AnchorTimeoutError",
     "ClientClosedError",
     "ClientError",
     "DeliveryError",
@@ -57,6 +58,11 @@ class ClientClosedError(ClientError):
 
 class RunStateError(ClientError):
     """No run is open in this context, or the run is already closed."""
+
+
+class AnchorTimeoutError(TimeoutError):
+    """A run waited (``wait_anchor``) and no anchor covered it in time; its receipts file was
+    written without anchors (``ledger receipt upgrade`` adds them later)."""
 
 
 class DeliveryWarning(UserWarning):
