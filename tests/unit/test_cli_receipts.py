@@ -241,6 +241,13 @@ def test_unanchored_run_is_anchors_pending_never_ok_nor_invalid(tmp_path: Path) 
     assert "ledger receipt upgrade" in text and "altered" not in text
     # without --tsa-root anchors are not asked for: valid, "not checked"
     assert invoke("run", path, "--key", key())[0] == 0
+    # the HTML report: its own banner and exit code
+    html = tmp_path / "report.html"
+    code, out = invoke_json("report", path, "--key", key(), "--tsa-root", root(tmp_path),
+                            "--html", str(html))  # fmt: skip
+    assert code == 3 and out["status"] == "anchors_pending" and out["pending_runs"] == [RUN]
+    page = html.read_text()
+    assert "anchors pending: 2 record(s) not anchored yet" in page and "NOT verified" not in page
     # a pending anchor beside a real failure: invalid (exit 1), both named
     broken = unanchored(items(), [0])
     broken[2]["record"]["agent"] = "mallory"

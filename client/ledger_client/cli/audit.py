@@ -93,14 +93,21 @@ def make_checker(
 
 
 def _fail(
-    check: str, as_json: bool, summary: str, details: dict[str, Json], lines: list[str]
+    check: str,
+    as_json: bool,
+    summary: str,
+    details: dict[str, Json],
+    lines: list[str],
+    *,
+    code: int = EXIT_INVALID,
+    head: str = "INVALID",
 ) -> NoReturn:
     if as_json:
         payload = {"valid": False, "check": check, "error": summary, **details}
         click.echo(json.dumps(payload, sort_keys=True))
     else:
-        click.echo("\n".join([f"INVALID: {summary}", *lines]), err=True)
-    sys.exit(EXIT_INVALID)
+        click.echo("\n".join([f"{head}: {summary}", *lines]), err=True)
+    sys.exit(code)
 
 
 # --- lineage ----------------------------------------------------------------------------------
@@ -216,11 +223,8 @@ def report(
         lines = [f"wrote {out}: {len(audits)} run(s), {len(failing)} not verified"]
         if failing and len(pending) == len(failing):
             summary = f"{len(pending)} run(s) anchors pending (nothing else failed)"
-            details |= {"valid": False, "check": "report", "status": "anchors_pending"}
-            details["error"] = summary
-            click.echo(json.dumps(details, sort_keys=True) if as_json else f"ANCHORS PENDING: "
-                       f"{summary}\n" + "\n".join(lines), err=not as_json)  # fmt: skip
-            sys.exit(EXIT_PENDING)
+            _fail("report", as_json, summary, {**details, "status": "anchors_pending"}, lines,
+                  code=EXIT_PENDING, head="ANCHORS PENDING")  # fmt: skip
         if failing:
             _fail("report", as_json, f"{len(failing)} run(s) not verified", details, lines)
         return Outcome("report", details, lines)
