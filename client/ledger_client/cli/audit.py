@@ -30,6 +30,7 @@ import click
 from ledger.core.checkpoint import CosignatureVerifier
 from ledger.core.errors import FormatError
 from ledger.core.jcs import Json, canonical_bytes, loads_strict
+from ledger.core.limits import MAX_ITEM_BYTES
 from ledger.records.decision import DecisionRecord, record_digest
 from ledger_client.audit.lineage import Lineage, LineageResult
 from ledger_client.audit.report_html import render_report
@@ -251,7 +252,7 @@ def _receipt_from(path: str, digest: str | None) -> Receipt:
         if len(digest) < 8 or len(found) != 1:
             raise FormatError(f"--digest {digest}: {len(found)} records of {path} match")
         return _attached(found[0].receipt, found[0].record)
-    obj = loads_strict(read_input(path, "receipt"))
+    obj = loads_strict(read_input(path, "receipt", MAX_ITEM_BYTES))
     if isinstance(obj, dict) and "receipt" in obj and set(obj) <= {"record", "receipt"}:
         given = obj.get("record")
         record = None if given is None else DecisionRecord.from_json_obj(given)

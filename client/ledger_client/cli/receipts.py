@@ -40,6 +40,7 @@ import click
 from cryptography import x509
 
 from ledger.core.jcs import Json
+from ledger.core.limits import MAX_ITEM_BYTES
 from ledger.records.decision import DecisionRecord
 from ledger_client.audit.timeline import run_timeline
 from ledger_client.cli.anchor import load_certificates
@@ -150,10 +151,10 @@ def receipt(
     def check() -> Outcome:
         verifiers, trusted = log_verifiers(keys), _roots(roots)
         wits, required = witness_policy(witnesses, min_witnesses)
-        parsed = Receipt.from_json(read_input(file, "receipt"))
+        parsed = Receipt.from_json(read_input(file, "receipt", MAX_ITEM_BYTES))
         record = None
         if record_file is not None:
-            record = DecisionRecord.from_json(read_input(record_file, "record"))
+            record = DecisionRecord.from_json(read_input(record_file, "record", MAX_ITEM_BYTES))
         report = verify_receipt(
             parsed,
             verifiers,

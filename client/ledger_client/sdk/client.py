@@ -47,6 +47,7 @@ from ledger.core.backoff import DeadlinePassed, retry
 from ledger.core.checkpoint import CosignatureVerifier
 from ledger.core.errors import UnavailableError, is_retryable
 from ledger.core.jcs import canonical_bytes
+from ledger.core.limits import MAX_RECORD_BYTES
 from ledger.records.commitments import Disclosure, check_disclosure_in
 from ledger.records.decision import DecisionRecord
 from ledger_client.receipts.receipt import Receipt
@@ -69,6 +70,7 @@ from ledger_client.sdk.errors import (
     ClientError,
     DeliveryError,
     DeliveryWarning,
+    RecordTooLargeError,
     RunStateError,
     SpoolError,
     SpoolFullError,
@@ -88,6 +90,7 @@ __all__ = [
     "DeliveryError",
     "DeliveryWarning",
     "LedgerClient",
+    "RecordTooLargeError",
     "Run",
     "RunEntry",
     "RunStateError",
@@ -174,7 +177,9 @@ class LedgerClient:
 
     def _item(self, record: DecisionRecord, disclosures: Sequence[Disclosure]) -> SpoolItem:
         record_json = record.to_json().encode("utf-8")
+        _check_size("record", record_json)
         if disclosures:
+            _check_size("its disclosures", canonical_bytes([d.to_json_obj() for d in disclosures]))
             obj = record.to_json_obj()
             for disclosure in disclosures:
                 check_disclosure_in(obj, disclosure)
@@ -372,6 +377,16 @@ class LedgerClient:
         self, typ: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def _check_size(what: str, data: bytes) -> None:
+    """Refuse what no verifier reads: the one size limit (docs/formats.md "Size limit")."""
+    if len(data) > MAX_RECORD_BYTES:
+        raise RecordTooLargeError(
+            f"{what}: {len(data)} bytes (RFC 8785) is over the record size limit of "
+            f"{MAX_RECORD_BYTES} bytes (MAX_RECORD_BYTES): keep large values out of the record "
+            "(capture='digest' or 'commit', or record a digest of the content)"
+        )
 
 
 def _left(deadline: float | None) -> float | None:

@@ -26,6 +26,7 @@ __all__ = [
     "ClientError",
     "DeliveryError",
     "DeliveryWarning",
+    "RecordTooLargeError",
     "RunStateError",
     "SpoolError",
     "SpoolFullError",
@@ -50,6 +51,11 @@ class DeliveryError(ClientError):
     def __init__(self, message: str, *, status: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+class RecordTooLargeError(ClientError, ValueError):
+    """A record (or the disclosures kept for it) over ``ledger.core.limits.MAX_RECORD_BYTES``,
+    refused before it is spooled: no verifier would read it (docs/formats.md "Size limit")."""
 
 
 class ClientClosedError(ClientError):
