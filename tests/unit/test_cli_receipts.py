@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -272,6 +273,15 @@ def test_newer_schema_version_is_unsupported_not_altered(tmp_path: Path) -> None
     code, text = invoke("run", jsonl(tmp_path, entries), "--key", key())
     assert code == 4 and text.startswith("UNSUPPORTED: run.jsonl:2: unsupported schema version 2")
     assert "altered" not in text and "INVALID" not in text
+    # the index lists the file with its own problem, never as altered
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "newer.jsonl").write_text("".join(json.dumps(e) + "\n" for e in entries))
+    db = str(tmp_path / "audit.sqlite")
+    assert invoke("index", str(tmp_path / "runs"), "--db", db, "--key", key())[0] == 0
+    with sqlite3.connect(db) as conn:
+        found = conn.execute("SELECT code, message FROM problems").fetchall()
+    assert [code for code, _ in found] == ["unsupported_schema_version"]
+    assert "unsupported schema version 2" in found[0][1]
     newer = {**world().receipt(5, 9).to_json_obj(), "receipt": "decision-ledger/receipt/v3"}
     path = write(tmp_path, "r3.json", json.dumps(newer))
     code, out = invoke_json("receipt", path, "--key", key())
