@@ -20,7 +20,12 @@ from ledger.core.checkpoint import Ed25519Signer
 from ledger.records.decision import Outcome, ToolCall, record_digest
 from ledger_client.cli.main import main as verify
 from ledger_client.receipts.receipt import Receipt
-from ledger_client.sdk.client import AnchorTimeoutError, LedgerClient
+from ledger_client.sdk.client import (
+    AnchorTimeoutError,
+    LedgerClient,
+    RecordTooLargeError,
+    decision,
+)
 from ledger_client.sdk.context import emit, ledger_run
 from ledger_client.sdk.run_file import read_run_file, spooled_run
 from tests.harness import QUICK, free_port, running_server
@@ -162,6 +167,28 @@ def test_wait_anchor_waits_for_the_schedule_and_never_asks_for_an_anchor(tmp_pat
         with ledger_run(client, agent="closer"):
             emit(ToolCall(tool="search"))
         assert client.close(timeout=20)  # delivered; anchors are never waited for here
+
+
+def test_large_content_is_logged_and_verified_or_refused_where_it_is_made(tmp_path: Path) -> None:
+    """The issue's case: a 600 KB value captured as content is verified by `run` (it was refused
+    for being "longer than 1048576 bytes"); a value over the limit is refused by the SDK at the
+    call, and the run goes on."""
+
+    @decision("tool_call", capture="content")
+    def fetch(size: int) -> str:
+        return "x" * size
+
+    with running_server(tmp_path / "data") as (server, _, signer):
+        client = LedgerClient(server.address, spool=tmp_path / "a.spool", register_atexit=False)
+        with ledger_run(client, agent="big-bot", receipts=tmp_path / "big.jsonl"):
+            fetch(600_000)
+            with pytest.raises(RecordTooLargeError, match="limit of 1048576 bytes"):
+                fetch(1_100_000)
+            emit(Outcome(), actual_outcome="done")
+        client.close()
+        code, report = run_verify("run", str(tmp_path / "big.jsonl"), "--key",
+                                  signer.verifier().key_string())  # fmt: skip
+        assert code == 0 and report["records"] == 3, report  # the refused call left no step
 
 
 def test_bad_input_and_failures(tmp_path: Path) -> None:
