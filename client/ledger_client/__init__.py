@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ledger_client.receipts.verify import ReceiptReport, verify_receipt
     from ledger_client.sdk import (
         MEMORY_SPOOL_BYTES,
+        AnchorTimeoutError,
         AsyncLedgerClient,
         Backoff,
         Capture,
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
         DeliveryError,
         DeliveryWarning,
         LedgerClient,
+        RecordTooLargeError,
         Run,
         RunEntry,
         RunStateError,
@@ -55,6 +57,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "MEMORY_SPOOL_BYTES",
+    "AnchorTimeoutError",
     "AsyncLedgerClient",
     "Backoff",
     "Capture",
@@ -68,6 +71,7 @@ __all__ = [
     "Receipt",
     "ReceiptAnchor",
     "ReceiptReport",
+    "RecordTooLargeError",
     "Run",
     "RunEntry",
     "RunItem",

@@ -81,6 +81,7 @@ STATUS_OF: dict[type[e.LedgerError], grpc.StatusCode] = {
     e.OriginMismatchError: _S.FAILED_PRECONDITION,
     e.WitnessError: _S.FAILED_PRECONDITION,
     e.TimestampError: _S.FAILED_PRECONDITION,
+    e.AnchorsPendingError: _S.FAILED_PRECONDITION,
     e.RecordError: _S.FAILED_PRECONDITION,
     e.InconsistencyError: _S.FAILED_PRECONDITION,
     # format: input that does not parse

@@ -13,6 +13,7 @@ one table (``ledger.api.server``) and the CLIs map them to exit codes in one pla
     │   ├── OriginMismatchError      checkpoint origin != the origin the caller expects
     │   ├── WitnessError             fewer valid witness cosignatures than required
     │   ├── TimestampError           an RFC 3161 token fails a named check (``.check``)
+    │   │   └── AnchorsPendingError  anchors required, the receipt has none yet  (CLI exit 3)
     │   ├── RecordError              a record or disclosure does not match its digest
     │   └── InconsistencyError       two checkpoints that cannot both be true (fork, rollback)
     ├── FormatError                  input that does not parse                  (CLI exit 2)
@@ -54,6 +55,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 __all__ = [
+    "AnchorsPendingError",
     "BoundsError",
     "DataLossError",
     "DeadlineExceededError",
@@ -158,6 +160,17 @@ class TimestampError(VerificationError):
     def __init__(self, check: str, message: str) -> None:
         super().__init__(f"{check}: {message}")
         self.check = check
+
+
+class AnchorsPendingError(TimestampError):
+    """Anchors are required (TSA roots given) but the receipt carries none yet: everything else
+    verified, and the log's next anchor will cover it (``ledger receipt upgrade``). Neither
+    valid nor a failed check: its own verdict, "anchors pending". ``report``: what the
+    verifier found for everything else (a ``ReceiptReport``), when it has it."""
+
+    def __init__(self, message: str, *, report: object = None) -> None:
+        super().__init__("anchor-pending", message)
+        self.report = report
 
 
 class RecordError(VerificationError):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -31,7 +32,11 @@ def test_readme_audit_walkthrough(tmp_path: Path) -> None:
     (tmp_path / "audit_agent.py").write_text(block("agent"))
     signer = Ed25519Signer.generate(ORIGIN)
     write_signer(tmp_path / "signer.key", signer)
-    server = ServerProcess(tmp_path / "data", tmp_path / "signer.key")
+    # the embedded TSA anchors on a short schedule, so the anchors block ends with
+    # `ledger-verify run --tsa-root` passing on the SDK's run file after `receipt upgrade --wait`
+    server = ServerProcess(
+        tmp_path / "data", tmp_path / "signer.key", "--embedded-tsa", "--anchor-interval-s", "3"
+    )
     try:
         bin_dir = str(Path(sys.executable).parent)
         env = {
@@ -39,15 +44,25 @@ def test_readme_audit_walkthrough(tmp_path: Path) -> None:
             "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
             "LEDGER": server.address,
             "VKEY": server.ready["verifier_key"],
+            "TSA_ROOT": server.ready["embedded_tsa_root"],
         }
         done = processes.run(
             ["bash", "-euo", "pipefail", "-c", block("commands")],
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
         )  # fmt: skip
+        assert done.returncode == 0, done.stderr + done.stdout
+        anchored = processes.run(
+            ["bash", "-euo", "pipefail", "-c", block("anchors")],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
     finally:
         server.terminate()
+    assert anchored.returncode == 0, anchored.stderr + anchored.stdout
+    last = anchored.stdout[anchored.stdout.rindex("OK: run verified") :]
+    assert "anchors:       not checked" not in last  # checked, with the TSA's root
+    upgraded = [json.loads(line) for line in (tmp_path / "runs" / "support.jsonl").open()]
+    assert upgraded and all(item["receipt"]["anchors"] for item in upgraded)
     out = done.stdout
-    assert done.returncode == 0, done.stderr + out
     # the timeline: the refund rests on its plan, which rests on the untrusted memory write
     assert re.search(r"\n1 +\S+ +memory_write +remember <- web +#0 +\d+ +yes", out), out
     assert re.search(r"\n4 +\S+ +parameter_construction +refund +#1 ", out), out

@@ -14,7 +14,8 @@ other settings than last time re-index everything. Rows are written in transacti
 transaction, which the next run re-indexes, never a half-written file.
 
 Files are read with ``ledger_client.receipts.run_load.load_run`` (the reader of
-``ledger-verify run``: what it refuses, the index refuses, and the file is listed unreadable)
+``ledger-verify run``: what it refuses, the index refuses, and the file is listed unreadable;
+a file of a newer schema version with the problem ``unsupported_schema_version``)
 and verified by ``workers`` processes (default: one per core), each with its own
 ``ReceiptChecker`` and ``VerificationCache`` (``CacheSpec`` builds them), so each distinct
 checkpoint and token is verified at most once per process.
@@ -38,7 +39,7 @@ from typing import Any
 from cryptography import x509
 
 from ledger.core.checkpoint import CosignatureVerifier
-from ledger.core.errors import FormatError
+from ledger.core.errors import FormatError, UnsupportedSchemaError
 from ledger.core.note import Ed25519Verifier
 from ledger_client.audit.timeline import label_of, outcome_of, timeline, trust_of
 from ledger_client.audit.verify import RunAudit, audit_run
@@ -148,7 +149,8 @@ def _audit_file(job: tuple[str, int, int]) -> _Done:
     try:
         audit = audit_run(load_run(key), checker)
     except (FormatError, OSError) as exc:
-        problem = (key, None, "unreadable", None, None, str(exc))
+        code = "unsupported_schema_version" if isinstance(exc, UnsupportedSchemaError) else None
+        problem = (key, None, code or "unreadable", None, None, str(exc))
         row: tuple[Any, ...] = (key, size, mtime_ns, None, None, 0, 0, 1)
         return _Done(key, size, mtime_ns, row, [], [problem], False, False, (0, 0))
     used = (stats["checkpoints"] - before[0], stats["tokens"] - before[1])

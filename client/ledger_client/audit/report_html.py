@@ -27,6 +27,7 @@ h1{font-size:22px;margin:0 0 4px} h2{font-size:18px;margin:28px 0 6px}
 .banner{padding:10px 14px;border-radius:6px;font-weight:600;margin:8px 0}
 .ok{background:#dff5e1;color:#10591c;border:1px solid #9fd8a7}
 .bad{background:#fde2e1;color:#8a1212;border:1px solid #f1a3a0}
+.pend{background:#fff4d6;color:#6b4b00;border:1px solid #e8c766}
 ul.problems li{background:#fde2e1;margin:3px 0;padding:4px 8px;border-left:4px solid #c62828}
 table{border-collapse:collapse;margin-top:8px;width:100%}
 th,td{border:1px solid #d0d7de;padding:3px 6px;text-align:left;vertical-align:top;font-size:12px}
@@ -171,6 +172,11 @@ def _run_section(name: str, audit: RunAudit) -> str:
         if audit.ok
         else f'<div class="banner bad">run NOT verified: {bad} problem(s)</div>'
     )
+    if audit.status == "anchors_pending":
+        banner = (
+            f'<div class="banner pend">anchors pending: {bad} record(s) not anchored yet, '
+            "everything else verified (upgrade the run file after the log's next anchor)</div>"
+        )
     problems = "".join(
         f"<li><b>{escape(p.code)}</b> at "
         f"{'run' if p.step is None else f'step {p.step}'}"
@@ -196,11 +202,15 @@ def render_report(
 ) -> str:
     """The whole page for ``runs`` ((file name, audit) pairs)."""
     failing = sum(1 for _, audit in runs if not audit.ok)
+    pending = sum(1 for _, audit in runs if audit.status == "anchors_pending")
     summary = (
         f'<div class="banner ok">all {len(runs)} run(s) verified</div>'
         if not failing
         else f'<div class="banner bad">{failing} of {len(runs)} run(s) NOT verified</div>'
     )
+    if failing and failing == pending:
+        summary = f'<div class="banner pend">{pending} of {len(runs)} run(s) anchors pending</div>'
+
     notes = []
     if not anchors_checked:
         notes.append("anchors not checked (no --tsa-root given)")

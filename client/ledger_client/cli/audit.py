@@ -30,6 +30,7 @@ import click
 from ledger.core.checkpoint import CosignatureVerifier
 from ledger.core.errors import FormatError
 from ledger.core.jcs import Json, canonical_bytes, loads_strict
+from ledger.core.limits import MAX_ITEM_BYTES
 from ledger.records.decision import DecisionRecord, record_digest
 from ledger_client.audit.lineage import Lineage, LineageResult
 from ledger_client.audit.report_html import render_report
@@ -38,6 +39,7 @@ from ledger_client.audit.timeline import label_of
 from ledger_client.audit.verify import RunAudit, audit_run
 from ledger_client.cli.anchor import load_certificates
 from ledger_client.cli.notes import read_input
+from ledger_client.clikit.errors import EXIT_PENDING
 from ledger_client.clikit.keys import log_verifiers
 from ledger_client.clikit.outcome import EXIT_INVALID, Outcome, finish, json_option
 from ledger_client.receipts.disclose import (
@@ -92,14 +94,21 @@ def make_checker(
 
 
 def _fail(
-    check: str, as_json: bool, summary: str, details: dict[str, Json], lines: list[str]
+    check: str,
+    as_json: bool,
+    summary: str,
+    details: dict[str, Json],
+    lines: list[str],
+    *,
+    code: int = EXIT_INVALID,
+    head: str = "INVALID",
 ) -> NoReturn:
     if as_json:
         payload = {"valid": False, "check": check, "error": summary, **details}
         click.echo(json.dumps(payload, sort_keys=True))
     else:
-        click.echo("\n".join([f"INVALID: {summary}", *lines]), err=True)
-    sys.exit(EXIT_INVALID)
+        click.echo("\n".join([f"{head}: {summary}", *lines]), err=True)
+    sys.exit(code)
 
 
 # --- lineage ----------------------------------------------------------------------------------
@@ -208,8 +217,15 @@ def report(
         )
         Path(out).write_text(page, encoding="utf-8")
         failing = [a.run_id for _, a in audits if not a.ok]
-        details: dict[str, Any] = {"html": out, "runs": len(audits), "failing_runs": failing}
+        pending = [a.run_id for _, a in audits if a.status == "anchors_pending"]
+        details: dict[str, Any] = {
+            "html": out, "runs": len(audits), "failing_runs": failing, "pending_runs": pending,
+        }  # fmt: skip
         lines = [f"wrote {out}: {len(audits)} run(s), {len(failing)} not verified"]
+        if failing and len(pending) == len(failing):
+            summary = f"{len(pending)} run(s) anchors pending (nothing else failed)"
+            _fail("report", as_json, summary, {**details, "status": "anchors_pending"}, lines,
+                  code=EXIT_PENDING, head="ANCHORS PENDING")  # fmt: skip
         if failing:
             _fail("report", as_json, f"{len(failing)} run(s) not verified", details, lines)
         return Outcome("report", details, lines)
@@ -236,7 +252,7 @@ def _receipt_from(path: str, digest: str | None) -> Receipt:
         if len(digest) < 8 or len(found) != 1:
             raise FormatError(f"--digest {digest}: {len(found)} records of {path} match")
         return _attached(found[0].receipt, found[0].record)
-    obj = loads_strict(read_input(path, "receipt"))
+    obj = loads_strict(read_input(path, "receipt", MAX_ITEM_BYTES))
     if isinstance(obj, dict) and "receipt" in obj and set(obj) <= {"record", "receipt"}:
         given = obj.get("record")
         record = None if given is None else DecisionRecord.from_json_obj(given)

@@ -19,9 +19,13 @@
   ``ledger_client.receipts.run_load.load_run``, the reader every audit command uses.
   ``--timeline`` adds one row per record with its checks (``ledger_client.audit.timeline``).
 
+With ``--tsa-root``, a run whose receipts all verify but some carry no anchor yet (fetched
+before the log's next scheduled anchor) is "anchors pending", exit 3: never OK, never invalid
+(``ledger receipt upgrade RUN.jsonl`` adds the anchors once they exist).
+
 The log order is the order receipts prove; the order of files or lines is not authenticated
 and does not matter. Exit codes as for every subcommand (``clikit.outcome``): 0 valid, 1 a check
-failed, 2 usage or malformed input.
+failed, 2 usage or malformed input, 3 anchors pending, 4 unsupported schema version.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import click
 from cryptography import x509
 
 from ledger.core.jcs import Json
+from ledger.core.limits import MAX_ITEM_BYTES
 from ledger.records.decision import DecisionRecord
 from ledger_client.audit.timeline import run_timeline
 from ledger_client.cli.anchor import load_certificates
@@ -43,12 +48,13 @@ from ledger_client.cli.notes import (
     iso_utc,
     read_input,
 )
+from ledger_client.clikit.errors import EXIT_PENDING
 from ledger_client.clikit.keys import log_verifiers, witness_options, witness_policy
 from ledger_client.clikit.outcome import EXIT_INVALID, Outcome, finish, json_option
 from ledger_client.receipts.disclose import describe_disclosures, disclosed_values
 from ledger_client.receipts.receipt import Receipt
 from ledger_client.receipts.run_load import load_run
-from ledger_client.receipts.run_verify import RunVerdict, verify_run
+from ledger_client.receipts.run_verify import ANCHORS_PENDING, RunVerdict, verify_run
 from ledger_client.receipts.verify import (
     VALID,
     AnchorCheck,
@@ -145,10 +151,10 @@ def receipt(
     def check() -> Outcome:
         verifiers, trusted = log_verifiers(keys), _roots(roots)
         wits, required = witness_policy(witnesses, min_witnesses)
-        parsed = Receipt.from_json(read_input(file, "receipt"))
+        parsed = Receipt.from_json(read_input(file, "receipt", MAX_ITEM_BYTES))
         record = None
         if record_file is not None:
-            record = DecisionRecord.from_json(read_input(record_file, "record"))
+            record = DecisionRecord.from_json(read_input(record_file, "record", MAX_ITEM_BYTES))
         report = verify_receipt(
             parsed,
             verifiers,
@@ -188,16 +194,25 @@ def _describe_run(verdict: RunVerdict) -> list[str]:
 
 
 def _fail(as_json: bool, details: dict[str, Json], lines: list[str]) -> NoReturn:
-    """Report a run with problems (like ``finish`` on a failed check) and exit 1."""
+    """Report a run with problems (like ``finish`` on a failed check) and exit 1, or 3 when the
+    only problems are anchors not issued yet ("anchors pending": neither OK nor invalid)."""
     problems = details["problems"]
     count = len(problems) if isinstance(problems, list) else 0
-    summary = f"{count} problem(s) in run {details['run_id']}"
+    if details["status"] == ANCHORS_PENDING:
+        head, code = "ANCHORS PENDING", EXIT_PENDING
+        summary = (
+            f"{count} record(s) of run {details['run_id']} not anchored yet; everything else "
+            "verified (after the log's next anchor: `ledger receipt upgrade FILE`, then again)"
+        )
+    else:
+        head, code = "INVALID", EXIT_INVALID
+        summary = f"{count} problem(s) in run {details['run_id']}"
     if as_json:
         payload = {"valid": False, "check": "run", "error": summary, **details}
         click.echo(json.dumps(payload, sort_keys=True))
     else:
-        click.echo("\n".join([f"INVALID: {summary}", *lines]), err=True)
-    sys.exit(EXIT_INVALID)
+        click.echo("\n".join([f"{head}: {summary}", *lines]), err=True)
+    sys.exit(code)
 
 
 @click.command("run")

@@ -2,7 +2,8 @@
 
 Exit codes (their values in ``clikit.errors``), set in one place (``finish``): 0 valid,
 1 invalid (well-formed input whose claim fails), 2 usage error or input that does not parse,
-4 unsupported schema version
+3 anchors pending (TSA roots given, everything verified, but a receipt carries no anchor yet;
+never valid, never invalid), 4 unsupported schema version
 (input newer than this tool; never reported as invalid).
 """
 
@@ -17,6 +18,7 @@ from typing import Any, NoReturn
 import click
 
 from ledger.core.errors import (
+    AnchorsPendingError,
     FormatError,
     LedgerError,
     TimestampError,
@@ -24,12 +26,19 @@ from ledger.core.errors import (
     VerificationError,
 )
 from ledger_client.clikit import encoding
-from ledger_client.clikit.errors import EXIT_FAILED, EXIT_OK, EXIT_UNSUPPORTED, EXIT_USAGE
+from ledger_client.clikit.errors import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_PENDING,
+    EXIT_UNSUPPORTED,
+    EXIT_USAGE,
+)
 
 EXIT_VALID, EXIT_INVALID = EXIT_OK, EXIT_FAILED
 
 HASH_HELP = "32-byte hash, hex or base64"
 UNSUPPORTED = "unsupported_schema_version"  # the ``status`` of that outcome in ``--json``
+PENDING = "anchors_pending"  # likewise
 
 
 @dataclass(slots=True)
@@ -45,6 +54,10 @@ def finish(check: str, as_json: bool, run: Callable[[], Outcome]) -> NoReturn:
     """Run a check and exit with the code the CLI promises; the only place exit codes are set."""
     try:
         outcome = run()
+    except AnchorsPendingError as exc:
+        pending = {"valid": False, "check": check, "status": PENDING, "error": str(exc)}
+        _emit(as_json, pending, f"ANCHORS PENDING: {exc}")
+        sys.exit(EXIT_PENDING)
     except VerificationError as exc:
         payload: dict[str, Any] = {"valid": False, "check": check, "error": str(exc)}
         if isinstance(exc, TimestampError):

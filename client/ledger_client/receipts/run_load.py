@@ -9,7 +9,8 @@ Strict, the same for every command: each item is parsed with ``ledger.core.jcs.l
 (``safe_numbers``: duplicate member names, NaN/Infinity, lone surrogates, integers outside
 +-(2**53 - 1) and nesting deeper than ``MAX_DEPTH`` are refused), every field is validated
 (``Receipt.from_json_obj``, ``DecisionRecord.from_json_obj``), an unknown member, a missing
-receipt or record, or an item larger than ``MAX_ITEM_BYTES`` is refused, and the first problem
+receipt or record, or an item larger than ``MAX_ITEM_BYTES`` (``ledger.core.limits``: a record
+at the size limit beside its receipt) is refused, and the first problem
 raises ``FormatError`` naming the file (and line) and every unknown member. A record or
 receipt of a newer schema version raises ``UnsupportedSchemaError`` ("unsupported schema
 version N, upgrade ledger-verify"), never taken for a damaged item. What the verifier refuses,
@@ -29,13 +30,14 @@ from pathlib import Path
 
 from ledger.core.errors import FormatError, InvalidRecordError, UnsupportedSchemaError
 from ledger.core.jcs import Json, loads_strict
+from ledger.core.limits import MAX_ITEM_BYTES
 from ledger.records.decision import DecisionRecord
 from ledger_client.receipts.receipt import Receipt
 from ledger_client.receipts.run_verify import RunItem
 
 __all__ = ["MAX_ITEM_BYTES", "load_run", "run_item"]
 
-MAX_ITEM_BYTES = 1 << 20  # one record with its receipt: a few kilobytes
+# One record beside its receipt, at the one record size limit (ledger.core.limits).
 
 
 def _same_json(a: Json, b: Json) -> bool:

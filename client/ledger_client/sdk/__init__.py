@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ledger_client.sdk.client import (
         MEMORY_SPOOL_BYTES,
+        AnchorTimeoutError,
         AsyncLedgerClient,
         Backoff,
         Capture,
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
         DeliveryError,
         DeliveryWarning,
         LedgerClient,
+        RecordTooLargeError,
         Run,
         RunEntry,
         RunStateError,
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MEMORY_SPOOL_BYTES",
+    "AnchorTimeoutError",
     "AsyncLedgerClient",
     "Backoff",
     "Capture",
@@ -53,6 +56,7 @@ __all__ = [
     "DeliveryError",
     "DeliveryWarning",
     "LedgerClient",
+    "RecordTooLargeError",
     "Run",
     "RunEntry",
     "RunStateError",
