@@ -56,7 +56,7 @@ from ledger_client.sdk.context import (
     emit,
     ledger_run,
 )
-from ledger_client.sdk.decorators import UnrecordedDecisionWarning, decision
+from ledger_client.sdk.decorators import UnrecordedDecisionWarning, decision, derived_from
 from ledger_client.sdk.errors import (
     ClientClosedError,
     ClientError,
@@ -90,6 +90,7 @@ __all__ = [
     "content_digest",
     "current_run",
     "decision",
+    "derived_from",
     "emit",
     "jsonable",
     "ledger_run",
