@@ -186,7 +186,7 @@ class _Call:
         if out.disclosure is not None:
             disclosures.append(out.disclosure)
         entry = self.run.finish(self.frame, payload, disclosures=disclosures, **fields)
-        self.run.values.track(result, entry.digest.hex())
+        self.run.values.track(result, entry.digest.hex(), entry.record.parent_digests)
 
     def _record_fields(self, result: object, out: CapturedValue, path: str) -> dict[str, Any]:
         fields: dict[str, Any] = {"parameters": self.parameters}

@@ -20,9 +20,10 @@ real dependencies, not the records that merely came before it. A link is *declar
 * Exact, by content (``content-match``, labelled as inferred in the record:
   ``ledger.records.links``): a whole output of a decorated call, or a whole string field of
   one, of at least ``MIN_MATCH_CHARS`` characters, contained in a string of a later call's
-  arguments and found in exactly one output of the run. An f-string built from a tool's
-  output, or a field extracted from it, links; boilerplate that several outputs share, and
-  short values, never do.
+  arguments and found in exactly one output of the run (or in outputs that each rest on the
+  one before: a value passed along a chain of calls links to the last of them). An f-string
+  built from a tool's output, or a field extracted from it, links; boilerplate that unrelated
+  outputs share, and short values, never do.
 * Records emitted inside a decorated call are parents of the call's record (it rests on them).
 
 What no tool can detect: an agent that omits its own links, or never emits a step. The
@@ -125,18 +126,21 @@ class ValueLinks:
     def __init__(self) -> None:
         self._by_id: dict[int, tuple[object, tuple[str, ...]]] = {}
         self._outputs: list[tuple[str, tuple[str, ...]]] = []  # (digest, long strings)
+        self._parents: dict[str, tuple[str, ...]] = {}  # of the records that returned outputs
         self._lock = threading.Lock()
 
-    def track(self, value: object, digest: str) -> None:
-        """Remember that ``value`` came out of the record ``digest``: by identity when
-        ``trackable``, and its strings of at least ``MIN_MATCH_CHARS`` for content matches."""
+    def track(self, value: object, digest: str, parents: tuple[str, ...] = ()) -> None:
+        """Remember that ``value`` came out of the record ``digest`` (whose parents are
+        ``parents``): by identity when ``trackable``, and its strings of at least
+        ``MIN_MATCH_CHARS`` for content matches."""
         if trackable(value):
             self.derive(value, (digest,))
         long = tuple(
             dict.fromkeys(t for t in strings_in(jsonable(value)) if len(t) >= MIN_MATCH_CHARS)
         )
-        if long:
-            with self._lock:
+        with self._lock:
+            self._parents[digest] = parents
+            if long:
                 self._outputs.append((digest, long))
 
     def derive(self, value: object, digests: tuple[str, ...]) -> None:
@@ -170,29 +174,40 @@ class ValueLinks:
         ``arguments`` and in no other output of the run (module docstring)."""
         with self._lock:
             outputs = list(self._outputs)
+            parents = dict(self._parents)
         if not outputs:
             return []
         given = [t for t in strings_in(jsonable(dict(arguments))) if len(t) >= MIN_MATCH_CHARS]
         out: list[str] = []
-        for digest, strings in outputs:
-            if digest in out:
-                continue
+        for _, strings in outputs:
             for text in strings:
-                if any(text in g for g in given) and self._only_in(text, digest, outputs):
-                    out.append(digest)
-                    break
+                if any(text in g for g in given):
+                    found = _one_holder(text, outputs, parents)
+                    if found is not None and found not in out:
+                        out.append(found)
         return out
-
-    @staticmethod
-    def _only_in(text: str, digest: str, outputs: list[tuple[str, tuple[str, ...]]]) -> bool:
-        return not any(
-            other != digest and any(text in s for s in strings) for other, strings in outputs
-        )
 
     def clear(self) -> None:
         with self._lock:
             self._by_id.clear()
             self._outputs.clear()
+
+
+def _one_holder(
+    text: str, outputs: list[tuple[str, tuple[str, ...]]], parents: Mapping[str, tuple[str, ...]]
+) -> str | None:
+    """The one output holding ``text``: the only one, or the last of outputs that each rest
+    on every earlier one holding it (a value passed along); None when unrelated outputs do."""
+    holders = [d for d, strings in outputs if any(text in s for s in strings)]
+    last = holders[-1]
+    above: set[str] = set()
+    queue = list(parents.get(last, ()))
+    while queue:
+        digest = queue.pop()
+        if digest not in above:
+            above.add(digest)
+            queue.extend(parents.get(digest, ()))
+    return last if all(h in above for h in holders[:-1]) else None
 
 
 def _members(value: object) -> Iterable[object]:
