@@ -94,6 +94,23 @@ def test_a_backdated_rerun_is_late_by_one_day_in_every_view(tmp_path: Path) -> N
     assert code == 2 and "want a duration" in out["error"]
 
 
+def test_the_index_stores_the_time_beside_the_claim(tmp_path: Path) -> None:
+    records = agent_records(-DAY)
+    path = tmp_path / "runs" / "rerun.jsonl"
+    trust = write_run(path, records)
+    db = str(tmp_path / "audit.sqlite")
+    code, text = invoke("index", str(path.parent), "--db", db, "--key", trust["key"])
+    assert code == 0, text
+    code, out = invoke_json("query", "--db", db)
+    assert code == 0 and len(out["records"]) == len(records)
+    for row in out["records"]:
+        assert row["time_difference_ms"] == DAY * 1000 + 1000
+        time = next(c for c in row["verdict"]["checks"] if c["name"] == "time")
+        assert time["status"] == "warning" and time["message"].startswith("late by 1 d")
+    code, text = invoke("query", "--db", db)
+    assert text.count("late by 1 d") == len(records) and text.count("+1 d") == len(records)
+
+
 def test_a_spool_resend_within_the_delay_shows_nothing(tmp_path: Path) -> None:
     records = agent_records(-20 * 60)  # spooled while the log was down, sent 20 minutes later
     path = tmp_path / "resent.jsonl"
