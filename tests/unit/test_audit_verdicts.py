@@ -228,3 +228,10 @@ def test_tainted_fails_on_a_damaged_run(tmp_path: Path) -> None:
     code, out = _tainted(files["support"].parent, runs.world.key.key_string())
     assert code == 1 and out["failed_runs"] == [str(files["support"])]
     assert out["records"][0]["verified"]  # the tainted write itself still verifies
+    refund = runs.digest(runs.support[4])
+    for mode in ("--ancestors", "--descendants"):
+        code, out = invoke_json(
+            "lineage", str(files["support"].parent), "--key", runs.world.key.key_string(),
+            "--from", refund, mode,
+        )  # fmt: skip
+        assert code == 1 and out["failed_runs"] == [str(files["support"])], mode

@@ -53,7 +53,9 @@ __all__ = [
     "parent_digest",
     "parent_digests",
     "pending_derived",
+    "strings_in",
     "take_derived",
+    "trackable",
 ]
 
 ParentsSpec = Iterable[object] | Callable[[Mapping[str, Any]], Iterable[object]] | None
