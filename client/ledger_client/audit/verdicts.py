@@ -23,7 +23,7 @@ Two record checks are made here from the record and the log's leaf alone:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -117,9 +117,6 @@ class Verdict:
         """Text of every warning, pending or failed check, worst first."""
         shown = [c for c in self.checks if c.status in (WARNING, PENDING, FAILED)]
         return [c.text for c in sorted(shown, key=lambda c: -_RANK[c.status])]
-
-    def plus(self, checks: Iterable[Check]) -> Verdict:
-        return Verdict(checks=(*self.checks, *checks))
 
     def to_json_obj(self) -> dict[str, Json]:
         return {"status": self.status, "checks": [c.to_json_obj() for c in self.checks]}
