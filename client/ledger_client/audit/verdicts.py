@@ -282,6 +282,6 @@ def _summary(records: Sequence[tuple[RecordCheck, Verdict]], name: str) -> Check
     status = max((k.status for _, k in flagged), key=_RANK.__getitem__, default=OK)
     if not flagged:
         return Check(name=name, status=OK)
-    first = {k.message.split(":", 1)[0].split(" by ", 1)[0] for _, k in flagged}
+    first = {k.message.split(" (", 1)[0].split(":", 1)[0] for _, k in flagged}
     steps = ", ".join(f"#{c.record.step}" for c, _ in flagged)
     return Check(name=name, status=status, message=f"{', '.join(sorted(first))} at {steps}")
