@@ -62,7 +62,8 @@ def run_block(tmp_path: Path, agent: str, commands: str) -> Any:
 
 
 def test_audit_walkthrough_what_the_log_cannot_see(tmp_path: Path) -> None:
-    """docs/auditing.md "What the log cannot see": each check catching its case."""
+    """docs/auditing.md "What the log cannot see: late, postdated, relabelled, unlinked": each
+    check catching its case."""
     done = run_block(tmp_path, "checks-agent", "checks")
     out, err = done.stdout, done.stderr
     assert done.returncode == 0, err + out
