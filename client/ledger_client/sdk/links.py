@@ -129,6 +129,7 @@ class ValueLinks:
         self._by_id: dict[int, tuple[object, tuple[str, ...]]] = {}
         self._outputs: list[tuple[str, tuple[str, ...]]] = []  # (digest, long strings)
         self._parents: dict[str, tuple[str, ...]] = {}  # of the records that returned outputs
+        self._by_prefix: dict[str, set[str]] = {}  # first MIN_MATCH_CHARS chars -> long strings
         self._lock = threading.Lock()
 
     def track(self, value: object, digest: str, parents: tuple[str, ...] = ()) -> None:
@@ -144,6 +145,8 @@ class ValueLinks:
             self._parents[digest] = parents
             if long:
                 self._outputs.append((digest, long))
+                for text in long:
+                    self._by_prefix.setdefault(text[:MIN_MATCH_CHARS], set()).add(text)
 
     def derive(self, value: object, digests: tuple[str, ...]) -> None:
         """Remember by identity that ``value`` came from ``digests`` (``trackable`` only)."""
@@ -175,24 +178,38 @@ class ValueLinks:
         """Digests of the outputs one of whose long strings is contained in a string of
         ``arguments`` and in no other output of the run (module docstring)."""
         with self._lock:
+            if not self._outputs:
+                return []
+            given = [t for t in strings_in(jsonable(dict(arguments))) if len(t) >= MIN_MATCH_CHARS]
+            contained = self._contained(given)  # one dict lookup per position of the inputs
+            if not contained:
+                return []
             outputs = list(self._outputs)
             parents = dict(self._parents)
-        if not outputs:
-            return []
-        given = [t for t in strings_in(jsonable(dict(arguments))) if len(t) >= MIN_MATCH_CHARS]
         out: list[str] = []
-        for _, strings in outputs:
-            for text in strings:
-                if any(text in g for g in given):
-                    found = _one_holder(text, outputs, parents)
-                    if found is not None and found not in out:
-                        out.append(found)
+        for text in sorted(contained):
+            found = _one_holder(text, outputs, parents)
+            if found is not None and found not in out:
+                out.append(found)
         return out
+
+    def _contained(self, given: list[str]) -> set[str]:
+        """The long output strings contained in one of ``given`` (found by their prefix)."""
+        found: set[str] = set()
+        prefixes = self._by_prefix
+        for g in given:
+            for at in range(len(g) - MIN_MATCH_CHARS + 1):
+                for text in prefixes.get(g[at : at + MIN_MATCH_CHARS], ()):
+                    if text not in found and g.startswith(text, at):
+                        found.add(text)
+        return found
 
     def clear(self) -> None:
         with self._lock:
             self._by_id.clear()
             self._outputs.clear()
+            self._parents.clear()
+            self._by_prefix.clear()
 
 
 def _one_holder(
