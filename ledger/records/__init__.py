@@ -2,7 +2,8 @@
 
 Owns: the record dataclasses, validator, digests and record ids (``decision``, its public names
 re-exported here), salted commitments and selective disclosure (``commitments``), run-level
-checks and ``run_closed`` (``runs``), and the JSON schemas (``schemas/``, package data).
+checks and ``run_closed`` (``runs``), how a record labels inferred parent links (``links``),
+and the JSON schemas (``schemas/``, package data).
 
 May import: ``ledger.core``.
 """

@@ -262,6 +262,13 @@ def test_a_run_delivered_after_an_outage_gets_its_receipts(tmp_path: Path) -> No
         code, report = run_verify("run", str(run_file), "--key", key)
         assert code == 0 and report["records"] == 3, report
         assert [r["status"] for r in report["timeline"]] == ["verified"] * 3
+        # a spool re-send within --max-delay shows nothing; under a zero delay it is late,
+        # exactly as a backdated record would be (docs/auditing.md)
+        times = [r["verdict"]["checks"][0] for r in report["records_checked"]]
+        assert [(t["name"], t["status"]) for t in times] == [("time", "ok")] * 3
+        assert all(r["time_difference_ms"] > 0 for r in report["records_checked"])
+        code, report = run_verify("run", str(run_file), "--key", key, "--max-delay", "0s")
+        assert code == 1 and {p["code"] for p in report["problems"]} == {"late"}, report
         lines = read_run_file(run_file)
         assert [record_digest(line.record) for line in lines] == [e.digest for e in run.entries]
 

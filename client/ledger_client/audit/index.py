@@ -22,8 +22,12 @@ checkpoint and token is verified at most once per process.
 
 Schema (``SCHEMA``): ``files(path, size, mtime_ns, run_id, agent, records, verified,
 problems)``, ``records(path, run_id, agent, step, kind, tool, label, time, logged_at_ms,
-log_index, record_digest, trust_label, outcome, verified, why_not, parents)`` and
-``problems(path, run_id, code, step, record_digest, message)``.
+log_index, record_digest, trust_label, outcome, verified, why_not, parents,
+time_difference_ms, verdict)`` and ``problems(path, run_id, code, step, record_digest,
+message)``. ``time`` is the agent's claimed time, ``logged_at_ms`` the log's leaf time and
+``time_difference_ms`` the second minus the first; ``verdict`` is the record's verdict
+(``ledger_client.audit.verdicts``, JSON: receipt, run, time under the default time policy,
+lineage) as the other views show it. An index made before these columns existed is rebuilt.
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ CREATE TABLE IF NOT EXISTS records(
   kind TEXT NOT NULL, tool TEXT, label TEXT NOT NULL, time TEXT NOT NULL,
   logged_at_ms INTEGER, log_index INTEGER NOT NULL, record_digest TEXT NOT NULL,
   trust_label TEXT, outcome TEXT, verified INTEGER NOT NULL, why_not TEXT,
-  parents TEXT NOT NULL);
+  parents TEXT NOT NULL, time_difference_ms INTEGER, verdict TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS problems(
   path TEXT NOT NULL, run_id TEXT, code TEXT NOT NULL, step INTEGER, record_digest TEXT,
   message TEXT NOT NULL);
@@ -76,6 +80,7 @@ CREATE INDEX IF NOT EXISTS problems_path ON problems(path);
 _RECORD_COLUMNS = (
     "path", "run_id", "agent", "step", "kind", "tool", "label", "time", "logged_at_ms",
     "log_index", "record_digest", "trust_label", "outcome", "verified", "why_not", "parents",
+    "time_difference_ms", "verdict",
 )  # fmt: skip
 
 
@@ -172,7 +177,8 @@ def _record_rows(key: str, audit: RunAudit) -> list[tuple[Any, ...]]:
                 getattr(record.payload, "tool", None), label_of(record), record.time,
                 check.logged_at_ms, check.index, check.digest, trust_of(record),
                 outcome_of(record), int(row.verified), row.why_not,
-                json.dumps(list(record.parent_digests)),
+                json.dumps(list(record.parent_digests)), row.to_json_obj()["time_difference_ms"],
+                json.dumps(row.verdict.to_json_obj()),
             )
         )  # fmt: skip
     return rows
@@ -187,6 +193,11 @@ class AuditIndex:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(SCHEMA)
+            columns = {r[1] for r in self.db.execute("PRAGMA table_info(records)")}
+            if "verdict" not in columns:  # made by an older verifier: rebuilt
+                for table in ("files", "records", "problems", "meta"):
+                    self.db.execute(f"DROP TABLE {table}")
+                self.db.executescript(SCHEMA)
         except sqlite3.DatabaseError as exc:
             raise FormatError(f"{db}: not an audit index ({exc})") from None
 
@@ -291,6 +302,7 @@ class AuditIndex:
             item = dict(zip(_RECORD_COLUMNS, row, strict=True))
             item["verified"] = bool(item["verified"])
             item["parents"] = json.loads(item["parents"])
+            item["verdict"] = json.loads(item["verdict"])
             out.append(item)
         return out
 

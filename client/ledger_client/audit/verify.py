@@ -45,7 +45,7 @@ from ledger.records.decision import DecisionRecord, record_digest
 from ledger.records.runs import RunProblem, RunReport, check_run
 from ledger.timestamp.rfc3161 import VerifiedTimestamp, imprint_for_checkpoint_body
 from ledger_client.receipts.receipt import Receipt, ReceiptAnchor
-from ledger_client.receipts.run_verify import RunItem
+from ledger_client.receipts.run_verify import RunItem, verify_run
 from ledger_client.receipts.verify import (
     NOT_CHECKED,
     UNTRUSTED,
@@ -60,6 +60,7 @@ __all__ = [
     "PENDING",
     "RecordCheck",
     "RunAudit",
+    "audit_as_run",
     "audit_run",
     "check_item",
     "iso_ms",
@@ -317,3 +318,14 @@ def _problem(code: str, message: str, check: RecordCheck) -> RunProblem:
         record_id=record.record_id,
         record_digest=check.digest,
     )
+
+
+def audit_as_run(items: Sequence[RunItem], checker: ReceiptChecker) -> RunAudit:
+    """The run audited with the problems ``ledger-verify run`` reports (``verify_run`` under
+    its trust inputs: no witnesses; sharing the cache, never a verdict under other inputs)."""
+    as_run = ReceiptChecker(
+        checker.log_keys, tsa_roots=checker.tsa_roots, origin=checker.origin, now=checker.now,
+        cache=checker.cache,
+    )  # fmt: skip
+    verdict = verify_run(items, (), checker=as_run)
+    return audit_run(items, checker, run_problems=verdict.problems)

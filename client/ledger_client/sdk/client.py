@@ -63,7 +63,7 @@ from ledger_client.sdk.context import (
     emit,
     ledger_run,
 )
-from ledger_client.sdk.decorators import UnrecordedDecisionWarning, decision
+from ledger_client.sdk.decorators import UnrecordedDecisionWarning, decision, derived_from
 from ledger_client.sdk.errors import (
     AnchorTimeoutError,
     ClientClosedError,
@@ -101,6 +101,7 @@ __all__ = [
     "content_digest",
     "current_run",
     "decision",
+    "derived_from",
     "emit",
     "jsonable",
     "ledger_run",
