@@ -18,7 +18,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import grpc
@@ -199,12 +199,17 @@ def _health(task: Task, remote: RemoteLog, window: Window) -> Outcome:
 
 
 def raw_requests(rpc: str, batch: int, count: int) -> list[bytes]:
-    """``count`` encoded requests of ``batch`` fresh digests each for ``rpc``."""
+    """``count`` encoded requests (stream messages) of ``batch`` fresh digests each for ``rpc``."""
     out = []
     for _ in range(count):
         blob = os.urandom(32 * batch)
-        if rpc == "AppendPacked":
-            request: Any = pb.AppendPackedRequest(record_digests=blob)
+        if rpc == "StreamAppend":
+            request: Any = pb.StreamAppendRequest()
+            add = request.items.add
+            for i in range(0, len(blob), 32):
+                add(record_digest=blob[i : i + 32])
+        elif rpc == "AppendPacked":
+            request = pb.AppendPackedRequest(record_digests=blob)
         elif rpc == "AppendRecords":
             request = pb.AppendRecordsRequest()
             add = request.items.add
@@ -250,7 +255,43 @@ async def _raw_async(task: Task, window: Window, requests: list[bytes]) -> Outco
     return out
 
 
+async def _raw_stream_async(task: Task, window: Window, requests: list[bytes]) -> Outcome:
+    """One StreamAppend of pre-encoded messages, sent as fast as flow control allows until the
+    window ends; acks decoded (they are few) and timed per message."""
+    out = Outcome()
+    sent: list[float] = []
+    async with grpc.aio.insecure_channel(task.address) as channel:
+        method = "/ledger.v1.LedgerService/StreamAppend"
+        open_stream = channel.stream_stream(method, None, pb.StreamAppendAck.FromString)
+        await channel.channel_ready()
+
+        async def messages() -> AsyncIterator[bytes]:
+            await asyncio.sleep(max(0.0, window.start - time.monotonic()))
+            k = 0
+            while (now := time.monotonic()) < window.end:
+                sent.append(now)
+                if k >= len(requests):
+                    out.reused += 1
+                yield requests[k % len(requests)]
+                k += 1
+
+        try:
+            async for ack in open_stream(messages(), timeout=window.end - time.monotonic() + 120):
+                now = time.monotonic()
+                if window.inside(now):
+                    out.calls += 1
+                    out.records += ack.count
+                    first = ack.first_position // task.batch
+                    last = (ack.first_position + ack.count) // task.batch
+                    out.extra_ms.extend((now - t) * 1000 for t in sent[first:last])
+        except grpc.aio.AioRpcError as exc:  # the stream ends: what was acked until then counts
+            out.error(exc)
+    return out
+
+
 def _raw(task: Task, remote: RemoteLog, window: Window, prepared: Any) -> Outcome:
+    if task.rpc == "StreamAppend":
+        return asyncio.run(_raw_stream_async(task, window, prepared))
     return asyncio.run(_raw_async(task, window, prepared))
 
 

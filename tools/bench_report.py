@@ -98,7 +98,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario(
         "B3",
-        "one streaming append (1 digest per message), batched acks",
+        "one streaming append (1 digest per message, pre-encoded, one process), batched acks",
         ">= 0.6 of the aio stream ceiling (scenario C)",
         (
             Figure("records_per_s", "throughput", "records/s"),
@@ -108,6 +108,7 @@ SCENARIOS: tuple[Scenario, ...] = (
             Figure("records_per_ack", "records per ack", "records"),
             *_CPU,
             Figure("errors", "failed streams", "streams"),
+            Figure("reused", "messages sent twice (pool ran out)", "messages"),
             Figure("records_per_s_100", "throughput, 100 digests per message", "records/s"),
             Figure("errors_100", "failed streams, 100 per message", "streams"),
         ),
@@ -260,6 +261,7 @@ SCENARIOS: tuple[Scenario, ...] = (
                 "records/cpu-s",
             ),
             Figure("aio_stream_per_s", "stream 1/message (B3 shape)", "records/s"),
+            Figure("aio_stream_client_cpu", "stream client CPU", "cores"),
             Figure("aio_stream_per_server_cpu_s", "stream per server CPU second", "records/cpu-s"),
             Figure("ceiling_over_b2", "client ceiling / B2", "ratio", ">=", 3),
             Figure("b1_of_aio_unary", "B1 / aio unary", "ratio", ">=", 0.8),
