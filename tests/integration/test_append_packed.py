@@ -255,3 +255,19 @@ def test_cli_append_and_the_sdk_sender_use_the_packed_call(
     calls = [r.getMessage() for r in caplog.records if r.name == "ledger.access"]
     appends = [c for c in calls if "Append" in c]
     assert appends and all("AppendPacked OK" in c for c in appends), appends
+
+
+def test_packed_goes_through_the_byte_budget(tmp_path: Path) -> None:
+    """The one in-flight byte budget counts AppendPacked requests too (before parsing them)."""
+    with running_server(tmp_path / "data", inflight_mb=1, max_request_mb=4) as (server, log, _):
+        big = pb.AppendPackedRequest(record_digests=bytes(32 * 48_000)).SerializeToString()
+        options = [("grpc.max_send_message_length", 64 << 20)]
+        with grpc.insecure_channel(server.address, options=options) as channel:
+            append = channel.unary_unary("/ledger.v1.LedgerService/AppendPacked", None, None)
+            with pytest.raises(grpc.RpcError) as over_budget:
+                append(big, timeout=20)  # ~1.5 MB: within the core limit, beyond the budget
+            assert over_budget.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "in-flight budget" in (over_budget.value.details() or "")
+            trailers = over_budget.value.trailing_metadata() or ()
+            assert "retry-after-ms" in [m.key for m in trailers]
+        assert log.append_packed([digest(1, "budget")]).new_entries == 1
