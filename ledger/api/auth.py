@@ -4,9 +4,10 @@ per-identity token-bucket rate limits. No grpc here: ``ledger.api.interceptor`` 
 Tokens look like ``dl_<id>_<secret>`` (id: 8 hex digits, secret: 32 random bytes, base64url);
 the tokens file (JSON, mode 0600) keeps, per token, its id, name, scopes, creation time, optional
 expiry (unix seconds; an expired token is UNAUTHENTICATED "token expired") and SHA-256 of the
-whole token, never the token. Scopes: ``append`` (AppendRecords, StreamAppend),
+whole token, never the token. Scopes: ``append`` (AppendRecords, StreamAppend, AppendPacked),
 ``admin`` (AnchorNow, Backup, and everything ``append`` may do), ``read`` (reads, only needed
-when ``[auth] reads = "token"``; health checks stay open for load balancers).
+when ``[auth] reads = "token"``; health checks stay open for load balancers). A method without
+a rule is refused to everyone (default deny).
 
 The policy (``Policy.decide``): an *open* log (loopback listener, no tokens, no mTLS identities,
 and the data dir's binding not recording the log as closed: the ``make run`` development log)
@@ -46,6 +47,7 @@ from ledger.fileio.private import check_private_file, write_private
 __all__ = [
     "ADMIN_METHODS",
     "APPEND_METHODS",
+    "READ_METHODS",
     "SCOPES",
     "AccessState",
     "FailureThrottle",
@@ -58,23 +60,41 @@ __all__ = [
 ]
 
 SCOPES = ("append", "admin", "read")
-APPEND_METHODS = frozenset({"AppendRecords", "StreamAppend"})
+# Every method of ledger.v1.LedgerService has one explicit rule (a test walks the service
+# descriptor); a method in none of these sets is refused for everyone: default deny.
+APPEND_METHODS = frozenset({"AppendRecords", "StreamAppend", "AppendPacked"})
 ADMIN_METHODS = frozenset({"AnchorNow", "Backup"})
+READ_METHODS = frozenset({
+    "GetCheckpoint", "GetInclusionProof", "GetInclusionProofs", "GetConsistencyProof",
+    "GetEntries", "GetEntry", "GetAnchors", "GetReceipts", "ListAnchoredSizes",
+})  # fmt: skip
+_LEDGER_SERVICE = "ledger.v1.LedgerService"
+# The other services the server registers, whole: reads (health probes stay open).
+_READ_SERVICES = frozenset({
+    "grpc.health.v1.Health",
+    "grpc.reflection.v1alpha.ServerReflection",
+    "grpc.reflection.v1.ServerReflection",
+})  # fmt: skip
 _TOKEN = re.compile(r"^dl_([0-9a-f]{8})_[A-Za-z0-9_-]{43}$")
 _ALWAYS_OPEN = ("/grpc.health.v1.Health/",)  # load balancers probe without credentials
 _NAME = re.compile(r"^[A-Za-z0-9._@-]{1,64}$")
 
 
 def required_scope(method: str) -> str | None:
-    """The scope a ``/package.Service/Method`` needs (None: a read)."""
+    """The scope a ``/package.Service/Method`` needs (None: a read); raises
+    ``PermissionDeniedError`` for a method without a rule (default deny)."""
     service, _, name = method.rpartition("/")
-    if not service.endswith("ledger.v1.LedgerService"):
-        return None  # health, reflection: reads
-    if name in ADMIN_METHODS:
-        return "admin"
-    if name in APPEND_METHODS:
-        return "append"
-    return None
+    service = service.lstrip("/")
+    if service in _READ_SERVICES:
+        return None
+    if service == _LEDGER_SERVICE:
+        if name in READ_METHODS:
+            return None
+        if name in APPEND_METHODS:
+            return "append"
+        if name in ADMIN_METHODS:
+            return "admin"
+    raise PermissionDeniedError(f"{method}: no access rule for this method; denied")
 
 
 def _digest(token: str) -> str:

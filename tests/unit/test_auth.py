@@ -216,3 +216,36 @@ def test_the_closed_state_outlives_the_tokens_file(tmp_path: Path) -> None:
     set_access(data, "open", by="test", reason="deliberately")
     assert Policy(tokens=TokenStore(data / "tokens.json"), mtls={}, loopback=True,
                   reads_need_token=False, access=AccessWatch(data)).open_log  # fmt: skip
+
+
+def test_every_method_of_the_service_has_an_explicit_rule() -> None:
+    """Default deny: the descriptor's methods are exactly the ones the rules name, each once,
+    and anything else (a method added to the proto without a rule) is refused to everyone."""
+    from ledger.api.auth import ADMIN_METHODS, APPEND_METHODS, READ_METHODS
+    from ledger.v1 import ledger_pb2 as pb
+
+    service = pb.DESCRIPTOR.services_by_name["LedgerService"]
+    names = [m.name for m in service.methods]
+    rules = [*READ_METHODS, *APPEND_METHODS, *ADMIN_METHODS]
+    assert sorted(rules) == sorted(names)  # every method has exactly one rule, none is stale
+    for name in names:
+        scope = required_scope(f"/{service.full_name}/{name}")
+        assert scope == ("admin" if name in ADMIN_METHODS else
+                         "append" if name in APPEND_METHODS else None)  # fmt: skip
+    assert required_scope("/ledger.v1.LedgerService/AppendPacked") == "append"
+
+
+def test_methods_without_a_rule_are_denied_to_everyone(tmp_path: Path) -> None:
+    store = TokenStore(tmp_path / "t.json")
+    admin, _ = store.create("boss", ["admin"], now=1)
+    closed = Policy(tokens=store, mtls={}, loopback=False, reads_need_token=False)
+    dev = Policy(tokens=None, mtls={}, loopback=True, reads_need_token=False)
+    assert dev.open_log
+    for method in ("/ledger.v1.LedgerService/DropEverything", "/other.v1.Service/Get",
+                   "/ledger.v1.LedgerService/", "AppendRecords"):  # fmt: skip
+        with pytest.raises(PermissionDeniedError, match="no access rule"):
+            required_scope(method)
+        with pytest.raises(PermissionDeniedError, match="no access rule"):
+            closed.decide(method, admin, None)
+        with pytest.raises(PermissionDeniedError, match="no access rule"):
+            dev.decide(method, None, None)
