@@ -53,13 +53,15 @@ def enough_files_for_the_client() -> Iterator[None]:
 def open_many(
     address: str, count: int, first_bytes: bytes, timeout: float = 20.0
 ) -> list[socket.socket]:
-    """``count`` connections to ``address`` (non-blocking connects), each sent ``first_bytes``
-    once connected; connections the server refuses or closes are simply dropped."""
+    """``count`` connections to ``address`` (non-blocking connects) from 50 loopback addresses
+    (a distributed attack: past the caps per address, up to the caps in all), each sent
+    ``first_bytes`` once connected; connections the server refuses or closes are dropped."""
     host, _, port = address.rpartition(":")
     selector = selectors.DefaultSelector()
     by_fd: dict[int, socket.socket] = {}
-    for _ in range(count):
+    for i in range(count):
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind((f"127.0.0.{2 + i % 50}", 0))
         sock.setblocking(False)
         code = sock.connect_ex((host, int(port)))
         if code not in (0, errno.EINPROGRESS):
