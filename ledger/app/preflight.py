@@ -43,20 +43,28 @@ FILES_RESERVE = 256  # RocksDB (WAL, table files, LOCK, LOG), the mark, the key,
 EMBEDDED_TSA_CONNECTIONS = 32  # ``ledger.tsa.server.MAX_CONNECTIONS``
 
 
-def files_needed(settings: Settings) -> int:
-    """Descriptors the caps allow readers to hold, plus the reserve (docs/operating.md
-    "Connection limits"): gRPC connections + HTTP connections per listener x listeners
-    (tiles, a metrics endpoint of its own) + the embedded TSA's + ``FILES_RESERVE``."""
+def files_needed(settings: Settings, table_files: int = 0) -> int:
+    """Descriptors the caps allow readers to hold, plus what the log keeps for itself
+    (docs/operating.md "Connection limits"): gRPC connections + HTTP connections per listener x
+    listeners (tiles, a metrics endpoint of its own) + the embedded TSA's + ``FILES_RESERVE``
+    + the files in the RocksDB folder (``table_files``; RocksDB keeps its table files open)."""
     listeners = (settings.tiles_listen != "off") + (settings.metrics_listen not in ("", "off"))
     tsa = EMBEDDED_TSA_CONNECTIONS if settings.embedded_tsa else 0
     http = settings.http_max_connections * listeners
-    return settings.grpc_max_connections + http + tsa + FILES_RESERVE
+    return settings.grpc_max_connections + http + tsa + FILES_RESERVE + table_files
+
+
+def _table_files(db_dir: Path) -> int:
+    try:
+        return sum(1 for _ in db_dir.iterdir())
+    except OSError:  # not created yet
+        return 0
 
 
 def check_file_limit(settings: Settings) -> list[str]:
     """Raise the soft RLIMIT_NOFILE towards the hard one when the caps need more; a warning
     when the hard limit is short too."""
-    needed = files_needed(settings)
+    needed = files_needed(settings, _table_files(settings.db_dir))
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft >= needed:
         return []
@@ -67,9 +75,9 @@ def check_file_limit(settings: Settings) -> list[str]:
     if soft >= needed:
         return []
     return [
-        f"the connection limits allow readers {needed - FILES_RESERVE} file descriptors and "
-        f"the log keeps {FILES_RESERVE} for itself, {needed} in all, but the process may open "
-        f"{soft} (ulimit -n): raise the limit or lower [limits] grpc_max_connections / "
+        f"the connection limits and the log's own files (RocksDB's, a reserve of "
+        f"{FILES_RESERVE}) need {needed} file descriptors, but the process may open {soft} "
+        "(ulimit -n): raise the limit or lower [limits] grpc_max_connections / "
         "http_max_connections, or readers can exhaust what the writer needs"
     ]
 

@@ -28,6 +28,7 @@ def test_the_defaults_fit_the_common_1024(tmp_path: Path) -> None:
     assert files_needed(settings) == 256 + 256 + 32 + FILES_RESERVE <= 1024
     split = settings.with_overrides(metrics_listen="127.0.0.1:0", embedded_tsa=False)
     assert files_needed(split) == 256 + 2 * 256 + FILES_RESERVE
+    assert files_needed(split, table_files=40) == files_needed(split) + 40  # RocksDB's files
 
 
 def test_a_short_soft_limit_is_raised_and_a_short_hard_limit_warned(tmp_path: Path) -> None:
@@ -44,4 +45,4 @@ def test_a_short_soft_limit_is_raised_and_a_short_hard_limit_warned(tmp_path: Pa
         assert check_file_limit(too_many) == []
         return
     [warning] = check_file_limit(too_many)
-    assert f"{files_needed(too_many)} in all" in warning and f"may open {hard}" in warning
+    assert f"need {files_needed(too_many)} file" in warning and f"may open {hard}" in warning
