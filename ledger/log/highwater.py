@@ -173,7 +173,8 @@ class HighWaterMark:
         crc = zlib.crc32(head[8:] + body)
         self.reserve()
         fd = self._fd
-        assert fd is not None
+        if fd is None:  # read before, gone now
+            raise FileNotFoundError(errno.ENOENT, "the high-water mark was deleted", str(self.path))
         os.pwrite(fd, head + crc.to_bytes(4, "big") + body, (sequence % 2) * SLOT_BYTES)
         fdatasync_fd(fd)
         if os.fstat(fd).st_nlink == 0:  # kept open: a mark deleted meanwhile is not written
