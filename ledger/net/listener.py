@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import socket
 import time
@@ -65,6 +66,7 @@ BUSY_REPLY = (
     + _BUSY_TEXT
 )
 _log = logging.getLogger("ledger.net")
+_BROKEN_LISTENER = frozenset({errno.EBADF, errno.EINVAL, errno.ENOTSOCK, errno.EOPNOTSUPP})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -238,12 +240,19 @@ class HttpListener:
                 )
 
         while True:
-            conn, address = await retry_async(
-                lambda: loop.sock_accept(self._sock),
-                backoff=SHORTAGE_BACKOFF,
-                retry_on=is_resource_shortage,
-                on_retry=failed,
-            )
+            try:
+                conn, address = await retry_async(
+                    lambda: loop.sock_accept(self._sock),
+                    backoff=SHORTAGE_BACKOFF,
+                    retry_on=is_resource_shortage,
+                    on_retry=failed,
+                )
+            except OSError as exc:
+                if exc.errno in _BROKEN_LISTENER or self._sock.fileno() < 0:
+                    _log.error("%s: the listening socket failed: %s", self.name, exc)
+                    return
+                _log.debug("%s: accept failed: %s", self.name, exc)  # a client gone before it
+                continue
             if (count := self._shortage.recovered()) is not None:
                 _log.warning("%s: accepting again after %d failed accepts", self.name, count)
             self._admit(conn, str(address[0]) if isinstance(address, tuple) else "local")
