@@ -27,9 +27,14 @@ from aiohttp import web
 from ledger.api.auth import FailureThrottle, Policy, RateLimiter, TokenStore
 from ledger.api.budget import ByteBudget
 from ledger.api.interceptor import AuthInterceptor
-from ledger.api.server import ServerLimits, create_server
+from ledger.api.server import ConnectionLimits, ServerLimits, create_server
 from ledger.api.tls import ServerTls, load_server_tls, server_ssl_context
-from ledger.app.preflight import check_listen, check_mark_location, check_plaintext
+from ledger.app.preflight import (
+    check_file_limit,
+    check_listen,
+    check_mark_location,
+    check_plaintext,
+)
 from ledger.app.settings import Settings, is_loopback, parse_listen
 from ledger.app.trust import backup_trust
 from ledger.app.tsa_setup import TsaSetup, setup_tsas
@@ -52,6 +57,7 @@ from ledger.log.metrics import (
 )
 from ledger.log.service import LogService
 from ledger.log.witnessing import Cosigning, WitnessEndpoint
+from ledger.net.listener import ListenerLimits
 from ledger.ops.backup import TRUST_DIR, backup_store, read_witnesses
 from ledger.ops.binding import AccessWatch, bind_signer, open_bound_signer
 from ledger.store.rocks import RocksStore
@@ -84,6 +90,7 @@ class App:
     metrics: LedgerMetrics
     policy: Policy
     acked: AckedSize
+    mark: HighWaterMark | None = None
     metrics_server: MetricsServer | None = None
     tiles: TilesServer | None = None
     mirror: MirrorProcess | None = None
@@ -131,6 +138,8 @@ class App:
         self.tsas.close()
         self.store.close()
         self.acked.close()
+        if self.mark is not None:
+            self.mark.close()
 
 
 def server_limits(settings: Settings) -> ServerLimits:
@@ -140,6 +149,28 @@ def server_limits(settings: Settings) -> ServerLimits:
         max_concurrent_rpcs=settings.max_concurrent_rpcs,
         idle_s=settings.stream_idle_s,
         budget=ByteBudget(settings.inflight_mb << 20),
+    )
+
+
+def listener_limits(settings: Settings) -> ListenerLimits:
+    """The HTTP limits of ``[limits]`` (``ledger.net.listener``), for tiles and ``/metrics``."""
+    return ListenerLimits(
+        header_timeout_s=settings.http_header_timeout_s,
+        body_timeout_s=settings.http_body_timeout_s,
+        max_connections=settings.http_max_connections,
+        max_per_address=settings.http_max_per_address,
+    )
+
+
+def connection_limits(settings: Settings) -> ConnectionLimits:
+    """The gRPC connection limits of ``[limits]`` (``ledger.api.server.connection_options``)."""
+    return ConnectionLimits(
+        max_connections=settings.grpc_max_connections,
+        idle_s=settings.grpc_idle_s,
+        max_age_s=settings.grpc_max_age_s,
+        age_grace_s=settings.grpc_age_grace_s,
+        keepalive_s=settings.grpc_keepalive_s,
+        handshake_timeout_s=settings.http_header_timeout_s,
     )
 
 
@@ -305,12 +336,16 @@ async def _http_endpoints(
 
     tiles = None
     if tiles_listen is not None:
-        tiles = await start_tiles_server(reader, tiles_listen, ssl=ssl, mount=mount)
+        tiles = await start_tiles_server(
+            reader, tiles_listen, ssl=ssl, mount=mount, limits=listener_limits(settings)
+        )
     metrics_server = None
     if settings.metrics_listen not in ("", "off"):
         host, mport = parse_listen(settings.metrics_listen)
         try:
-            metrics_server = await start_metrics_server(registry, host, mport, ssl=ssl)
+            metrics_server = await start_metrics_server(
+                registry, host, mport, ssl=ssl, limits=listener_limits(settings)
+            )
         except BaseException:
             if tiles is not None:
                 await tiles.stop()
@@ -323,7 +358,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
 
     Without ``signer`` the key comes from ``settings.signer_key_file`` (``ledger serve``)."""
     _check_addresses(settings)
-    mark_warnings = check_mark_location(settings)
+    mark_warnings = check_mark_location(settings) + check_file_limit(settings)
     tls = _tls(settings)
     check_plaintext(settings, tls_enabled=tls is not None)
     _policy(settings)  # the tokens file parses before anything touches the disk
@@ -344,9 +379,11 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
     metrics = LedgerMetrics(registry)
     mirror: MirrorProcess | None = None
     acked = AckedSize(acked_path(settings.high_water_file))
+    mark = HighWaterMark(settings.high_water_file)
     try:
-        mark = HighWaterMark(settings.high_water_file)
         log = Log(store=store, signer=signer, origin=settings.origin, mark=mark, acked=acked)
+        mark.reserve()  # the writer's files stay open: no append needs a new descriptor
+        acked.reserve()
         for warning in mark_warnings:  # once the data dir opened and recovered
             _log.warning("%s", warning)
         reader = TileReader(store=store, published=log.latest_checkpoint)
@@ -375,6 +412,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
             mirror.stop()
         store.close()
         acked.close()
+        mark.close()
         raise
     tsas.targets = _observed(tsas.targets, metrics)
     registry.add_collector(witness_metrics(lambda: cosigning.status, lambda: cosigning.quorum_size))
@@ -410,6 +448,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
             credentials=_credentials(tls),
             interceptors=[interceptor],
             limits=server_limits(settings),
+            connections=connection_limits(settings),
         )
         tiles, metrics_server = await _http_endpoints(settings, port, reader, registry, tls)
     except BaseException:
@@ -421,6 +460,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
             mirror.stop()
         store.close()
         acked.close()
+        mark.close()
         raise
     anchoring.start()
     await cosigning.start()
@@ -438,6 +478,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
         metrics=metrics,
         policy=policy,
         acked=acked,
+        mark=mark,
         metrics_server=metrics_server,
         tiles=tiles,
         mirror=mirror,

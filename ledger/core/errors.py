@@ -52,9 +52,11 @@ gRPC status in one table and every status back to a class (a test fails for a cl
 
 from __future__ import annotations
 
+import errno
 from typing import ClassVar
 
 __all__ = [
+    "SHORTAGE_ERRNOS",
     "AnchorsPendingError",
     "BoundsError",
     "DataLossError",
@@ -96,6 +98,7 @@ __all__ = [
     "UnsupportedSchemaError",
     "VerificationError",
     "WitnessError",
+    "is_resource_shortage",
     "is_retryable",
 ]
 
@@ -112,6 +115,15 @@ class LedgerError(Exception):
 def is_retryable(exc: BaseException) -> bool:
     """The one retry rule: a ledger error whose class says a retry may succeed."""
     return isinstance(exc, LedgerError) and exc.retryable
+
+
+SHORTAGE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+
+
+def is_resource_shortage(exc: BaseException) -> bool:
+    """An ``open`` or ``accept`` that failed for want of a file descriptor or memory (EMFILE,
+    ENFILE, ENOMEM, ENOBUFS): nothing was done, so the same call may succeed later."""
+    return isinstance(exc, OSError) and exc.errno in SHORTAGE_ERRNOS
 
 
 # --- verification: the input parsed, the claim is false -------------------------------------
