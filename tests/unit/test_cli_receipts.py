@@ -264,14 +264,14 @@ def test_unanchored_run_is_anchors_pending_never_ok_nor_invalid(tmp_path: Path) 
 
 def test_newer_schema_version_is_unsupported_not_altered(tmp_path: Path) -> None:
     entries = items()
-    entries[1]["record"] = {**entries[1]["record"], "schema": "ledger.decision/v2", "new": 1}
+    entries[1]["record"] = {**entries[1]["record"], "schema": "ledger.decision/v3", "new": 1}
     code, out = invoke_json("run", jsonl(tmp_path, entries), "--key", key())
     assert code == 4 and out["valid"] is False, out
-    assert out["status"] == "unsupported_schema_version" and out["schema_version"] == 2
-    assert out["error"].startswith("run.jsonl:2: unsupported schema version 2")
+    assert out["status"] == "unsupported_schema_version" and out["schema_version"] == 3
+    assert out["error"].startswith("run.jsonl:2: unsupported schema version 3")
     assert out["error"].endswith("upgrade ledger-verify")
     code, text = invoke("run", jsonl(tmp_path, entries), "--key", key())
-    assert code == 4 and text.startswith("UNSUPPORTED: run.jsonl:2: unsupported schema version 2")
+    assert code == 4 and text.startswith("UNSUPPORTED: run.jsonl:2: unsupported schema version 3")
     assert "altered" not in text and "INVALID" not in text
     # the index lists the file with its own problem, never as altered
     (tmp_path / "runs").mkdir()
@@ -281,7 +281,7 @@ def test_newer_schema_version_is_unsupported_not_altered(tmp_path: Path) -> None
     with sqlite3.connect(db) as conn:
         found = conn.execute("SELECT code, message FROM problems").fetchall()
     assert [code for code, _ in found] == ["unsupported_schema_version"]
-    assert "unsupported schema version 2" in found[0][1]
+    assert "unsupported schema version 3" in found[0][1]
     newer = {**world().receipt(5, 9).to_json_obj(), "receipt": "decision-ledger/receipt/v3"}
     path = write(tmp_path, "r3.json", json.dumps(newer))
     code, out = invoke_json("receipt", path, "--key", key())

@@ -7,7 +7,7 @@ inverse). Every member is required; optional ones are ``null`` or ``[]``, never 
 
     receipt          "decision-ledger/receipt/v1"
     record_digest    SHA-256 of the record's RFC 8785 bytes, 64 lowercase hex digits
-    record           the decision record (schema ledger.decision/v1) or null
+    record           the decision record (schema ledger.decision/v<N>) or null
     disclosures      [{"field_path", "salt", "value"}]: opened commitments (needs a record)
     leaf             base64 of the v1 leaf (version, log time, record digest, metadata)
     index            the leaf's 0-based index
