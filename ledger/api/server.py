@@ -9,6 +9,7 @@ back through ``ledger.api.wire``; errors become statuses through ``wire.status_o
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -68,13 +69,19 @@ _LARGE_REQUESTS = frozenset({"AppendRecords", "StreamAppend"})
 _WRITES = frozenset({"AppendRecords", "StreamAppend", "AnchorNow", "Backup"})
 MAX_READ_REQUEST_BYTES = 64 << 10
 RESERVE_WAIT_S = 1.0  # how long a read waits for room in the budget before RESOURCE_EXHAUSTED
-DEFAULT_STREAMS_PER_CONNECTION = 100
-DEFAULT_STREAM_WINDOW_BYTES = 64 << 10
-# What one HTTP/2 stream costs in core and Python besides its window (call objects, metadata,
-# the handler's task): measured with tools/bench_read_burst.py, rounded up.
+DEFAULT_STREAMS_PER_CONNECTION = 32  # B1: two processes of 32 callers, one channel each
+DEFAULT_STREAM_WINDOW_BYTES = 16 << 10  # what a stream not being read may buffer in core
+# Measured with tools/bench_read_burst.py (docs/benchmarks.md "Read bursts and the memory
+# bound"), rounded up: what one open stream costs besides its window (call objects, metadata,
+# the handler's task), and what one connection costs besides its streams (transport, HPACK
+# tables, read buffers that grew for a large message).
 STREAM_OVERHEAD_BYTES = 48 << 10
-# What one connection costs besides its streams (transport, HPACK tables, read buffers).
-CONNECTION_OVERHEAD_BYTES = 256 << 10
+CONNECTION_OVERHEAD_BYTES = 1 << 20
+# A message being read sits in core, then once more in Python, and the allocator keeps some
+# slack: each byte of the budget stands for up to this many in the process (measured 2.4).
+COPIES_PER_BUDGET_BYTE = 3
+MMAP_THRESHOLD_BYTES = 256 << 10
+_M_MMAP_THRESHOLD = -3  # glibc <malloc.h>
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,9 +89,9 @@ class ServerLimits:
     """What bounds the server's memory (docs/operating.md "Streams and memory").
 
     gRPC core buffers a whole message once a read of it is pending, so no read is issued before
-    the byte budget holds ``max_request_bytes`` for it (``_read_one``); until then a stream can
-    buffer at most its HTTP/2 window (``stream_window_bytes``, no BDP probing). The budget then
-    holds each request until it is answered and each serialized answer until it is sent.
+    the byte budget holds ``max_request_bytes`` for it (``BoundedMemory``); until then a stream
+    can buffer at most its HTTP/2 window (``stream_window_bytes``, no BDP probing). The budget
+    then holds each request until it is answered and each serialized answer until it is sent.
     ``memory_bound`` adds it up."""
 
     max_request_bytes: int = MAX_REQUEST_BYTES
@@ -100,12 +107,25 @@ class ServerLimits:
         return [*_memory_options(self), ("grpc.so_reuseport", 0)]
 
     def memory_bound(self, connections: int) -> int:
-        """Bytes the server may hold for requests and answers beyond its idle RSS, with
-        ``connections`` open: the budget (pending reads, requests, answers being sent) plus,
-        per connection, every stream's window and overhead."""
+        """Bytes the server may hold for requests and answers beyond its idle RSS with
+        ``connections`` open (the connection cap): the budget (reads in progress, requests,
+        answers being sent) twice over, plus per connection its overhead and every stream's
+        window and overhead."""
         per_stream = self.stream_window_bytes + STREAM_OVERHEAD_BYTES
         per_connection = CONNECTION_OVERHEAD_BYTES + self.max_streams_per_connection * per_stream
-        return self.budget.limit + connections * per_connection
+        return COPIES_PER_BUDGET_BYTE * self.budget.limit + connections * per_connection
+
+
+def _return_large_buffers() -> None:
+    """Have glibc's malloc map every block of 256 KiB or more on its own and unmap it when freed
+    (``mallopt(M_MMAP_THRESHOLD)``; by default the threshold grows to the largest block freed, so
+    megabyte messages land in heaps that never shrink and a second burst of large requests raises
+    the peak again). Process-wide; nothing happens where the C library has no ``mallopt``."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
+    except (OSError, AttributeError):
+        pass
 
 
 def _memory_options(limits: ServerLimits) -> list[tuple[str, int]]:
@@ -564,6 +584,7 @@ async def create_server(
     (message size, streams, the in-flight byte budget). Health reports SERVING once started:
     callers start it only after the log has recovered."""
     limits = limits or ServerLimits()
+    _return_large_buffers()
     server = grpc.aio.server(
         interceptors=[*interceptors, BoundedMemory(limits)],
         options=limits.core_options(),
