@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from ledger.api import wire
+from ledger.api.auth import ADMIN_METHODS, APPEND_METHODS
 from ledger.api.budget import DEFAULT_BUDGET_BYTES, ByteBudget
 from ledger.api.streams import DEFAULT_IDLE_S, StreamReader
 from ledger.core.errors import (
@@ -62,11 +64,11 @@ Context = grpc.aio.ServicerContext[Any, Any]
 Handler = Callable[[Any, _Req, Context], Awaitable[_Resp]]
 
 
-# Methods whose request may be large (up to max_request_bytes); every other request is a read
-# or a small command, held to max_read_request_bytes.
-_LARGE_REQUESTS = frozenset({"AppendRecords", "StreamAppend"})
+# The append methods' requests may be large (up to max_request_bytes); every other request is
+# a read or a small command, held to max_read_request_bytes.
+_LARGE_REQUESTS = APPEND_METHODS
 # Methods that change state: once done, their answer is sent even over the byte budget.
-_WRITES = frozenset({"AppendRecords", "StreamAppend", "AnchorNow", "Backup"})
+_WRITES = APPEND_METHODS | ADMIN_METHODS
 MAX_READ_REQUEST_BYTES = 64 << 10
 RESERVE_WAIT_S = 1.0  # how long a read waits for room in the budget before RESOURCE_EXHAUSTED
 DEFAULT_STREAMS_PER_CONNECTION = 32  # B1: two processes of 32 callers, one channel each
@@ -262,10 +264,20 @@ class BoundedMemory(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         return run
 
     def _one_in_many_out(self, behaviour: Any, call: _Call) -> Any:
-        async def run(_requests: Any, context: Context) -> AsyncIterator[Any]:
+        async def single(context: Context) -> Any:
             request = await self._single(context, call)
             self._budget.give(call.size)
-            async for answer in behaviour(request, context):
+            return request
+
+        if inspect.iscoroutinefunction(behaviour):  # writes with context.write (health Watch)
+
+            async def write(_requests: Any, context: Context) -> None:
+                await behaviour(await single(context), context)
+
+            return write
+
+        async def run(_requests: Any, context: Context) -> AsyncIterator[Any]:
+            async for answer in behaviour(await single(context), context):
                 yield answer
 
         return run
@@ -276,6 +288,9 @@ class BoundedMemory(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
             yield request
 
     def _many_in_many_out(self, behaviour: Any, call: _Call) -> Any:
+        if inspect.iscoroutinefunction(behaviour):
+            return self._many_in(behaviour, call)
+
         async def run(_requests: Any, context: Context) -> AsyncIterator[Any]:
             async for answer in behaviour(self._messages(context, call), context):
                 yield answer
