@@ -1,15 +1,19 @@
 """One byte budget for every request the server holds in memory (issue 14, "bounded memory").
 
-gRPC core limits what it buffers before Python sees a message (maximum request size, maximum
-concurrent RPCs, HTTP/2 windows: ``ledger.api.server``); this budget bounds what Python holds after
-that: the bytes of every unary request until it is answered, and of every stream message until
-its items are handed to the writer. A request that does not fit is refused at once with
-``PushbackError`` (RESOURCE_EXHAUSTED, with a retry hint); nothing waits for room, so no caller
-can pin the budget by being slow. Single event loop; no locking needed.
+gRPC core buffers a whole message once a read of it is pending, so the server reserves the
+largest request in this budget before each read (``reserve``: waiting at most a moment for room)
+and holds the message's size once it has arrived: every unary request until it is answered,
+every stream message until its items are handed to the writer, every serialized answer until it
+is sent (``ledger.api.server.BoundedMemory``). What does not fit is refused with
+``PushbackError`` (RESOURCE_EXHAUSTED, with a retry hint); a read that never completes is ended
+by the server's read timeout, so no caller pins the budget for long. Single event loop; no
+locking needed.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -30,6 +34,7 @@ class ByteBudget:
         self.limit = limit
         self.held = 0
         self.peak = 0
+        self._freed = asyncio.Event()
 
     def take(self, n: int, what: str) -> None:
         """Hold ``n`` bytes more, or raise ``PushbackError`` naming ``what`` and the budget."""
@@ -42,9 +47,29 @@ class ByteBudget:
         self.held += n
         self.peak = max(self.peak, self.held)
 
+    async def reserve(self, n: int, what: str, wait_s: float) -> None:
+        """``take``, waiting up to ``wait_s`` seconds for room first."""
+        deadline = time.monotonic() + wait_s
+        while self.held + n > self.limit and n <= self.limit:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            self._freed.clear()
+            try:
+                await asyncio.wait_for(self._freed.wait(), left)
+            except TimeoutError:
+                break
+        self.take(n, what)
+
+    def force(self, n: int) -> None:
+        """Hold ``n`` bytes even past the limit (what must be sent; later takes are refused)."""
+        self.held += n
+        self.peak = max(self.peak, self.held)
+
     def give(self, n: int) -> None:
         """Release ``n`` bytes taken earlier."""
         self.held = max(0, self.held - n)
+        self._freed.set()
 
     @contextmanager
     def holding(self, n: int, what: str) -> Iterator[None]:

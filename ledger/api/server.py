@@ -9,6 +9,8 @@ back through ``ledger.api.wire``; errors become statuses through ``wire.status_o
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +25,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from ledger.api import wire
+from ledger.api.auth import ADMIN_METHODS, APPEND_METHODS
 from ledger.api.budget import DEFAULT_BUDGET_BYTES, ByteBudget
 from ledger.api.streams import DEFAULT_IDLE_S, StreamReader
 from ledger.core.errors import (
@@ -67,32 +70,254 @@ Context = grpc.aio.ServicerContext[Any, Any]
 Handler = Callable[[Any, _Req, Context], Awaitable[_Resp]]
 
 
+# The append methods' requests may be large (up to max_request_bytes); every other request is
+# a read or a small command, held to max_read_request_bytes.
+_LARGE_REQUESTS = APPEND_METHODS
+# Methods that change state: once done, their answer is sent even over the byte budget.
+_WRITES = APPEND_METHODS | ADMIN_METHODS
+MAX_READ_REQUEST_BYTES = 64 << 10
+RESERVE_WAIT_S = 1.0  # how long a read waits for room in the budget before RESOURCE_EXHAUSTED
+DEFAULT_STREAMS_PER_CONNECTION = 32  # B1: two processes of 32 callers, one channel each
+DEFAULT_STREAM_WINDOW_BYTES = 16 << 10  # what a stream not being read may buffer in core
+# Measured with tools/bench_read_burst.py (docs/benchmarks.md "Read bursts and the memory
+# bound"), rounded up: what one open stream costs besides its window (call objects, metadata,
+# the handler's task), and what one connection costs besides its streams (transport, HPACK
+# tables, read buffers that grew for a large message).
+STREAM_OVERHEAD_BYTES = 48 << 10
+CONNECTION_OVERHEAD_BYTES = 1 << 20
+# A message being read sits in core, then once more in Python, and the allocator keeps some
+# slack: each byte of the budget stands for up to this many in the process (measured 2.4).
+COPIES_PER_BUDGET_BYTE = 3
+MMAP_THRESHOLD_BYTES = 256 << 10
+_M_MMAP_THRESHOLD = -3  # glibc <malloc.h>
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServerLimits:
-    """What bounds the server's memory: gRPC core buffers a whole message before Python sees it,
-    so the core limits come first (largest request, concurrent RPCs, HTTP/2 windows), then one
-    byte budget over every request Python holds (unary and stream messages alike), and an idle
-    timeout for streams. Worst case in core: ``concurrent calls * max_request_bytes``, where the
-    concurrent calls are capped by ``max_concurrent_rpcs`` when set (server-wide) and by
-    ``max_streams_per_connection`` per connection."""
+    """What bounds the server's memory (docs/operating.md "Streams and memory").
+
+    gRPC core buffers a whole message once a read of it is pending, so no read is issued before
+    the byte budget holds ``max_request_bytes`` for it (``BoundedMemory``); until then a stream
+    can buffer at most its HTTP/2 window (``stream_window_bytes``, no BDP probing). The budget
+    then holds each request until it is answered and each serialized answer until it is sent.
+    ``memory_bound`` adds it up."""
 
     max_request_bytes: int = MAX_REQUEST_BYTES
+    max_read_request_bytes: int = MAX_READ_REQUEST_BYTES
     max_concurrent_rpcs: int = 0  # 0: no server-wide cap (grpc's limiter costs ~40% of B5)
-    max_streams_per_connection: int = 100
+    max_streams_per_connection: int = DEFAULT_STREAMS_PER_CONNECTION
+    stream_window_bytes: int = DEFAULT_STREAM_WINDOW_BYTES
     idle_s: float = DEFAULT_IDLE_S
     budget: ByteBudget = field(default_factory=lambda: ByteBudget(DEFAULT_BUDGET_BYTES))
 
     def core_options(self) -> list[tuple[str, int]]:
         """gRPC core channel arguments."""
-        return [
-            ("grpc.max_receive_message_length", self.max_request_bytes),
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_concurrent_streams", self.max_streams_per_connection),
-            # no BDP probing: each stream's receive window stays at the HTTP/2 default (64 KiB)
-            # instead of growing to megabytes per stream
-            ("grpc.http2.bdp_probe", 0),
-            ("grpc.so_reuseport", 0),
-        ]
+        return [*_memory_options(self), ("grpc.so_reuseport", 0)]
+
+    def memory_bound(self, connections: int) -> int:
+        """Bytes the server may hold for requests and answers beyond its idle RSS with
+        ``connections`` open (the connection cap): the budget (reads in progress, requests,
+        answers being sent) twice over, plus per connection its overhead and every stream's
+        window and overhead."""
+        per_stream = self.stream_window_bytes + STREAM_OVERHEAD_BYTES
+        per_connection = CONNECTION_OVERHEAD_BYTES + self.max_streams_per_connection * per_stream
+        return COPIES_PER_BUDGET_BYTE * self.budget.limit + connections * per_connection
+
+
+def _return_large_buffers() -> None:
+    """Have glibc's malloc map every block of 256 KiB or more on its own and unmap it when freed
+    (``mallopt(M_MMAP_THRESHOLD)``; by default the threshold grows to the largest block freed, so
+    megabyte messages land in heaps that never shrink and a second burst of large requests raises
+    the peak again). Process-wide; nothing happens where the C library has no ``mallopt``."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
+    except (OSError, AttributeError):
+        pass
+
+
+def _memory_options(limits: ServerLimits) -> list[tuple[str, int]]:
+    """The grpc core options behind ``ServerLimits.memory_bound``: one receive limit for the
+    server (core has no per-method limit on the server side; ``max_read_request_bytes`` is
+    enforced after the read), streams per connection and each stream's HTTP/2 window."""
+    return [
+        ("grpc.max_receive_message_length", limits.max_request_bytes),
+        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.max_concurrent_streams", limits.max_streams_per_connection),
+        ("grpc.http2.lookahead_bytes", limits.stream_window_bytes),
+        # no BDP probing: a stream's window stays at stream_window_bytes instead of growing
+        # to megabytes
+        ("grpc.http2.bdp_probe", 0),
+    ]
+
+
+class BoundedMemory(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
+    """Every read of a request message waits for room in the byte budget first (innermost
+    interceptor, over every service: ledger, health, reflection).
+
+    gRPC core buffers a whole message (up to ``max_request_bytes``) once a read of it is
+    pending, and a unary handler's read is issued before Python sees the call; so unary methods
+    are served as request-streaming ones that issue their single read only after the budget
+    holds ``max_request_bytes`` (else RESOURCE_EXHAUSTED, nothing read). On arrival the hold
+    shrinks to the message's size and lasts until the handler returns; a message over its
+    method's limit (``max_read_request_bytes`` but for appends) is dropped before any handler
+    holds it. The serialized answer is then held until the call is over (an answer that does
+    not fit is refused, except a write's, which is sent and counted). Stream messages are
+    reserved the same way while read; the stream's reader (``ledger.api.streams``) then holds
+    what it keeps."""
+
+    def __init__(self, limits: ServerLimits) -> None:
+        self._budget = limits.budget
+        self._reserve = limits.max_request_bytes
+        self._read_limit = limits.max_read_request_bytes
+        self._read_timeout_s = limits.idle_s
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Any]],
+        details: grpc.HandlerCallDetails,
+    ) -> Any:
+        handler = await continuation(details)
+        if handler is None:
+            return None
+        name = str(details.method).rpartition("/")[2]
+        call = _Call(
+            limit=self._reserve if name in _LARGE_REQUESTS else self._read_limit,
+            decode=handler.request_deserializer or (lambda raw: raw),
+            must_send=name in _WRITES,
+        )
+        if handler.unary_unary is not None:
+            encode = handler.response_serializer or (lambda message: message)
+            return grpc.stream_unary_rpc_method_handler(
+                self._one_in(handler.unary_unary, call, encode)
+            )
+        if handler.unary_stream is not None:
+            return grpc.stream_stream_rpc_method_handler(
+                self._one_in_many_out(handler.unary_stream, call),
+                response_serializer=handler.response_serializer,
+            )
+        if handler.stream_stream is not None:
+            return grpc.stream_stream_rpc_method_handler(
+                self._many_in_many_out(handler.stream_stream, call),
+                response_serializer=handler.response_serializer,
+            )
+        return grpc.stream_unary_rpc_method_handler(
+            self._many_in(handler.stream_unary, call),
+            response_serializer=handler.response_serializer,
+        )
+
+    async def _read(self, context: Context, call: _Call) -> Any:
+        """The next request message decoded, or None at the half-close. ``_reserve`` bytes are
+        held while it is read, then its size (the caller gives that back). A message over
+        ``call.limit`` is dropped before anything else refers to it (a handler's frame kept
+        alive by the abort's traceback would keep it in memory)."""
+        try:
+            await self._budget.reserve(self._reserve, "a request read", RESERVE_WAIT_S)
+        except PushbackError as exc:
+            context.set_trailing_metadata(wire.retry_trailer(exc))
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+        try:
+            raw = await asyncio.wait_for(context.read(), self._read_timeout_s)
+        except TimeoutError:
+            self._budget.give(self._reserve)
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE,
+                f"the request message did not arrive within {self._read_timeout_s:g} s",
+            )
+        except BaseException:
+            self._budget.give(self._reserve)
+            raise
+        if raw is grpc.aio.EOF:  # type: ignore[attr-defined]
+            self._budget.give(self._reserve)
+            return None
+        size = len(raw)
+        self._budget.give(self._reserve - size)
+        if size > call.limit:
+            del raw
+            self._budget.give(size)
+            await context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"a request of {size} bytes is over this method's limit of {call.limit} bytes",
+            )
+        call.size = size
+        return call.decode(raw)
+
+    async def _single(self, context: Context, call: _Call) -> Any:
+        request = await self._read(context, call)
+        if request is None:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no request message")
+        return request
+
+    def _one_in(self, behaviour: Any, call: _Call, encode: Any) -> Any:
+        async def run(_requests: Any, context: Context) -> Any:
+            request = await self._single(context, call)
+            try:
+                answer = encode(await behaviour(request, context))
+            finally:
+                self._budget.give(call.size)
+            size = len(answer)
+            if call.must_send:
+                self._budget.force(size)  # the write is done: its answer is counted, never refused
+            else:
+                try:
+                    self._budget.take(size, "an answer")
+                except PushbackError as exc:
+                    context.set_trailing_metadata(wire.retry_trailer(exc))
+                    await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+            context.add_done_callback(lambda _: self._budget.give(size))  # type: ignore[arg-type]
+            return answer
+
+        return run
+
+    def _one_in_many_out(self, behaviour: Any, call: _Call) -> Any:
+        async def single(context: Context) -> Any:
+            request = await self._single(context, call)
+            self._budget.give(call.size)
+            return request
+
+        if inspect.iscoroutinefunction(behaviour):  # writes with context.write (health Watch)
+
+            async def write(_requests: Any, context: Context) -> None:
+                await behaviour(await single(context), context)
+
+            return write
+
+        async def run(_requests: Any, context: Context) -> AsyncIterator[Any]:
+            async for answer in behaviour(await single(context), context):
+                yield answer
+
+        return run
+
+    async def _messages(self, context: Context, call: _Call) -> AsyncIterator[Any]:
+        while (request := await self._read(context, call)) is not None:
+            self._budget.give(call.size)  # the consumer holds what it keeps
+            yield request
+
+    def _many_in_many_out(self, behaviour: Any, call: _Call) -> Any:
+        if inspect.iscoroutinefunction(behaviour):
+            return self._many_in(behaviour, call)
+
+        async def run(_requests: Any, context: Context) -> AsyncIterator[Any]:
+            async for answer in behaviour(self._messages(context, call), context):
+                yield answer
+
+        return run
+
+    def _many_in(self, behaviour: Any, call: _Call) -> Any:
+        async def run(_requests: Any, context: Context) -> Any:
+            return await behaviour(self._messages(context, call), context)
+
+        return run
+
+
+@dataclass(slots=True, kw_only=True)
+class _Call:
+    """One method's read rules (and, per call, the size of the message last read)."""
+
+    limit: int
+    decode: Callable[[bytes], Any]
+    must_send: bool
+    size: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -360,21 +585,15 @@ def _stream_items(raw: bytes) -> list[AppendItem]:
     return list(validate_items(items, MAX_BATCH)) if items else []
 
 
-def _unary(behaviour: Any, cls: Any, budget: ByteBudget) -> Any:
+def _unary(behaviour: Any, cls: Any) -> Any:
+    """A unary method over raw bytes (``BoundedMemory`` read them within their limit)."""
+
     async def handler(raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         try:
-            budget.take(len(raw), "a request")
-        except PushbackError as exc:
-            context.set_trailing_metadata(wire.retry_trailer(exc))
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
-        try:
-            try:
-                request = _parse(cls, raw)
-            except InvalidArgumentError as exc:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-            return await behaviour(request, context)
-        finally:
-            budget.give(len(raw))
+            request = _parse(cls, raw)
+        except InvalidArgumentError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        return await behaviour(request, context)
 
     return handler
 
@@ -389,7 +608,7 @@ def _streaming(behaviour: Any) -> Any:
     return handler
 
 
-def _register(servicer: LedgerServicer, server: grpc.aio.Server, budget: ByteBudget) -> None:
+def _register(servicer: LedgerServicer, server: grpc.aio.Server) -> None:
     """Register every RPC of the service, parsing requests ourselves so that bytes that are not
     the request message get INVALID_ARGUMENT (grpc's own deserializer would answer INTERNAL)."""
     service = pb.DESCRIPTOR.services_by_name["LedgerService"]
@@ -405,7 +624,7 @@ def _register(servicer: LedgerServicer, server: grpc.aio.Server, budget: ByteBud
             )
         else:
             handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-                _unary(behaviour, request_cls, budget),
+                _unary(behaviour, request_cls),
                 response_serializer=response_cls.SerializeToString,
             )
     server.add_generic_rpc_handlers(
@@ -432,13 +651,14 @@ async def create_server(
     (``connection_options``). Health reports SERVING once started:
     callers start it only after the log has recovered."""
     limits = limits or ServerLimits()
+    _return_large_buffers()
     server = grpc.aio.server(
-        interceptors=list(interceptors),
+        interceptors=[*interceptors, BoundedMemory(limits)],
         options=limits.core_options() + connection_options(connections or ConnectionLimits()),
         maximum_concurrent_rpcs=limits.max_concurrent_rpcs or None,
     )
     servicer = LedgerServicer(service, anchor_now=anchor_now, backup=backup, limits=limits)
-    _register(servicer, server, limits.budget)
+    _register(servicer, server)
     health = grpc_health.aio.HealthServicer()  # type: ignore[attr-defined]
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     names = (

@@ -79,7 +79,7 @@ is optional (``TABLES`` maps ``table.key`` to a field):
     http_body_timeout_s = 10                    #   request head or body slower than this
     http_max_connections = 256                  #   is closed; past these caps (per listener,
     http_max_per_address = 32                   #   per client address) connections get 503
-    grpc_max_connections = 256                  # gRPC: more connections are closed at once
+    grpc_max_connections = 100                  # gRPC: more connections are closed at once
     grpc_idle_s = 300                           # GOAWAY after this long without a call
     grpc_max_age_s = 3600                       # GOAWAY at this age (0: never), then
     grpc_age_grace_s = 300                      #   this long for calls to finish
@@ -309,7 +309,7 @@ class Settings(BaseSettings):
         32, ge=1, le=100_000, description="HTTP: open connections from one address; more get 503"
     )
     grpc_max_connections: int = Field(
-        256, ge=1, le=100_000, description="gRPC: open connections; more are closed at once"
+        100, ge=1, le=100_000, description="gRPC: open connections; more are closed at once"
     )
     grpc_idle_s: float = Field(
         300.0, gt=0, le=86_400, description="gRPC: GOAWAY to a connection with no call this long"

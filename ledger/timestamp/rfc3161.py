@@ -239,7 +239,7 @@ def _verify_token(
     _check_tst_info(tst, digest=digest, nonce=nonce)
     signer = _single_signer(token)
     _check_signed_attributes(signer, token.econtent)
-    pool = pool_from(token.certificates + tuple(_der(c) for c in intermediates))
+    pool = _token_pool(token.certificates, intermediates)
     cert = find_signer(signer, pool)
     _check_signature(signer, cert.cert)
     check_ess_cert_id(signer, cert)
@@ -250,6 +250,26 @@ def _verify_token(
     check_validity(chain, at_time or tst.gen_time)
     check_validity(chain[:1], tst.gen_time)
     return _verified(tst, cert, chain, token_der=token_der, digest=digest)
+
+
+def _token_pool(
+    carried: Sequence[bytes], intermediates: Sequence[x509.Certificate]
+) -> tuple[PoolCert, ...]:
+    """The token's certificates and the caller's intermediates as one pool. Each certificate the
+    token carries must parse (one that does not is named: ``certificates[j]``); beyond that, the
+    ones the chain does not use are ignored by design: the SignedData ``certificates`` field is
+    not covered by the signature (RFC 5652 §5.1), so anyone can add or alter them without
+    touching the token, and only the signer (bound by ESSCertID) and the chain to a configured
+    root are evidence (docs/formats.md "RFC 3161 anchors")."""
+    pool: dict[bytes, PoolCert] = {}
+    for j, der in enumerate(carried):
+        try:
+            pool.update((p.der, p) for p in pool_from((der,)))
+        except FormatError as exc:
+            raise FormatError(f"the token's certificates[{j}]: {exc}") from None
+    fresh = tuple(der for der in (_der(c) for c in intermediates) if der not in pool)
+    pool.update((p.der, p) for p in pool_from(fresh))
+    return tuple(pool.values())
 
 
 def _der(cert: x509.Certificate) -> bytes:

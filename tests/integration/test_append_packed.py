@@ -259,7 +259,7 @@ def test_cli_append_and_the_sdk_sender_use_the_packed_call(
 
 def test_packed_goes_through_the_byte_budget(tmp_path: Path) -> None:
     """The one in-flight byte budget counts AppendPacked requests too (before parsing them)."""
-    with running_server(tmp_path / "data", inflight_mb=1, max_request_mb=4) as (server, log, _):
+    with running_server(tmp_path / "data", inflight_mb=1, max_request_mb=4) as (server, _, _):
         big = pb.AppendPackedRequest(record_digests=bytes(32 * 48_000)).SerializeToString()
         options = [("grpc.max_send_message_length", 64 << 20)]
         with grpc.insecure_channel(server.address, options=options) as channel:
@@ -270,4 +270,8 @@ def test_packed_goes_through_the_byte_budget(tmp_path: Path) -> None:
             assert "in-flight budget" in (over_budget.value.details() or "")
             trailers = over_budget.value.trailing_metadata() or ()
             assert "retry-after-ms" in [m.key for m in trailers]
-        assert log.append_packed([digest(1, "budget")]).new_entries == 1
+            # Every read first reserves max_request_mb (4 MiB) in the 1 MiB budget: a small
+            # packed append is refused the same way, before a byte of it is read.
+            with pytest.raises(grpc.RpcError) as small:
+                append(pb.AppendPackedRequest(record_digests=bytes(32)).SerializeToString())
+            assert small.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED

@@ -25,9 +25,9 @@ def restore_limit() -> Iterator[None]:
 
 def test_the_defaults_fit_the_common_1024(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path / "d")  # tiles with /metrics, embedded TSA
-    assert files_needed(settings) == 256 + 256 + 32 + FILES_RESERVE <= 1024
+    assert files_needed(settings) == 100 + 256 + 32 + FILES_RESERVE <= 1024
     split = settings.with_overrides(metrics_listen="127.0.0.1:0", embedded_tsa=False)
-    assert files_needed(split) == 256 + 2 * 256 + FILES_RESERVE
+    assert files_needed(split) == 100 + 2 * 256 + FILES_RESERVE
     assert files_needed(split, table_files=40) == files_needed(split) + 40  # RocksDB's files
 
 

@@ -14,7 +14,9 @@ the formats themselves: signature lines of keys the verifier does not know (c2sp
 says to ignore them), an anchor's ``tsa`` label and ``certificates`` (helpers: the token's own
 signature and a configured root decide), and every anchor when no TSA root is given (reported
 ``not_checked``, never valid). A certificate an anchor carries that does not parse (not DER, a
-bad X.509 version) rejects the receipt naming ``anchors[i].certificates[j]``. With roots, an
+bad X.509 version) rejects the receipt naming ``anchors[i].certificates[j]`` (one inside the
+token: ``anchors[i].token``, "the token's certificates[j]"); well-formed certificates the chain
+does not use are ignored by design (docs/formats.md "RFC 3161 anchors"). With roots, an
 anchor that chains to none of them is reported ``untrusted`` and ignored; any other anchor
 failure rejects the receipt, and at least one anchor must verify. A receipt that carries no
 anchor at all (its checkpoint not anchored yet) is ``AnchorsPendingError``, raised only after
