@@ -39,9 +39,17 @@ _core, native_error = _select()
 """Why the pure twin runs (None when the compiled core does)."""
 
 CORE: str = _core.CORE
-sequence_plain = _core.sequence_plain
-compact_extend = _core.compact_extend
-compact_root = _core.compact_root
-split_hashes = _core.split_hashes
-index_values = _core.index_values
-present = _core.present
+# typed as the twin's functions (the compiled ones have the same signatures, ``_hot.pyi``)
+sequence_plain = hot.sequence_plain
+compact_extend = hot.compact_extend
+compact_root = hot.compact_root
+split_hashes = hot.split_hashes
+index_values = hot.index_values
+present = hot.present
+if _core is not hot:
+    sequence_plain = _core.sequence_plain
+    compact_extend = _core.compact_extend
+    compact_root = _core.compact_root
+    split_hashes = _core.split_hashes
+    index_values = _core.index_values
+    present = _core.present

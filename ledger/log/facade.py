@@ -45,7 +45,7 @@ from ledger.log.highwater import AckedSize, HighWaterMark, MarkState
 from ledger.log.integrator import Integrator
 from ledger.log.publisher import Publisher
 from ledger.log.recovery import check_against_mark, leave_read_only
-from ledger.log.sequencer import Sequencer, validate_items
+from ledger.log.sequencer import PackedSequenced, Sequencer, packed_count, validate_items
 from ledger.store.contract import Store, TreeState
 
 __all__ = ["Log", "wall_clock_ms"]
@@ -261,6 +261,36 @@ class Log:
             self._acked.write(sequenced.next_index)
         self._sequencer.adopt(sequenced)
         self._integrator.adopt(compact)
+
+    def append_digests(self, digests: bytes) -> PackedSequenced:
+        """``append`` for N x 32 bytes of digests without metadata, over buffers on the
+        selected core (``ledger.core.accel``): one multi-get, one durable commit, no object per
+        entry but the dedup keys and values the store takes. The same indexes, times and leaf
+        hashes as ``append`` of the same items."""
+        packed_count(digests, self._max_batch)
+        with self._lock:
+            self._raise_if_failed()
+            if self.read_only is not None:
+                raise ReadOnlyError(self.read_only)
+            sequenced = self._sequencer.sequence_packed(digests)
+            if not sequenced.new_entries:
+                return sequenced
+            rows, compact = self._integrator.integrate_packed(sequenced.leaf_hashes)
+            state = TreeState(compact=compact, last_timestamp_ms=sequenced.last_timestamp_ms)
+            try:
+                self._store.commit_packed(sequenced.batch(rows, state))
+                if self._acked is not None:  # synced before any append of the group is acked
+                    self._acked.write(sequenced.next_index)
+            except Exception as exc:
+                self._set_failure(exc)
+                raise LogFailedError(
+                    f"the group commit failed ({type(exc).__name__}: {exc}); the log stops "
+                    "appending. Nothing acknowledged is lost: fix the cause (for example free "
+                    "disk space) and restart the server"
+                ) from exc
+            self._sequencer.adopt(sequenced)
+            self._integrator.adopt(compact)
+            return sequenced
 
     @property
     def failure(self) -> Exception | None:
