@@ -187,8 +187,11 @@ class Log:
         """Sequence, integrate and durably commit one batch; return a result per item.
 
         Items are validated here unless they come as ``ValidItems`` (checked once already).
+        A batch without metadata takes the packed path (``append_digests``: the same results).
         """
         batch = validate_items(items, self._max_batch)
+        if not any(item.metadata for item in batch):
+            return self.append_digests(b"".join([item.record_digest for item in batch])).results()
         with self._lock:
             self._raise_if_failed()
             if self.read_only is not None:

@@ -83,6 +83,37 @@ class PackedSequenced:
         """New entries: indexes ``[first_index, first_index + new_entries)``."""
         return self.next_index - self.first_index
 
+    def results(self) -> list[AppendResult]:
+        """One typed result per digest of the request, in request order (the typed RPCs)."""
+        new, stamp, first, hashes = (
+            tuple.__new__,
+            self.timestamp_ms,
+            self.first_index,
+            self.leaf_hashes,
+        )
+        fresh = [
+            new(
+                AppendResult, (first + k, hashes[k * HASH_SIZE : (k + 1) * HASH_SIZE], stamp, False)
+            )
+            for k in range(self.new_entries)
+        ]
+        if not self.dup_positions:
+            return fresh
+        out: list[AppendResult] = []
+        taken = iter(fresh)
+        dups = iter(range(len(self.dup_positions)))
+        d = next(dups)
+        for position in range(self.count):
+            if d < len(self.dup_positions) and self.dup_positions[d] == position:
+                leaf_hash = self.dup_leaf_hashes[d * HASH_SIZE : (d + 1) * HASH_SIZE]
+                out.append(
+                    AppendResult(self.dup_indexes[d], leaf_hash, self.dup_timestamps_ms[d], True)
+                )
+                d = next(dups, len(self.dup_positions))
+            else:
+                out.append(next(taken))
+        return out
+
     def batch(self, rows: Sequence[bytes], state: TreeState) -> PackedBatch:
         """The group commit of these entries, the nodes they complete and the new state."""
         return PackedBatch(

@@ -22,8 +22,9 @@ from ledger.core.tile_layout import TileWriter
 from ledger.core.tiles import frame_entry
 from ledger.core.types import AppendItem, AppendResult, leaf_prefix, leaf_suffix
 from ledger.log.facade import Log
-from ledger.log.sequencer import PackedSequenced
-from ledger.store.contract import MemoryStore
+from ledger.log.integrator import Integrator
+from ledger.log.sequencer import Sequencer
+from ledger.store.contract import MemoryStore, TreeState
 
 pytestmark = pytest.mark.slow
 
@@ -137,7 +138,7 @@ def test_packed_tile_plan_writes_what_the_reference_plan_writes(counts: list[int
         assert reloaded.plan(size, [], [])[0] == packed.plan(size, [], [])[0]
 
 
-# --- sequencing: the packed append against the typed append, on the selected core ------------
+# --- sequencing: the packed append against the typed path, on the selected core -------------
 
 
 class Clock:
@@ -149,24 +150,24 @@ class Clock:
         return self.now
 
 
-def typed(result: PackedSequenced, digests: bytes) -> list[AppendResult]:
-    """The per-item results a packed outcome stands for."""
-    dups = {p: k for k, p in enumerate(result.dup_positions)}
-    out = []
-    index = result.first_index
-    new = 0
-    for position in range(result.count):
-        k = dups.get(position)
-        if k is not None:
-            h = result.dup_leaf_hashes[32 * k : 32 * k + 32]
-            out.append(AppendResult(result.dup_indexes[k], h, result.dup_timestamps_ms[k], True))
-            continue
-        h = result.leaf_hashes[32 * new : 32 * new + 32]
-        out.append(AppendResult(index, h, result.timestamp_ms, False))
-        index += 1
-        new += 1
-    assert digests  # the packed outcome covers every position of the request
-    return out
+class TypedPath:
+    """The reference: ``Sequencer.sequence``, ``Integrator.integrate`` and ``Store.commit``
+    (an object per entry and node), as ``Log.append`` ran them before the packed path."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self.sequencer = Sequencer(store=store, clock_ms=Clock(), next_index=0, last_timestamp_ms=0)
+        self.integrator = Integrator(store.load_state().compact)
+
+    def append(self, items: list[AppendItem]) -> list[AppendResult]:
+        sequenced = self.sequencer.sequence(items)
+        if sequenced.entries:
+            nodes, compact = self.integrator.integrate(sequenced.leaf_hashes)
+            state = TreeState(compact=compact, last_timestamp_ms=sequenced.last_timestamp_ms)
+            self.store.commit(sequenced.batch(nodes, state))
+            self.sequencer.adopt(sequenced)
+            self.integrator.adopt(compact)
+        return sequenced.results
 
 
 @settings(max_examples=300, deadline=None)
@@ -175,19 +176,21 @@ def test_packed_append_gives_the_typed_results_and_stores_the_same_bytes(
     requests: list[list[int]],
 ) -> None:
     signer = Ed25519Signer.generate("example.org/log")
-    stores = MemoryStore(), MemoryStore()
-    reference = Log(store=stores[0], signer=signer, origin="example.org/log", clock_ms=Clock())
+    stores = MemoryStore(), MemoryStore(), MemoryStore()
+    reference = TypedPath(stores[0])
     packed = Log(store=stores[1], signer=signer, origin="example.org/log", clock_ms=Clock())
+    routed = Log(store=stores[2], signer=signer, origin="example.org/log", clock_ms=Clock())
     for request in requests:
-        digests = b"".join(digest(n) for n in request)
-        want = reference.append([AppendItem(digest(n)) for n in request])
-        got = packed.append_digests(digests)
-        assert typed(got, digests) == want
-        assert packed.size == reference.size
-    assert stores[1]._values == stores[0]._values
-    assert stores[1]._digests == stores[0]._digests
-    assert stores[1].load_state() == stores[0].load_state()
-    assert packed.publish().root_hash == reference.publish().root_hash
+        items = [AppendItem(digest(n)) for n in request]
+        want = reference.append(items)
+        got = packed.append_digests(b"".join(digest(n) for n in request))
+        assert got.count == len(request)
+        assert got.results() == want
+        assert routed.append(items) == want  # a typed batch without metadata goes packed
+    for store in stores[1:]:
+        assert store._values == stores[0]._values
+        assert store._digests == stores[0]._digests
+        assert store.load_state() == stores[0].load_state()
 
 
 def test_the_selected_core_is_named() -> None:
