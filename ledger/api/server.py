@@ -154,6 +154,12 @@ class LedgerServicer:
             AppendOutcome(results=results, checkpoint=cp, proofs=proofs)
         )
 
+    @_guarded
+    async def AppendPacked(
+        self, request: pb.AppendPackedRequest, context: Context
+    ) -> pb.AppendPackedResponse:
+        return wire.packed_to_pb(await self._service.append_packed(request.record_digests))
+
     async def StreamAppend(
         self, raw_messages: AsyncIterator[bytes], context: Context
     ) -> AsyncIterator[pb.StreamAppendAck]:

@@ -24,13 +24,14 @@ from typing import Any
 import grpc
 from aiohttp import web
 
-from ledger.api.auth import Policy, RateLimiter, TokenStore
+from ledger.api.auth import FailureThrottle, Policy, RateLimiter, TokenStore
 from ledger.api.budget import ByteBudget
 from ledger.api.interceptor import AuthInterceptor
 from ledger.api.server import ServerLimits, create_server
 from ledger.api.tls import ServerTls, load_server_tls, server_ssl_context
 from ledger.app.preflight import check_listen, check_mark_location, check_plaintext
 from ledger.app.settings import Settings, is_loopback, parse_listen
+from ledger.app.trust import backup_trust
 from ledger.app.tsa_setup import TsaSetup, setup_tsas
 from ledger.core.checkpoint import Ed25519Signer
 from ledger.core.errors import FormatError
@@ -51,8 +52,8 @@ from ledger.log.metrics import (
 )
 from ledger.log.service import LogService
 from ledger.log.witnessing import Cosigning, WitnessEndpoint
-from ledger.ops.backup import backup_store
-from ledger.ops.binding import bind_signer, open_bound_signer
+from ledger.ops.backup import TRUST_DIR, backup_store, read_witnesses
+from ledger.ops.binding import AccessWatch, bind_signer, open_bound_signer
 from ledger.store.rocks import RocksStore
 from ledger.store.tile_reader import TileReader
 
@@ -142,13 +143,14 @@ def server_limits(settings: Settings) -> ServerLimits:
     )
 
 
-def _policy(settings: Settings) -> Policy:
+def _policy(settings: Settings, access: AccessWatch | None = None) -> Policy:
     host, _ = parse_listen(settings.listen)
     return Policy(
         tokens=TokenStore(settings.token_file),
         mtls={cn: list(scopes) for cn, scopes in settings.auth_mtls.items()},
         loopback=is_loopback(host),
         reads_need_token=settings.auth_reads == "token",
+        access=access,
     )
 
 
@@ -224,6 +226,22 @@ async def _start_check(
         f"the log is read-only: {why} (set [witnessing] start_override = true to start anyway)"
     )
     _log.warning("read-only until the witnesses answer: %s", why)
+
+
+def _warn_unconfigured_witnesses(settings: Settings) -> None:
+    """A restored data dir records the witnesses of the log it came from: say which of them
+    the configuration lacks (only witnesses catch a restore of a whole host)."""
+    configured = {w.name for w in settings.witnesses}
+    missing = [
+        w.name for w in read_witnesses(settings.data_dir / TRUST_DIR) if w.name not in configured
+    ]
+    if missing:
+        _log.warning(
+            "the restored trust record %s names witnesses the configuration lacks (%s): add "
+            "them as [[witness]] tables so the start check can consult them",
+            settings.data_dir / TRUST_DIR / "trust.json",
+            ", ".join(missing),
+        )
 
 
 def _start_mirror(settings: Settings) -> MirrorProcess | None:
@@ -308,7 +326,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
     mark_warnings = check_mark_location(settings)
     tls = _tls(settings)
     check_plaintext(settings, tls_enabled=tls is not None)
-    policy = _policy(settings)
+    _policy(settings)  # the tokens file parses before anything touches the disk
     created = False
     if signer is None:
         signer, created = open_bound_signer(
@@ -316,6 +334,9 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
         )
     else:
         bind_signer(settings.data_dir, signer, settings.origin)
+    policy = _policy(settings, AccessWatch(settings.data_dir))
+    policy.close_if_credentials()  # a credential exists: recorded as closed from now on
+    _warn_unconfigured_witnesses(settings)
     store = RocksStore(
         settings.db_dir, memtable_mb=settings.memtable_mb, cache_mb=settings.cache_mb
     )
@@ -370,14 +391,17 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
     async def backup(out_dir: str) -> BackupOutcome:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
-            None, backup_store, store, settings.data_dir, Path(out_dir)
+            None, backup_store, store, settings.data_dir, Path(out_dir), backup_trust(settings)
         )
 
     server: grpc.aio.Server | None = None
     try:
         anchor_now = anchoring.anchor_now if tsas.targets else None
         limiter = RateLimiter(settings.rate_per_s, settings.burst)
-        interceptor = AuthInterceptor(policy, limiter, metrics, access_log=settings.access_log)
+        throttle = FailureThrottle(settings.auth_failures, settings.auth_failure_window_s)
+        interceptor = AuthInterceptor(
+            policy, limiter, metrics, access_log=settings.access_log, throttle=throttle
+        )
         server, port = await create_server(
             service,
             settings.listen,

@@ -38,8 +38,10 @@ is optional (``TABLES`` maps ``table.key`` to a field):
     [auth]
     tokens_file = "ledger-data/tokens.json"     # hashes only (``ledger token create``)
     reads = "open"                              # or "token": reads need a credential too
-    rate_per_s = 0                              # per identity (token bucket); 0: no limit
-    burst = 100
+    rate_per_s = 5000                           # per identity (token bucket); 0: no limit
+    burst = 10000
+    failures = 20                               # failed authentications per address ...
+    failure_window_s = 60                       # ... per window, then RESOURCE_EXHAUSTED
     [auth.mtls]                                 # client-certificate CN -> scopes
     "agent-b" = ["append"]
 
@@ -237,9 +239,18 @@ class Settings(BaseSettings):
         default_factory=dict, description="client-certificate common name -> scopes"
     )
     rate_per_s: float = Field(
-        0.0, ge=0, le=1_000_000, description="calls per second per identity; 0: unlimited"
+        5000.0, ge=0, le=1_000_000, description="calls per second per identity; 0: unlimited"
     )
-    burst: int = Field(100, ge=1, le=1_000_000, description="token-bucket size per identity")
+    burst: int = Field(10_000, ge=1, le=1_000_000, description="token-bucket size per identity")
+    auth_failures: int = Field(
+        20,
+        ge=0,
+        le=1_000_000,
+        description="failed authentications per client address per window; then refused; 0: off",
+    )
+    auth_failure_window_s: float = Field(
+        60.0, gt=0, le=86_400, description="window of the failed-authentication count (s)"
+    )
     metrics_listen: str = Field(
         "",
         description="/metrics: empty = on the tiles HTTP endpoint; HOST:PORT = its own; 'off'",
@@ -400,6 +411,8 @@ TABLES: dict[str, dict[str, str]] = {
         "mtls": "auth_mtls",
         "rate_per_s": "rate_per_s",
         "burst": "burst",
+        "failures": "auth_failures",
+        "failure_window_s": "auth_failure_window_s",
     },
     "metrics": {"listen": "metrics_listen"},
     "storage": {"memtable_mb": "memtable_mb", "cache_mb": "cache_mb"},

@@ -28,6 +28,7 @@ from ledger.core.errors import (
     ReadOnlyError,
 )
 from ledger.core.limits import HASH_SIZE, MAX_ANCHORED_SIZES, MAX_GROUP, MAX_PAGE
+from ledger.core.packed import PackedResult, check_packed
 from ledger.core.types import (
     Anchor,
     AppendItem,
@@ -45,7 +46,7 @@ from ledger.log.highwater import AckedSize, HighWaterMark, MarkState
 from ledger.log.integrator import Integrator
 from ledger.log.publisher import Publisher
 from ledger.log.recovery import check_against_mark, leave_read_only
-from ledger.log.sequencer import PackedSequenced, Sequencer, packed_count, validate_items
+from ledger.log.sequencer import PackedSequenced, Sequencer, validate_items
 from ledger.store.contract import Store, TreeState
 
 __all__ = ["Log", "wall_clock_ms"]
@@ -216,6 +217,21 @@ class Log:
             self._integrator.adopt(compact)
             return sequenced.results
 
+    def append_packed(self, digests: bytes) -> PackedResult:
+        """``append`` for N x 32 bytes of digests without metadata (``ledger.core.packed``):
+        the same sequencing, one durable commit, a packed result, over buffers on the selected
+        core (``append_digests``)."""
+        out = self.append_digests(digests)
+        return PackedResult(
+            count=out.count,
+            first_index=out.first_index,
+            timestamp_ms=out.timestamp_ms if out.new_entries else 0,
+            dup_positions=out.dup_positions,
+            dup_indexes=out.dup_indexes,
+            dup_timestamps_ms=out.dup_timestamps_ms,
+            dup_leaf_hashes=out.dup_leaf_hashes,
+        )
+
     def publish(self) -> PublishedCheckpoint:
         """Sign and store a checkpoint for the durable tree (no-op when nothing is new)."""
         with self._lock:
@@ -270,7 +286,7 @@ class Log:
         selected core (``ledger.core.accel``): one multi-get, one durable commit, no object per
         entry but the dedup keys and values the store takes. The same indexes, times and leaf
         hashes as ``append`` of the same items."""
-        packed_count(digests, self._max_batch)
+        check_packed(digests, self._max_batch)
         with self._lock:
             self._raise_if_failed()
             if self.read_only is not None:

@@ -33,7 +33,6 @@ __all__ = [
     "Sequenced",
     "Sequencer",
     "ValidItems",
-    "packed_count",
     "validate_items",
 ]
 
@@ -124,20 +123,6 @@ class PackedSequenced:
             rows=rows,
             state=state,
         )
-
-
-def packed_count(digests: bytes, max_items: int) -> int:
-    """The number of digests in a packed buffer; refuses an empty, ragged or oversized one."""
-    n, rest = divmod(len(digests), HASH_SIZE)
-    if rest:
-        raise InvalidArgumentError(
-            f"record_digests: {len(digests)} bytes, not a multiple of {HASH_SIZE}"
-        )
-    if n == 0:
-        raise InvalidArgumentError("record_digests: empty, want 1 or more digests")
-    if n > max_items:
-        raise InvalidArgumentError(f"record_digests: {n} digests in one request, max {max_items}")
-    return n
 
 
 class ValidItems(tuple[AppendItem, ...]):

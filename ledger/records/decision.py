@@ -17,6 +17,10 @@ decision-record-v1.schema.json`` and says the same thing as this module.
   commitments (``ledger.records.commitments``) anywhere a JSON value, a candidate action or a plan
   step is allowed.
 * Numbers must lie within +-(2**53 - 1) and be finite; candidate scores are decimal strings.
+* Schema versions (docs/formats.md "Schema versions"): ``schema`` is ``ledger.decision/v<N>``;
+  this code reads versions 1 to ``SCHEMA_VERSION`` (a record of version N has exactly the
+  members ``FIELDS_SINCE`` lists at N or below) and refuses a newer one with
+  ``UnsupportedSchemaError`` ("unsupported schema version N"), checked before any other member.
 
 Invalid records are refused with ``InvalidRecordError`` whose ``field`` names the path, e.g.
 ``candidates[1].score``. Run-level checks (parents, the ``run_closed`` list) are
@@ -35,7 +39,12 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, ClassVar, TypeAlias, cast
 
-from ledger.core.errors import InvalidRecordError, MalformedHashError, RecordError
+from ledger.core.errors import (
+    InvalidRecordError,
+    MalformedHashError,
+    RecordError,
+    UnsupportedSchemaError,
+)
 from ledger.core.jcs import (
     Json,
     Reader,
@@ -65,13 +74,17 @@ from ledger.records.commitments import (
 
 __all__ = [
     "CANDIDATE_FIELDS",
+    "FIELDS_SINCE",
     "KINDS",
     "OTEL_FIELDS",
     "PAYLOAD_FIELDS",
     "PAYLOAD_TYPES",
     "RECORD_FIELDS",
     "RUN_STEP_FIELDS",
+    "SCHEMA_CURRENT",
+    "SCHEMA_PREFIX",
     "SCHEMA_V1",
+    "SCHEMA_VERSION",
     "Candidate",
     "ConstraintCheck",
     "DecisionRecord",
@@ -89,11 +102,16 @@ __all__ = [
     "ToolSelection",
     "new_record_id",
     "record_digest",
+    "record_fields",
+    "schema_version",
     "uuid7_time_ms",
     "verify_disclosure",
 ]
 
+SCHEMA_VERSION = 1  # the newest record schema this code reads and writes (docs/formats.md)
+SCHEMA_PREFIX = "ledger.decision/v"  # the ``schema`` member is SCHEMA_PREFIX + version
 SCHEMA_V1 = "ledger.decision/v1"
+SCHEMA_CURRENT = f"{SCHEMA_PREFIX}{SCHEMA_VERSION}"
 RECORD_FIELDS = (
     "schema",
     "record_id",
@@ -114,10 +132,14 @@ RECORD_FIELDS = (
     "actual_outcome",
     "payload",
 )
+# The schema version that added each member: a record of version N has exactly the members
+# added at N or before. An issue that adds a member bumps SCHEMA_VERSION and lists it here.
+FIELDS_SINCE: Mapping[str, int] = dict.fromkeys(RECORD_FIELDS, 1)
 CANDIDATE_FIELDS = ("id", "action", "score", "rank")
 OTEL_FIELDS = ("trace_id", "span_id")
 RUN_STEP_FIELDS = ("step", "record_digest")
 
+_SCHEMA_NAME = re.compile(re.escape(SCHEMA_PREFIX) + r"([1-9][0-9]{0,8})")
 _UUID7 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 _DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
@@ -318,7 +340,7 @@ class DecisionRecord:
     constraints: tuple[str, ...] = ()
     expected_outcome: JsonValue = None
     actual_outcome: JsonValue = None
-    schema: str = SCHEMA_V1
+    schema: str = SCHEMA_CURRENT
 
     def __post_init__(self) -> None:
         if not isinstance(self.payload, _PAYLOAD_CLASSES):
@@ -333,7 +355,8 @@ class DecisionRecord:
 
     def to_json_obj(self) -> dict[str, Json]:
         """The record as plain JSON with exactly the members ``RECORD_FIELDS``."""
-        raw = {name: getattr(self, name) for name in RECORD_FIELDS if name != "kind"}
+        names = record_fields(schema_version(self.schema))
+        raw = {name: getattr(self, name) for name in names if name != "kind"}
         raw["kind"] = self.kind
         plain = to_plain(raw, safe_numbers=True)
         assert isinstance(plain, dict)
@@ -525,13 +548,40 @@ def _payload(kind: str, value: Json, path: str) -> Payload:
     return payload
 
 
+def schema_version(value: object) -> int:
+    """The version a record's ``schema`` member names (``ledger.decision/v<N>``).
+
+    ``UnsupportedSchemaError`` for a version above ``SCHEMA_VERSION`` (a newer writer: the
+    reader must be upgraded, the record is not thereby invalid); ``InvalidRecordError`` for
+    anything that is not a schema name."""
+    match = _SCHEMA_NAME.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        raise InvalidRecordError("schema", f"expected {SCHEMA_PREFIX}<N>, got {value!r}")
+    version = int(match.group(1))
+    if version > SCHEMA_VERSION:
+        raise UnsupportedSchemaError(version, SCHEMA_VERSION)
+    return version
+
+
+def record_fields(version: int) -> tuple[str, ...]:
+    """The members of a record of schema ``version`` (``FIELDS_SINCE``), in ``RECORD_FIELDS``
+    order."""
+    return tuple(name for name, since in FIELDS_SINCE.items() if since <= version)
+
+
 def _parse_record(value: Json) -> dict[str, Any]:
-    """Validate a plain JSON record; return the constructor arguments (without ``kind``)."""
-    obj = read_object(value, "", RECORD_FIELDS)
-    if obj["schema"] != SCHEMA_V1:
-        raise InvalidRecordError("schema", f"expected {SCHEMA_V1!r}, got {obj['schema']!r}")
+    """Validate a plain JSON record; return the constructor arguments (without ``kind``).
+
+    The version is read first, so a newer record is reported as such, never as a record with
+    unknown members."""
+    version = SCHEMA_VERSION
+    if isinstance(value, dict):
+        if "schema" not in value:
+            raise InvalidRecordError("schema", "missing required field")
+        version = schema_version(value["schema"])
+    obj = read_object(value, "", record_fields(version))
     kind = _kind(obj["kind"])
-    args: dict[str, Any] = {"schema": SCHEMA_V1}
+    args: dict[str, Any] = {"schema": obj["schema"]}
     args.update((name, read(obj[name], name)) for name, read in _FIELD_READERS.items())
     args["payload"] = _payload(kind, obj["payload"], "payload")
     _check_cross_field(args)

@@ -106,7 +106,7 @@ MALFORMED: list[tuple[str, dict[str, Any]]] = [
     ("extra", _mutated(["extra"], 1)),
     ("anchors", _mutated(["anchors"], None)),
     ("leaf", _mutated(["leaf"], None, delete=True)),
-    ("receipt", _mutated(["receipt"], "decision-ledger/receipt/v2")),
+    ("receipt", _mutated(["receipt"], "decision-ledger/receipt/2")),
     ("record_digest", _mutated(["record_digest"], "AB" * 32)),
     ("leaf", _mutated(["leaf"], "not base64!")),
     ("leaf", _mutated(["leaf"], "")),

@@ -21,7 +21,12 @@ from typing import Any
 import pytest
 
 from ledger.core import jcs
-from ledger.core.errors import InvalidRecordError, MalformedHashError, RecordError
+from ledger.core.errors import (
+    InvalidRecordError,
+    MalformedHashError,
+    RecordError,
+    UnsupportedSchemaError,
+)
 from ledger.records import commitments, runs
 from ledger.records import decision as records
 from ledger.records.commitments import SALT_BYTES, Commitment, Disclosure, commit, commitment_digest
@@ -479,7 +484,7 @@ def _set(path: list[str | int], value: object) -> Callable[[dict[str, Any]], obj
 
 
 INVALID: list[tuple[str, Callable[[dict[str, Any]], object]]] = [
-    ("schema", _set(["schema"], "ledger.decision/v2")),
+    ("schema", _set(["schema"], "ledger.decision/2")),
     ("record_id", _set(["record_id"], "017f22e2-79b0-4cc3-98c4-dc0c0c07398f")),
     ("record_id", _set(["record_id"], "017F22E2-79B0-7CC3-98C4-DC0C0C07398F")),
     ("run_id", _set(["run_id"], 5)),
@@ -867,3 +872,49 @@ def test_pure_modules_import_no_service_code() -> None:
         "assert not bad, bad"
     )
     processes.run([sys.executable, "-c", probe], check=True)
+
+
+# --- schema versions (docs/formats.md "Schema versions") -----------------------------------------
+
+
+def test_current_records_are_version_one_and_the_schema_file_says_so() -> None:
+    assert records.SCHEMA_VERSION == 1 and records.SCHEMA_CURRENT == SCHEMA_V1
+    assert records.schema_version(full_record().schema) == 1
+    assert records.record_fields(1) == RECORD_FIELDS
+    assert set(records.FIELDS_SINCE) == set(RECORD_FIELDS)
+    assert max(records.FIELDS_SINCE.values()) == records.SCHEMA_VERSION
+    schema = load_schema()
+    assert schema["properties"]["schema"] == {"const": records.SCHEMA_CURRENT}
+    assert schema["$id"].endswith(f":v{records.SCHEMA_VERSION}")
+    assert f"schema version {records.SCHEMA_VERSION}" in schema["description"]
+    # a record written before the mechanism existed (its JSON as logged) still reads
+    assert DecisionRecord.from_json(full_record().to_json()) == full_record()
+
+
+def test_a_newer_version_is_unsupported_never_invalid() -> None:
+    newer = {**full_record().to_json_obj(), "schema": "ledger.decision/v2", "derived_by": "x"}
+    with pytest.raises(UnsupportedSchemaError) as caught:
+        DecisionRecord.from_json_obj(newer)
+    assert not isinstance(caught.value, InvalidRecordError)
+    assert caught.value.version == 2
+    assert "unsupported schema version 2" in str(caught.value)
+    assert "upgrade ledger-verify" in str(caught.value)
+    far = {**full_record().to_json_obj(), "schema": "ledger.decision/v123456789"}
+    with pytest.raises(UnsupportedSchemaError, match="version 123456789"):
+        DecisionRecord.from_json_obj(far)
+    for bad in ["ledger.decision/v0", "ledger.decision/v01", "ledger.decision/2", "other/v1", 1]:
+        with pytest.raises(InvalidRecordError, match=r"^schema: "):
+            DecisionRecord.from_json_obj({**full_record().to_json_obj(), "schema": bad})
+    absent = full_record().to_json_obj()
+    del absent["schema"]
+    with pytest.raises(InvalidRecordError, match=r"^schema: missing required field"):
+        DecisionRecord.from_json_obj(absent)
+
+
+def test_unknown_fields_of_a_known_version_are_all_named() -> None:
+    one = {**full_record().to_json_obj(), "derived_by": "x"}
+    with pytest.raises(InvalidRecordError, match=r"^derived_by: unknown field$"):
+        DecisionRecord.from_json_obj(one)
+    two = {**one, "agent_key": "y"}
+    with pytest.raises(InvalidRecordError, match="unknown fields 'derived_by', 'agent_key'"):
+        DecisionRecord.from_json_obj(two)
