@@ -1,5 +1,7 @@
 """Shared test set-up: hypothesis profiles (``CI`` set -> more examples); after every test, the
-process groups it started are killed (``tests/processes.py``), whether it passed or not."""
+process groups it started are killed (``tests/processes.py``), whether it passed or not; with
+``LEDGER_EXPECT_CORE`` set (``make test``), the run stops at once unless that core is selected
+(``ledger.core.accel``), so a missing compiled build fails instead of testing the twin twice."""
 
 from __future__ import annotations
 
@@ -23,6 +25,19 @@ def _kill_process_groups_left_running() -> Iterator[None]:
     """Set up before, torn down after every other fixture of the test: nothing outlives it."""
     yield
     processes.reap()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    expected = os.environ.get("LEDGER_EXPECT_CORE")
+    if expected:
+        from ledger.core import accel
+
+        if expected != accel.CORE:
+            pytest.exit(
+                f"LEDGER_EXPECT_CORE={expected} but the {accel.CORE} core is selected "
+                f"({accel.native_error}); run `make native`",
+                returncode=3,
+            )
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -4,13 +4,15 @@ the synced-write bound.
 The loop is the server's per-entry work alone: ``ledger.log.Log`` over
 ``ledger.store.rocks.RocksStore`` (sequence, hash, fold into the compact range, one synced RocksDB
 write batch, then sign and store a checkpoint) for batches of 1,000 digests. The benchmark reports
-B2 as a fraction of it.
+B2 as a fraction of it. The packed loop is the same over ``Log.append_digests`` (the selected
+core, ``ledger.core.accel``) with a checkpoint every 50 ms, as the service publishes.
 
 The synced-write bound is what the disk and rocksdict allow a log that did nothing else: the
-exact keys and values ``RocksStore.commit`` writes for batches of 1,000 fresh digests (entry
-bundles, tiles, one dedup key per entry, the tree state), recorded beforehand from a real log,
-then written into a fresh store as rocksdict write batches, each synced (``flush_wal(True)``)
-as the log syncs each group commit. B2 is reported as a fraction of it, measured in the same run.
+exact keys and values ``RocksStore.commit`` (or ``commit_packed``) writes for batches of 1,000
+fresh digests (entry bundles, tiles, one dedup key per entry, the tree state), recorded
+beforehand from a real log, then written into a fresh store as rocksdict write batches, each
+synced (``flush_wal(True)``) as the log syncs each group commit. B2 is reported as a fraction
+of it, measured in the same run.
 """
 
 from __future__ import annotations
@@ -21,17 +23,19 @@ from pathlib import Path
 
 from rocksdict import WriteBatch
 
+from ledger.core.accel import split_hashes
 from ledger.core.checkpoint import Ed25519Signer
 from ledger.core.types import AppendItem
 from ledger.log.facade import Log
-from ledger.store.contract import Batch
+from ledger.store.contract import Batch, PackedBatch
 from ledger.store.rocks import INDEX_BYTES, RocksStore
 from tools.bench_loads import fresh_digests
 from tools.bench_server import ORIGIN
 
-__all__ = ["local_append_rate", "sha256_rate", "synced_write_rate"]
+__all__ = ["local_append_rate", "local_packed_rate", "sha256_rate", "synced_write_rate"]
 
 SHA_INPUT = bytes(range(65))  # an RFC 6962 node: 0x01 || left (32) || right (32)
+CHECKPOINT_INTERVAL_S = 0.05  # the service's default checkpoint cadence
 
 
 def sha256_rate(calls: int) -> float:
@@ -76,6 +80,33 @@ class _Recording(RocksStore):
         ]
         self.recorded.append((list(values.items()), dedup, batch.state.to_bytes()))
         super().commit(batch)
+
+    def commit_packed(self, batch: PackedBatch) -> None:
+        values, _ = self._writer.plan_packed(batch.first, batch.framed, batch.step, batch.rows)
+        digests = split_hashes(batch.digests)
+        dedup = [(d, i.to_bytes(INDEX_BYTES, "big")) for i, d in enumerate(digests, batch.first)]
+        self.recorded.append((list(values.items()), dedup, batch.state.to_bytes()))
+        super().commit_packed(batch)
+
+
+def local_packed_rate(db_dir: Path, batches: int, batch: int = 1_000) -> float:
+    """Entries per second of ``Log.append_digests`` per batch with ``Log.publish`` at the
+    server's default cadence (every 50 ms, and once at the end), as the service runs them."""
+    work = [b"".join(fresh_digests(batch)) for _ in range(batches)]
+    store = RocksStore(db_dir)
+    try:
+        log = Log(store=store, signer=Ed25519Signer.generate(ORIGIN), origin=ORIGIN)
+        t0 = last = time.perf_counter()
+        for digests in work:
+            log.append_digests(digests)
+            if time.perf_counter() - last >= CHECKPOINT_INTERVAL_S:
+                log.publish()
+                last = time.perf_counter()
+        log.publish()
+        elapsed = time.perf_counter() - t0
+    finally:
+        store.close()
+    return batches * batch / elapsed
 
 
 def synced_write_rate(db_dir: Path, batches: int, batch: int = 1_000) -> float:

@@ -2,8 +2,9 @@
 
 Both in this process, one after the other, on the same random 32-byte digests, in batches:
 
-* the log: ``Log.append`` (a synced group commit: entry bundles, tile values, dedup index,
-  tree state) then ``Log.publish`` (a signed checkpoint) per batch, over ``RocksStore``;
+* the log: ``Log.append_digests`` (the packed path on the selected core, ``ledger.core.accel``:
+  a synced group commit of entry bundles, tile values, dedup index and tree state) then
+  ``Log.publish`` (a signed checkpoint) per batch, over ``RocksStore``;
 * pymerkle 7: ``SqliteTree.append_entries`` per batch, one SQLite transaction each (the
   default rollback journal, ``synchronous=FULL``: durable at commit).
 
@@ -17,9 +18,9 @@ import os
 import time
 from pathlib import Path
 
+from ledger.core import accel
 from ledger.core.checkpoint import Ed25519Signer
 from ledger.log.facade import Log
-from ledger.log.sequencer import AppendItem, ValidItems
 from ledger.store.rocks import RocksStore
 from tools.bench_server import ORIGIN
 from tools.bench_stats import disk_bytes
@@ -28,13 +29,13 @@ __all__ = ["build_rates"]
 
 
 def _log_rate(db: Path, batches: list[list[bytes]]) -> tuple[float, int]:
-    work = [ValidItems(AppendItem(d) for d in batch) for batch in batches]
+    work = [b"".join(batch) for batch in batches]
     store = RocksStore(db)
     try:
         log = Log(store=store, signer=Ed25519Signer.generate(ORIGIN), origin=ORIGIN)
         t0 = time.perf_counter()
-        for items in work:
-            log.append(items)
+        for digests in work:
+            log.append_digests(digests)
             log.publish()
         elapsed = time.perf_counter() - t0
         store.compact()
@@ -71,4 +72,5 @@ def build_rates(work: Path, leaves: int, batch: int) -> dict[str, float]:
         "pymerkle_bytes_per_leaf": peer_disk / total,
         "leaves": float(total),
         "batch": float(batch),
+        "native_core": float(accel.CORE == "native"),
     }

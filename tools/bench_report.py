@@ -205,6 +205,14 @@ SCENARIOS: tuple[Scenario, ...] = (
         (
             Figure("sha256_per_s", "SHA-256 calls", "calls/s"),
             Figure("loop_entries_per_s", "in-process append loop", "entries/s"),
+            Figure(
+                "packed_loop_per_s",
+                "in-process packed loop (append_digests, checkpoint every 50 ms)",
+                "entries/s",
+            ),
+            Figure("synced_bound_per_s", "synced-write bound (rocksdict alone)", "entries/s"),
+            Figure("packed_of_bound", "packed loop / synced-write bound", "ratio", ">=", 0.8),
+            Figure("native_core", "compiled core (1) or pure twin (0)", "flag"),
             Figure("b2_fraction", "B2 / loop", "ratio"),
             Figure("grpc_floor_per_s", "gRPC floor: trivial unary calls", "calls/s"),
             Figure("grpc_floor_server_cpu", "gRPC floor server CPU", "cores"),
@@ -279,7 +287,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "B9",
         "the peer: build a durable tree of the same leaves in process, the log "
-        "(Log.append + publish per batch over RocksStore) against pymerkle 7 SqliteTree "
+        "(Log.append_digests + publish per batch over RocksStore) against pymerkle 7 SqliteTree "
         "(append_entries, one transaction per batch)",
         "log build rate >= pymerkle's in the same run",
         (
@@ -290,6 +298,7 @@ SCENARIOS: tuple[Scenario, ...] = (
             Figure("pymerkle_bytes_per_leaf", "pymerkle disk per leaf", "bytes"),
             Figure("leaves", "leaves", "leaves"),
             Figure("batch", "leaves per batch", "leaves"),
+            Figure("native_core", "compiled core (1) or pure twin (0)", "flag"),
         ),
     ),
 )

@@ -19,9 +19,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ledger.core import accel
 from ledger.store.rocks import RocksStore
 from tools.bench_clients import ClientPool, Outcome, Task, sleep_until
-from tools.bench_local import local_append_rate, sha256_rate, synced_write_rate
+from tools.bench_local import (
+    local_append_rate,
+    local_packed_rate,
+    sha256_rate,
+    synced_write_rate,
+)
 from tools.bench_peer import build_rates
 from tools.bench_report import RunFigures
 from tools.bench_server import BenchServer, CeilingServer, make_key, signed_head
@@ -432,12 +438,20 @@ class Bench:
     def limit(self, run: int) -> dict[str, float]:
         """B8: SHA-256 calls/s and the in-process append loop (no server running)."""
         progress(f"run {run} B8: SHA-256 and the in-process append loop")
-        db = self.work / f"run{run}-local"
-        try:
-            loop = local_append_rate(db, self.plan.local_batches)
-        finally:
-            shutil.rmtree(db, ignore_errors=True)
-        return {"sha256_per_s": sha256_rate(self.plan.sha_calls), "loop_entries_per_s": loop}
+        rates = {}
+        for name, rate in (
+            ("loop_entries_per_s", local_append_rate),
+            ("packed_loop_per_s", local_packed_rate),
+            ("synced_bound_per_s", synced_write_rate),
+        ):
+            db = self.work / f"run{run}-local-{name}"
+            try:
+                rates[name] = rate(db, self.plan.local_batches)
+            finally:
+                shutil.rmtree(db, ignore_errors=True)
+        rates["packed_of_bound"] = rates["packed_loop_per_s"] / rates["synced_bound_per_s"]
+        rates["native_core"] = float(accel.CORE == "native")
+        return {"sha256_per_s": sha256_rate(self.plan.sha_calls), **rates}
 
     def ceilings(self, run: int, figures: RunFigures) -> dict[str, float]:
         """C: the B1, B2 and B3 loads against a trivial grpc.aio server of the same shapes (the

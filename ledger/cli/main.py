@@ -30,6 +30,7 @@ from ledger.cli.restore import restore
 from ledger.cli.settings import FLAGS, setting_option
 from ledger.cli.tiles import tiles_group
 from ledger.cli.witness import witness, witnesses
+from ledger.core import accel
 from ledger.core.errors import FormatError, LedgerError
 from ledger_client.clikit.connection import connection_from, connection_options
 from ledger_client.clikit.errors import CliGroup, fail
@@ -138,10 +139,13 @@ def serve(config: Path | None, **flags: Any) -> None:
             "metrics": app.metrics_address,
             "tsas": [t.name for t in app.tsas.targets],
             "embedded_tsa_root": str(app.tsas.embedded_root) if app.tsas.embedded_root else None,
+            "core": accel.CORE,
         }
         click.echo(json.dumps(line), nl=True)
         sys.stdout.flush()
         log = logging.getLogger("ledger")
+        if accel.native_error is not None:
+            log.info("append path on the pure core: %s", accel.native_error)
         if not settings.tls_enabled:
             log.warning("plaintext gRPC on %s: for loopback development only", app.address)
         if app.policy.open_log:

@@ -5,7 +5,8 @@ checkpoints and cosignatures (``checkpoint``), C2SP tlog-tiles paths, bundles an
 storage layout (``tiles``, ``tile_layout``), tlog-proof (``tlogproof``), RFC 8785 JSON
 (``jcs``), protocol limits (``limits``), URLs shown without their secrets (``redact``), the
 shared frozen types (``types``: leaves, proofs, anchors, RPC outcomes), the packed-append shape
-(``packed``) and the one error tree (``errors``).
+(``packed``), the append hot path over packed buffers (``hot``, its compiled twin ``_hot`` from
+``_hot.c``, and the selector ``accel`` everything calls) and the one error tree (``errors``).
 
 May import: libraries ``cryptography``, ``rfc8785``.
 """

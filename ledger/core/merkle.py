@@ -26,6 +26,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
+from ledger.core import accel
 from ledger.core.errors import BoundsError, MalformedHashError, ProofShapeError, RootMismatchError
 from ledger.core.limits import HASH_SIZE
 
@@ -169,6 +170,18 @@ class CompactRange:
             index += 1
         self._size = index
         return created
+
+    def extend_packed(self, leaves: bytes) -> list[bytes]:
+        """``extend`` over packed leaf hashes (``N x 32`` bytes) on the selected core
+        (``ledger.core.accel``): the hashes of the full nodes completed, one buffer per height
+        ``1..`` (node indexes ``old_size >> h .. new_size >> h``, in order), no object per leaf.
+        """
+        if len(leaves) % HASH_SIZE:
+            raise MalformedHashError(f"packed leaf hashes of {len(leaves)} bytes, not N x 32")
+        stack, rows = accel.compact_extend(self._size, b"".join(self._hashes), leaves)
+        self._hashes = [stack[i : i + HASH_SIZE] for i in range(0, len(stack), HASH_SIZE)]
+        self._size += len(leaves) // HASH_SIZE
+        return rows
 
     def root(self) -> bytes:
         """Merkle Tree Hash of leaves ``[0, size)``; SHA-256("") when empty."""

@@ -189,6 +189,53 @@ class TileWriter:
                 tile.dirty = False
         return writes, TileWriter(first + len(entries), bundle, tiles)
 
+    def plan_packed(
+        self, first: int, framed: bytes, step: int, rows: Sequence[bytes]
+    ) -> tuple[dict[bytes, bytes], TileWriter]:
+        """``plan`` over buffers: ``framed`` holds the new entries framed, ``step`` bytes each
+        (leaves without metadata), ``rows[h - 1]`` the hashes of the nodes of height ``h``
+        they complete (``CompactRange.extend_packed``). The same values as ``plan``, built
+        with a few slices per tile instead of an object per entry or node."""
+        if first != self.size:
+            raise StorageError(f"a commit from index {first} does not extend a tree of {self.size}")
+        if step <= 0 or len(framed) % step:
+            raise StorageError(f"framed entries of {len(framed)} bytes are not {step} bytes each")
+        count = len(framed) // step
+        writes: dict[bytes, bytes] = {}
+        bundle = self._bundle
+        at = 0
+        while at < count:
+            index = first + at
+            n = index >> TILE_HEIGHT
+            data = bundle.data if n == bundle.index else b""
+            take = min(count - at, TILE_WIDTH - (index & (TILE_WIDTH - 1)))
+            bundle = _Bundle(n, bytearray(data) + framed[at * step : (at + take) * step])
+            writes[bundle_key(n)] = bytes(bundle.data)
+            at += take
+        tiles = dict(self._tiles)
+        pieces: dict[int, dict[int, list[tuple[int, bytes]]]] = {}  # level -> tile -> rows
+        for height, row_hashes in enumerate(rows, 1):
+            lvl, row = height >> 3, height & 7
+            span = TILE_WIDTH >> row  # nodes of this height in one tile
+            index = first >> height  # the first node completed at this height
+            end = len(row_hashes) // HASH_SIZE
+            done = 0
+            while done < end:
+                take = min(end - done, span - (index & (span - 1)))
+                part = row_hashes[done * HASH_SIZE : (done + take) * HASH_SIZE]
+                pieces.setdefault(lvl, {}).setdefault(index // span, []).append((row, part))
+                done += take
+                index += take
+        for lvl, by_tile in pieces.items():
+            for n in sorted(by_tile):
+                old = tiles.get(lvl)
+                tile = old.copy() if old is not None and old.index == n else _Tile.empty(n)
+                for row, part in by_tile[n]:
+                    tile.rows[row] += part
+                writes[tile_key(lvl, n)] = tile.value(lvl)
+                tiles[lvl] = tile
+        return writes, TileWriter(first + count, bundle, tiles)
+
     def _add_entries(
         self, first: int, entries: Sequence[bytes], writes: dict[bytes, bytes]
     ) -> _Bundle:

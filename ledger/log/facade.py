@@ -44,10 +44,9 @@ from ledger.log import selfcheck
 from ledger.log.clock import BoundedClock
 from ledger.log.highwater import AckedSize, HighWaterMark, MarkState
 from ledger.log.integrator import Integrator
-from ledger.log.packed import pack_results, unpack_items
 from ledger.log.publisher import Publisher
 from ledger.log.recovery import check_against_mark, leave_read_only
-from ledger.log.sequencer import Sequencer, ValidItems, validate_items
+from ledger.log.sequencer import PackedSequenced, Sequencer, validate_items
 from ledger.store.contract import Store, TreeState
 
 __all__ = ["Log", "wall_clock_ms"]
@@ -189,8 +188,11 @@ class Log:
         """Sequence, integrate and durably commit one batch; return a result per item.
 
         Items are validated here unless they come as ``ValidItems`` (checked once already).
+        A batch without metadata takes the packed path (``append_digests``: the same results).
         """
         batch = validate_items(items, self._max_batch)
+        if not any(item.metadata for item in batch):
+            return self.append_digests(b"".join([item.record_digest for item in batch])).results()
         with self._lock:
             self._raise_if_failed()
             if self.read_only is not None:
@@ -217,11 +219,18 @@ class Log:
 
     def append_packed(self, digests: bytes) -> PackedResult:
         """``append`` for N x 32 bytes of digests without metadata (``ledger.core.packed``):
-        the same sequencing, one durable commit, a packed result. The pure path goes through
-        typed items; a compiled sequencer replaces it behind this signature."""
-        check_packed(digests, self._max_batch)
-        results = self.append(ValidItems(unpack_items(digests)))
-        return pack_results(results, self._sequencer.next_index)
+        the same sequencing, one durable commit, a packed result, over buffers on the selected
+        core (``append_digests``)."""
+        out = self.append_digests(digests)
+        return PackedResult(
+            count=out.count,
+            first_index=out.first_index,
+            timestamp_ms=out.timestamp_ms if out.new_entries else 0,
+            dup_positions=out.dup_positions,
+            dup_indexes=out.dup_indexes,
+            dup_timestamps_ms=out.dup_timestamps_ms,
+            dup_leaf_hashes=out.dup_leaf_hashes,
+        )
 
     def publish(self) -> PublishedCheckpoint:
         """Sign and store a checkpoint for the durable tree (no-op when nothing is new)."""
@@ -271,6 +280,36 @@ class Log:
             self._acked.write(sequenced.next_index)
         self._sequencer.adopt(sequenced)
         self._integrator.adopt(compact)
+
+    def append_digests(self, digests: bytes) -> PackedSequenced:
+        """``append`` for N x 32 bytes of digests without metadata, over buffers on the
+        selected core (``ledger.core.accel``): one multi-get, one durable commit, no object per
+        entry but the dedup keys and values the store takes. The same indexes, times and leaf
+        hashes as ``append`` of the same items."""
+        check_packed(digests, self._max_batch)
+        with self._lock:
+            self._raise_if_failed()
+            if self.read_only is not None:
+                raise ReadOnlyError(self.read_only)
+            sequenced = self._sequencer.sequence_packed(digests)
+            if not sequenced.new_entries:
+                return sequenced
+            rows, compact = self._integrator.integrate_packed(sequenced.leaf_hashes)
+            state = TreeState(compact=compact, last_timestamp_ms=sequenced.last_timestamp_ms)
+            try:
+                self._store.commit_packed(sequenced.batch(rows, state))
+                if self._acked is not None:  # synced before any append of the group is acked
+                    self._acked.write(sequenced.next_index)
+            except Exception as exc:
+                self._set_failure(exc)
+                raise LogFailedError(
+                    f"the group commit failed ({type(exc).__name__}: {exc}); the log stops "
+                    "appending. Nothing acknowledged is lost: fix the cause (for example free "
+                    "disk space) and restart the server"
+                ) from exc
+            self._sequencer.adopt(sequenced)
+            self._integrator.adopt(compact)
+            return sequenced
 
     @property
     def failure(self) -> Exception | None:

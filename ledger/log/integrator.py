@@ -45,6 +45,13 @@ class Integrator:
         nodes = extended.extend(leaf_hashes, with_leaves=False)
         return nodes, extended
 
+    def integrate_packed(self, leaf_hashes: bytes) -> tuple[list[bytes], CompactRange]:
+        """``integrate`` over packed leaf hashes: the completed nodes as one buffer per height
+        ``1..`` (``CompactRange.extend_packed``), and the compact range after them."""
+        extended = self._compact.copy()
+        rows = extended.extend_packed(leaf_hashes)
+        return rows, extended
+
     def adopt(self, compact: CompactRange) -> None:
         """Switch to ``compact`` once its nodes are durable."""
         self._compact = compact

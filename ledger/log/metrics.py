@@ -31,6 +31,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ledger.core import accel
 from ledger.core.errors import TimestampError
 
 __all__ = ["CONTENT_TYPE", "LedgerMetrics", "MetricsRegistry", "ObservedSource", "error_class"]
@@ -113,6 +114,8 @@ class LedgerMetrics:
             "ledger_rpc_seconds", "call duration", _LATENCIES, ["method"]
         )
         self.proofs = r.counter("ledger_proof_requests", "proof requests", ["kind"])
+        core = r.gauge("ledger_core", "1 for the core the append path runs on", ["core"])
+        core.labels(accel.CORE).set(1)
         r.add_collector(self._collect_errors)
 
     # --- hooks --------------------------------------------------------------------------------

@@ -9,9 +9,11 @@ sequencer exactly where the durable log is.
 from __future__ import annotations
 
 import hashlib
+from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from ledger.core import accel
 from ledger.core.errors import DataLossError, InvalidArgumentError
 from ledger.core.limits import HASH_SIZE, MAX_METADATA
 from ledger.core.merkle import NodeID
@@ -23,9 +25,16 @@ from ledger.core.types import (
     leaf_prefix,
     leaf_suffix,
 )
-from ledger.store.contract import Batch, Store, TreeState
+from ledger.store.contract import Batch, PackedBatch, Store, TreeState
 
-__all__ = ["AppendItem", "Sequenced", "Sequencer", "ValidItems", "validate_items"]
+__all__ = [
+    "AppendItem",
+    "PackedSequenced",
+    "Sequenced",
+    "Sequencer",
+    "ValidItems",
+    "validate_items",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,6 +53,75 @@ class Sequenced:
         """The group commit of these entries, the nodes they complete and the new state."""
         return Batch(
             first=self.first, entries=self.entries, digests=self.digests, nodes=nodes, state=state
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PackedSequenced:
+    """The outcome of sequencing packed digests (no metadata), not yet durable: buffers, no
+    object per entry. New entries take ``first_index ..`` in request order and share
+    ``timestamp_ms``; every other position is a duplicate, listed with its original index,
+    time and leaf hash (of a durable entry, or of an earlier position of the same buffer)."""
+
+    count: int  # digests in the request
+    first_index: int  # index of the first new entry (the log's size when none is new)
+    timestamp_ms: int  # receive time of the new entries
+    dup_positions: array[int]  # 'Q': ascending positions of the duplicates
+    dup_indexes: array[int]  # 'Q': their original indexes
+    dup_timestamps_ms: array[int]  # 'Q': their original receive times
+    dup_leaf_hashes: bytes  # D x 32: their original leaf hashes
+    digests: bytes  # the new entries' record digests, N x 32
+    leaf_hashes: bytes  # their leaf hashes, N x 32
+    framed: bytes  # their entries framed for a bundle, ``step`` bytes each
+    step: int
+    next_index: int
+    last_timestamp_ms: int
+
+    @property
+    def new_entries(self) -> int:
+        """New entries: indexes ``[first_index, first_index + new_entries)``."""
+        return self.next_index - self.first_index
+
+    def results(self) -> list[AppendResult]:
+        """One typed result per digest of the request, in request order (the typed RPCs)."""
+        new, stamp, first, hashes = (
+            tuple.__new__,
+            self.timestamp_ms,
+            self.first_index,
+            self.leaf_hashes,
+        )
+        fresh = [
+            new(
+                AppendResult, (first + k, hashes[k * HASH_SIZE : (k + 1) * HASH_SIZE], stamp, False)
+            )
+            for k in range(self.new_entries)
+        ]
+        if not self.dup_positions:
+            return fresh
+        out: list[AppendResult] = []
+        taken = iter(fresh)
+        dups = iter(range(len(self.dup_positions)))
+        d = next(dups)
+        for position in range(self.count):
+            if d < len(self.dup_positions) and self.dup_positions[d] == position:
+                leaf_hash = self.dup_leaf_hashes[d * HASH_SIZE : (d + 1) * HASH_SIZE]
+                out.append(
+                    AppendResult(self.dup_indexes[d], leaf_hash, self.dup_timestamps_ms[d], True)
+                )
+                d = next(dups, len(self.dup_positions))
+            else:
+                out.append(next(taken))
+        return out
+
+    def batch(self, rows: Sequence[bytes], state: TreeState) -> PackedBatch:
+        """The group commit of these entries, the nodes they complete and the new state."""
+        return PackedBatch(
+            first=self.first_index,
+            framed=self.framed,
+            step=self.step,
+            digests=self.digests,
+            rows=rows,
+            state=state,
         )
 
 
@@ -147,6 +225,72 @@ class Sequencer:
             last_timestamp_ms=now,
         )
 
+    def sequence_packed(self, digests: bytes) -> PackedSequenced:
+        """``sequence`` for N x 32 bytes of digests without metadata (``packed_count`` checked
+        by the caller), on the selected core: one multi-get for the dedup look-up, then
+        validation, in-batch dedup, leaf bytes and leaf hashes over the buffer. The same
+        indexes, times and leaf hashes as ``sequence`` of the same items."""
+        now = max(self._clock_ms(), self._last_timestamp_ms)
+        keys = accel.split_hashes(digests)  # the keys rocksdict's multi-get takes
+        found = self._store.find_digests(keys)
+        del keys
+        prefix = leaf_prefix(now)
+        plain = leaf_suffix(b"")
+        framed_prefix = (len(prefix) + HASH_SIZE + len(plain)).to_bytes(2, "big") + prefix
+        known = accel.present(found)
+        new, hashes, framed, dups = accel.sequence_plain(
+            digests, known, b"\x00" + prefix, framed_prefix, plain
+        )
+        first = self._next_index
+        positions, indexes, times = array("Q"), array("Q"), array("Q")
+        dup_hashes: list[bytes] = []
+        if dups:
+            durable = self._durable({found[p] for p in dups[0::2] if known[p]})
+            for position, source in zip(dups[0::2], dups[1::2], strict=True):
+                positions.append(position)
+                if source < 0:
+                    index = found[position]
+                    assert index is not None
+                    stamp, leaf_hash = durable[index]
+                    if digests[position * HASH_SIZE : (position + 1) * HASH_SIZE] != stamp[1]:
+                        raise DataLossError(
+                            f"the digest index maps a digest to entry {index}, which holds "
+                            "another digest: the index is damaged; refusing to answer a duplicate"
+                        )
+                    indexes.append(index)
+                    times.append(stamp[0])
+                    dup_hashes.append(leaf_hash)
+                else:
+                    indexes.append(first + source)
+                    times.append(now)
+                    dup_hashes.append(hashes[source * HASH_SIZE : (source + 1) * HASH_SIZE])
+        return PackedSequenced(
+            count=len(digests) // HASH_SIZE,
+            first_index=first,
+            timestamp_ms=now,
+            dup_positions=positions,
+            dup_indexes=indexes,
+            dup_timestamps_ms=times,
+            dup_leaf_hashes=b"".join(dup_hashes),
+            digests=new,
+            leaf_hashes=hashes,
+            framed=framed,
+            step=len(framed_prefix) + HASH_SIZE + len(plain),
+            next_index=first + len(new) // HASH_SIZE,
+            last_timestamp_ms=now,
+        )
+
+    def _durable(self, wanted: set[int | None]) -> dict[int, tuple[tuple[int, bytes], bytes]]:
+        """Index -> ((time, record digest), leaf hash) of durable entries (duplicates only)."""
+        indexes = sorted(i for i in wanted if i is not None)
+        leaves = self._store.get_leaves(indexes)
+        self._check_leaves(indexes, leaves)
+        out = {}
+        for index, leaf in zip(indexes, leaves, strict=True):
+            entry = decode_leaf(index, leaf)
+            out[index] = ((entry.timestamp_ms, entry.record_digest), entry.leaf_hash)
+        return out
+
     def sequence_leaves(self, start: int, leaves: Sequence[bytes]) -> Sequenced:
         """Leaves taken verbatim (catch-up after a restore), to be stored from ``start``."""
         if start != self._next_index:
@@ -168,7 +312,7 @@ class Sequencer:
             last_timestamp_ms=last,
         )
 
-    def adopt(self, sequenced: Sequenced) -> None:
+    def adopt(self, sequenced: Sequenced | PackedSequenced) -> None:
         """Move on once ``sequenced`` is durable."""
         self._next_index = sequenced.next_index
         self._last_timestamp_ms = sequenced.last_timestamp_ms

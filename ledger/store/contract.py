@@ -31,13 +31,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ledger.core.accel import split_hashes
 from ledger.core.checkpoint import SignedNote
 from ledger.core.errors import StorageError
 from ledger.core.merkle import CompactRange, NodeID
 from ledger.core.tile_layout import StoredTiles, TileWriter
 from ledger.core.types import Anchor, PublishedCheckpoint
 
-__all__ = ["Batch", "MemoryStore", "Store", "TreeState", "check_new_checkpoint"]
+__all__ = ["Batch", "MemoryStore", "PackedBatch", "Store", "TreeState", "check_new_checkpoint"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,6 +80,22 @@ class Batch:
     state: TreeState
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PackedBatch:
+    """A group commit of entries without metadata, over buffers: ``framed`` holds the new
+    entries framed as in an entry bundle, ``step`` bytes each; ``digests`` their record digests
+    (``N x 32``); ``rows[h - 1]`` the hashes of the full nodes of height ``h`` they complete
+    (``CompactRange.extend_packed``); the new state. The same writes as the ``Batch`` of the
+    same entries."""
+
+    first: int
+    framed: bytes
+    step: int
+    digests: bytes
+    rows: Sequence[bytes]
+    state: TreeState
+
+
 class Store(Protocol):
     """What the log needs from storage (guarantees in the module docstring)."""
 
@@ -92,6 +109,10 @@ class Store(Protocol):
 
     def commit(self, batch: Batch) -> None:
         """Write a batch atomically and durably."""
+        ...
+
+    def commit_packed(self, batch: PackedBatch) -> None:
+        """``commit`` for a batch over buffers (the same guarantees, the same writes)."""
         ...
 
     def get_nodes(self, ids: Sequence[NodeID]) -> list[bytes]:
@@ -196,6 +217,19 @@ class MemoryStore:
             for key in values:
                 self.writes[key] = self.writes.get(key, 0) + 1
             for index, digest in enumerate(batch.digests, batch.first):
+                self._digests[digest] = index
+            self._state = batch.state
+            self._writer = writer
+
+    def commit_packed(self, batch: PackedBatch) -> None:
+        self._fault("commit")
+        values, writer = self._writer.plan_packed(batch.first, batch.framed, batch.step, batch.rows)
+        digests = split_hashes(batch.digests)
+        with self._lock:
+            self._values.update(values)
+            for key in values:
+                self.writes[key] = self.writes.get(key, 0) + 1
+            for index, digest in enumerate(digests, batch.first):
                 self._digests[digest] = index
             self._state = batch.state
             self._writer = writer

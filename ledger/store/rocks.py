@@ -34,7 +34,9 @@ purpose; the published high-water mark then tells how far it fell behind.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from itertools import repeat
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -52,11 +54,12 @@ from rocksdict import (
     WriteOptions,
 )
 
+from ledger.core.accel import index_values, split_hashes
 from ledger.core.errors import DataLossError, StorageError
 from ledger.core.merkle import NodeID
 from ledger.core.tile_layout import StoredTiles, TileWriter
 from ledger.core.types import Anchor, PublishedCheckpoint
-from ledger.store.contract import Batch, TreeState, check_new_checkpoint
+from ledger.store.contract import Batch, PackedBatch, TreeState, check_new_checkpoint
 
 __all__ = ["LAYOUT", "OLD_FAMILIES", "RocksStore", "open_rdict"]
 
@@ -379,6 +382,23 @@ class RocksStore:
         self._db.flush_wal(True)  # ... the fsync does not; durable before anyone is told
         self._writer = writer
 
+    def commit_packed(self, batch: PackedBatch) -> None:
+        """``commit`` over buffers: the per-entry objects are the dedup keys and values that
+        rocksdict takes, made by the selected core (``ledger.core.accel``)."""
+        self._refuse_writes()
+        values, writer = self._writer.plan_packed(batch.first, batch.framed, batch.step, batch.rows)
+        wb = WriteBatch(raw_mode=True)
+        put = wb.put
+        tree, digests = self._tree_cf, self._digests_cf
+        for key, value in values.items():
+            put(key, value, tree)
+        keys = split_hashes(batch.digests)
+        deque(map(put, keys, index_values(batch.first, len(keys), INDEX_BYTES), repeat(digests)), 0)
+        put(_STATE, batch.state.to_bytes())
+        self._db.write(wb, self._nosync)  # holds the GIL ...
+        self._db.flush_wal(True)  # ... the fsync does not; durable before anyone is told
+        self._writer = writer
+
     def get_nodes(self, ids: Sequence[NodeID]) -> list[bytes]:
         return self._reader.nodes(ids)
 
@@ -397,7 +417,10 @@ class RocksStore:
         self._refuse_writes()
         if check_new_checkpoint(self.get_checkpoint(checkpoint.size), checkpoint):
             value = checkpoint.root_hash + checkpoint.note.encode()
-            self._db.put(_checkpoint_key(checkpoint.size), value, _synced())
+            # as a commit: a synced put would hold the GIL during the fsync; the WAL sync
+            # does not, and the checkpoint is durable when it returns either way
+            self._db.put(_checkpoint_key(checkpoint.size), value, self._nosync)
+            self._db.flush_wal(True)
 
     def get_checkpoint(self, size: int) -> PublishedCheckpoint | None:
         key = _checkpoint_key(size)

@@ -31,10 +31,11 @@ SOURCES = (("ledger", ROOT / "ledger"), ("ledger_client", ROOT / "client" / "led
 TIMEOUT_S = 300.0
 
 
-def run(cmd: Sequence[str | Path], cwd: Path, timeout: float = TIMEOUT_S) -> str:
-    """Run ``cmd`` in a process group of its own (killed whole on timeout); its stdout, or a
-    failure with its output."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+def run(cmd: Sequence[str | Path], cwd: Path, timeout: float = TIMEOUT_S, **extra: str) -> str:
+    """Run ``cmd`` in a process group of its own (killed whole on timeout), with ``extra``
+    environment variables; its stdout, or a failure with its output."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "LEDGER_"))}
+    env |= extra
     proc: subprocess.Popen[str] = processes.spawn(
         [str(c) for c in cmd], cwd=cwd, env=env, text=True, start_new_session=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -61,25 +62,33 @@ def source_modules() -> set[str]:
     return found
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def build_wheel(base: Path, **extra: str) -> Path:
     """A wheel built from a copy of the tree (the build leaves nothing in the repository)."""
-    base = tmp_path_factory.mktemp("wheel")
     tree = base / "tree"
-    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "*.so")
     for name in ("ledger", "client"):
         shutil.copytree(ROOT / name, tree / name, ignore=ignore)
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy2(ROOT / name, tree / name)
     pip = (sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input")
     run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-         "--wheel-dir", base / "dist", tree], cwd=base)  # fmt: skip
+         "--wheel-dir", base / "dist", tree], cwd=base, timeout=TIMEOUT_S, **extra)  # fmt: skip
     (built,) = (base / "dist").glob("decision_ledger-*.whl")
     return built
 
 
 @pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel as built here (with the compiled core when a C compiler is there)."""
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
+@pytest.fixture(scope="module")
 def venv(wheel: Path) -> Iterator[Path]:
+    yield install(wheel)
+
+
+def install(wheel: Path) -> Path:
     """A fresh venv without pip, the wheel installed into it, third-party packages borrowed."""
     home = wheel.parent.parent / "venv"
     run([sys.executable, "-m", "venv", "--without-pip", home], cwd=home.parent)
@@ -90,7 +99,7 @@ def venv(wheel: Path) -> Iterator[Path]:
                     cwd=home.parent).strip())  # fmt: skip
     ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
     (site / "borrowed-dev-packages.pth").write_text("".join(f"{p}\n" for p in sorted(ours)))
-    yield home
+    return home
 
 
 def test_the_wheel_holds_the_package_data(wheel: Path) -> None:
@@ -133,7 +142,53 @@ print(json.dumps({"files": [ledger.__file__, ledger_client.__file__],
 def test_the_installed_wheel_imports_every_module(venv: Path) -> None:
     answer = json.loads(run([venv / "bin" / "python", "-c", PROBE], cwd=venv.parent))
     assert all(Path(f).is_relative_to(venv) for f in answer["files"]), answer["files"]
-    assert set(answer["modules"]) == source_modules()
+    assert set(answer["modules"]) - {"ledger.core._hot"} == source_modules()
+
+
+CORE = """
+import hashlib, json, sys, tempfile
+from ledger.core import accel
+from ledger.core.checkpoint import Ed25519Signer
+from ledger.log.facade import Log
+from ledger.store.rocks import RocksStore
+store = RocksStore(tempfile.mkdtemp(dir=sys.argv[1]))
+signer = Ed25519Signer.generate("example.com/w")
+log = Log(store=store, signer=signer, origin="example.com/w", clock_ms=lambda: 1_000)
+out = log.append_digests(b"".join(hashlib.sha256(b"%d" % i).digest() for i in (1, 2, 1)))
+root = log.publish().root_hash.hex()
+store.close()
+print(json.dumps({"core": accel.CORE, "file": accel.__file__, "root": root,
+                  "dups": list(out.dup_positions)}))
+"""
+
+
+def core_of(venv: Path) -> dict[str, object]:
+    answer: dict[str, object] = json.loads(
+        run([venv / "bin" / "python", "-c", CORE, venv.parent], cwd=venv.parent)
+    )
+    assert Path(str(answer["file"])).is_relative_to(venv)
+    assert answer["dups"] == [2]
+    return answer
+
+
+def test_the_wheel_runs_the_compiled_core_and_without_a_compiler_the_pure_one(
+    wheel: Path, venv: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """``CC=/bin/false``: the optional extension fails to build and the wheel is pure (the
+    install works); the wheel built with a compiler runs the compiled core. Same root."""
+    names = zipfile.ZipFile(wheel).namelist()
+    if shutil.which("gcc") or shutil.which("cc"):
+        assert [n for n in names if n.startswith("ledger/core/_hot.") and n.endswith(".so")], names
+        assert core_of(venv)["core"] == "native"
+    pure = build_wheel(tmp_path_factory.mktemp("pure-wheel"), CC="/bin/false")
+    assert not [
+        n
+        for n in zipfile.ZipFile(pure).namelist()
+        if n.startswith("ledger/core/_hot.") and n.endswith(".so")
+    ]
+    pure_core = core_of(install(pure))
+    assert pure_core["core"] == "pure"
+    assert pure_core["root"] == core_of(venv)["root"]
 
 
 def test_the_installed_clis_answer_help(venv: Path) -> None:
