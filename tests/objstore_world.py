@@ -12,6 +12,7 @@ AWS way through ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``) and anonymous c
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -20,12 +21,25 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tests import processes
 from tests.waits import wait_until
 
+if TYPE_CHECKING:
+    from ledger.core.types import PublishedCheckpoint
+    from ledger.objstore.bucket import BucketAddress
+    from ledger.objstore.publisher import BucketPublisher
+
 __all__ = [
-    "ACCESS_KEY", "SECRET_KEY", "Seaweed", "aws_env", "ensure_bucket", "find_weed", "run_seaweedfs",
+    "ACCESS_KEY",
+    "SECRET_KEY",
+    "MemoryLog",
+    "Seaweed",
+    "aws_env",
+    "ensure_bucket",
+    "find_weed",
+    "run_seaweedfs",
 ]  # fmt: skip
 
 ACCESS_KEY = "ledgertest"
@@ -48,12 +62,55 @@ def aws_env() -> dict[str, str]:
     }
 
 
+class MemoryLog:
+    """A log over an in-memory store, grown and published on demand (publisher tests)."""
+
+    def __init__(self, origin: str = "ledger.test/bucket") -> None:
+        from ledger.core.checkpoint import Ed25519Signer
+        from ledger.log.facade import Log
+        from ledger.store.contract import MemoryStore
+        from ledger.store.tile_reader import TileReader
+
+        self.origin = origin
+        self.store = MemoryStore()
+        self.signer = Ed25519Signer.generate(origin)
+        self.log = Log(store=self.store, signer=self.signer, origin=origin)
+        self.reader = TileReader(store=self.store, published=self.log.latest_checkpoint)
+
+    def grow(self, count: int) -> PublishedCheckpoint:
+        """Append ``count`` random digests and publish a checkpoint."""
+        from ledger.log.sequencer import AppendItem
+
+        for at in range(0, count, 10_000):
+            self.log.append([AppendItem(os.urandom(32)) for _ in range(min(10_000, count - at))])
+        return self.log.publish()
+
+    def publisher(self, address: BucketAddress) -> BucketPublisher:
+        """A publisher of this log into ``address``."""
+        from ledger.objstore.bucket import Bucket
+        from ledger.objstore.publisher import BucketPublisher
+
+        return BucketPublisher(
+            bucket=Bucket(address),
+            reader=self.reader,
+            origin=self.origin,
+            notes=self.store.get_checkpoint,
+            anchors=self.store.get_anchors,
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class Seaweed:
     """A running SeaweedFS S3 gateway."""
 
     endpoint: str  # http://127.0.0.1:PORT
     proc: subprocess.Popen[bytes]
+
+    def address(self, prefix: str, bucket: str = "ledger") -> BucketAddress:
+        """The ``BucketAddress`` of ``bucket``/``prefix`` on this store."""
+        from ledger.objstore.bucket import BucketAddress
+
+        return BucketAddress.parse(f"s3://{bucket}/{prefix}", endpoint=self.endpoint)
 
     def public_url(self, bucket: str, prefix: str = "") -> str:
         """The anonymous HTTP read URL of ``bucket``/``prefix`` (ends in ``/``)."""

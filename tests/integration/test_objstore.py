@@ -11,47 +11,23 @@ import urllib.request
 import pytest
 
 from ledger.core import tiles
-from ledger.core.checkpoint import Ed25519Signer
 from ledger.core.errors import NonConformingStoreError, ObjectConflictError
-from ledger.core.types import PublishedCheckpoint
-from ledger.log.facade import Log
-from ledger.log.sequencer import AppendItem
 from ledger.objstore.bucket import Bucket, BucketAddress
 from ledger.objstore.conformance import check_store
 from ledger.objstore.publisher import CHECKPOINT_CACHE, TILE_CACHE, BucketPublisher
-from ledger.store.contract import MemoryStore
-from ledger.store.tile_reader import TileReader
 from ledger_client.remote.tiles import TileClient
-from tests.objstore_world import Seaweed
+from tests.objstore_world import MemoryLog, Seaweed
 
 pytestmark = pytest.mark.integration
 ORIGIN = "ledger.test/bucket"
 
 
-class _Log:
-    def __init__(self) -> None:
-        self.store = MemoryStore()
-        self.signer = Ed25519Signer.generate(ORIGIN)
-        self.log = Log(store=self.store, signer=self.signer, origin=ORIGIN)
-        self.reader = TileReader(store=self.store, published=self.log.latest_checkpoint)
-
-    def grow(self, count: int) -> PublishedCheckpoint:
-        self.log.append([AppendItem(os.urandom(32)) for _ in range(count)])
-        return self.log.publish()
-
-
 def _address(seaweed: Seaweed, prefix: str = "logs/one") -> BucketAddress:
-    return BucketAddress.parse(f"s3://ledger/{prefix}", endpoint=seaweed.endpoint)
+    return seaweed.address(prefix)
 
 
-def _publisher(seaweed: Seaweed, log: _Log, prefix: str = "logs/one") -> BucketPublisher:
-    return BucketPublisher(
-        bucket=Bucket(_address(seaweed, prefix)),
-        reader=log.reader,
-        origin=ORIGIN,
-        notes=log.store.get_checkpoint,
-        anchors=log.store.get_anchors,
-    )
+def _publisher(seaweed: Seaweed, log: MemoryLog, prefix: str = "logs/one") -> BucketPublisher:
+    return log.publisher(seaweed.address(prefix))
 
 
 def _head(url: str) -> dict[str, str]:
@@ -61,7 +37,7 @@ def _head(url: str) -> dict[str, str]:
 
 def test_publisher_writes_the_c2sp_layout_readable_anonymously(seaweed: Seaweed) -> None:
     check_store(_address(seaweed), rounds=1, writers=8)
-    log = _Log()
+    log = MemoryLog(ORIGIN)
     publisher = _publisher(seaweed, log)
     sizes = []
     for count in (5, 300, 1, 1000):
@@ -90,7 +66,7 @@ def test_publisher_writes_the_c2sp_layout_readable_anonymously(seaweed: Seaweed)
 
 def test_create_only_retry_with_other_gzip_bytes_is_fine(seaweed: Seaweed) -> None:
     check_store(_address(seaweed, "logs/two"), rounds=1, writers=8)
-    log = _Log()
+    log = MemoryLog(ORIGIN)
     cp = log.grow(7)
     bucket = Bucket(_address(seaweed, "logs/two"))
     data = log.reader.read(tiles.TileID(level=0, index=0, width=7, entries=True))
@@ -105,7 +81,7 @@ def test_create_only_retry_with_other_gzip_bytes_is_fine(seaweed: Seaweed) -> No
 
 def test_create_only_conflict_stops_publishing(seaweed: Seaweed) -> None:
     check_store(_address(seaweed, "logs/three"), rounds=1, writers=8)
-    log = _Log()
+    log = MemoryLog(ORIGIN)
     cp = log.grow(9)
     bucket = Bucket(_address(seaweed, "logs/three"))
     assert bucket.create("tile/0/000.p/9", os.urandom(9 * 32), {})  # another history
@@ -118,7 +94,7 @@ def test_create_only_conflict_stops_publishing(seaweed: Seaweed) -> None:
 
 
 def test_an_unchecked_store_is_refused(seaweed: Seaweed) -> None:
-    publisher = _publisher(seaweed, _Log(), "logs/unchecked")
+    publisher = _publisher(seaweed, MemoryLog(ORIGIN), "logs/unchecked")
     with pytest.raises(NonConformingStoreError, match="ledger objstore check"):
         publisher.require_conforming()
 
@@ -132,4 +108,4 @@ def test_conditional_writes_have_one_winner_under_contention(seaweed: Seaweed) -
     assert [r.mode for r in report.rounds].count("swap") == 5
     assert report.passed, report.detail()
     assert all(r.winners == 1 and r.losers == 63 for r in report.rounds)
-    _publisher(seaweed, _Log(), "conformance").require_conforming()
+    _publisher(seaweed, MemoryLog(ORIGIN), "conformance").require_conforming()
