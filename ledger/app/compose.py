@@ -27,14 +27,14 @@ from aiohttp import web
 from ledger.api.auth import Policy, RateLimiter, TokenStore
 from ledger.api.budget import ByteBudget
 from ledger.api.interceptor import AuthInterceptor
-from ledger.api.server import ServerLimits, create_server
+from ledger.api.server import ServerLimits, create_server, set_health
 from ledger.api.tls import ServerTls, load_server_tls, server_ssl_context
 from ledger.app.preflight import check_listen, check_mark_location, check_plaintext
 from ledger.app.settings import Settings, is_loopback, parse_listen
 from ledger.app.tsa_setup import TsaSetup, setup_tsas
 from ledger.core.checkpoint import Ed25519Signer
 from ledger.core.errors import FormatError
-from ledger.core.types import BackupOutcome
+from ledger.core.types import BackupOutcome, PublishedCheckpoint
 from ledger.http.metrics import MetricsServer, add_metrics_route, start_metrics_server
 from ledger.http.mirror_process import MirrorProcess
 from ledger.http.tiles import TilesServer, start_tiles_server
@@ -51,6 +51,7 @@ from ledger.log.metrics import (
 )
 from ledger.log.service import LogService
 from ledger.log.witnessing import Cosigning, WitnessEndpoint
+from ledger.objstore.mirror import BucketMirror, MirrorState
 from ledger.ops.backup import backup_store
 from ledger.ops.binding import bind_signer, open_bound_signer
 from ledger.store.rocks import RocksStore
@@ -86,6 +87,7 @@ class App:
     metrics_server: MetricsServer | None = None
     tiles: TilesServer | None = None
     mirror: MirrorProcess | None = None
+    bucket: BucketMirror | None = None
     key_created: bool = False
 
     @property
@@ -127,6 +129,8 @@ class App:
         await self.service.stop()
         if self.mirror is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.mirror.stop)
+        if self.bucket is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.bucket.stop)
         self.tsas.close()
         self.store.close()
         self.acked.close()
@@ -237,6 +241,63 @@ def _start_mirror(settings: Settings) -> MirrorProcess | None:
     )
 
 
+def _start_bucket(settings: Settings) -> BucketMirror | None:
+    """Mirror mode (``ledger.objstore.mirror``): the child checks the store and reads the
+    bucket's checkpoint, which the start weighs as evidence."""
+    if not settings.object_store_url:
+        return None
+    return BucketMirror(
+        db_dir=settings.db_dir,
+        secondary_dir=settings.data_dir / "bucket-secondary",
+        origin=settings.origin,
+        url=settings.object_store_url,
+        endpoint=settings.object_store_endpoint,
+        region=settings.object_store_region,
+    )
+
+
+BUCKET_HEALTH = "ledger.objstore"
+
+
+def _bucket_health(bucket: BucketMirror, loop: asyncio.AbstractEventLoop) -> Callable[[Any], None]:
+    """gRPC health of the named service ``ledger.objstore``: SERVING while the bucket answers
+    and publishing has not stopped on a conflict (appends never depend on it)."""
+
+    def hook(health: Any) -> None:
+        pending: set[asyncio.Future[Any]] = set()
+
+        def changed(state: MirrorState) -> None:  # on the mirror's reader thread
+            def apply() -> None:
+                task = asyncio.ensure_future(set_health(health, BUCKET_HEALTH, state.healthy))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+
+            with contextlib.suppress(RuntimeError):  # the loop closed at shutdown
+                loop.call_soon_threadsafe(apply)
+
+        bucket.on_change = changed
+        changed(bucket.state)
+
+    return hook
+
+
+def _publish_to(
+    mirror: MirrorProcess | None, bucket: BucketMirror | None
+) -> Callable[[PublishedCheckpoint], None] | None:
+    """The service's ``on_publish``: each child mirror, after the local commit."""
+    children = [c for c in (mirror, bucket) if c is not None]
+    if not children:
+        return None
+    if len(children) == 1:
+        return children[0].submit
+
+    def both(checkpoint: PublishedCheckpoint) -> None:
+        for child in children:
+            child.submit(checkpoint)
+
+    return both
+
+
 def _check_addresses(settings: Settings) -> None:
     """Every fixed listen address must be free before anything touches the disk."""
     check_listen(settings.listen, "listen")
@@ -322,6 +383,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
     registry = MetricsRegistry()
     metrics = LedgerMetrics(registry)
     mirror: MirrorProcess | None = None
+    bucket: BucketMirror | None = None
     acked = AckedSize(acked_path(settings.high_water_file))
     try:
         mark = HighWaterMark(settings.high_water_file)
@@ -330,11 +392,12 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
             _log.warning("%s", warning)
         reader = TileReader(store=store, published=log.latest_checkpoint)
         mirror = _start_mirror(settings)
+        bucket = _start_bucket(settings)
         service = LogService(
             log,
             checkpoint_interval=settings.checkpoint_interval_ms / 1000,
             max_pending=settings.max_pending,
-            on_publish=None if mirror is None else mirror.submit,
+            on_publish=_publish_to(mirror, bucket),
         )
         service.observer = metrics
         evidence = Evidence(
@@ -343,21 +406,29 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
             witnesses=[w.name for w in settings.witnesses],
             quorum=settings.witness_quorum or len(settings.witnesses),
         )
+        if bucket is not None and bucket.start_checkpoint is not None:
+            evidence.observe_checkpoint(f"bucket {bucket.state.url}", bucket.start_checkpoint)
         cosigning = _cosigning(settings, log, evidence)
         await _start_check(settings, log, cosigning, evidence)
         await service.start()
-        if mirror is not None and (latest := log.latest_checkpoint()) is not None:
-            mirror.submit(latest)  # catch up with what was published before this start
+        if (latest := log.latest_checkpoint()) is not None:
+            for child in (mirror, bucket):
+                if child is not None:
+                    child.submit(latest)  # catch up with what was published before this start
         tsas = setup_tsas(settings)
     except BaseException:
         if mirror is not None:
             mirror.stop()
+        if bucket is not None:
+            bucket.stop()
         store.close()
         acked.close()
         raise
     tsas.targets = _observed(tsas.targets, metrics)
     registry.add_collector(witness_metrics(lambda: cosigning.status, lambda: cosigning.quorum_size))
     registry.add_collector(evidence_metrics(evidence, lambda: log.read_only is not None))
+    if bucket is not None:
+        registry.add_collector(bucket.collect)
     metrics.watch(
         queue_depth=lambda: service.queue_depth,
         tree_size=lambda: log.size,
@@ -386,6 +457,9 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
             credentials=_credentials(tls),
             interceptors=[interceptor],
             limits=server_limits(settings),
+            health_hook=None
+            if bucket is None
+            else _bucket_health(bucket, asyncio.get_running_loop()),
         )
         tiles, metrics_server = await _http_endpoints(settings, port, reader, registry, tls)
     except BaseException:
@@ -395,6 +469,8 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
         await service.stop()
         if mirror is not None:
             mirror.stop()
+        if bucket is not None:
+            bucket.stop()
         store.close()
         acked.close()
         raise
@@ -417,6 +493,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
         metrics_server=metrics_server,
         tiles=tiles,
         mirror=mirror,
+        bucket=bucket,
         key_created=created,
     )
 

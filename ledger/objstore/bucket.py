@@ -112,7 +112,7 @@ class Bucket:
         """The object key of ``name`` (a path of the C2SP layout) under the prefix."""
         return self.address.prefix + name
 
-    def _fail(self, what: str, exc: Exception) -> StorageError:
+    def _fail(self, what: str, exc: Exception) -> StorageError | StoreUnreachableError:
         where = f"{self.address.url}{what}"
         if isinstance(exc, botocore.exceptions.ClientError):
             err = exc.response.get("Error", {})

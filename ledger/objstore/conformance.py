@@ -38,6 +38,7 @@ from ledger.objstore.publisher import CONFORMANCE_KEY
 __all__ = ["ConformanceReport", "Round", "check_store"]
 
 Mode = Literal["create", "swap"]
+MODES: tuple[Mode, ...] = ("create", "swap")
 _HEADERS = {"Content-Type": "text/plain", "Cache-Control": "no-store"}
 
 
@@ -153,8 +154,8 @@ def check_store(
     report = ConformanceReport(address=address.url, writers=writers)
     with ThreadPoolExecutor(writers, thread_name_prefix="ledger-conformance") as pool:
         for _ in range(rounds):
-            for mode in ("create", "swap"):
-                done = _race(bucket, mode, writers, pool)  # type: ignore[arg-type]
+            for mode in MODES:
+                done = _race(bucket, mode, writers, pool)
                 report.rounds.append(done)
                 if progress is not None:
                     progress(done)

@@ -95,7 +95,7 @@ class BucketMirror:
         cmd = [sys.executable, "-m", "ledger.objstore.mirror", str(db_dir), str(secondary_dir),
                origin, url, endpoint, region]  # fmt: skip
         self.state = MirrorState(url=url)
-        self._on_change = on_change
+        self.on_change = on_change  # called on the reader thread after each report
         self._proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
         )
@@ -153,8 +153,8 @@ class BucketMirror:
             elif "stopped" in report:
                 state.stopped = str(report["stopped"])
                 _log.error("PUBLISHING TO %s STOPPED: %s", state.url, state.stopped)
-            if self._on_change is not None:
-                self._on_change(state)
+            if self.on_change is not None:
+                self.on_change(state)
 
     def collect(self) -> Iterable[Any]:
         """``/metrics``: ``ledger_bucket_*``."""
