@@ -23,6 +23,7 @@ from ledger.app.settings import DEFAULT_ORIGIN, Settings, load_settings
 from ledger.cli.append import append
 from ledger.cli.keys import create_key_file
 from ledger.cli.migrate import migrate_storage
+from ledger.cli.objstore import objstore_group
 from ledger.cli.ops import register_ops
 from ledger.cli.reader import serve_reader
 from ledger.cli.receipt import receipt_group
@@ -299,6 +300,7 @@ for _command in (
     append,
     receipt_group,
     tiles_group,
+    objstore_group,
     witness,
     witnesses,
     migrate_storage,
