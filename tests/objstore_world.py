@@ -27,6 +27,7 @@ from tests import processes
 from tests.waits import wait_until
 
 if TYPE_CHECKING:
+    from ledger.core.checkpoint import Ed25519Signer
     from ledger.core.types import PublishedCheckpoint
     from ledger.objstore.bucket import BucketAddress
     from ledger.objstore.publisher import BucketPublisher
@@ -65,7 +66,9 @@ def aws_env() -> dict[str, str]:
 class MemoryLog:
     """A log over an in-memory store, grown and published on demand (publisher tests)."""
 
-    def __init__(self, origin: str = "ledger.test/bucket") -> None:
+    def __init__(
+        self, origin: str = "ledger.test/bucket", signer: Ed25519Signer | None = None
+    ) -> None:
         from ledger.core.checkpoint import Ed25519Signer
         from ledger.log.facade import Log
         from ledger.store.contract import MemoryStore
@@ -73,7 +76,7 @@ class MemoryLog:
 
         self.origin = origin
         self.store = MemoryStore()
-        self.signer = Ed25519Signer.generate(origin)
+        self.signer = signer or Ed25519Signer.generate(origin)
         self.log = Log(store=self.store, signer=self.signer, origin=origin)
         self.reader = TileReader(store=self.store, published=self.log.latest_checkpoint)
 

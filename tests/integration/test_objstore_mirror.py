@@ -1,0 +1,124 @@
+"""Mirror mode against a real server and a real SeaweedFS: the local store stays primary, the
+bucket follows after each local commit (lag on ``/metrics``), an unreachable bucket delays
+publishing and never an append (health and ``/metrics`` show it), and a start weighs the
+bucket's checkpoint as evidence (a larger one, or another root at a size the log holds, halts)."""
+
+from __future__ import annotations
+
+import os
+import urllib.request
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from ledger.core.checkpoint import Ed25519Signer
+from ledger.core.errors import FailedPreconditionError
+from ledger.objstore.conformance import check_store
+from ledger_client.remote.tiles import TileClient, TileSource
+from tests.harness import ORIGIN, free_port, running_server
+from tests.objstore_world import MemoryLog, Seaweed
+from tests.waits import wait_until
+
+pytestmark = pytest.mark.integration
+
+
+def _metrics(address: str | None) -> str:
+    assert address is not None
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as response:
+        text: str = response.read().decode()
+        return text
+
+
+def _metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{}"):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+def _bucket_health(address: str) -> int:
+    with grpc.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        answer = stub.Check(health_pb2.HealthCheckRequest(service="ledger.objstore"))
+        return int(answer.status)
+
+
+def test_mirror_mode_follows_the_log(seaweed: Seaweed, tmp_path: Path) -> None:
+    address = seaweed.address("mirror")
+    check_store(address, rounds=1, writers=8)
+    with running_server(
+        tmp_path / "data", object_store_url=address.url, object_store_endpoint=seaweed.endpoint
+    ) as (server, remote, signer):
+        size = 0
+        for count in (10, 500, 3):
+            size = remote.append([os.urandom(32) for _ in range(count)]).results[-1].index + 1
+        client = TileClient(seaweed.public_url("ledger", "mirror"))
+        verifiers = [signer.verifier()]
+
+        def published() -> bool:
+            return client.checkpoint(verifiers, origin=ORIGIN).checkpoint.size >= size
+
+        wait_until(published, timeout=60, interval=0.1, what="the bucket to reach the log")
+        latest = client.checkpoint(verifiers, origin=ORIGIN).checkpoint
+        assert client.root(latest.size) == latest.root_hash
+        assert TileSource(client).latest_checkpoint().startswith(ORIGIN)
+        text = _metrics(server.app.metrics_address)
+        assert _metric(text, "ledger_bucket_reachable") == 1.0
+        assert _metric(text, "ledger_bucket_published_size") >= size
+        assert _metric(text, "ledger_bucket_lag_seconds_count") >= 1
+        assert _bucket_health(server.address) == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_unreachable_bucket_delays_publishing_never_appends(tmp_path: Path) -> None:
+    nobody = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    with running_server(
+        tmp_path / "data", object_store_url="s3://ledger/away", object_store_endpoint=nobody
+    ) as (server, remote, _signer):
+        outcome = remote.append([os.urandom(32) for _ in range(20)], wait_for_checkpoint=True)
+        assert outcome.results[-1].index == 19  # appended and published locally
+        wait_until(
+            lambda: _metric(_metrics(server.app.metrics_address), "ledger_bucket_reachable") == 0,
+            timeout=60,
+            what="the bucket to show unreachable",
+        )
+        text = _metrics(server.app.metrics_address)
+        assert _metric(text, "ledger_bucket_published_size") == 0
+        assert _bucket_health(server.address) == health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+def test_a_bucket_ahead_of_the_log_halts_the_start(seaweed: Seaweed, tmp_path: Path) -> None:
+    address = seaweed.address("ahead")
+    check_store(address, rounds=1, writers=8)
+    signer = Ed25519Signer.generate(ORIGIN)
+    elsewhere = MemoryLog(ORIGIN, signer)  # the same log's key: what it published, this lacks
+    elsewhere.publisher(address).update([elsewhere.grow(40)])
+    with running_server(
+        tmp_path / "data",
+        signer,
+        object_store_url=address.url,
+        object_store_endpoint=seaweed.endpoint,
+    ) as (server, remote, _signer):
+        assert server.app.evidence.halted is not None
+        assert server.app.evidence.halted.kind == "larger"
+        with pytest.raises(FailedPreconditionError, match="halted on evidence"):
+            remote.append([os.urandom(32)])
+
+
+def test_another_root_in_the_bucket_halts_the_start(seaweed: Seaweed, tmp_path: Path) -> None:
+    address = seaweed.address("fork")
+    check_store(address, rounds=1, writers=8)
+    signer = Ed25519Signer.generate(ORIGIN)
+    with running_server(tmp_path / "data", signer) as (_server, remote, _signer):
+        remote.append([os.urandom(32) for _ in range(50)], wait_for_checkpoint=True)
+    other = MemoryLog(ORIGIN, signer)  # another history under the same key: a fork
+    other.publisher(address).update([other.grow(30)])
+    with running_server(
+        tmp_path / "data",
+        signer,
+        object_store_url=address.url,
+        object_store_endpoint=seaweed.endpoint,
+    ) as (server, _remote, _signer):
+        assert server.app.evidence.halted is not None
+        assert server.app.evidence.halted.kind == "fork"
