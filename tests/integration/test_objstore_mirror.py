@@ -13,9 +13,16 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from ledger.app.tsa_setup import load_pems
 from ledger.core.checkpoint import Ed25519Signer
 from ledger.core.errors import FailedPreconditionError
 from ledger.objstore.conformance import check_store
+from ledger_client.receipts.verify import verify_receipt
+from ledger_client.remote.receipt_tiles import (
+    anchored_from_bucket,
+    fetch_receipt_from_tiles,
+    upgrade_receipt_from_tiles,
+)
 from ledger_client.remote.tiles import TileClient, TileSource
 from tests.harness import ORIGIN, free_port, running_server
 from tests.objstore_world import MemoryLog, Seaweed
@@ -122,3 +129,44 @@ def test_another_root_in_the_bucket_halts_the_start(seaweed: Seaweed, tmp_path: 
     ) as (server, _remote, _signer):
         assert server.app.evidence.halted is not None
         assert server.app.evidence.halted.kind == "fork"
+
+
+def test_receipts_are_fetched_and_upgraded_from_the_bucket_alone(
+    seaweed: Seaweed, tmp_path: Path
+) -> None:
+    address = seaweed.address("receipts")
+    check_store(address, rounds=1, writers=8)
+    digests = [os.urandom(32) for _ in range(30)]
+    data = tmp_path / "data"
+    with running_server(
+        data, object_store_url=address.url, object_store_endpoint=seaweed.endpoint
+    ) as (_server, remote, signer):
+        remote.append(digests, wait_for_checkpoint=True)
+        anchored, anchors, failures = remote.anchor_now()
+        assert anchors and not failures
+        client = TileClient(seaweed.public_url("ledger", "receipts"))
+        verifiers = [signer.verifier()]
+        wait_until(
+            lambda: anchored_from_bucket(client, verifiers, ORIGIN) is not None,
+            timeout=60,
+            interval=0.1,
+            what="the bucket's anchors",
+        )
+        receipt = fetch_receipt_from_tiles(
+            client, digests[7], verifiers=verifiers, origin=ORIGIN, index=7
+        )
+        assert receipt.tree_size == anchored and len(receipt.anchors) == 1
+        roots = load_pems((data / "tsa" / "root.pem",), "root")
+        report = verify_receipt(receipt, verifiers, tsa_roots=roots, origin=ORIGIN)
+        assert report.anchors_checked and report.index == 7
+        more = remote.append([os.urandom(32) for _ in range(5)], wait_for_checkpoint=True)
+        size = more.results[-1].index + 1
+        wait_until(
+            lambda: client.checkpoint(verifiers).checkpoint.size >= size,
+            timeout=60,
+            what="the bucket to reach the log",
+        )
+        upgraded = upgrade_receipt_from_tiles(client, receipt, verifiers=verifiers, origin=ORIGIN)
+        assert upgraded.tree_size >= size and upgraded.previous is not None
+        assert upgraded.previous.anchors == receipt.anchors
+        verify_receipt(upgraded, verifiers, tsa_roots=roots, origin=ORIGIN)
