@@ -5,18 +5,23 @@ bucket's checkpoint as evidence (a larger one, or another root at a size the log
 
 from __future__ import annotations
 
+import json
 import os
 import urllib.request
 from pathlib import Path
 
 import grpc
 import pytest
+from click.testing import CliRunner
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ledger.app.tsa_setup import load_pems
+from ledger.cli.main import main as ledger_main
 from ledger.core.checkpoint import Ed25519Signer
 from ledger.core.errors import FailedPreconditionError
+from ledger.objstore.bucket import Bucket
 from ledger.objstore.conformance import check_store
+from ledger_client.cli.main import main as verify_main
 from ledger_client.receipts.verify import verify_receipt
 from ledger_client.remote.receipt_tiles import (
     anchored_from_bucket,
@@ -170,3 +175,48 @@ def test_receipts_are_fetched_and_upgraded_from_the_bucket_alone(
         assert upgraded.tree_size >= size and upgraded.previous is not None
         assert upgraded.previous.anchors == receipt.anchors
         verify_receipt(upgraded, verifiers, tsa_roots=roots, origin=ORIGIN)
+
+
+def test_tools_work_over_the_bucket(seaweed: Seaweed, tmp_path: Path) -> None:
+    """The monitor (full audit), ``ledger fsck --tiles`` and a tile client whose first URL is
+    dead, all against the bucket's anonymous HTTP endpoint; fsck names a rewritten tile."""
+    address = seaweed.address("tools")
+    check_store(address, rounds=1, writers=8)
+    data = tmp_path / "data"
+    with running_server(
+        data, object_store_url=address.url, object_store_endpoint=seaweed.endpoint
+    ) as (_server, remote, signer):
+        remote.append([os.urandom(32) for _ in range(600)], wait_for_checkpoint=True)
+        remote.anchor_now()
+        size = remote.checkpoint().size
+        url = seaweed.public_url("ledger", "tools")
+        dead = f"http://127.0.0.1:{free_port()}/"
+        client = TileClient([dead, url])
+        verifiers = [signer.verifier()]
+        wait_until(
+            lambda: (
+                client.checkpoint(verifiers).checkpoint.size >= size
+                and anchored_from_bucket(client, verifiers, ORIGIN) is not None
+            ),
+            timeout=60,
+            interval=0.1,
+            what="the bucket to reach the log",
+        )
+        assert client.base_urls == [url, dead]  # the dead mirror went to the back
+        assert client.root(size) == remote.checkpoint().root_hash
+        key = signer.verifier().key_string()
+        monitor = CliRunner().invoke(verify_main, [
+            "monitor", "--tiles", f"{dead},{url}", "--key", key, "--state",
+            str(tmp_path / "state.json"), "--once", "--full-audit", "--json",
+        ])  # fmt: skip
+        assert monitor.exit_code == 0, monitor.output
+        assert f'"size": {size}' in monitor.output
+        fsck = ["fsck", "--data-dir", str(data), "--tiles", url, "--vkey", key, "--json"]
+        clean = CliRunner().invoke(ledger_main, fsck)
+        assert clean.exit_code == 0, clean.output
+        report = json.loads(clean.output)
+        assert report["counts"]["entries"] == size and report["counts"]["anchors"] == 1
+        Bucket(address).put("tile/0/001", os.urandom(32 * 256), {})  # rewritten in the bucket
+        bad = CliRunner().invoke(ledger_main, fsck)
+        assert bad.exit_code == 1
+        assert "tile/0/001" in bad.output

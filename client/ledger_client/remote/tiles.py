@@ -133,8 +133,8 @@ class TileClient:
         self._lock = threading.Lock()
 
     def get(self, path: str) -> bytes:
-        """``path`` under the first base URL that answers (module docstring); NotFoundError only
-        when every one answered 404 (or had no such file)."""
+        """``path`` under the first base URL that answers (module docstring); NotFoundError when
+        no URL had it and at least one answered 404, ServiceError when none answered."""
         with self._lock:
             order = list(self.base_urls)
         last: ServiceError | None = None
@@ -154,8 +154,10 @@ class TileClient:
                 continue
             return data
         assert last is not None
-        if missing == len(order) or len(order) == 1:
+        if len(order) == 1:
             raise last
+        if missing:  # where an answer came, it was 404: not found (the others failed)
+            raise NotFoundError(f"{path}: not found at {missing} of {len(order)} URLs ({last})")
         raise ServiceError(f"no tiles URL answered {path}: {last}") from None
 
     # --- checkpoints --------------------------------------------------------------------------
