@@ -109,6 +109,9 @@ config_option = click.option(
 @setting_option("--tls-client-ca", "tls_client_ca", type=click.Path(dir_okay=False, path_type=Path))
 @setting_option("--tiles-listen", "tiles_listen")
 @setting_option("--tiles-dir", "tiles_dir", type=click.Path(file_okay=False, path_type=Path))
+@setting_option("--object-store-url", "object_store_url")
+@setting_option("--object-store-endpoint", "object_store_endpoint")
+@setting_option("--object-store-region", "object_store_region")
 @setting_option(
     "--witness-start-override/--no-witness-start-override",
     "witness_start_override",
