@@ -1,21 +1,24 @@
 """The log published to a bucket in the exact C2SP tlog-tiles layout: the bucket (or a CDN in
 front of it) is a public read path with no Python on it.
 
-``BucketPublisher.update(checkpoints)`` writes, for each published checkpoint in turn (any
-order given; sizes the bucket has are skipped):
+``BucketPublisher.update(checkpoints)`` writes, for the published checkpoints given (any order;
+sizes the bucket has are skipped):
 
-1. every tile its tree has that the previous one did not (``ledger.core.tiles.new_tiles``: newly
+1. every tile each tree has that the previous one did not (``ledger.core.tiles.new_tiles``: newly
    full tiles and the new partial tiles of every level, hash tiles and entry bundles), uploaded
    in parallel, each **create-only** (``If-None-Match: *``) with
    ``Cache-Control: public, max-age=31536000, immutable``. Entry bundles are stored gzip
    (``ledger.core.tiles.gzip_bundle``, mtime 0) with ``Content-Encoding: gzip``, as the HTTP
    endpoint serves them;
-2. ``checkpoints/<size>``: the stored note of that checkpoint with the cosignatures it has so
+2. ``checkpoints/<size>``: the stored note of each checkpoint with the cosignatures it has so
    far (replaced by compare-and-swap when witnesses add more; another checkpoint body there is a
    conflict);
 3. last, ``checkpoint``: the newest note, short-lived (``public, max-age=1``), written by
    compare-and-swap (``If-Match`` on the ETag this publisher last saw), so two publishers can
    never move it backwards.
+
+All the tiles of the checkpoints given to one update go up in one parallel sweep, then their
+notes, then ``checkpoint``: a reader never sees a checkpoint whose tiles are not all there.
 
 A create-only PUT answered 412 reads the stored object back: the same content once decompressed
 (gzip bytes are not reproducible across zlib versions) is a retried or repeated upload and fine;
@@ -210,15 +213,17 @@ class BucketPublisher:
         if any(c.origin != self._origin for c in todo):
             raise StorageError(f"a checkpoint of another origin for the bucket of {self._origin}")
         created = existing = 0
-        for checkpoint in todo:
-            jobs = [(t, checkpoint.size) for t in tiles.new_tiles(size, checkpoint.size)]
-            for made in self._pool.map(lambda job: self._put_tile(*job), jobs):
-                created += made
-                existing += 1 - made
-                if progress is not None:
-                    progress(1)
-            self.publish_note(checkpoint)
+        jobs: list[tuple[tiles.TileID, int]] = []
+        for checkpoint in todo:  # every checkpoint's new tiles, uploaded in one parallel sweep
+            jobs += [(t, checkpoint.size) for t in tiles.new_tiles(size, checkpoint.size)]
             size = checkpoint.size
+        for made in self._pool.map(lambda job: self._put_tile(*job), jobs):
+            created += made
+            existing += 1 - made
+            if progress is not None:
+                progress(1)
+        for _ in self._pool.map(self.publish_note, todo):
+            pass
         if todo:
             self._put_latest(todo[-1])
             created += 1
@@ -248,8 +253,9 @@ class BucketPublisher:
         """``checkpoints/<size>``: the stored note with its cosignatures (module docstring)."""
         name = f"checkpoints/{checkpoint.size}"
         note = checkpoint.note
-        if self._notes_sent.get(checkpoint.size) == note:
-            return
+        with self._lock:
+            if self._notes_sent.get(checkpoint.size) == note:
+                return
         body = note.encode()
         if not self.bucket.create(name, body, _NOTE):
             stored = self.bucket.get(name)
@@ -262,9 +268,10 @@ class BucketPublisher:
                     )
                 if len(old) < len(note) and self.bucket.swap(name, body, stored.etag, _NOTE):
                     pass  # more cosignatures now; a lost race leaves the other writer's
-        self._notes_sent[checkpoint.size] = note
-        if len(self._notes_sent) > 256:
-            self._notes_sent.pop(min(self._notes_sent))
+        with self._lock:
+            self._notes_sent[checkpoint.size] = note
+            if len(self._notes_sent) > 256:
+                self._notes_sent.pop(min(self._notes_sent))
 
     def _put_latest(self, checkpoint: PublishedCheckpoint) -> None:
         """``checkpoint`` by compare-and-swap, never backwards."""
