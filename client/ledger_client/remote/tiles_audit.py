@@ -15,6 +15,7 @@ every entry bundle of its tree once, in order, and checks:
   counted as unchecked).
 
 Each problem names what and where (``TilesProblem``); at most ``MAX_PROBLEMS`` are kept.
+``tsa_roots`` maps a TSA name to its root certificates (``cryptography`` ``x509.Certificate``).
 Memory: one hash per entry of the level being checked (32 bytes an entry).
 """
 
@@ -23,8 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-
-from cryptography import x509
+from typing import Any
 
 from ledger.core import merkle, tiles
 from ledger.core.checkpoint import Checkpoint, Verifier
@@ -143,7 +143,7 @@ def _anchors(
     verifiers: Sequence[Verifier],
     origin: str,
     leaf_hashes: list[bytes],
-    tsa_roots: Mapping[str, Sequence[x509.Certificate]],
+    tsa_roots: Mapping[str, Sequence[Any]],
     report: TilesReport,
 ) -> None:
     try:
@@ -178,7 +178,7 @@ def audit_tiles(
     verifiers: Sequence[Verifier],
     *,
     origin: str | None = None,
-    tsa_roots: Mapping[str, Sequence[x509.Certificate]] | None = None,
+    tsa_roots: Mapping[str, Sequence[Any]] | None = None,
 ) -> TilesReport:
     """Check the log at ``client``'s URLs (module docstring)."""
     started = time.perf_counter()
