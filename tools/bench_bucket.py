@@ -1,4 +1,4 @@
-"""Benchmark B12: the log published to a local S3-compatible bucket (``tools/seaweed.py``).
+"""Benchmark B13: the log published to a local S3-compatible bucket (``tools/seaweed.py``).
 
 In one run, on the same machine:
 
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from tools.bench_scenarios import Bench
     from tools.bench_server import BenchServer
 
-__all__ = ["b12_bucket"]
+__all__ = ["b13_bucket"]
 
 BUCKET = "ledger"
 PREFIX = "bench"
@@ -169,25 +169,25 @@ def _prepare(weed: Seaweed) -> str:
     return address.url
 
 
-def b12_bucket(bench: Bench, run: int) -> dict[str, float]:
-    """Scenario B12 (module docstring)."""
-    _progress(f"run {run} B12: B2 without and with the bucket mirror (SeaweedFS), lag, tile GETs")
-    root = bench.work / f"run{run}-B12-weed"
+def b13_bucket(bench: Bench, run: int) -> dict[str, float]:
+    """Scenario B13 (module docstring)."""
+    _progress(f"run {run} B13: B2 without and with the bucket mirror (SeaweedFS), lag, tile GETs")
+    root = bench.work / f"run{run}-B13-weed"
     saved = {k: os.environ.get(k) for k in aws_env()}
     os.environ.update(aws_env())  # the server's mirror child inherits the credentials
     try:
         with run_seaweedfs(root) as weed:
             url = _prepare(weed)
-            off_dir = bench.work / f"run{run}-B12-off"
-            off = bench.start_server(off_dir, f"B12-off-run{run}")
+            off_dir = bench.work / f"run{run}-B13-off"
+            off = bench.start_server(off_dir, f"B13-off-run{run}")
             try:
                 without = _b2(bench, off, {"server": off.pid})
             finally:
                 off.stop()
                 shutil.rmtree(off_dir, ignore_errors=True)
-            on_dir = bench.work / f"run{run}-B12-on"
+            on_dir = bench.work / f"run{run}-B13-on"
             extra = ("--object-store-url", url, "--object-store-endpoint", weed.endpoint)
-            on = bench.start_server(on_dir, f"B12-on-run{run}", *extra)
+            on = bench.start_server(on_dir, f"B13-on-run{run}", *extra)
             public = weed.public_url(BUCKET, PREFIX)
             try:
                 pids = {"server": on.pid, "upload": _mirror_child(on.pid), "weed": weed.proc.pid}

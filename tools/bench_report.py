@@ -1,4 +1,4 @@
-"""The benchmark's scenarios B1..B8, B11 and B12, their targets, and the report (JSON, Markdown).
+"""The benchmark's scenarios B1..B8, B11 and B13, their targets, and the report (JSON, Markdown).
 
 Each scenario names its figures; a figure may carry a target (``>=`` or ``<=`` a number) that
 its median across runs is checked against. Figures measured in a run are plain floats keyed by
@@ -220,7 +220,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
     ),
     Scenario(
-        "B12",
+        "B13",
         "the log published to a local SeaweedFS bucket (mirror mode): B2 without and with the "
         "bucket mirror, fresh servers, same run; mirror lag under that B2 load; random tile GETs "
         "(2 processes x 4 keep-alive connections, 4 pipelined) from the bucket vs the endpoint",

@@ -408,6 +408,13 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
         )
         if bucket is not None and bucket.start_checkpoint is not None:
             evidence.observe_checkpoint(f"bucket {bucket.state.url}", bucket.start_checkpoint)
+        elif bucket is not None and not bucket.state.reachable:
+            _log.warning(
+                "object store %s did not answer at start (%s): its checkpoint was not weighed; "
+                "publishing waits for it",
+                bucket.state.url,
+                bucket.state.last_error,
+            )
         cosigning = _cosigning(settings, log, evidence)
         await _start_check(settings, log, cosigning, evidence)
         await service.start()

@@ -39,7 +39,12 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 
 from ledger.core.backoff import Backoff
-from ledger.core.errors import LedgerError, StorageError
+from ledger.core.errors import (
+    LedgerError,
+    NonConformingStoreError,
+    ObjectConflictError,
+    StorageError,
+)
 from ledger.core.types import PublishedCheckpoint
 
 __all__ = ["LAG_BUCKETS", "BucketMirror", "MirrorState", "main"]
@@ -241,8 +246,7 @@ def main(argv: list[str]) -> int:
         return 1
     try:
         publisher.require_conforming()
-        note = publisher.bucket_checkpoint()
-        publisher.published_size()
+        note = publisher.bucket_checkpoint()  # whose tree it is: the first update checks
         _say({"ready": True, "checkpoint": note, "reachable": True})
     except LedgerError as exc:
         if exc.retryable:  # unreachable: start anyway, publishing waits
@@ -293,7 +297,8 @@ def _run(store: Any, publisher: Any) -> None:
                 publisher.publish_anchors(store.anchored_sizes(16))
             failures = 0
         except LedgerError as exc:
-            if publisher.stopped is not None:
+            if isinstance(exc, NonConformingStoreError | ObjectConflictError):
+                publisher.stopped = publisher.stopped or ObjectConflictError(str(exc))
                 _say({"stopped": str(exc)})
             elif exc.retryable:
                 failures += 1

@@ -33,7 +33,10 @@ checkpoint still finds its tree (C2SP tlog-tiles lets a log delete them once the
 exists; clients fall back to the full tile). Deleting them is left to a bucket lifecycle rule.
 
 Before anything, the bucket must have passed ``ledger objstore check``
-(``ledger.objstore.conformance``): the marker it leaves is read by ``require_conforming``.
+(``ledger.objstore.conformance``): the first ``update`` reads the marker it leaves
+(``require_conforming``) and raises ``NonConformingStoreError`` without a passing one. Resuming,
+the publisher checks that the bucket's checkpoint is this log's: its origin, and the root this
+log's tree has at that size.
 """
 
 from __future__ import annotations
@@ -47,9 +50,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ledger.core import tiles
+from ledger.core.checkpoint import Checkpoint
 from ledger.core.errors import (
+    LedgerError,
     MalformedTileError,
     NonConformingStoreError,
+    NotFoundError,
+    NotYetPublishedError,
     ObjectConflictError,
     StorageError,
 )
@@ -135,6 +142,7 @@ class BucketPublisher:
         self._notes_sent: dict[int, str] = {}
         self._anchors_sent: dict[int, bytes] = {}
         self.stopped: ObjectConflictError | None = None
+        self._conforming = False  # the bucket's conformance marker was read and passed
 
     def close(self) -> None:
         """Stop the upload threads."""
@@ -170,11 +178,40 @@ class BucketPublisher:
         return note
 
     def published_size(self) -> int:
-        """The size of the bucket's checkpoint (0 without one); another origin is refused."""
+        """The size of the bucket's checkpoint (0 without one); another origin, or another root
+        than this log's at that size, is refused (ObjectConflictError)."""
         if self._size is None:
             note = self.bucket_checkpoint()
-            self._size = 0 if note is None else self._size_of(note)
+            size = 0 if note is None else self._size_of(note)
+            if note is not None:
+                self._check_root(note, size)
+            self._size = size
         return self._size
+
+    def _check_root(self, note: str, size: int) -> None:
+        """The bucket's tree must be this log's: same root at the bucket's size (when the log
+        holds that size; a bucket ahead of the log is the start's evidence check, not this)."""
+        try:
+            stated = Checkpoint.from_text(SignedNote.from_text(note).text)
+        except LedgerError as exc:
+            raise ObjectConflictError(f"{self.bucket.address.url}checkpoint: {exc}") from None
+        try:
+            ours = tiles.root(size, self._tile_hashes(size))
+        except (NotFoundError, NotYetPublishedError, StorageError):
+            return  # the log does not hold that size (a bucket ahead: the start's evidence)
+        if ours != stated.root_hash:
+            raise ObjectConflictError(
+                f"{self.bucket.address.url}checkpoint has root {stated.root_hash.hex()} at size "
+                f"{size}, this log {ours.hex()}: the bucket holds another history; "
+                "publishing stops"
+            )
+
+    def _tile_hashes(self, size: int) -> tiles.TileFetch:
+        def fetch(level: int, index: int, width: int) -> tiles.TileHashes:
+            data = self._reader.read(tiles.TileID(level=level, index=index, width=width), size)
+            return tiles.TileHashes(tiles.split_hash_tile(data, width))
+
+        return fetch
 
     def _size_of(self, note: str) -> int:
         lines = note.split("\n", 2)
@@ -195,6 +232,9 @@ class BucketPublisher:
         (a later update retries from the bucket's checkpoint)."""
         if self.stopped is not None:
             raise self.stopped
+        if not self._conforming:
+            self.require_conforming()
+            self._conforming = True
         try:
             return self._update(checkpoints, progress)
         except ObjectConflictError as exc:

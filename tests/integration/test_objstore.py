@@ -109,3 +109,14 @@ def test_conditional_writes_have_one_winner_under_contention(seaweed: Seaweed) -
     assert report.passed, report.detail()
     assert all(r.winners == 1 and r.losers == 63 for r in report.rounds)
     _publisher(seaweed, MemoryLog(ORIGIN), "conformance").require_conforming()
+
+
+def test_a_bucket_with_another_root_is_refused(seaweed: Seaweed) -> None:
+    check_store(_address(seaweed, "logs/fork"), rounds=1, writers=8)
+    first = MemoryLog(ORIGIN)
+    first.publisher(_address(seaweed, "logs/fork")).update([first.grow(30)])
+    other = MemoryLog(ORIGIN, first.signer)  # same log name and key, another history
+    other.grow(30)
+    cp = other.grow(20)
+    with pytest.raises(ObjectConflictError, match="another history"):
+        other.publisher(_address(seaweed, "logs/fork")).update([cp])

@@ -134,6 +134,11 @@ def test_another_root_in_the_bucket_halts_the_start(seaweed: Seaweed, tmp_path: 
     ) as (server, _remote, _signer):
         assert server.app.evidence.halted is not None
         assert server.app.evidence.halted.kind == "fork"
+        bucket = server.app.bucket
+        assert bucket is not None
+        wait_until(lambda: bucket.state.stopped, timeout=60, what="publishing to stop")
+        assert "another history" in (bucket.state.stopped or "")
+        assert _bucket_health(server.address) == health_pb2.HealthCheckResponse.NOT_SERVING
 
 
 def test_receipts_are_fetched_and_upgraded_from_the_bucket_alone(
