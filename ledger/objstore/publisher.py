@@ -17,8 +17,8 @@ sizes the bucket has are skipped):
    compare-and-swap (``If-Match`` on the ETag this publisher last saw), so two publishers can
    never move it backwards.
 
-All the tiles of the checkpoints given to one update go up in one parallel sweep, then their
-notes, then ``checkpoint``: a reader never sees a checkpoint whose tiles are not all there.
+All the tiles and notes of the checkpoints given to one update go up in one parallel sweep,
+then ``checkpoint``: a reader never sees a checkpoint whose tiles are not all there.
 
 A create-only PUT answered 412 reads the stored object back: the same content once decompressed
 (gzip bytes are not reproducible across zlib versions) is a retried or repeated upload and fine;
@@ -257,13 +257,14 @@ class BucketPublisher:
         for checkpoint in todo:  # every checkpoint's new tiles, uploaded in one parallel sweep
             jobs += [(t, checkpoint.size) for t in tiles.new_tiles(size, checkpoint.size)]
             size = checkpoint.size
+        notes = [self._pool.submit(self.publish_note, c) for c in todo]  # beside the tiles
         for made in self._pool.map(lambda job: self._put_tile(*job), jobs):
             created += made
             existing += 1 - made
             if progress is not None:
                 progress(1)
-        for _ in self._pool.map(self.publish_note, todo):
-            pass
+        for note in notes:
+            note.result()
         if todo:
             self._put_latest(todo[-1])
             created += 1
