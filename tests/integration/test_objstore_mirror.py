@@ -225,3 +225,26 @@ def test_tools_work_over_the_bucket(seaweed: Seaweed, tmp_path: Path) -> None:
         bad = CliRunner().invoke(ledger_main, fsck)
         assert bad.exit_code == 1
         assert "tile/0/001" in bad.output
+
+
+def test_tiles_export_uploads_a_stopped_log(seaweed: Seaweed, tmp_path: Path) -> None:
+    address = seaweed.address("export")
+    data = tmp_path / "data"
+    with running_server(data) as (_server, remote, signer):
+        remote.append([os.urandom(32) for _ in range(700)], wait_for_checkpoint=True)
+        remote.anchor_now()
+        size = remote.checkpoint().size
+    args = ["tiles", "export", "--data-dir", str(data), "--bucket", address.url,
+            "--endpoint", seaweed.endpoint, "--json"]  # fmt: skip
+    refused = CliRunner().invoke(ledger_main, args)  # never checked: refused
+    assert refused.exit_code == 1 and "ledger objstore check" in refused.output
+    check_store(address, rounds=1, writers=8)
+    done = CliRunner().invoke(ledger_main, args)
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["size"] == size
+    client = TileClient(seaweed.public_url("ledger", "export"))
+    verified = client.checkpoint([signer.verifier()], origin=ORIGIN).checkpoint
+    assert verified.size == size and client.root(size) == verified.root_hash
+    assert anchored_from_bucket(client, [signer.verifier()], ORIGIN) is not None
+    again = CliRunner().invoke(ledger_main, args)
+    assert again.exit_code == 0 and json.loads(again.stdout)["files"] == 0
