@@ -30,7 +30,7 @@ HEADLINES = {
     "B7": ["last_over_first", "peak_2m_over_rss_1m", "disk_bytes_per_entry"],
     "B8": ["sha256_per_s", "loop_entries_per_s", "b2_fraction"],
     "B11": ["endpoint_per_s", "client_proofs_per_s", "mirror_lag_p99_ms", "validated"],
-    "B13": ["on_over_off_per_cpu", "lag_p99_ms", "bucket_gets_per_s", "endpoint_gets_per_s"],
+    "B13": ["on_over_off_per_cpu", "lag_samples", "bucket_gets_per_s", "endpoint_gets_per_s"],
     "C": ["aio_unary_per_s", "aio_stream_per_s", "b1_of_aio_unary", "b3_of_aio_stream"],
     "B9": ["log_per_s", "pymerkle_per_s", "log_over_pymerkle", "log_bytes_per_leaf"],
 }
