@@ -262,20 +262,23 @@ def main(argv: list[str]) -> int:
 
 
 def _run(store: Any, publisher: Any) -> None:
+    """Publish what the server sends until its end of input; after a failure, wait out the
+    backoff (taking input meanwhile) before the next try."""
     backoff = Backoff.doubling(0.25, 30.0)
     failures = 0
+    retry_at = 0.0  # monotonic time before which no upload is tried (after a failure)
     waiting: dict[int, float] = {}  # size -> publication time, not yet in the bucket
     done = False
     pending = bytearray()
     last_refresh = 0.0
     while True:
-        timeout = backoff.delay(failures) if failures else REFRESH_S
-        if done:
-            timeout = 0.0
-        lines, end = _read_lines(sys.stdin.fileno(), pending, timeout) if not done else ([], True)
-        done = done or end
-        for line in lines:
-            waiting.setdefault(int(line["size"]), float(line.get("t", time.time())))
+        if not done:
+            wait = max(0.0, retry_at - time.monotonic()) if failures else REFRESH_S
+            lines, done = _read_lines(sys.stdin.fileno(), pending, wait)
+            for line in lines:
+                waiting.setdefault(int(line["size"]), float(line.get("t", time.time())))
+            if failures and time.monotonic() < retry_at:
+                continue  # input taken; the bucket is tried again once the backoff is over
         if publisher.stopped is not None:
             if done:
                 return
@@ -300,18 +303,14 @@ def _run(store: Any, publisher: Any) -> None:
             if isinstance(exc, NonConformingStoreError | ObjectConflictError):
                 publisher.stopped = publisher.stopped or ObjectConflictError(str(exc))
                 _say({"stopped": str(exc)})
-            elif exc.retryable:
-                failures += 1
-                _say({"unreachable": str(exc)})
-                if done and failures > 5:
-                    return
-                continue
             else:
-                _log.error("bucket publishing failed: %s", exc)
-                _say({"unreachable": str(exc)})
+                if not exc.retryable:
+                    _log.error("bucket publishing failed: %s", exc)
+                retry_at = time.monotonic() + backoff.delay(failures)
                 failures += 1
-                if done and failures > 5:
-                    return
+                _say({"unreachable": str(exc)})
+                if done:
+                    return  # shutting down: the next start publishes the rest
                 continue
         if done:
             return
