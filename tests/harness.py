@@ -7,8 +7,10 @@ test that started them.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -79,10 +81,16 @@ def running_server(
         server.stop()
 
 
+def _limit_files(count: int) -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (count, count))
+
+
 class ServerProcess:
     """``ledger serve`` as a child process; reads the bound address from its first line."""
 
-    def __init__(self, data_dir: Path, key_file: Path, *extra: str) -> None:
+    def __init__(
+        self, data_dir: Path, key_file: Path, *extra: str, nofile: int | None = None
+    ) -> None:
         cmd = [
             sys.executable, "-m", "ledger", "serve", "--data-dir", str(data_dir),
             "--key", str(key_file), "--origin", ORIGIN, "--listen", "127.0.0.1:0",
@@ -94,8 +102,10 @@ class ServerProcess:
         # nobody reads, which would fill up and stall the server.
         self.log_path = data_dir.parent / f"{data_dir.name}.server.log"
         self._log = self.log_path.open("a")
+        # ``nofile``: the child's soft and hard RLIMIT_NOFILE (``ulimit -n``)
+        limit = None if nofile is None else functools.partial(_limit_files, nofile)
         self.proc = processes.spawn(
-            cmd, stdout=subprocess.PIPE, stderr=self._log, text=True, env=env
+            cmd, stdout=subprocess.PIPE, stderr=self._log, text=True, env=env, preexec_fn=limit
         )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()

@@ -53,7 +53,8 @@ class WitnessThread:
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
         self.runner: web.AppRunner
-        self.runner, self.port = self._call(start_witness_server(self.witness, "127.0.0.1", 0))
+        self.runner, self.listener = self._call(start_witness_server(self.witness, "127.0.0.1", 0))
+        self.port = int(self.listener.port)
 
     def _call(self, coro: Coroutine[Any, Any, _T]) -> _T:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=30)
@@ -67,6 +68,7 @@ class WitnessThread:
         return self.signer.verifier().key_string()
 
     def stop(self) -> None:
+        self._call(self.listener.close())
         self._call(self.runner.cleanup())
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=10)

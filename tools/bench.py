@@ -1,16 +1,22 @@
 """Benchmark a real log server: ``python tools/bench.py [--quick] [--runs N] [--out DIR]``.
 
 Starts ``ledger serve`` on a temporary data dir (port 0, no TSA, no anchoring), drives it from
-separate client processes (``RemoteLog`` over gRPC), and writes ``DIR/bench.json`` and
+separate client processes (B1/B2 and their ceilings: requests encoded before the clock starts,
+sent as bytes over grpc.aio from every worker process; the rest through ``RemoteLog``), samples
+the server's CPU from ``/proc/<pid>/stat`` around each window (every throughput also per server
+CPU second), and writes ``DIR/bench.json`` and
 ``DIR/bench.md`` (default ``bench-results/``): every figure is the median of ``--runs`` runs with
 min-max, next to the exact command and the date. Scenarios and targets:
 
     B1  unary append, 1 digest per call, 64 in flight     >= 0.8 of the aio unary ceiling (C);
                                                           p99 ack <= 50 ms
-    B2  batched append, 1,000 per call, 8 in flight       >= 150,000 records/s durable
+    B2  AppendPacked, 1,000 per call, 8 in flight         >= 150,000 records/s durable;
+        (and AppendRecords of the same shape)             >= 0.8 of the synced-write bound
+        the synced-write bound: the log's write batches alone, synced, same run
     B3  one streaming append, batched acks                >= 0.6 of the aio stream ceiling (C)
-    C   ceilings: trivial sync and aio gRPC servers (tools/bench_ceiling.py) under the B1, B2
-        and B3 loads, same run; B1/B2/B3 as fractions of the aio ones
+    C   the benchmark's own ceiling: a trivial grpc.aio server (tools/bench_ceiling.py) under
+        the B1, B2 and B3 loads, same run; B1/B2/B3 as fractions of it, in total and per
+        server core                                       client ceiling >= 3 x B2
     B4  ack -> covering signed checkpoint, under B2 load  p99 <= 150 ms
     B5  inclusion proofs at random sizes, 1M-entry log    >= 3,000/s unary; >= 20,000/s batched
     B6  consistency proofs between random sizes           >= 3,000/s unary
@@ -115,8 +121,9 @@ def _cpu_model() -> str:
 
 def _header(plan: Plan, profiled: bool) -> dict[str, Any]:
     notes = [
-        "clients (ledger_client.remote.log.RemoteLog, separate processes) and the server share "
-        "this machine's CPUs; figures on a busy machine are noisy",
+        "clients (separate processes: pre-encoded grpc.aio requests for B1/B2/B4 and the "
+        "ceilings, RemoteLog for the rest) and the server share this machine's CPUs; figures "
+        "on a busy machine are noisy",
         f"B5/B6 log size {2 * plan.segment:,}; B7 fill segments of {plan.segment:,}",
     ]
     if profiled:

@@ -1,14 +1,15 @@
 """Ceilings: trivial Python gRPC servers with the log's message shapes, ``sync`` or ``aio``.
 
 ``python tools/bench_ceiling.py --mode aio`` serves ``LedgerService.AppendRecords`` (unary and
-batched) and ``StreamAppend`` on 127.0.0.1:0 and prints one JSON line ``{"address": ...}``;
-SIGTERM stops it. Each call is answered with the same messages a log sends (one result per
-item: index, 32-byte leaf hash, time; one stream ack per 5 ms covering the messages received
-in it, as the log acks per group commit) but does no work: no
-hashing, no storage, no signing. Driven by the same load generator as the log
-(``tools/bench_loads.py`` through ``RemoteLog``), what it reaches is what the gRPC layer and the
-clients allow on this machine: ``tools/bench.py`` reports each append scenario as a fraction of
-it (scenario C).
+batched), ``AppendPacked`` and ``StreamAppend`` on 127.0.0.1:0 and prints one JSON line
+``{"address": ...}``; SIGTERM stops it. Each call is answered with the same messages a log
+sends (one result per item: index, 32-byte leaf hash, time; a packed answer with a first index
+and no duplicates; one stream ack per 5 ms covering the messages received in it, as the log
+acks per group commit) but does no work: no hashing, no storage, no signing. Driven by the same
+load generator as the log (``tools/bench_loads.py``: pre-encoded requests from several
+processes, or ``RemoteLog`` for the stream), what it reaches is what the gRPC layer and the
+clients allow on this machine, the benchmark's own ceiling: ``tools/bench.py`` reports each
+append scenario as a fraction of it (scenario C), in total and per server CPU second.
 """
 
 from __future__ import annotations
@@ -69,6 +70,11 @@ def _response(counter: _Counter, request: pb.AppendRecordsRequest) -> pb.AppendR
     return response
 
 
+def _packed(counter: _Counter, request: pb.AppendPackedRequest) -> pb.AppendPackedResponse:
+    n = len(request.record_digests) // 32
+    return pb.AppendPackedResponse(first_index=counter.take(n), new_entries=n, timestamp_ms=1)
+
+
 def _ack(counter: _Counter, position: int, n: int) -> pb.StreamAppendAck:
     first = counter.take(n)
     return pb.StreamAppendAck(
@@ -92,6 +98,10 @@ class SyncServicer(pb_grpc.LedgerServiceServicer):
     def AppendRecords(self, request: pb.AppendRecordsRequest, context: Any) -> Any:
         with self._lock:
             return _response(self._counter, request)
+
+    def AppendPacked(self, request: pb.AppendPackedRequest, context: Any) -> Any:
+        with self._lock:
+            return _packed(self._counter, request)
 
     def StreamAppend(self, request_iterator: Any, context: Any) -> Iterator[Any]:
         """Like the log: a reader thread takes messages; each ack covers all taken since the
@@ -130,6 +140,9 @@ class AioServicer(pb_grpc.LedgerServiceServicer):
 
     async def AppendRecords(self, request: pb.AppendRecordsRequest, context: Any) -> Any:
         return _response(self._counter, request)
+
+    async def AppendPacked(self, request: pb.AppendPackedRequest, context: Any) -> Any:
+        return _packed(self._counter, request)
 
     async def StreamAppend(
         self, request_iterator: AsyncIterator[Any], context: Any

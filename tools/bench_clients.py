@@ -43,6 +43,8 @@ class Task:
     validate: int = 0  # proofs: how many answers to verify after the window
     seed: int = 0
     url: str = ""  # tiles (B11): the tlog-tiles base URL to GET from
+    rpc: str = ""  # raw: the LedgerService method ("AppendPacked" or "AppendRecords")
+    requests: int = 0  # raw: distinct requests encoded before the start (then reused)
 
 
 @dataclass(slots=True)
@@ -60,6 +62,7 @@ class Outcome:
     first_invalid: str = ""
     elapsed_s: float = 0.0  # fill: start to the last completed append
     cpu_s: float = 0.0
+    reused: int = 0  # raw: calls that resent an already sent request (the pool ran out)
 
     def error(self, exc: BaseException) -> None:
         """Count a failed call, keeping the first message."""
@@ -79,6 +82,7 @@ class Outcome:
         self.first_invalid = self.first_invalid or other.first_invalid
         self.elapsed_s = max(self.elapsed_s, other.elapsed_s)
         self.cpu_s += other.cpu_s
+        self.reused += other.reused
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,17 +125,18 @@ def _remote_for(remotes: dict[str, RemoteLog], address: str) -> RemoteLog:
 
 def worker_main(wid: int, inbox: Queue[Any], outbox: Queue[Any]) -> None:
     """Serve tasks from ``inbox`` until it yields None."""
-    from tools.bench_loads import run_task
+    from tools.bench_loads import prepare_task, run_task
 
     remotes: dict[str, RemoteLog] = {}
     while (task := inbox.get()) is not None:
         try:
             remote = _remote_for(remotes, task.address)
             remote.checkpoint()  # connect and warm the channel
+            prepared = prepare_task(task)  # e.g. encode the raw requests, before the clock runs
             outbox.put(("ready", wid, None))
             start = inbox.get()
             cpu = time.process_time()
-            outcome = run_task(task, remote, Window.of(task, start))
+            outcome = run_task(task, remote, Window.of(task, start), prepared)
             outcome.cpu_s = time.process_time() - cpu
             outbox.put(("done", wid, outcome))
         except BaseException:

@@ -10,6 +10,7 @@ this process with no server up. With profiling on, every measured phase gets its
 
 from __future__ import annotations
 
+import math
 import shutil
 import sys
 import time
@@ -21,7 +22,7 @@ from pathlib import Path
 from ledger.store.rocks import RocksStore
 from tools.bench_bucket import b13_bucket
 from tools.bench_clients import ClientPool, Outcome, Task, sleep_until
-from tools.bench_local import local_append_rate, sha256_rate
+from tools.bench_local import local_append_rate, sha256_rate, synced_write_rate
 from tools.bench_peer import build_rates
 from tools.bench_report import RunFigures
 from tools.bench_server import BenchServer, CeilingServer, make_key, signed_head
@@ -37,6 +38,14 @@ COLLECT_SLACK_S = 180.0
 FILL_TIMEOUT_S = 3_600.0
 _T0 = time.monotonic()
 AnyServer = BenchServer | CeilingServer
+# Records/s a raw load's request pool is sized for (unary, batched): enough that a log never
+# sees a request twice; a faster trivial server gets resent ones, which it does not mind.
+RAW_RATE_GUESS = {False: 50_000, True: 400_000}
+
+
+def per_cpu(rate: float, cores: float) -> float:
+    """A rate per server CPU second (``cores``: CPU seconds per second in the window)."""
+    return rate / cores if cores > 0 else float("nan")
 
 
 def progress(message: str) -> None:
@@ -149,37 +158,85 @@ class Bench:
 
     # --- B1..B4: fresh servers ----------------------------------------------------------------
 
-    def appends(self, run: int, sid: str, threads: int, batch: int) -> dict[str, float]:
-        """B1 / B2: ``2 x threads`` callers appending ``batch`` digests per call."""
-        progress(f"run {run} {sid}: 2 x {threads} callers, {batch} digests per call")
-        with self._fresh_server(run, sid) as server:
-            tasks = [
-                self._task("append", server, seed=k, threads=threads, batch=batch) for k in range(2)
-            ]
-            out, server_cpu, client_cpu = self._timed(server, tasks)
+    def _raw_tasks(
+        self, server: AnyServer, rpc: str, lanes: int, batch: int, processes: int = 0
+    ) -> list[Task]:
+        """Pre-encoded ``rpc`` requests of ``batch`` digests from ``processes`` workers (default:
+        the whole pool), ``lanes`` calls in flight each; each worker encodes enough distinct
+        requests for ``RAW_RATE_GUESS`` over the warm-up and the window."""
+        processes = processes or self.pool.size
+        seconds = self.plan.warm_s + self.plan.duration_s
+        requests = math.ceil(RAW_RATE_GUESS[batch > 1] * seconds / (processes * batch))
+        return [
+            self._task("raw", server, seed=k, threads=lanes, batch=batch, rpc=rpc,
+                       requests=max(requests, 2 * lanes))
+            for k in range(processes)
+        ]  # fmt: skip
+
+    def _raw_figures(self, server: AnyServer, tasks: list[Task]) -> dict[str, float]:
+        out, server_cpu, client_cpu = self._timed(server, tasks)
+        rate = self._rate(out.records)
         return {
-            "records_per_s": self._rate(out.records),
+            "records_per_s": rate,
+            "records_per_server_cpu_s": per_cpu(rate, server_cpu),
             "p50_ms": percentile(out.latencies_ms, 50),
             "p99_ms": percentile(out.latencies_ms, 99),
             "server_cpu": server_cpu,
             "client_cpu": client_cpu,
             "errors": out.errors,
+            "reused": out.reused,
         }
 
+    def appends(self, run: int, sid: str, lanes: int, batch: int) -> dict[str, float]:
+        """B1 / B2: pre-encoded AppendPacked requests of ``batch`` digests from every worker
+        process, ``lanes`` in flight each; B2 also AppendRecords of the same digests' shape and
+        the synced-write bound, in the same run."""
+        procs = self.pool.size
+        progress(f"run {run} {sid}: {procs} x {lanes} in flight, {batch} digests per call")
+        with self._fresh_server(run, sid) as server:
+            figures = self._raw_figures(
+                server, self._raw_tasks(server, "AppendPacked", lanes, batch)
+            )
+        if sid != "B2":
+            return figures
+        progress(f"run {run} {sid}: the same with AppendRecords (typed items)")
+        with self._fresh_server(run, f"{sid}-typed") as server:
+            typed = self._raw_figures(
+                server, self._raw_tasks(server, "AppendRecords", lanes, batch)
+            )
+        figures["typed_records_per_s"] = typed["records_per_s"]
+        figures["typed_per_server_cpu_s"] = typed["records_per_server_cpu_s"]
+        figures["typed_server_cpu"] = typed["server_cpu"]
+        progress(f"run {run} {sid}: synced-write bound, {self.plan.local_batches} batches")
+        db = self.work / f"run{run}-bound"
+        try:
+            bound = synced_write_rate(db, self.plan.local_batches)
+        finally:
+            shutil.rmtree(db, ignore_errors=True)
+        figures["synced_bound_per_s"] = bound
+        figures["of_synced_bound"] = figures["records_per_s"] / bound
+        return figures
+
+    def _stream_figures(self, server: AnyServer, batch: int) -> tuple[Outcome, float, float]:
+        tasks = self._raw_tasks(server, "StreamAppend", 1, batch, processes=1)
+        return self._timed(server, tasks)
+
     def stream(self, run: int) -> dict[str, float]:
-        """B3: one stream of single-digest messages; then one of 100-digest messages."""
+        """B3: one stream of pre-encoded single-digest messages; then 100-digest messages."""
         progress(f"run {run} B3: one stream, 1 digest per message (then 100 per message)")
         with self._fresh_server(run, "B3") as server:
-            out, server_cpu, client_cpu = self._timed(server, [self._task("stream", server, 0)])
-            batched, _, _ = self._timed(server, [self._task("stream", server, 1, batch=100)])
+            out, server_cpu, client_cpu = self._stream_figures(server, 1)
+            batched, _, _ = self._stream_figures(server, 100)
         return {
             "records_per_s": self._rate(out.records),
+            "records_per_server_cpu_s": per_cpu(self._rate(out.records), server_cpu),
             "ack_p50_ms": percentile(out.extra_ms, 50),
             "ack_p99_ms": percentile(out.extra_ms, 99),
             "records_per_ack": out.records / out.calls if out.calls else float("nan"),
             "server_cpu": server_cpu,
             "client_cpu": client_cpu,
             "errors": out.errors,
+            "reused": out.reused,
             "records_per_s_100": self._rate(batched.records),
             "errors_100": batched.errors,
         }
@@ -188,7 +245,7 @@ class Bench:
         """B4: a probe's ack -> covering checkpoint while B2-style load runs."""
         progress(f"run {run} B4: ack -> checkpoint probe under B2 load")
         with self._fresh_server(run, "B4") as server:
-            load = [self._task("append", server, seed=k, threads=4, batch=1_000) for k in range(2)]
+            load = self._raw_tasks(server, "AppendPacked", 4, 1_000, processes=2)
             tasks = [*load, self._task("probe", server, seed=9)]
             start = self.pool.launch(tasks)
             begin = start + self.plan.warm_s
@@ -205,6 +262,7 @@ class Bench:
             "probe_ack_p99_ms": percentile(probe.latencies_ms, 99),
             "load_records_per_s": self._rate(load_out.records),
             "server_cpu": (after.cpu_s - before.cpu_s) / self.plan.duration_s,
+            "load_per_server_cpu_s": load_out.records / max(after.cpu_s - before.cpu_s, 1e-9),
         }
 
     def checkpoint_latency_under_reads(self, run: int) -> dict[str, float]:
@@ -273,10 +331,12 @@ class Bench:
         batched, batched_cpu, _ = self._timed(server, tasks)
         return {
             "unary_per_s": self._rate(unary.records),
+            "unary_per_server_cpu_s": per_cpu(self._rate(unary.records), unary_cpu),
             "unary_p50_ms": percentile(unary.latencies_ms, 50),
             "unary_p99_ms": percentile(unary.latencies_ms, 99),
             "unary_server_cpu": unary_cpu,
             "batched_per_s": self._rate(batched.records),
+            "batched_per_server_cpu_s": per_cpu(self._rate(batched.records), batched_cpu),
             "batched_p99_ms": percentile(batched.latencies_ms, 99),
             "batched_server_cpu": batched_cpu,
             "log_size": head.size,
@@ -293,6 +353,7 @@ class Bench:
         out, server_cpu, client_cpu = self._timed(server, tasks)
         return {
             "per_s": self._rate(out.records),
+            "per_server_cpu_s": per_cpu(self._rate(out.records), server_cpu),
             "p50_ms": percentile(out.latencies_ms, 50),
             "p99_ms": percentile(out.latencies_ms, 99),
             "server_cpu": server_cpu,
@@ -380,31 +441,42 @@ class Bench:
         return {"sha256_per_s": sha256_rate(self.plan.sha_calls), "loop_entries_per_s": loop}
 
     def ceilings(self, run: int, figures: RunFigures) -> dict[str, float]:
-        """C: the B1, B2 and B3 loads against trivial sync and aio servers; the fractions."""
+        """C: the B1, B2 and B3 loads against a trivial grpc.aio server of the same shapes (the
+        benchmark's own ceiling), in total and per server CPU second; the fractions."""
         out: dict[str, float] = {}
-        for mode in ("sync", "aio"):
-            progress(f"run {run} C: {mode} ceiling server, B1/B2/B3 shapes")
-            server = CeilingServer(mode, self.work / f"run{run}-ceiling-{mode}.log")
-            try:
-                shapes = (("unary", 32, 1), ("batched", 4, 1_000))
-                for name, threads, batch in shapes:
-                    tasks = [
-                        self._task("append", server, seed=k, threads=threads, batch=batch)
-                        for k in range(2)
-                    ]
-                    done, _, _ = self._timed(server, tasks)
-                    out[f"{mode}_{name}_per_s"] = self._rate(done.records)
-                done, _, _ = self._timed(server, [self._task("stream", server, 0)])
-                out[f"{mode}_stream_per_s"] = self._rate(done.records)
-            finally:
-                server.stop()
-        for sid, shape, figure in (("B1", "unary", "b1"), ("B2", "batched", "b2")):
-            if sid in figures:
-                out[f"{figure}_of_aio_{shape}"] = (
-                    figures[sid]["records_per_s"] / out[f"aio_{shape}_per_s"]
+        progress(f"run {run} C: aio ceiling server, B1/B2/B3 shapes")
+        server = CeilingServer("aio", self.work / f"run{run}-ceiling-aio.log")
+        try:
+            shapes = (
+                ("unary", "AppendPacked", 16, 1),
+                ("packed", "AppendPacked", 2, 1_000),
+                ("batched", "AppendRecords", 2, 1_000),
+            )
+            for name, rpc, lanes, batch in shapes:
+                done = self._raw_figures(server, self._raw_tasks(server, rpc, lanes, batch))
+                out[f"aio_{name}_per_s"] = done["records_per_s"]
+                out[f"aio_{name}_per_server_cpu_s"] = done["records_per_server_cpu_s"]
+                out[f"aio_{name}_client_cpu"] = done["client_cpu"]
+            stream, server_cpu, client_cpu = self._stream_figures(server, 1)
+            out["aio_stream_per_s"] = self._rate(stream.records)
+            out["aio_stream_client_cpu"] = client_cpu
+            out["aio_stream_per_server_cpu_s"] = per_cpu(out["aio_stream_per_s"], server_cpu)
+        finally:
+            server.stop()
+        pairs = (
+            ("B1", "records_per_s", "records_per_server_cpu_s", "b1", "unary"),
+            ("B2", "records_per_s", "records_per_server_cpu_s", "b2", "packed"),
+            ("B2", "typed_records_per_s", "typed_per_server_cpu_s", "b2_typed", "batched"),
+            ("B3", "records_per_s", "records_per_server_cpu_s", "b3", "stream"),
+        )
+        for sid, rate, per_core, figure, shape in pairs:
+            if sid in figures and rate in figures[sid]:
+                out[f"{figure}_of_aio_{shape}"] = figures[sid][rate] / out[f"aio_{shape}_per_s"]
+                out[f"{figure}_of_aio_{shape}_per_cpu"] = (
+                    figures[sid][per_core] / out[f"aio_{shape}_per_server_cpu_s"]
                 )
-        if "B3" in figures:
-            out["b3_of_aio_stream"] = figures["B3"]["records_per_s"] / out["aio_stream_per_s"]
+        if "B2" in figures:
+            out["ceiling_over_b2"] = out["aio_packed_per_s"] / figures["B2"]["records_per_s"]
         return out
 
     def peer(self, run: int) -> dict[str, float]:
@@ -421,9 +493,9 @@ class Bench:
         """Every selected scenario once."""
         figures: RunFigures = {}
         if self.wants("B1"):
-            figures["B1"] = self.appends(run, "B1", threads=32, batch=1)
+            figures["B1"] = self.appends(run, "B1", lanes=16, batch=1)
         if self.wants("B2", "B8"):
-            figures["B2"] = self.appends(run, "B2", threads=4, batch=1_000)
+            figures["B2"] = self.appends(run, "B2", lanes=2, batch=1_000)
         if self.wants("B3"):
             figures["B3"] = self.stream(run)
         if self.wants("C"):

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ledger_client.receipts.verify import ReceiptReport, verify_receipt
     from ledger_client.sdk import (
         MEMORY_SPOOL_BYTES,
+        AnchorTimeoutError,
         AsyncLedgerClient,
         Backoff,
         Capture,
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
         DeliveryError,
         DeliveryWarning,
         LedgerClient,
+        RecordTooLargeError,
         Run,
         RunEntry,
         RunStateError,
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
         content_digest,
         current_run,
         decision,
+        derived_from,
         emit,
         jsonable,
         ledger_run,
@@ -55,6 +58,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "MEMORY_SPOOL_BYTES",
+    "AnchorTimeoutError",
     "AsyncLedgerClient",
     "Backoff",
     "Capture",
@@ -68,6 +72,7 @@ __all__ = [
     "Receipt",
     "ReceiptAnchor",
     "ReceiptReport",
+    "RecordTooLargeError",
     "Run",
     "RunEntry",
     "RunItem",
@@ -80,6 +85,7 @@ __all__ = [
     "content_digest",
     "current_run",
     "decision",
+    "derived_from",
     "emit",
     "jsonable",
     "ledger_run",

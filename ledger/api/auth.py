@@ -2,15 +2,22 @@
 per-identity token-bucket rate limits. No grpc here: ``ledger.api.interceptor`` adapts it.
 
 Tokens look like ``dl_<id>_<secret>`` (id: 8 hex digits, secret: 32 random bytes, base64url);
-the tokens file (JSON, mode 0600) keeps, per token, its id, name, scopes, creation time and
-SHA-256 of the whole token, never the token. Scopes: ``append`` (AppendRecords, StreamAppend),
+the tokens file (JSON, mode 0600) keeps, per token, its id, name, scopes, creation time, optional
+expiry (unix seconds; an expired token is UNAUTHENTICATED "token expired") and SHA-256 of the
+whole token, never the token. Scopes: ``append`` (AppendRecords, StreamAppend, AppendPacked),
 ``admin`` (AnchorNow, Backup, and everything ``append`` may do), ``read`` (reads, only needed
-when ``[auth] reads = "token"``; health checks stay open for load balancers).
+when ``[auth] reads = "token"``; health checks stay open for load balancers). A method without
+a rule is refused to everyone (default deny).
 
-The policy (``Policy.decide``): an *open* log (loopback listener, no tokens, no mTLS identities:
-the ``make run`` development log) lets everyone do everything and says so at startup; otherwise
-a call without a valid credential is UNAUTHENTICATED (reads too when ``reads = "token"``) and
-a credential without the needed scope is PERMISSION_DENIED.
+The policy (``Policy.decide``): an *open* log (loopback listener, no tokens, no mTLS identities,
+and the data dir's binding not recording the log as closed: the ``make run`` development log)
+lets everyone do everything and says so at startup; otherwise a call without a valid credential
+is UNAUTHENTICATED (reads too when ``reads = "token"``) and a credential without the needed scope
+is PERMISSION_DENIED. The first credential seen closes the log in the binding (``AccessState``),
+so deleting the tokens file or revoking the last token never reopens it.
+
+``FailureThrottle`` counts failed authentications per client address; it is consulted before a
+presented token is even parsed, so a guessing client costs a dictionary lookup per attempt.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from ledger.core.errors import (
     FormatError,
@@ -39,7 +47,10 @@ from ledger.fileio.private import check_private_file, write_private
 __all__ = [
     "ADMIN_METHODS",
     "APPEND_METHODS",
+    "READ_METHODS",
     "SCOPES",
+    "AccessState",
+    "FailureThrottle",
     "Identity",
     "Policy",
     "RateLimiter",
@@ -49,23 +60,41 @@ __all__ = [
 ]
 
 SCOPES = ("append", "admin", "read")
-APPEND_METHODS = frozenset({"AppendRecords", "StreamAppend"})
+# Every method of ledger.v1.LedgerService has one explicit rule (a test walks the service
+# descriptor); a method in none of these sets is refused for everyone: default deny.
+APPEND_METHODS = frozenset({"AppendRecords", "StreamAppend", "AppendPacked"})
 ADMIN_METHODS = frozenset({"AnchorNow", "Backup"})
+READ_METHODS = frozenset({
+    "GetCheckpoint", "GetInclusionProof", "GetInclusionProofs", "GetConsistencyProof",
+    "GetEntries", "GetEntry", "GetAnchors", "GetReceipts", "ListAnchoredSizes",
+})  # fmt: skip
+_LEDGER_SERVICE = "ledger.v1.LedgerService"
+# The other services the server registers, whole: reads (health probes stay open).
+_READ_SERVICES = frozenset({
+    "grpc.health.v1.Health",
+    "grpc.reflection.v1alpha.ServerReflection",
+    "grpc.reflection.v1.ServerReflection",
+})  # fmt: skip
 _TOKEN = re.compile(r"^dl_([0-9a-f]{8})_[A-Za-z0-9_-]{43}$")
 _ALWAYS_OPEN = ("/grpc.health.v1.Health/",)  # load balancers probe without credentials
 _NAME = re.compile(r"^[A-Za-z0-9._@-]{1,64}$")
 
 
 def required_scope(method: str) -> str | None:
-    """The scope a ``/package.Service/Method`` needs (None: a read)."""
+    """The scope a ``/package.Service/Method`` needs (None: a read); raises
+    ``PermissionDeniedError`` for a method without a rule (default deny)."""
     service, _, name = method.rpartition("/")
-    if not service.endswith("ledger.v1.LedgerService"):
-        return None  # health, reflection: reads
-    if name in ADMIN_METHODS:
-        return "admin"
-    if name in APPEND_METHODS:
-        return "append"
-    return None
+    service = service.lstrip("/")
+    if service in _READ_SERVICES:
+        return None
+    if service == _LEDGER_SERVICE:
+        if name in READ_METHODS:
+            return None
+        if name in APPEND_METHODS:
+            return "append"
+        if name in ADMIN_METHODS:
+            return "admin"
+    raise PermissionDeniedError(f"{method}: no access rule for this method; denied")
 
 
 def _digest(token: str) -> str:
@@ -96,15 +125,23 @@ class TokenRecord:
     scopes: tuple[str, ...]
     created: int
     sha256: str
+    expires: int | None = None  # unix seconds; None: never
+
+    def expired(self, now: float) -> bool:
+        """Whether the token is past its expiry at ``now`` (unix seconds)."""
+        return self.expires is not None and now >= self.expires
 
     def to_json(self) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "id": self.id,
             "name": self.name,
             "scopes": list(self.scopes),
             "created": self.created,
             "sha256": self.sha256,
         }
+        if self.expires is not None:
+            out["expires"] = self.expires
+        return out
 
 
 class TokenStore:
@@ -134,8 +171,13 @@ class TokenStore:
             return None
         return record
 
-    def create(self, name: str, scopes: Sequence[str], *, now: int) -> tuple[str, TokenRecord]:
-        """Add a token; return it (shown once) and its record."""
+    def create(
+        self, name: str, scopes: Sequence[str], *, now: int, expires: int | None = None
+    ) -> tuple[str, TokenRecord]:
+        """Add a token (valid until ``expires``, unix seconds, if given); return it (shown
+        once) and its record."""
+        if expires is not None and expires <= now:
+            raise FormatError(f"expiry {expires} is not after now ({now})")
         if not _NAME.match(name):
             raise FormatError(f"token name {name!r}: want 1-64 of A-Z a-z 0-9 . _ @ -")
         bad = [s for s in scopes if s not in SCOPES]
@@ -154,6 +196,7 @@ class TokenStore:
                 scopes=tuple(dict.fromkeys(scopes)),
                 created=now,
                 sha256=_digest(token),
+                expires=expires,
             )
             self._records[token_id] = record
             self._save()
@@ -196,6 +239,7 @@ class TokenStore:
                     scopes=tuple(str(s) for s in r["scopes"]),
                     created=int(r["created"]),
                     sha256=str(r["sha256"]),
+                    expires=None if r.get("expires") is None else int(r["expires"]),
                 )
                 for r in doc["tokens"]
             ]
@@ -248,6 +292,73 @@ class RateLimiter:
         bucket.tokens -= 1.0
 
 
+@dataclass(slots=True)
+class _Failures:
+    count: int
+    since: float
+
+
+@dataclass(slots=True)
+class FailureThrottle:
+    """At most ``limit`` failed authentications per client address in ``window_s`` seconds;
+    then ``check`` refuses that address (``PushbackError``: RESOURCE_EXHAUSTED with the wait)
+    until the window has passed. ``limit`` 0: off."""
+
+    limit: int
+    window_s: float
+    clock: Callable[[], float] = time.monotonic
+    _seen: dict[str, _Failures] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def check(self, address: str) -> None:
+        """Refuse ``address`` while it is over its failure limit."""
+        if self.limit <= 0:
+            return
+        seen = self._seen.get(address)
+        if seen is None or seen.count < self.limit:
+            return
+        wait = seen.since + self.window_s - self.clock()
+        if wait <= 0:
+            return
+        raise PushbackError(
+            f"too many failed authentications from this address ({seen.count} in "
+            f"{self.window_s:g} s): retry after the wait, with a valid token",
+            retry_after=wait,
+        )
+
+    def failed(self, address: str) -> None:
+        """Count one failed authentication of ``address``."""
+        if self.limit <= 0:
+            return
+        now = self.clock()
+        with self._lock:
+            seen = self._seen.get(address)
+            if seen is None or now - seen.since >= self.window_s:
+                if len(self._seen) >= 100_000:  # bounded memory: drop finished windows
+                    self._seen = {
+                        a: f for a, f in self._seen.items() if now - f.since < self.window_s
+                    }
+                self._seen[address] = _Failures(count=1, since=now)
+                return
+            seen.count += 1
+
+
+class AccessState(Protocol):
+    """The data dir's record of whether the log requires credentials
+    (``ledger.ops.binding.AccessWatch``)."""
+
+    def closed(self) -> bool: ...
+
+    def close(self, reason: str) -> None: ...
+
+
+_HOW_TO_PROCEED = (
+    "create one with `ledger token create --data-dir <data dir> --name <who> --scope append`, "
+    "or reopen the log deliberately with `ledger access open --data-dir <data dir> "
+    "--reason <why>`"
+)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Policy:
     """Decides, per call, who the caller is and whether it may make the call."""
@@ -256,21 +367,46 @@ class Policy:
     mtls: Mapping[str, Sequence[str]]
     loopback: bool
     reads_need_token: bool
+    access: AccessState | None = None
+    clock: Callable[[], float] = time.time  # token expiry
 
     @property
     def open_log(self) -> bool:
-        """Open while on loopback with no token and no mTLS identity configured; the first
-        ``ledger token create`` closes it (within a second, without a restart)."""
+        """Open while on loopback with no token and no mTLS identity configured and the binding
+        not closed; the first token closes it for good (recorded in the binding within a
+        second, without a restart): only ``ledger access open`` reopens it."""
         if not self.loopback or self.mtls:
+            self.close_if_credentials()
             return False
-        return self.tokens is None or not self.tokens.records()
+        if self.tokens is not None and self.tokens.records():
+            self.close_if_credentials()
+            return False
+        return self.access is None or not self.access.closed()
+
+    def close_if_credentials(self) -> None:
+        """Record the log as closed in the binding when a credential is configured."""
+        if self.access is None or self.access.closed():
+            return
+        if self.tokens is not None and self.tokens.records():
+            self.access.close(f"a token exists in {self.tokens.path}")
+        elif self.mtls:
+            self.access.close("mTLS identities are configured")
+
+    def _usable_credentials(self) -> bool:
+        if self.mtls:
+            return True
+        now = self.clock()
+        return self.tokens is not None and any(not r.expired(now) for r in self.tokens.records())
 
     @property
     def mode(self) -> str:
         """For the startup line."""
         if self.open_log:
             return "open (loopback development log, no tokens configured: anyone may append)"
-        return "token" + (" (reads too)" if self.reads_need_token else " (reads open)")
+        mode = "token" + (" (reads too)" if self.reads_need_token else " (reads open)")
+        if self.access is not None and self.access.closed() and not self._usable_credentials():
+            mode += "; closed with no usable token: every write is refused"
+        return mode
 
     def identify(self, bearer: str | None, peer_cn: str | None) -> Identity | None:
         """The caller's identity from a bearer token or a client-certificate CN (None: none).
@@ -279,6 +415,10 @@ class Policy:
             record = self.tokens.lookup(bearer) if self.tokens else None
             if record is None:
                 raise UnauthenticatedError("invalid or revoked token")
+            if record.expired(self.clock()):
+                raise UnauthenticatedError(
+                    f"token expired (token {record.name!r}; ask for a new one)"
+                )
             return Identity(name=f"token:{record.name}", scopes=frozenset(record.scopes))
         if peer_cn is not None and peer_cn in self.mtls:
             return Identity(name=f"mtls:{peer_cn}", scopes=frozenset(self.mtls[peer_cn]))
@@ -298,6 +438,11 @@ class Policy:
             if scope is None and open_read:
                 return ANONYMOUS
             what = "this call" if scope is None else f"{method.rpartition('/')[2]}"
+            if self.access is not None and self.access.closed() and not self._usable_credentials():
+                raise UnauthenticatedError(
+                    f"{what} needs a credential: this log is closed (recorded in its data "
+                    f"dir's binding) and has no usable token: {_HOW_TO_PROCEED}"
+                )
             raise UnauthenticatedError(
                 f"{what} needs a credential (a bearer token in the authorization metadata, "
                 "or a client certificate)"

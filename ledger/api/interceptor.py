@@ -1,6 +1,8 @@
 """The gRPC server interceptor: authentication, scopes, rate limits and the access log.
 
-Every call passes ``ledger.api.auth.Policy.decide`` (bearer token from the ``authorization``
+Every call first passes the failed-authentication throttle of its client address
+(``ledger.api.auth.FailureThrottle``: cheap, before any token is looked at), then
+``ledger.api.auth.Policy.decide`` (bearer token from the ``authorization``
 metadata, ``Bearer <token>``; or the client certificate's common name under mTLS) and the
 caller's token bucket before the handler runs; refusals travel as the status ``ledger.api.wire``
 gives their error class (UNAUTHENTICATED, PERMISSION_DENIED, RESOURCE_EXHAUSTED with
@@ -18,8 +20,8 @@ from typing import Any, TypeAlias
 import grpc
 
 from ledger.api import wire
-from ledger.api.auth import Identity, Policy, RateLimiter
-from ledger.core.errors import LedgerError
+from ledger.api.auth import FailureThrottle, Identity, Policy, RateLimiter
+from ledger.core.errors import LedgerError, UnauthenticatedError
 from ledger.log.metrics import LedgerMetrics
 
 __all__ = ["AuthInterceptor"]
@@ -58,8 +60,10 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         metrics: LedgerMetrics | None = None,
         *,
         access_log: bool = True,
+        throttle: FailureThrottle | None = None,
     ) -> None:
         self._access_log = access_log
+        self._throttle = throttle
         self._policy = policy
         self._limiter = limiter
         self._metrics = metrics
@@ -102,11 +106,19 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
     async def _admit(self, method: str, context: Context, seen: list[Identity]) -> Identity:
         """Identify (``seen`` gets the identity, for the access log), authorize, rate-limit."""
         try:
-            known = self._policy.identify(_bearer(context), _peer_cn(context))
+            host = _peer_host(context)
+            if self._throttle is not None:
+                self._throttle.check(host)
+            try:
+                known = self._policy.identify(_bearer(context), _peer_cn(context))
+            except UnauthenticatedError:
+                if self._throttle is not None:
+                    self._throttle.failed(host)
+                raise
             if known is not None:
                 seen.append(known)
             identity = self._policy.authorize(method, known)
-            who = identity.name if identity.name != "anonymous" else _peer_host(context)
+            who = identity.name if identity.name != "anonymous" else host
             self._limiter.take(who)
         except LedgerError as exc:
             context.set_trailing_metadata(wire.retry_trailer(exc))

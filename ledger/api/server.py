@@ -52,7 +52,13 @@ from ledger.log.sequencer import validate_items
 from ledger.log.service import LogService
 from ledger.v1 import ledger_pb2 as pb
 
-__all__ = ["LedgerServicer", "ServerLimits", "create_server"]
+__all__ = [
+    "ConnectionLimits",
+    "LedgerServicer",
+    "ServerLimits",
+    "connection_options",
+    "create_server",
+]
 
 _log = logging.getLogger("ledger.server")
 _Req = TypeVar("_Req")
@@ -87,6 +93,44 @@ class ServerLimits:
             ("grpc.http2.bdp_probe", 0),
             ("grpc.so_reuseport", 0),
         ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConnectionLimits:
+    """How long a gRPC connection may live and how many there may be (grpc core channel
+    arguments, ``connection_options``); limits per client address are a reverse proxy's job
+    (grpc core has none). ``max_age_s = 0``: no age limit."""
+
+    max_connections: int = 256
+    idle_s: float = 300.0
+    max_age_s: float = 3600.0
+    age_grace_s: float = 300.0
+    keepalive_s: float = 60.0
+    keepalive_timeout_s: float = 20.0
+    handshake_timeout_s: float = 10.0
+
+
+def connection_options(limits: ConnectionLimits) -> list[tuple[str, int]]:
+    """grpc core arguments for ``limits``: a connection with no call for ``idle_s`` and any
+    connection older than ``max_age_s`` gets GOAWAY (its calls then have ``age_grace_s`` to
+    finish), a peer silent for ``keepalive_timeout_s`` after a ping is dropped, a connection
+    that has not completed its HTTP/2 (or TLS) handshake within ``handshake_timeout_s`` is
+    closed, and past ``max_connections`` new connections are closed as they arrive."""
+
+    def ms(seconds: float) -> int:
+        return max(1, round(seconds * 1000))
+
+    options = [
+        ("grpc.max_allowed_incoming_connections", limits.max_connections),
+        ("grpc.max_connection_idle_ms", ms(limits.idle_s)),
+        ("grpc.keepalive_time_ms", ms(limits.keepalive_s)),
+        ("grpc.keepalive_timeout_ms", ms(limits.keepalive_timeout_s)),
+        ("grpc.server_handshake_timeout_ms", ms(limits.handshake_timeout_s)),
+    ]
+    if limits.max_age_s > 0:
+        options.append(("grpc.max_connection_age_ms", ms(limits.max_age_s)))
+        options.append(("grpc.max_connection_age_grace_ms", ms(limits.age_grace_s)))
+    return options
 
 
 def _guarded(fn: Handler[_Req, _Resp]) -> Handler[_Req, _Resp]:
@@ -153,6 +197,12 @@ class LedgerServicer:
         return wire.append_outcome_to_pb(
             AppendOutcome(results=results, checkpoint=cp, proofs=proofs)
         )
+
+    @_guarded
+    async def AppendPacked(
+        self, request: pb.AppendPackedRequest, context: Context
+    ) -> pb.AppendPackedResponse:
+        return wire.packed_to_pb(await self._service.append_packed(request.record_digests))
 
     async def StreamAppend(
         self, raw_messages: AsyncIterator[bytes], context: Context
@@ -379,18 +429,20 @@ async def create_server(
     credentials: grpc.ServerCredentials | None = None,
     interceptors: Sequence[grpc.aio.ServerInterceptor[Any, Any]] = (),
     limits: ServerLimits | None = None,
+    connections: ConnectionLimits | None = None,
     health_hook: Callable[[Any], None] | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Build and start a gRPC server on ``listen`` (port 0 picks one); return it and its port.
 
     With ``credentials`` it speaks TLS (``grpc.ssl_server_credentials``), else plaintext; the
     ``interceptors`` (authentication, access log) see every call; ``limits`` bound memory
-    (message size, streams, the in-flight byte budget). Health reports SERVING once started:
+    (message size, streams, the in-flight byte budget); ``connections`` bound connections
+    (``connection_options``). Health reports SERVING once started:
     callers start it only after the log has recovered."""
     limits = limits or ServerLimits()
     server = grpc.aio.server(
         interceptors=list(interceptors),
-        options=limits.core_options(),
+        options=limits.core_options() + connection_options(connections or ConnectionLimits()),
         maximum_concurrent_rpcs=limits.max_concurrent_rpcs or None,
     )
     servicer = LedgerServicer(service, anchor_now=anchor_now, backup=backup, limits=limits)

@@ -13,12 +13,15 @@ lacks), so a new error class cannot silently become "retry forever".
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Sequence
+from itertools import pairwise
 
 import grpc
 
 from ledger.core import errors as e
-from ledger.core.limits import RETRY_AFTER_KEY
+from ledger.core.limits import HASH_SIZE, RETRY_AFTER_KEY
+from ledger.core.packed import PackedResult
 from ledger.core.types import (
     Anchor,
     AnchorOutcome,
@@ -57,6 +60,8 @@ __all__ = [
     "inclusion_to_pb",
     "items_from_pb",
     "items_to_pb",
+    "packed_from_pb",
+    "packed_to_pb",
     "receipts_from_pb",
     "receipts_to_pb",
     "retry_trailer",
@@ -81,6 +86,7 @@ STATUS_OF: dict[type[e.LedgerError], grpc.StatusCode] = {
     e.OriginMismatchError: _S.FAILED_PRECONDITION,
     e.WitnessError: _S.FAILED_PRECONDITION,
     e.TimestampError: _S.FAILED_PRECONDITION,
+    e.AnchorsPendingError: _S.FAILED_PRECONDITION,
     e.RecordError: _S.FAILED_PRECONDITION,
     e.InconsistencyError: _S.FAILED_PRECONDITION,
     # format: input that does not parse
@@ -91,6 +97,7 @@ STATUS_OF: dict[type[e.LedgerError], grpc.StatusCode] = {
     e.MalformedProofFileError: _S.INVALID_ARGUMENT,
     e.MalformedReceiptError: _S.INVALID_ARGUMENT,
     e.InvalidRecordError: _S.INVALID_ARGUMENT,
+    e.UnsupportedSchemaError: _S.INVALID_ARGUMENT,
     e.MalformedTilePathError: _S.INVALID_ARGUMENT,
     e.MalformedTileError: _S.INVALID_ARGUMENT,
     # service
@@ -218,6 +225,46 @@ def append_outcome_from_pb(m: pb.AppendRecordsResponse, *, with_proofs: bool) ->
     checkpoint = checkpoint_from_pb(m.checkpoint) if m.HasField("checkpoint") else None
     proofs = [tuple(r.inclusion_proof) for r in m.results] if with_proofs else None
     return AppendOutcome(results=results, checkpoint=checkpoint, proofs=proofs)
+
+
+def packed_to_pb(result: PackedResult) -> pb.AppendPackedResponse:
+    """A packed append's result for the wire (arrays copied whole, nothing per new entry)."""
+    return pb.AppendPackedResponse(
+        first_index=result.first_index,
+        new_entries=result.new_entries,
+        timestamp_ms=result.timestamp_ms,
+        duplicate_positions=result.dup_positions,
+        duplicate_indexes=result.dup_indexes,
+        duplicate_timestamps_ms=result.dup_timestamps_ms,
+        duplicate_leaf_hashes=result.dup_leaf_hashes,
+    )
+
+
+def packed_from_pb(m: pb.AppendPackedResponse, count: int) -> PackedResult:
+    """The inverse of ``packed_to_pb`` for a request of ``count`` digests; refuses an answer
+    whose parts do not fit together (``InconsistencyError``)."""
+    positions = list(m.duplicate_positions)
+    dups = len(positions)
+    if not (
+        dups == len(m.duplicate_indexes) == len(m.duplicate_timestamps_ms)
+        and len(m.duplicate_leaf_hashes) == dups * HASH_SIZE
+        and m.new_entries + dups == count
+        and all(a < b for a, b in pairwise(positions))
+        and (not positions or positions[-1] < count)
+    ):
+        raise e.InconsistencyError(
+            f"AppendPacked answer for {count} digests does not fit together: "
+            f"{m.new_entries} new, {dups} duplicate positions"
+        )
+    return PackedResult(
+        count=count,
+        first_index=m.first_index,
+        timestamp_ms=m.timestamp_ms,
+        dup_positions=array("Q", positions),
+        dup_indexes=array("Q", m.duplicate_indexes),
+        dup_timestamps_ms=array("Q", m.duplicate_timestamps_ms),
+        dup_leaf_hashes=m.duplicate_leaf_hashes,
+    )
 
 
 def stream_ack_to_pb(position: int, results: Sequence[AppendResult]) -> pb.StreamAppendAck:

@@ -24,13 +24,19 @@ from typing import Any
 import grpc
 from aiohttp import web
 
-from ledger.api.auth import Policy, RateLimiter, TokenStore
+from ledger.api.auth import FailureThrottle, Policy, RateLimiter, TokenStore
 from ledger.api.budget import ByteBudget
 from ledger.api.interceptor import AuthInterceptor
-from ledger.api.server import ServerLimits, create_server, set_health
+from ledger.api.server import ConnectionLimits, ServerLimits, create_server, set_health
 from ledger.api.tls import ServerTls, load_server_tls, server_ssl_context
-from ledger.app.preflight import check_listen, check_mark_location, check_plaintext
+from ledger.app.preflight import (
+    check_file_limit,
+    check_listen,
+    check_mark_location,
+    check_plaintext,
+)
 from ledger.app.settings import Settings, is_loopback, parse_listen
+from ledger.app.trust import backup_trust
 from ledger.app.tsa_setup import TsaSetup, setup_tsas
 from ledger.core.checkpoint import Ed25519Signer
 from ledger.core.errors import FormatError
@@ -51,9 +57,10 @@ from ledger.log.metrics import (
 )
 from ledger.log.service import LogService
 from ledger.log.witnessing import Cosigning, WitnessEndpoint
+from ledger.net.listener import ListenerLimits
 from ledger.objstore.mirror import BucketMirror, MirrorState
-from ledger.ops.backup import backup_store
-from ledger.ops.binding import bind_signer, open_bound_signer
+from ledger.ops.backup import TRUST_DIR, backup_store, read_witnesses
+from ledger.ops.binding import AccessWatch, bind_signer, open_bound_signer
 from ledger.store.rocks import RocksStore
 from ledger.store.tile_reader import TileReader
 
@@ -84,6 +91,7 @@ class App:
     metrics: LedgerMetrics
     policy: Policy
     acked: AckedSize
+    mark: HighWaterMark | None = None
     metrics_server: MetricsServer | None = None
     tiles: TilesServer | None = None
     mirror: MirrorProcess | None = None
@@ -134,6 +142,8 @@ class App:
         self.tsas.close()
         self.store.close()
         self.acked.close()
+        if self.mark is not None:
+            self.mark.close()
 
 
 def server_limits(settings: Settings) -> ServerLimits:
@@ -146,13 +156,36 @@ def server_limits(settings: Settings) -> ServerLimits:
     )
 
 
-def _policy(settings: Settings) -> Policy:
+def listener_limits(settings: Settings) -> ListenerLimits:
+    """The HTTP limits of ``[limits]`` (``ledger.net.listener``), for tiles and ``/metrics``."""
+    return ListenerLimits(
+        header_timeout_s=settings.http_header_timeout_s,
+        body_timeout_s=settings.http_body_timeout_s,
+        max_connections=settings.http_max_connections,
+        max_per_address=settings.http_max_per_address,
+    )
+
+
+def connection_limits(settings: Settings) -> ConnectionLimits:
+    """The gRPC connection limits of ``[limits]`` (``ledger.api.server.connection_options``)."""
+    return ConnectionLimits(
+        max_connections=settings.grpc_max_connections,
+        idle_s=settings.grpc_idle_s,
+        max_age_s=settings.grpc_max_age_s,
+        age_grace_s=settings.grpc_age_grace_s,
+        keepalive_s=settings.grpc_keepalive_s,
+        handshake_timeout_s=settings.http_header_timeout_s,
+    )
+
+
+def _policy(settings: Settings, access: AccessWatch | None = None) -> Policy:
     host, _ = parse_listen(settings.listen)
     return Policy(
         tokens=TokenStore(settings.token_file),
         mtls={cn: list(scopes) for cn, scopes in settings.auth_mtls.items()},
         loopback=is_loopback(host),
         reads_need_token=settings.auth_reads == "token",
+        access=access,
     )
 
 
@@ -228,6 +261,22 @@ async def _start_check(
         f"the log is read-only: {why} (set [witnessing] start_override = true to start anyway)"
     )
     _log.warning("read-only until the witnesses answer: %s", why)
+
+
+def _warn_unconfigured_witnesses(settings: Settings) -> None:
+    """A restored data dir records the witnesses of the log it came from: say which of them
+    the configuration lacks (only witnesses catch a restore of a whole host)."""
+    configured = {w.name for w in settings.witnesses}
+    missing = [
+        w.name for w in read_witnesses(settings.data_dir / TRUST_DIR) if w.name not in configured
+    ]
+    if missing:
+        _log.warning(
+            "the restored trust record %s names witnesses the configuration lacks (%s): add "
+            "them as [[witness]] tables so the start check can consult them",
+            settings.data_dir / TRUST_DIR / "trust.json",
+            ", ".join(missing),
+        )
 
 
 def _start_mirror(settings: Settings) -> MirrorProcess | None:
@@ -348,12 +397,16 @@ async def _http_endpoints(
 
     tiles = None
     if tiles_listen is not None:
-        tiles = await start_tiles_server(reader, tiles_listen, ssl=ssl, mount=mount)
+        tiles = await start_tiles_server(
+            reader, tiles_listen, ssl=ssl, mount=mount, limits=listener_limits(settings)
+        )
     metrics_server = None
     if settings.metrics_listen not in ("", "off"):
         host, mport = parse_listen(settings.metrics_listen)
         try:
-            metrics_server = await start_metrics_server(registry, host, mport, ssl=ssl)
+            metrics_server = await start_metrics_server(
+                registry, host, mport, ssl=ssl, limits=listener_limits(settings)
+            )
         except BaseException:
             if tiles is not None:
                 await tiles.stop()
@@ -366,10 +419,10 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
 
     Without ``signer`` the key comes from ``settings.signer_key_file`` (``ledger serve``)."""
     _check_addresses(settings)
-    mark_warnings = check_mark_location(settings)
+    mark_warnings = check_mark_location(settings) + check_file_limit(settings)
     tls = _tls(settings)
     check_plaintext(settings, tls_enabled=tls is not None)
-    policy = _policy(settings)
+    _policy(settings)  # the tokens file parses before anything touches the disk
     created = False
     if signer is None:
         signer, created = open_bound_signer(
@@ -377,6 +430,9 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
         )
     else:
         bind_signer(settings.data_dir, signer, settings.origin)
+    policy = _policy(settings, AccessWatch(settings.data_dir))
+    policy.close_if_credentials()  # a credential exists: recorded as closed from now on
+    _warn_unconfigured_witnesses(settings)
     store = RocksStore(
         settings.db_dir, memtable_mb=settings.memtable_mb, cache_mb=settings.cache_mb
     )
@@ -385,9 +441,11 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
     mirror: MirrorProcess | None = None
     bucket: BucketMirror | None = None
     acked = AckedSize(acked_path(settings.high_water_file))
+    mark = HighWaterMark(settings.high_water_file)
     try:
-        mark = HighWaterMark(settings.high_water_file)
         log = Log(store=store, signer=signer, origin=settings.origin, mark=mark, acked=acked)
+        mark.reserve()  # the writer's files stay open: no append needs a new descriptor
+        acked.reserve()
         for warning in mark_warnings:  # once the data dir opened and recovered
             _log.warning("%s", warning)
         reader = TileReader(store=store, published=log.latest_checkpoint)
@@ -430,6 +488,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
             bucket.stop()
         store.close()
         acked.close()
+        mark.close()
         raise
     tsas.targets = _observed(tsas.targets, metrics)
     registry.add_collector(witness_metrics(lambda: cosigning.status, lambda: cosigning.quorum_size))
@@ -448,14 +507,17 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
     async def backup(out_dir: str) -> BackupOutcome:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
-            None, backup_store, store, settings.data_dir, Path(out_dir)
+            None, backup_store, store, settings.data_dir, Path(out_dir), backup_trust(settings)
         )
 
     server: grpc.aio.Server | None = None
     try:
         anchor_now = anchoring.anchor_now if tsas.targets else None
         limiter = RateLimiter(settings.rate_per_s, settings.burst)
-        interceptor = AuthInterceptor(policy, limiter, metrics, access_log=settings.access_log)
+        throttle = FailureThrottle(settings.auth_failures, settings.auth_failure_window_s)
+        interceptor = AuthInterceptor(
+            policy, limiter, metrics, access_log=settings.access_log, throttle=throttle
+        )
         server, port = await create_server(
             service,
             settings.listen,
@@ -464,6 +526,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
             credentials=_credentials(tls),
             interceptors=[interceptor],
             limits=server_limits(settings),
+            connections=connection_limits(settings),
             health_hook=None
             if bucket is None
             else _bucket_health(bucket, asyncio.get_running_loop()),
@@ -480,6 +543,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
             bucket.stop()
         store.close()
         acked.close()
+        mark.close()
         raise
     anchoring.start()
     await cosigning.start()
@@ -497,6 +561,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
         metrics=metrics,
         policy=policy,
         acked=acked,
+        mark=mark,
         metrics_server=metrics_server,
         tiles=tiles,
         mirror=mirror,

@@ -13,20 +13,73 @@ the mark back with the data: configure ``[log] mark_file`` on another volume, an
 witnesses, which are the only check that catches a whole-host snapshot restore
 (``ledger.log.evidence``). Plaintext gRPC is for loopback development: a
 listener beyond loopback needs ``[tls]`` or the explicit ``[server] allow_plaintext = true``.
+``check_file_limit``: the connection caps of ``[limits]`` plus a reserve for the store and the
+writer (``FILES_RESERVE``) must fit the process's descriptor limit (``ulimit -n``); the soft
+limit is raised towards the hard one when it is short, and a warning names the formula when
+even that is not enough (docs/operating.md "Connection limits").
 """
 
 from __future__ import annotations
 
 import errno
+import resource
 import socket
 from pathlib import Path
 
 from ledger.app.settings import Settings, is_loopback, parse_listen
 from ledger.core.errors import FailedPreconditionError, FormatError
 
-__all__ = ["check_listen", "check_mark_location", "check_plaintext"]
+__all__ = [
+    "FILES_RESERVE",
+    "check_file_limit",
+    "check_listen",
+    "check_mark_location",
+    "check_plaintext",
+    "files_needed",
+]
 
 VOLATILE_FS = ("tmpfs", "overlay", "ramfs")
+FILES_RESERVE = 256  # RocksDB (WAL, table files, LOCK, LOG), the mark, the key, the TSA, spares
+EMBEDDED_TSA_CONNECTIONS = 32  # ``ledger.tsa.server.MAX_CONNECTIONS``
+
+
+def files_needed(settings: Settings, table_files: int = 0) -> int:
+    """Descriptors the caps allow readers to hold, plus what the log keeps for itself
+    (docs/operating.md "Connection limits"): gRPC connections + HTTP connections per listener x
+    listeners (tiles, a metrics endpoint of its own) + the embedded TSA's + ``FILES_RESERVE``
+    + the files in the RocksDB folder (``table_files``; RocksDB keeps its table files open)."""
+    listeners = (settings.tiles_listen != "off") + (settings.metrics_listen not in ("", "off"))
+    tsa = EMBEDDED_TSA_CONNECTIONS if settings.embedded_tsa else 0
+    http = settings.http_max_connections * listeners
+    return settings.grpc_max_connections + http + tsa + FILES_RESERVE + table_files
+
+
+def _table_files(db_dir: Path) -> int:
+    try:
+        return sum(1 for _ in db_dir.iterdir())
+    except OSError:  # not created yet
+        return 0
+
+
+def check_file_limit(settings: Settings) -> list[str]:
+    """Raise the soft RLIMIT_NOFILE towards the hard one when the caps need more; a warning
+    when the hard limit is short too."""
+    needed = files_needed(settings, _table_files(settings.db_dir))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return []
+    raised = needed if hard == resource.RLIM_INFINITY else min(hard, needed)
+    if raised > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+        soft = raised
+    if soft >= needed:
+        return []
+    return [
+        f"the connection limits and the log's own files (RocksDB's, a reserve of "
+        f"{FILES_RESERVE}) need {needed} file descriptors, but the process may open {soft} "
+        "(ulimit -n): raise the limit or lower [limits] grpc_max_connections / "
+        "http_max_connections, or readers can exhaust what the writer needs"
+    ]
 
 
 def _filesystem(path: Path) -> str | None:

@@ -38,8 +38,10 @@ is optional (``TABLES`` maps ``table.key`` to a field):
     [auth]
     tokens_file = "ledger-data/tokens.json"     # hashes only (``ledger token create``)
     reads = "open"                              # or "token": reads need a credential too
-    rate_per_s = 0                              # per identity (token bucket); 0: no limit
-    burst = 100
+    rate_per_s = 5000                           # per identity (token bucket); 0: no limit
+    burst = 10000
+    failures = 20                               # failed authentications per address ...
+    failure_window_s = 60                       # ... per window, then RESOURCE_EXHAUSTED
     [auth.mtls]                                 # client-certificate CN -> scopes
     "agent-b" = ["append"]
 
@@ -76,6 +78,17 @@ is optional (``TABLES`` maps ``table.key`` to a field):
     url = "http://127.0.0.1:7380"               # POST <url>/add-checkpoint
     key = "witness-1+abcd1234+BA..."            # its tlog-cosignature verifier key (type 0x04)
     timeout_s = 10
+
+    [limits]                                    # what a reader may hold (docs/operating.md)
+    http_header_timeout_s = 10                  # every HTTP listener (tiles, /metrics): a
+    http_body_timeout_s = 10                    #   request head or body slower than this
+    http_max_connections = 256                  #   is closed; past these caps (per listener,
+    http_max_per_address = 32                   #   per client address) connections get 503
+    grpc_max_connections = 256                  # gRPC: more connections are closed at once
+    grpc_idle_s = 300                           # GOAWAY after this long without a call
+    grpc_max_age_s = 3600                       # GOAWAY at this age (0: never), then
+    grpc_age_grace_s = 300                      #   this long for calls to finish
+    grpc_keepalive_s = 60                       # ping quiet connections; 20 s to answer
 """
 
 from __future__ import annotations
@@ -242,9 +255,18 @@ class Settings(BaseSettings):
         default_factory=dict, description="client-certificate common name -> scopes"
     )
     rate_per_s: float = Field(
-        0.0, ge=0, le=1_000_000, description="calls per second per identity; 0: unlimited"
+        5000.0, ge=0, le=1_000_000, description="calls per second per identity; 0: unlimited"
     )
-    burst: int = Field(100, ge=1, le=1_000_000, description="token-bucket size per identity")
+    burst: int = Field(10_000, ge=1, le=1_000_000, description="token-bucket size per identity")
+    auth_failures: int = Field(
+        20,
+        ge=0,
+        le=1_000_000,
+        description="failed authentications per client address per window; then refused; 0: off",
+    )
+    auth_failure_window_s: float = Field(
+        60.0, gt=0, le=86_400, description="window of the failed-authentication count (s)"
+    )
     metrics_listen: str = Field(
         "",
         description="/metrics: empty = on the tiles HTTP endpoint; HOST:PORT = its own; 'off'",
@@ -282,6 +304,36 @@ class Settings(BaseSettings):
     witness_start_override: bool = Field(
         False,
         description="start read-write when too few witnesses answer at start (logged)",
+    )
+    http_header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description="HTTP: close a connection without a complete request head this long (s)",
+    )
+    http_body_timeout_s: float = Field(
+        10.0, gt=0, le=3600, description="HTTP: cut a request whose body is slower than this (s)"
+    )
+    http_max_connections: int = Field(
+        256, ge=1, le=100_000, description="HTTP: open connections per listener; more get 503"
+    )
+    http_max_per_address: int = Field(
+        32, ge=1, le=100_000, description="HTTP: open connections from one address; more get 503"
+    )
+    grpc_max_connections: int = Field(
+        256, ge=1, le=100_000, description="gRPC: open connections; more are closed at once"
+    )
+    grpc_idle_s: float = Field(
+        300.0, gt=0, le=86_400, description="gRPC: GOAWAY to a connection with no call this long"
+    )
+    grpc_max_age_s: float = Field(
+        3600.0, ge=0, le=864_000, description="gRPC: GOAWAY to a connection this old; 0: never"
+    )
+    grpc_age_grace_s: float = Field(
+        300.0, ge=0, le=86_400, description="gRPC: time calls get to finish after that GOAWAY"
+    )
+    grpc_keepalive_s: float = Field(
+        60.0, gt=0, le=86_400, description="gRPC: ping a quiet connection this often (s)"
     )
 
     @field_validator("object_store_url")
@@ -426,6 +478,8 @@ TABLES: dict[str, dict[str, str]] = {
         "mtls": "auth_mtls",
         "rate_per_s": "rate_per_s",
         "burst": "burst",
+        "failures": "auth_failures",
+        "failure_window_s": "auth_failure_window_s",
     },
     "metrics": {"listen": "metrics_listen"},
     "storage": {"memtable_mb": "memtable_mb", "cache_mb": "cache_mb"},
@@ -445,6 +499,17 @@ TABLES: dict[str, dict[str, str]] = {
         "interval_s": "anchor_interval_s",
         "embedded_tsa": "embedded_tsa",
         "tsa": "tsas",
+    },
+    "limits": {
+        "http_header_timeout_s": "http_header_timeout_s",
+        "http_body_timeout_s": "http_body_timeout_s",
+        "http_max_connections": "http_max_connections",
+        "http_max_per_address": "http_max_per_address",
+        "grpc_max_connections": "grpc_max_connections",
+        "grpc_idle_s": "grpc_idle_s",
+        "grpc_max_age_s": "grpc_max_age_s",
+        "grpc_age_grace_s": "grpc_age_grace_s",
+        "grpc_keepalive_s": "grpc_keepalive_s",
     },
 }
 _KEY_OF = {field: (table, key) for table, keys in TABLES.items() for key, field in keys.items()}
@@ -564,6 +629,10 @@ def load_settings(path: Path | None) -> Settings:
 #     key_file = "witness.key"          # a tlog-cosignature (type 0x04) signer key
 #     state_dir = "witness-data"
 #     listen = "127.0.0.1:7380"
+#     body_timeout_s = 10               # a request body slower than this gets 408
+#     header_timeout_s = 10             # a connection without a request head this long: closed
+#     max_connections = 256             # in all; more are answered 503
+#     max_per_address = 32              # from one client address; more are answered 503
 #     [[witness.log]]                   # every log this witness cosigns (repeatable)
 #     origin = "ledger.example.com/agents/2026"
 #     keys = ["ledger.example.com/agents/2026+1234abcd+AQ..."]
@@ -575,6 +644,9 @@ WITNESS_KEYS: dict[str, str] = {
     "state_dir": "state_dir",
     "listen": "listen",
     "body_timeout_s": "body_timeout_s",
+    "header_timeout_s": "header_timeout_s",
+    "max_connections": "max_connections",
+    "max_per_address": "max_per_address",
     "log": "logs",
 }
 _WITNESS_KEY_OF = {field: ("witness", key) for key, field in WITNESS_KEYS.items()}
@@ -628,6 +700,19 @@ class WitnessServeSettings(BaseSettings):
         gt=0,
         le=3600,
         description="seconds a request body may take to arrive; slower bodies get 408",
+    )
+    header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description="seconds a connection may take to send a request head (also between "
+        "requests); slower connections are closed",
+    )
+    max_connections: int = Field(
+        256, ge=1, le=100_000, description="open connections in all; more are answered 503"
+    )
+    max_per_address: int = Field(
+        32, ge=1, le=100_000, description="open connections from one address; more get 503"
     )
 
     @field_validator("listen")

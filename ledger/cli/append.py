@@ -7,16 +7,23 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import click
 
+from ledger.core.backoff import Backoff, DeadlinePassed, retry
+from ledger.core.errors import OutOfRangeError
 from ledger.core.limits import HASH_SIZE
+from ledger.core.packed import to_results
 from ledger.core.tlogproof import TlogProof
 from ledger_client.clikit.connection import connection_from, connection_options
 
 __all__ = ["append"]
+
+# The packed append returns once durable; its checkpoint follows within the server's interval.
+_CHECKPOINT_POLL = Backoff(initial=0.02, maximum=0.5)
 
 
 def _record_digest(record: Path | None, digest: str | None) -> bytes:
@@ -69,13 +76,17 @@ def append(
     value = _record_digest(record, digest)
     try:
         with RemoteLog(connection_from(**conn)) as log:
-            out = log.append([value], wait_for_checkpoint=True)
-            assert out.checkpoint is not None
-            bundle = log.receipts([value], tree_size=out.checkpoint.size)
-    except LedgerError as exc:
+            (result,) = to_results(value, log.append_packed(value))
+            bundle = retry(
+                lambda: log.receipts([value], prefer_anchored=False),
+                backoff=_CHECKPOINT_POLL,
+                retry_on=lambda exc: isinstance(exc, OutOfRangeError),
+                deadline=time.monotonic() + log.timeout,
+            )
+    except (LedgerError, DeadlinePassed) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
-    result, checkpoint, (included,) = out.results[0], bundle.checkpoint, bundle.proofs
+    checkpoint, (included,) = bundle.checkpoint, bundle.proofs
     proof = TlogProof(index=result.index, proof=included.hashes, checkpoint_note=checkpoint.note)
     if proof_out is not None:
         proof_out.write_text(proof.to_text())

@@ -1,5 +1,6 @@
 """Operator commands for a deployed log: ``tls dev-cert``, ``token create|list|revoke``,
-``rotate-key``, ``fsck``, ``backup``, ``restore`` and ``config init``.
+``access open|close|status``, ``rotate-key``, ``fsck``, ``backup``, ``restore`` and
+``config init``.
 
 They only parse and print; the work is in ``ledger.api.tls``, ``ledger.api.auth``,
 ``ledger.ops.binding``, ``ledger.ops.fsck``, ``ledger.ops.backup``, ``ledger.ops.restore`` and
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import sys
 import time
 from pathlib import Path
@@ -19,8 +21,8 @@ from typing import Any
 import click
 
 from ledger.app.settings import Settings, load_settings
-from ledger.core.errors import FormatError
-from ledger.core.timefmt import from_epoch_seconds, rfc3339_seconds
+from ledger.core.errors import FailedPreconditionError, FormatError
+from ledger.core.timefmt import from_epoch_seconds, parse_rfc3339, rfc3339_seconds
 from ledger_client.clikit.connection import connection_from, connection_options
 
 __all__ = ["register_ops"]
@@ -105,6 +107,40 @@ def token_group() -> None:
     """Bearer tokens of writers and admins (stored as SHA-256 hashes only)."""
 
 
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
+
+
+def expiry_of(text: str, now: int) -> int:
+    """``--expires``: a duration from now (``90m``, ``12h``, ``30d``) or an RFC 3339 time."""
+    text = text.strip()
+    number, unit = text[:-1], text[-1:].lower()
+    if unit in _UNITS and number.isdigit():
+        if int(number) == 0:
+            raise FormatError(f"--expires {text}: a token must live longer than that")
+        return now + int(number) * _UNITS[unit]
+    try:
+        at = int(parse_rfc3339(text).timestamp())
+    except ValueError:
+        raise FormatError(
+            f"--expires {text!r}: want a duration (90m, 12h, 30d) or an RFC 3339 time"
+        ) from None
+    if at <= now:
+        raise FormatError(f"--expires {text}: that time has passed")
+    return at
+
+
+def _close_access(config: Path | None, data_dir: Path | None, why: str) -> None:
+    """Record the log as closed (a credential now exists), when its data dir exists."""
+    from ledger.ops.binding import read_binding, set_access
+
+    where = _settings(config, data_dir=data_dir).data_dir
+    if read_binding(where) is None:
+        return  # no log yet: its first start sees the token and closes it
+    _, changed = set_access(where, "closed", by="ledger token create", reason=why)
+    if changed:
+        click.echo(f"access closed and recorded in {where}/log.json: {why}", err=True)
+
+
 @token_group.command("create")
 @_config
 @_data_dir
@@ -117,11 +153,24 @@ def token_group() -> None:
     type=click.Choice(["append", "admin", "read"]),
     help="append, admin or read (repeatable)",
 )
+@click.option(
+    "--expires",
+    help="refuse the token after this: a duration (90m, 12h, 30d) or an RFC 3339 time",
+)
 def token_create(
-    config: Path | None, data_dir: Path | None, name: str, scopes: tuple[str, ...]
+    config: Path | None,
+    data_dir: Path | None,
+    name: str,
+    scopes: tuple[str, ...],
+    expires: str | None,
 ) -> None:
-    """Create a token and print it once (only its hash is kept)."""
-    token, record = _token_store(config, data_dir).create(name, scopes, now=int(time.time()))
+    """Create a token and print it once (only its hash is kept). The first token closes the
+    log for good: only `ledger access open` reopens it to anonymous callers."""
+    now = int(time.time())
+    until = expiry_of(expires, now) if expires is not None else None
+    store = _token_store(config, data_dir)
+    token, record = store.create(name, scopes, now=now, expires=until)
+    _close_access(config, data_dir, f"token {record.name} created")
     click.echo(token)
     click.echo(
         f"token {record.name} ({record.id}, scopes {','.join(record.scopes)}): shown once; "
@@ -134,10 +183,16 @@ def token_create(
 @_config
 @_data_dir
 def token_list(config: Path | None, data_dir: Path | None) -> None:
-    """List tokens: name, id, scopes, creation time (never the token)."""
+    """List tokens: name, id, scopes, creation time, expiry (never the token)."""
+    now = time.time()
     for r in _token_store(config, data_dir).records():
         created = rfc3339_seconds(from_epoch_seconds(r.created))
-        click.echo(f"{r.name}\t{r.id}\t{','.join(r.scopes)}\t{created}")
+        if r.expires is None:
+            expiry = "expires never"
+        else:
+            at = rfc3339_seconds(from_epoch_seconds(r.expires))
+            expiry = f"expired {at}" if r.expired(now) else f"expires {at}"
+        click.echo(f"{r.name}\t{r.id}\t{','.join(r.scopes)}\t{created}\t{expiry}")
 
 
 @token_group.command("revoke")
@@ -148,6 +203,78 @@ def token_revoke(config: Path | None, data_dir: Path | None, name: str) -> None:
     """Revoke the token NAME (its name or id); a running server refuses it within a second."""
     record = _token_store(config, data_dir).revoke(name)
     click.echo(f"revoked {record.name} ({record.id})")
+
+
+# --- access ------------------------------------------------------------------------------
+
+
+@click.group("access")
+def access_group() -> None:
+    """Whether the log requires credentials (recorded in the data dir's binding)."""
+
+
+def _set_access(config: Path | None, data_dir: Path | None, state: str, reason: str) -> None:
+    from ledger.api.auth import TokenStore
+    from ledger.ops.binding import set_access
+
+    settings = _settings(config, data_dir=data_dir)
+    where = settings.data_dir
+    if state == "open":
+        held = TokenStore(settings.token_file).records()
+        if held or settings.auth_mtls:
+            what = f"{len(held)} token(s) in {settings.token_file}" if held else "mTLS identities"
+            raise FailedPreconditionError(
+                f"the log has {what}: a log with credentials stays closed; revoke them first "
+                "(`ledger token revoke`, [auth.mtls])"
+            )
+    binding, changed = set_access(
+        where, "open" if state == "open" else "closed", by=f"ledger access {state}", reason=reason
+    )
+    if not changed:
+        click.echo(f"access of {where} is already {binding.access}; nothing recorded", err=True)
+        return
+    line = f"access {binding.access} for {binding.origin} in {where}: {reason}"
+    logging.getLogger("ledger.access").warning("%s", line)
+    click.echo(line, err=True)
+    if binding.access == "open":
+        click.echo(
+            "on a loopback listener with no usable token, anyone may now append and back up; "
+            "a running server follows within a second",
+            err=True,
+        )
+
+
+@access_group.command("open")
+@_config
+@_data_dir
+@click.option("--reason", required=True, help="why (recorded in the binding)")
+def access_open(config: Path | None, data_dir: Path | None, reason: str) -> None:
+    """Reopen a closed log to anonymous callers (loopback, no tokens): logged and recorded."""
+    _set_access(config, data_dir, "open", reason)
+
+
+@access_group.command("close")
+@_config
+@_data_dir
+@click.option("--reason", required=True, help="why (recorded in the binding)")
+def access_close(config: Path | None, data_dir: Path | None, reason: str) -> None:
+    """Close the log: calls that write need a credential, whatever the tokens file says."""
+    _set_access(config, data_dir, "closed", reason)
+
+
+@access_group.command("status")
+@_config
+@_data_dir
+def access_status(config: Path | None, data_dir: Path | None) -> None:
+    """Print the access state and its recorded changes (one JSON object)."""
+    from ledger.ops.binding import read_binding
+
+    where = _settings(config, data_dir=data_dir).data_dir
+    binding = read_binding(where)
+    if binding is None:
+        raise FormatError(f"{where} holds no log (no binding)")
+    events = [e.to_json() for e in binding.access_events]
+    click.echo(json.dumps({"access": binding.access, "events": events}))
 
 
 # --- key rotation --------------------------------------------------------------------------
@@ -182,15 +309,12 @@ def rotate_key(
 # --- fsck ----------------------------------------------------------------------------------
 
 
-def tsa_roots(settings: Settings) -> dict[str, list[Any]]:
-    """Trust roots per TSA name: configured TSAs, and the embedded TSA's state if present."""
-    from ledger.app.tsa_setup import EMBEDDED_TSA_NAME, load_pems
+def tsa_roots(settings: Settings, data_dir: Path | None = None) -> dict[str, list[Any]]:
+    """Trust roots per TSA name: configured TSAs, the embedded TSA's state if present, and the
+    roots a restore put back (``ledger.app.trust``)."""
+    from ledger.app.trust import tsa_roots as roots_of
 
-    roots = {t.name: load_pems(t.roots, f"TSA {t.name} root") for t in settings.tsas}
-    embedded = settings.data_dir / "tsa" / "root.pem"
-    if embedded.exists():
-        roots[EMBEDDED_TSA_NAME] = load_pems((embedded,), "embedded TSA root")
-    return roots
+    return roots_of(settings, data_dir)
 
 
 UNCHECKED_EXIT = 3  # fsck: no problem found, but anchors of a TSA with no configured roots
@@ -280,11 +404,13 @@ def backup_command(
 ) -> None:
     """Take a consistent backup: from a running server (the Backup admin RPC; OUT is a path on
     the server's host) or, with --offline, from a stopped log's data dir."""
+    from ledger.app.trust import backup_trust
     from ledger.ops.backup import backup_data_dir
 
     target = out.resolve()
     if offline or data_dir is not None or config is not None:
-        done = backup_data_dir(_settings(config, data_dir=data_dir).data_dir, target)
+        settings = _settings(config, data_dir=data_dir)
+        done = backup_data_dir(settings.data_dir, target, backup_trust(settings))
         where, size, cp = str(done.out_dir), done.tree_size, done.checkpoint_size
     else:
         from ledger_client.remote.log import RemoteLog
@@ -321,12 +447,12 @@ def restore_command(
     checkpoint the log published (its high-water mark, the data dir's own checkpoints, and any
     --published-checkpoint; unless --force); fsck runs on the result first."""
     from ledger.log.highwater import HighWaterMark
+    from ledger.ops.backup import TRUST_DIR, read_witnesses
     from ledger.ops.fsck import fsck
     from ledger.ops.restore import restore
 
     settings = _settings(config, data_dir=data_dir)
     texts = [p.read_bytes().decode("utf-8") for p in notes]
-    roots = tsa_roots(settings)
     mark = HighWaterMark(settings.high_water_file).read()
     done = restore(
         source,
@@ -334,7 +460,10 @@ def restore_command(
         published_notes=texts,
         published_sizes=[mark.checkpoint.size] if mark is not None else [],
         force=force,
-        run_fsck=lambda d: fsck(d, key_file=settings.signer_key_file, tsa_roots=roots),
+        run_fsck=lambda d: fsck(
+            d, key_file=settings.signer_key_file, tsa_roots=tsa_roots(settings, d)
+        ),
+        tokens_file=settings.token_file,
     )
     click.echo(
         json.dumps(
@@ -345,6 +474,12 @@ def restore_command(
                 "newest_published": done.newest_published,
                 "previous_db": str(done.replaced) if done.replaced else None,
                 "fsck": "ok",
+                "access": done.access,
+                "tokens_restored": done.tokens_restored,
+                "trust_restored": done.trust_restored,
+                "witnesses_recorded": [
+                    w.name for w in read_witnesses(settings.data_dir / TRUST_DIR)
+                ],
             }
         )
     )
@@ -377,6 +512,7 @@ def register_ops(main: click.Group) -> None:
     for command in (
         tls_group,
         token_group,
+        access_group,
         rotate_key,
         fsck_command,
         backup_command,

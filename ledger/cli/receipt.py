@@ -6,11 +6,15 @@ the command line (receipts: ``ledger_client.receipts.receipt``; RFC 3161 anchors
   that covers it, else the latest one (then without anchors: run ``ledger anchor --wait`` and
   ``upgrade``). ``--leaf`` takes the raw leaf ``ledger append --leaf-out`` saved (the record
   digest is in it). Tiles (``--tiles URL``) have no digest index: they need an index instead.
-* ``upgrade R.json --server ADDR [--out R2.json]``: add the anchors that reached the receipt's
+* ``upgrade FILE --server ADDR [--out FILE2]``: add the anchors that reached the receipt's
   checkpoint (and its ``previous`` one) since it was fetched, keeping everything else; when its
   checkpoint still has none, move it to the newest anchored checkpoint with a fresh inclusion
   proof (``upgrade_receipt``: the old checkpoint, its anchors and the consistency proof stay in
-  ``previous``).
+  ``previous``). FILE is one receipt or a run file (JSON lines of ``{"record", "receipt"}``, as
+  the SDK writes it): every receipt is upgraded and the file replaced atomically, or written to
+  ``--out`` (``ledger_client.receipts.upgrade_file``); nothing is written when one fails (exit
+  1 when no anchored checkpoint covers it yet; ``--wait S`` waits that long for the log's next
+  scheduled anchor, never asking for one).
 * ``run --spool SPOOL --server ADDR --out RUN.jsonl [--run RUN_ID]``: write or complete a run's
   receipts file after the fact (``ledger_client.sdk.run_file``): the run's records are read from
   the spool before the client opens it (and delivers what is pending).
@@ -35,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ledger.core.backoff import Backoff, DeadlinePassed, retry
-from ledger.core.errors import FormatError, LedgerError, MalformedReceiptError
+from ledger.core.errors import FormatError, LedgerError, MalformedReceiptError, NotFoundError
 from ledger.core.types import decode_leaf
 from ledger_client.clikit.connection import connection_from, connection_options
 from ledger_client.clikit.errors import fail
@@ -214,15 +218,22 @@ def _merged(have: tuple[ReceiptAnchor, ...], new: tuple[ReceiptAnchor, ...]) -> 
     return have + tuple(a for a in new if a.token not in tokens)
 
 
-def upgrade_with(remote: RemoteLog, receipt: Receipt) -> Receipt:
+def upgrade_with(
+    remote: RemoteLog,
+    receipt: Receipt,
+    *,
+    anchors_at: Callable[[int], tuple[ReceiptAnchor, ...]] | None = None,
+) -> Receipt:
     """``receipt`` with the anchors that arrived later; moved to the newest anchored
-    checkpoint (keeping the old one in ``previous``) when its own still has none."""
+    checkpoint (keeping the old one in ``previous``) when its own still has none.
+    ``anchors_at``: the anchors of a size (default: asked of ``remote`` each time)."""
     from ledger_client.remote.receipt_fetch import upgrade_receipt
 
-    anchors = _merged(receipt.anchors, _anchors_at(remote, receipt.tree_size))
+    lookup = anchors_at or functools.partial(_anchors_at, remote)
+    anchors = _merged(receipt.anchors, lookup(receipt.tree_size))
     previous = receipt.previous
     if previous is not None:
-        old = _merged(previous.anchors, _anchors_at(remote, _size(previous)))
+        old = _merged(previous.anchors, lookup(_size(previous)))
         previous = replace(previous, anchors=old)
     updated = replace(receipt, anchors=anchors, previous=previous)
     if updated.anchors:
@@ -230,22 +241,57 @@ def upgrade_with(remote: RemoteLog, receipt: Receipt) -> Receipt:
     return upgrade_receipt(remote, updated)
 
 
+class _Upgrader:
+    """``upgrade_with`` for many receipts, asking the server once per checkpoint size."""
+
+    def __init__(self, remote: RemoteLog) -> None:
+        self.remote = remote
+        self.anchors: dict[int, tuple[ReceiptAnchor, ...]] = {}
+
+    def anchors_at(self, size: int) -> tuple[ReceiptAnchor, ...]:
+        if size not in self.anchors:
+            self.anchors[size] = _anchors_at(self.remote, size)
+        return self.anchors[size]
+
+    def __call__(self, receipt: Receipt) -> Receipt:
+        return upgrade_with(self.remote, receipt, anchors_at=self.anchors_at)
+
+
 @receipt_group.command("upgrade")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @_SERVER
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="default: FILE")
-def upgrade(file: Path, address: Connection, out: Path | None) -> None:
-    """Add anchors that arrived later, or move to the newest anchored checkpoint."""
-    from ledger_client.receipts.receipt import Receipt
+@click.option(
+    "--wait",
+    type=click.FloatRange(0),
+    default=0.0,
+    metavar="SECONDS",
+    help="wait this long for the log's next scheduled anchor when none covers FILE yet",
+)
+def upgrade(file: Path, address: Connection, out: Path | None, wait: float) -> None:
+    """Add anchors that arrived later, or move to the newest anchored checkpoint: one receipt,
+    or every receipt of a run file (JSON lines), replaced atomically (or written to --out)."""
+    from ledger_client.receipts.upgrade_file import UpgradedFile, upgrade_file
+
+    def work(remote: RemoteLog) -> UpgradedFile:
+        try:
+            return retry(
+                lambda: upgrade_file(file, _Upgrader(remote), out=out),
+                backoff=Backoff.doubling(0.5, 5.0),
+                retry_on=lambda exc: isinstance(exc, NotFoundError),
+                deadline=time.monotonic() + wait,
+            )
+        except DeadlinePassed:
+            fail(f"{file}: no anchored checkpoint covers it yet (waited {wait} s)", 1)
 
     try:
-        receipt = Receipt.from_json(file.read_bytes())
+        done: UpgradedFile = _remote_call(address, work)
     except (MalformedReceiptError, FormatError) as exc:
-        fail(f"{file}: {exc}", 2)
-    upgraded: Receipt = _remote_call(address, lambda remote: upgrade_with(remote, receipt))
-    target = out or file
-    target.write_text(upgraded.to_json())
-    click.echo(_summary(upgraded, target))
+        fail(str(exc), 2)
+    if done.kind == "receipt":
+        click.echo(_summary(done.receipts[0], done.out))
+    else:
+        click.echo(json.dumps(done.to_json_obj()))
 
 
 # --- run --------------------------------------------------------------------------------------

@@ -102,6 +102,9 @@ def serve(
         listen=loaded.listen,
         logs=tuple(LogKeys(origin=log.origin, keys=log.keys) for log in loaded.logs),
         body_timeout_s=loaded.body_timeout_s,
+        header_timeout_s=loaded.header_timeout_s,
+        max_connections=loaded.max_connections,
+        max_per_address=loaded.max_per_address,
     )
     if not settings.logs:
         fail("no log to witness: give --log VKEY or [[witness.log]] entries in --config", 2)

@@ -13,6 +13,12 @@ after ``attempts`` calls, and with ``DeadlinePassed`` (a ``TimeoutError``, chain
 exception) when the next wait would end past ``deadline`` (a ``clock()`` value).
 ``retry_async`` is the same loop for coroutines. Sleep, clock and the random draw are
 injected; the defaults are the real ones.
+
+``Episodes`` counts the failures of one kind of call that is retried for as long as it takes
+(an ``accept`` or ``open`` short of file descriptors), so the caller logs an episode once, not
+once per failure: ``failed()`` is true for the first failure of an episode (log it), and
+``recovered()`` returns how many failures the episode had when the call succeeds again (log
+that count), else None.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from typing import TypeVar
 
 from ledger.core.errors import is_retryable
 
-__all__ = ["Backoff", "DeadlinePassed", "retry", "retry_async"]
+__all__ = ["SHORTAGE_BACKOFF", "Backoff", "DeadlinePassed", "Episodes", "retry", "retry_async"]
 
 _T = TypeVar("_T")
 RetryHook = Callable[[int, Exception, float], None]
@@ -147,3 +153,26 @@ async def retry_async(
             wait = policy.wait(attempt, exc)
         await asyncio.sleep(wait)
         attempt += 1
+
+
+SHORTAGE_BACKOFF = Backoff(initial=0.01, maximum=1.0)
+"""The wait schedule of calls short of file descriptors or memory (``is_resource_shortage``)."""
+
+
+@dataclass(slots=True)
+class Episodes:
+    """Failures of one retried call, counted per episode (module docstring)."""
+
+    failures: int = 0
+    total: int = 0
+
+    def failed(self) -> bool:
+        """Count a failure; true when it starts an episode (the one to log)."""
+        self.failures += 1
+        self.total += 1
+        return self.failures == 1
+
+    def recovered(self) -> int | None:
+        """The call succeeded: the failures of the episode it ends, or None when none."""
+        count, self.failures = self.failures, 0
+        return count or None

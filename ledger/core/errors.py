@@ -13,6 +13,7 @@ one table (``ledger.api.server``) and the CLIs map them to exit codes in one pla
     │   ├── OriginMismatchError      checkpoint origin != the origin the caller expects
     │   ├── WitnessError             fewer valid witness cosignatures than required
     │   ├── TimestampError           an RFC 3161 token fails a named check (``.check``)
+    │   │   └── AnchorsPendingError  anchors required, the receipt has none yet  (CLI exit 3)
     │   ├── RecordError              a record or disclosure does not match its digest
     │   └── InconsistencyError       two checkpoints that cannot both be true (fork, rollback)
     ├── FormatError                  input that does not parse                  (CLI exit 2)
@@ -23,7 +24,8 @@ one table (``ledger.api.server``) and the CLIs map them to exit codes in one pla
     │   ├── MalformedReceiptError    not a v1 receipt (names the field)
     │   ├── MalformedTilePathError   not a canonical C2SP tlog-tiles path            (HTTP 400)
     │   ├── MalformedTileError       a tile or entry bundle whose bytes do not parse
-    │   └── InvalidRecordError       a decision record that breaks the schema (names the field)
+    │   ├── InvalidRecordError       a decision record that breaks the schema (names the field)
+    │   └── UnsupportedSchemaError   a schema version newer than this code reads     (CLI exit 4)
     └── ServiceError                 the log service refusing a request          gRPC status
         ├── InvalidArgumentError     bad request field; can never succeed        INVALID_ARGUMENT
         ├── OutOfRangeError          size beyond the latest checkpoint (later)   OUT_OF_RANGE
@@ -53,9 +55,12 @@ gRPC status in one table and every status back to a class (a test fails for a cl
 
 from __future__ import annotations
 
+import errno
 from typing import ClassVar
 
 __all__ = [
+    "SHORTAGE_ERRNOS",
+    "AnchorsPendingError",
     "BoundsError",
     "DataLossError",
     "DeadlineExceededError",
@@ -96,8 +101,10 @@ __all__ = [
     "UnauthenticatedError",
     "UnavailableError",
     "UnimplementedError",
+    "UnsupportedSchemaError",
     "VerificationError",
     "WitnessError",
+    "is_resource_shortage",
     "is_retryable",
 ]
 
@@ -114,6 +121,15 @@ class LedgerError(Exception):
 def is_retryable(exc: BaseException) -> bool:
     """The one retry rule: a ledger error whose class says a retry may succeed."""
     return isinstance(exc, LedgerError) and exc.retryable
+
+
+SHORTAGE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+
+
+def is_resource_shortage(exc: BaseException) -> bool:
+    """An ``open`` or ``accept`` that failed for want of a file descriptor or memory (EMFILE,
+    ENFILE, ENOMEM, ENOBUFS): nothing was done, so the same call may succeed later."""
+    return isinstance(exc, OSError) and exc.errno in SHORTAGE_ERRNOS
 
 
 # --- verification: the input parsed, the claim is false -------------------------------------
@@ -162,6 +178,17 @@ class TimestampError(VerificationError):
     def __init__(self, check: str, message: str) -> None:
         super().__init__(f"{check}: {message}")
         self.check = check
+
+
+class AnchorsPendingError(TimestampError):
+    """Anchors are required (TSA roots given) but the receipt carries none yet: everything else
+    verified, and the log's next anchor will cover it (``ledger receipt upgrade``). Neither
+    valid nor a failed check: its own verdict, "anchors pending". ``report``: what the
+    verifier found for everything else (a ``ReceiptReport``), when it has it."""
+
+    def __init__(self, message: str, *, report: object = None) -> None:
+        super().__init__("anchor-pending", message)
+        self.report = report
 
 
 class RecordError(VerificationError):
@@ -221,6 +248,26 @@ class InvalidRecordError(FormatError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
+
+
+class UnsupportedSchemaError(FormatError):
+    """A record (or receipt) of a schema version newer than this code reads: the reader must
+    be upgraded; nothing is known to be wrong with the input. ``where`` names the item."""
+
+    def __init__(self, version: int, supported: int, *, where: str = "") -> None:
+        prefix = f"{where}: " if where else ""
+        super().__init__(
+            f"{prefix}unsupported schema version {version} (this version reads up to "
+            f"{supported}), upgrade ledger-verify"
+        )
+        self.version = version
+        self.supported = supported
+        self.where = where
+
+    def at(self, where: str) -> UnsupportedSchemaError:
+        """The same error, located at ``where`` (a file and line)."""
+        inner = f"{where}: {self.where}" if self.where else where
+        return UnsupportedSchemaError(self.version, self.supported, where=inner)
 
 
 # --- service: the log refuses a request -------------------------------------------------------

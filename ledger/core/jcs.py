@@ -346,15 +346,18 @@ def wrong_type(path: str, expected: str, value: object) -> InvalidRecordError:
 
 
 def read_object(value: Json, path: str, names: tuple[str, ...]) -> dict[str, Json]:
-    """An object with exactly the members ``names`` (a missing or unknown member is named)."""
+    """An object with exactly the members ``names`` (a missing member is named, and so is
+    every unknown one)."""
     if not isinstance(value, dict):
         raise wrong_type(path, "an object", value)
     for name in names:
         if name not in value:
             raise InvalidRecordError(child_path(path, name), "missing required field")
-    for key in value:
-        if key not in names:
-            raise InvalidRecordError(child_path(path, key), "unknown field")
+    unknown = [key for key in value if key not in names]
+    if len(unknown) == 1:
+        raise InvalidRecordError(child_path(path, unknown[0]), "unknown field")
+    if unknown:
+        raise InvalidRecordError(path or "$", f"unknown fields {', '.join(map(repr, unknown))}")
     return value
 
 

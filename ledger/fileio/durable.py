@@ -14,6 +14,11 @@ file or the new one, whole. Options:
 * ``sync=False``: rename without fsyncing file or folder, for callers that make a whole batch
   durable at once afterwards (``sync_filesystem``).
 
+Files the writer keeps open (the high-water mark, the acknowledged size) are opened with
+``open_fd``: an ``open`` short of file descriptors or memory (EMFILE, ENFILE, ENOMEM: nothing
+was written yet) is retried with ``ledger.core.backoff.SHORTAGE_BACKOFF`` for up to
+``OPEN_RETRY_S`` seconds, logged once with the number of failures, never once per attempt.
+
 Append-only journals that flush a file they append to use ``fsync_fd`` / ``fdatasync_fd``;
 a new entry in a folder is made durable with ``fsync_dir``. Nothing outside ``ledger.fileio``
 calls ``os.replace``, ``os.rename`` or ``os.fsync`` (``tests/unit/test_one_of_each.py``).
@@ -23,17 +28,23 @@ from __future__ import annotations
 
 import ctypes
 import glob
+import logging
 import os
 import secrets
 import stat
+import time
 from collections.abc import Iterable
 from contextlib import suppress
 from pathlib import Path
+
+from ledger.core.backoff import SHORTAGE_BACKOFF, Episodes, retry
+from ledger.core.errors import is_resource_shortage
 
 __all__ = [
     "fdatasync_fd",
     "fsync_dir",
     "fsync_fd",
+    "open_fd",
     "remove_temporaries",
     "sync_filesystem",
     "write_file",
@@ -51,6 +62,31 @@ def fsync_fd(fd: int) -> None:
 def fdatasync_fd(fd: int) -> None:
     """Flush an open file's data (and the metadata needed to read it back) to the disk."""
     os.fdatasync(fd)
+
+
+OPEN_RETRY_S = 30.0
+_log = logging.getLogger("ledger.fileio")
+
+
+def open_fd(path: Path, flags: int, mode: int = 0o644) -> int:
+    """``os.open``, retried while the process is short of descriptors or memory (module
+    docstring); any other error, or a shortage past ``OPEN_RETRY_S``, is raised."""
+    episode = Episodes()
+
+    def failed(attempt: int, exc: Exception, wait: float) -> None:
+        if episode.failed():
+            _log.warning("cannot open %s: %s; retrying with backoff", path, exc)
+
+    fd = retry(
+        lambda: os.open(path, flags, mode),
+        backoff=SHORTAGE_BACKOFF,
+        retry_on=is_resource_shortage,
+        deadline=time.monotonic() + OPEN_RETRY_S,
+        on_retry=failed,
+    )
+    if (count := episode.recovered()) is not None:
+        _log.warning("opened %s after %d failed attempts", path, count)
+    return fd
 
 
 def fsync_dir(folder: Path) -> None:

@@ -4,6 +4,7 @@ Owns: the tiles endpoint (``tiles``), ``/metrics`` (``metrics``), the static mir
 (``mirror``) and the process that runs it beside the server (``mirror_process``, spawned as
 ``python -m ledger.http.mirror_process``).
 
-May import: ``ledger.core``, ``ledger.store``, ``ledger.log``, ``ledger.fileio``; libraries
+May import: ``ledger.core``, ``ledger.store``, ``ledger.log``, ``ledger.fileio``, ``ledger.net``;
+libraries
 ``aiohttp``, ``ssl``, ``subprocess``.
 """

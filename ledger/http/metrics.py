@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from ledger.log.metrics import MetricsRegistry
+from ledger.net.listener import HttpListener, ListenerLimits, serve_limited
 
 __all__ = ["MetricsServer", "add_metrics_route", "start_metrics_server"]
 
@@ -36,27 +37,33 @@ class MetricsServer:
     """A running metrics endpoint."""
 
     runner: web.AppRunner
+    listener: HttpListener
     port: int
 
     async def stop(self) -> None:
+        await self.listener.close()
         await self.runner.cleanup()
 
 
 async def start_metrics_server(
-    registry: MetricsRegistry, host: str, port: int, *, ssl: ssl_module.SSLContext | None = None
+    registry: MetricsRegistry,
+    host: str,
+    port: int,
+    *,
+    ssl: ssl_module.SSLContext | None = None,
+    limits: ListenerLimits | None = None,
 ) -> MetricsServer:
-    """Start ``/metrics`` on ``host:port`` (port 0 picks one); return it with its port."""
+    """Start ``/metrics`` on ``host:port`` (port 0 picks one); return it with its port;
+    ``limits``: timeouts and connection caps (``ledger.net.listener``)."""
+    limits = limits or ListenerLimits()
     app = web.Application()
     add_metrics_route(app, registry)
-    runner = web.AppRunner(app, access_log=None)
+    runner = web.AppRunner(app, **limits.handler_options("metrics"))
     await runner.setup()
-    site = web.TCPSite(runner, host, port, ssl_context=ssl, reuse_address=True)
+    assert runner.server is not None
     try:
-        await site.start()
+        listener = await serve_limited(runner.server, host, port, limits, name="metrics", ssl=ssl)
     except BaseException:
         await runner.cleanup()
         raise
-    server = site._server
-    sockets = getattr(server, "sockets", None) or []
-    bound = sockets[0].getsockname()[1] if sockets else port
-    return MetricsServer(runner=runner, port=bound)
+    return MetricsServer(runner=runner, listener=listener, port=int(listener.port))

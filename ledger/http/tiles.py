@@ -18,6 +18,9 @@ Responses (C2SP tlog-tiles):
   (``GET http://host/checkpoint``) is served by its path, as §3.2.2 requires; any other target
   that is not a path gets 400.
 
+Connections are accepted through ``ledger.net.listener`` (header and body timeouts, caps in all
+and per address, 503 beyond them).
+
 Storage reads run on a small thread pool of their own, never on the event loop thread, so tile
 readers do not stall the loop that acknowledges appends.
 """
@@ -40,6 +43,7 @@ from ledger.core.errors import (
     NotYetPublishedError,
     ServiceError,
 )
+from ledger.net.listener import HttpListener, ListenerLimits, serve_limited
 from ledger.store.tile_reader import TileReader
 
 __all__ = [
@@ -147,6 +151,7 @@ class TilesServer:
     """A started tiles endpoint."""
 
     runner: web.AppRunner
+    listener: HttpListener
     executor: ThreadPoolExecutor
     host: str
     port: int
@@ -160,6 +165,7 @@ class TilesServer:
 
     async def stop(self) -> None:
         """Stop listening, finish in-flight requests, stop the reader threads."""
+        await self.listener.close()
         await self.runner.cleanup()
         self.executor.shutdown(wait=True)
 
@@ -171,27 +177,36 @@ async def start_tiles_server(
     threads: int = 2,
     ssl: ssl_module.SSLContext | None = None,
     mount: Callable[[web.Application], None] | None = None,
+    limits: ListenerLimits | None = None,
 ) -> TilesServer:
     """Serve tiles on ``listen`` (``HOST:PORT``, port 0 picks one) on the running event loop;
-    over TLS with ``ssl``; ``mount`` adds more routes (``/metrics``)."""
+    over TLS with ``ssl``; ``mount`` adds more routes (``/metrics``); ``limits``: timeouts and
+    connection caps (``ledger.net.listener``)."""
     host, _, port_text = listen.rpartition(":")
     host = host.strip("[]")
     if not host or not port_text.isdigit():
         raise ServiceError(f"tiles listen address {listen!r}: want HOST:PORT")
+    limits = limits or ListenerLimits()
     executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="ledger-tiles")
     app = create_tiles_app(reader, executor)
     if mount is not None:
         mount(app)
-    runner = web.AppRunner(app, access_log=None)
+    runner = web.AppRunner(app, **limits.handler_options("tiles"))
     await runner.setup()
-    site = web.TCPSite(runner, host, int(port_text), ssl_context=ssl, reuse_address=True)
+    assert runner.server is not None
     try:
-        await site.start()
+        listener = await serve_limited(
+            runner.server, host, int(port_text), limits, name="tiles", ssl=ssl
+        )
     except OSError as exc:
         await runner.cleanup()
         executor.shutdown(wait=False)
         raise ServiceError(f"cannot serve tiles on {listen}: {exc.strerror}") from None
-    bound = runner.addresses[0][1]
     return TilesServer(
-        runner=runner, executor=executor, host=host, port=int(bound), tls=ssl is not None
+        runner=runner,
+        listener=listener,
+        executor=executor,
+        host=host,
+        port=int(listener.port),
+        tls=ssl is not None,
     )

@@ -28,6 +28,7 @@ from ledger.core.errors import (
     ReadOnlyError,
 )
 from ledger.core.limits import HASH_SIZE, MAX_ANCHORED_SIZES, MAX_GROUP, MAX_PAGE
+from ledger.core.packed import PackedResult, check_packed
 from ledger.core.types import (
     Anchor,
     AppendItem,
@@ -43,9 +44,10 @@ from ledger.log import selfcheck
 from ledger.log.clock import BoundedClock
 from ledger.log.highwater import AckedSize, HighWaterMark, MarkState
 from ledger.log.integrator import Integrator
+from ledger.log.packed import pack_results, unpack_items
 from ledger.log.publisher import Publisher
 from ledger.log.recovery import check_against_mark, leave_read_only
-from ledger.log.sequencer import Sequencer, validate_items
+from ledger.log.sequencer import Sequencer, ValidItems, validate_items
 from ledger.store.contract import Store, TreeState
 
 __all__ = ["Log", "wall_clock_ms"]
@@ -212,6 +214,14 @@ class Log:
             self._sequencer.adopt(sequenced)
             self._integrator.adopt(compact)
             return sequenced.results
+
+    def append_packed(self, digests: bytes) -> PackedResult:
+        """``append`` for N x 32 bytes of digests without metadata (``ledger.core.packed``):
+        the same sequencing, one durable commit, a packed result. The pure path goes through
+        typed items; a compiled sequencer replaces it behind this signature."""
+        check_packed(digests, self._max_batch)
+        results = self.append(ValidItems(unpack_items(digests)))
+        return pack_results(results, self._sequencer.next_index)
 
     def publish(self) -> PublishedCheckpoint:
         """Sign and store a checkpoint for the durable tree (no-op when nothing is new)."""

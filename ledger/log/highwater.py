@@ -31,6 +31,7 @@ its tree is consistent with the mark again (``ledger restore catch-up``), which 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import struct
@@ -42,7 +43,7 @@ from ledger.core.checkpoint import Checkpoint
 from ledger.core.errors import FormatError, LedgerError
 from ledger.core.note import SignedNote
 from ledger.core.types import PublishedCheckpoint
-from ledger.fileio.durable import fdatasync_fd, fsync_dir, fsync_fd
+from ledger.fileio.durable import fdatasync_fd, fsync_dir, fsync_fd, open_fd
 
 __all__ = ["FORMAT", "AckedSize", "HighWaterMark", "MarkState", "RestoreRecord", "acked_path"]
 
@@ -115,16 +116,33 @@ def _slot(raw: bytes) -> tuple[int, bytes] | None:
 
 
 class HighWaterMark:
-    """The mark file at ``path`` (format in the module docstring)."""
+    """The mark file at ``path`` (format in the module docstring). Once reserved or written,
+    the file stays open until ``close``: a checkpoint never needs a new file descriptor."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._sequence: int | None = None
+        self._fd: int | None = None
+
+    def reserve(self) -> None:
+        """Open the mark file now, when it exists, and keep it open: publishing a checkpoint
+        then needs no new file descriptor (a reader holding every descriptor cannot fail it)."""
+        if self._fd is None and self.path.exists():
+            self._fd = open_fd(self.path, os.O_RDWR)
+
+    def close(self) -> None:
+        """Release the file descriptor."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def read(self) -> MarkState | None:
         """The mark, or None when no checkpoint was ever published with this mark file."""
         try:
-            raw = self.path.read_bytes()[: 2 * SLOT_BYTES]
+            if self._fd is not None:
+                raw = os.pread(self._fd, 2 * SLOT_BYTES, 0)
+            else:
+                raw = self.path.read_bytes()[: 2 * SLOT_BYTES]
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -153,23 +171,27 @@ class HighWaterMark:
         sequence = (self._sequence or 0) + 1
         head = _HEAD.pack(MAGIC, sequence, len(body), 0)[:20]
         crc = zlib.crc32(head[8:] + body)
-        fd = os.open(self.path, os.O_WRONLY)
-        try:
-            os.pwrite(fd, head + crc.to_bytes(4, "big") + body, (sequence % 2) * SLOT_BYTES)
-            fdatasync_fd(fd)
-        finally:
-            os.close(fd)
+        self.reserve()
+        fd = self._fd
+        if fd is None:  # read before, gone now
+            raise FileNotFoundError(errno.ENOENT, "the high-water mark was deleted", str(self.path))
+        os.pwrite(fd, head + crc.to_bytes(4, "big") + body, (sequence % 2) * SLOT_BYTES)
+        fdatasync_fd(fd)
+        if os.fstat(fd).st_nlink == 0:  # kept open: a mark deleted meanwhile is not written
+            raise FileNotFoundError(errno.ENOENT, "the high-water mark was deleted", str(self.path))
         self._sequence = sequence
 
     def _create(self) -> None:
         """A new mark file: two empty slots, durable with its folder entry."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = open_fd(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             os.pwrite(fd, bytes(2 * SLOT_BYTES), 0)
             fsync_fd(fd)
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
+        self._fd = fd
         fsync_dir(self.path.parent)
         self._sequence = 0
 
@@ -244,7 +266,7 @@ class AckedSize:
     def _open(self) -> None:
         if self.read() is None and not self.path.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = open_fd(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
             try:
                 os.pwrite(fd, bytes(2 * ACKED_SLOT), 0)
                 fsync_fd(fd)
@@ -254,4 +276,9 @@ class AckedSize:
             fsync_dir(self.path.parent)
             self._fd = fd
             return
-        self._fd = os.open(self.path, os.O_RDWR)
+        self._fd = open_fd(self.path, os.O_RDWR)
+
+    def reserve(self) -> None:
+        """Open (or create) the file now and keep it open (``HighWaterMark.reserve``)."""
+        if self._fd is None:
+            self._open()

@@ -36,6 +36,7 @@ from ledger.core.errors import (
     UnavailableError,
 )
 from ledger.core.limits import MAX_BATCH, MAX_GROUP
+from ledger.core.packed import PackedResult, check_packed
 from ledger.core.types import (
     Anchor,
     AppendItem,
@@ -47,6 +48,7 @@ from ledger.core.types import (
     ReceiptBundle,
 )
 from ledger.log.facade import Log
+from ledger.log.packed import split
 from ledger.log.sequencer import ValidItems, validate_items
 
 SMALL_READ = 16  # proofs in one call that still count as a small read
@@ -73,6 +75,19 @@ class _Request:
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
 
+    @property
+    def count(self) -> int:
+        return len(self.items)
+
+
+@dataclass(slots=True)
+class _PackedRequest:
+    digests: bytes  # N x 32, checked
+    count: int
+    done: asyncio.Future[PackedResult] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
 
 class LogService:
     """Owns the writer and publisher tasks around a ``Log``."""
@@ -92,7 +107,7 @@ class LogService:
         self._interval = checkpoint_interval
         self._max_pending = max_pending
         self._group_items = min(max(group_items, MAX_BATCH), MAX_GROUP)
-        self._queue: deque[_Request] = deque()
+        self._queue: deque[_Request | _PackedRequest] = deque()
         self._queued_items = 0
         self._wake_writer = asyncio.Event()
         self._wake_publisher = asyncio.Event()
@@ -173,25 +188,34 @@ class LogService:
 
     async def append(self, items: Sequence[AppendItem]) -> list[AppendResult]:
         """Append a batch; return once it is durable."""
-        valid = validate_items(items, MAX_BATCH)
+        request = _Request(validate_items(items, MAX_BATCH))
+        self._enqueue(request)
+        return await request.done
+
+    async def append_packed(self, digests: bytes) -> PackedResult:
+        """Append N x 32 bytes of digests without metadata (``ledger.core.packed``); return
+        once durable. Same limits, queue, group commit and pushback as ``append``."""
+        request = _PackedRequest(digests, check_packed(digests, MAX_BATCH))
+        self._enqueue(request)
+        return await request.done
+
+    def _enqueue(self, request: _Request | _PackedRequest) -> None:
         if self._failure is not None:
             raise self._failed_error()
         if self.log.read_only is not None:
             raise ReadOnlyError(self.log.read_only)
         if not self._accepting:
             raise UnavailableError("the log is shutting down; retry against the restarted server")
-        if self._queued_items + len(items) > self._max_pending:
+        if self._queued_items + request.count > self._max_pending:
             raise PushbackError(
                 f"{self._queued_items} items queued (max {self._max_pending}); retry shortly",
                 retry_after=0.05,
             )
-        request = _Request(valid)
         if self.observer is not None:
-            self.observer.on_append(len(items))
+            self.observer.on_append(request.count)
         self._queue.append(request)
-        self._queued_items += len(items)
+        self._queued_items += request.count
         self._wake_writer.set()
-        return await request.done
 
     async def wait_for_checkpoint(self, size: int, timeout: float = 10.0) -> PublishedCheckpoint:
         """Wait until a published checkpoint covers ``size`` entries; return it."""
@@ -265,7 +289,7 @@ class LogService:
     def _fail_queued(self, error: Exception) -> None:
         while self._queue:
             request = self._queue.popleft()
-            self._queued_items -= len(request.items)
+            self._queued_items -= request.count
             if not request.done.done():
                 request.done.set_exception(error)
 
@@ -369,21 +393,42 @@ class LogService:
     def _publish_due(self) -> bool:
         return asyncio.get_running_loop().time() >= self._last_publish + self._interval
 
-    def _take_group(self) -> list[_Request]:
-        group: list[_Request] = []
+    def _take_group(self) -> list[_Request | _PackedRequest]:
+        """The next requests to commit together: up to the group size, all of one kind."""
+        kind = type(self._queue[0])
+        group: list[_Request | _PackedRequest] = []
         count = 0
-        while self._queue and (not group or count + len(self._queue[0].items) <= self._group_items):
+        while self._queue and type(self._queue[0]) is kind:
+            if group and count + self._queue[0].count > self._group_items:
+                break
             request = self._queue.popleft()
             group.append(request)
-            count += len(request.items)
+            count += request.count
         self._queued_items -= count
         return group
 
-    async def _commit(self, group: list[_Request]) -> None:
-        items = ValidItems.concat(request.items for request in group)
+    def _append_group(self, group: list[_Request | _PackedRequest]) -> tuple[list[Any], int]:
+        """On the writer thread: one durable commit for the group; each request's part of the
+        outcome and the number of new entries."""
+        counts = [r.count for r in group]
+        if isinstance(group[0], _PackedRequest):
+            packed = self.log.append_packed(
+                b"".join(r.digests for r in group if isinstance(r, _PackedRequest))
+            )
+            return list(split(packed, counts)), packed.new_entries
+        results = self.log.append(
+            ValidItems.concat(r.items for r in group if isinstance(r, _Request))
+        )
+        parts, at = [], 0
+        for n in counts:
+            parts.append(results[at : at + n])
+            at += n
+        return parts, sum(1 for r in results if not r.duplicate)
+
+    async def _commit(self, group: list[_Request | _PackedRequest]) -> None:
         started = asyncio.get_running_loop().time()
         try:
-            results = await self._run(self.log.append, items)
+            parts, new = await self._run(self._append_group, group)
         except Exception as exc:
             if not isinstance(exc, LogFailedError | ReadOnlyError):
                 self._fail(exc)  # e.g. a damaged index found while sequencing
@@ -394,14 +439,11 @@ class LogService:
                     request.done.set_exception(exc)
             return
         if self.observer is not None:
-            new = sum(1 for r in results if not r.duplicate)
-            self.observer.on_commit(len(items), new, asyncio.get_running_loop().time() - started)
-        at = 0
-        for request in group:
-            n = len(request.items)
+            elapsed = asyncio.get_running_loop().time() - started
+            self.observer.on_commit(sum(r.count for r in group), new, elapsed)
+        for request, part in zip(group, parts, strict=True):
             if not request.done.done():
-                request.done.set_result(results[at : at + n])
-            at += n
+                request.done.set_result(part)
 
     async def _publish_loop(self) -> None:
         """Publish what the write loop left unpublished, once the interval has passed."""

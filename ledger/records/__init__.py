@@ -1,23 +1,32 @@
-"""Decision records: schema v1, validation, digests, commitments and run checks; pure, no I/O.
+"""Decision records: versioned schema, validation, digests, commitments, run checks; pure.
 
 Owns: the record dataclasses, validator, digests and record ids (``decision``, its public names
 re-exported here), salted commitments and selective disclosure (``commitments``), run-level
-checks and ``run_closed`` (``runs``), and the JSON schemas (``schemas/``, package data).
+checks and ``run_closed`` (``runs``), how a record labels inferred parent links (``links``),
+and the JSON schemas (``schemas/``, package data).
 
 May import: ``ledger.core``.
 """
 
 from ledger.records.decision import (
     CANDIDATE_FIELDS,
+    COST_FIELDS,
+    FIELDS_SINCE,
     KINDS,
     OTEL_FIELDS,
     PAYLOAD_FIELDS,
     PAYLOAD_TYPES,
     RECORD_FIELDS,
     RUN_STEP_FIELDS,
+    SCHEMA_CURRENT,
+    SCHEMA_PREFIX,
     SCHEMA_V1,
+    SCHEMA_V2,
+    SCHEMA_VERSION,
+    USAGE_FIELDS,
     Candidate,
     ConstraintCheck,
+    Cost,
     DecisionRecord,
     Handoff,
     MemoryWrite,
@@ -31,23 +40,34 @@ from ledger.records.decision import (
     Termination,
     ToolCall,
     ToolSelection,
+    Usage,
     new_record_id,
     record_digest,
+    record_fields,
+    schema_version,
     uuid7_time_ms,
     verify_disclosure,
 )
 
 __all__ = [
     "CANDIDATE_FIELDS",
+    "COST_FIELDS",
+    "FIELDS_SINCE",
     "KINDS",
     "OTEL_FIELDS",
     "PAYLOAD_FIELDS",
     "PAYLOAD_TYPES",
     "RECORD_FIELDS",
     "RUN_STEP_FIELDS",
+    "SCHEMA_CURRENT",
+    "SCHEMA_PREFIX",
     "SCHEMA_V1",
+    "SCHEMA_V2",
+    "SCHEMA_VERSION",
+    "USAGE_FIELDS",
     "Candidate",
     "ConstraintCheck",
+    "Cost",
     "DecisionRecord",
     "Handoff",
     "MemoryWrite",
@@ -61,8 +81,11 @@ __all__ = [
     "Termination",
     "ToolCall",
     "ToolSelection",
+    "Usage",
     "new_record_id",
     "record_digest",
+    "record_fields",
+    "schema_version",
     "uuid7_time_ms",
     "verify_disclosure",
 ]

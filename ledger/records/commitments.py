@@ -11,7 +11,8 @@ commitment binding: with salts of varying length the bytes ``salt || JCS(12)`` e
 ``(salt || b"1") || JCS(2)``, and the owner could "disclose" 2 for a committed 12.
 
 An object whose *only* member is ``commitment`` is a commitment everywhere in a record (its
-value must then be ``sha256:`` + 64 lowercase hex digits); objects with more members are data.
+value must then be ``sha256:`` + 64 lowercase hex digits, or from schema v2 on the per-leaf form
+``sha256-tree:<leaves>:`` + 64 hex digits); objects with more members are data.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ledger.core.limits import HASH_SIZE
 
 __all__ = [
     "COMMITMENT_KEY",
+    "MAX_LEAVES",
     "SALT_BYTES",
     "Commitment",
     "Disclosure",
@@ -37,12 +39,16 @@ __all__ = [
     "commit",
     "commitment_digest",
     "is_commitment_obj",
+    "resolve_field",
 ]
 
 SALT_BYTES = 16
 COMMITMENT_KEY = "commitment"
 _PREFIX = "sha256:"
 _COMMITMENT_TEXT = re.compile(r"sha256:[0-9a-f]{64}")
+_TREE_PREFIX = "sha256-tree:"
+_TREE_TEXT = re.compile(r"sha256-tree:([1-9][0-9]{0,6}):([0-9a-f]{64})")
+MAX_LEAVES = 1_048_576  # a record is at most 1 MiB, so it never holds more leaves than bytes
 _HEX = re.compile(r"(?:[0-9a-f]{2})*")
 _DISCLOSURE_FIELDS = ("field_path", "salt", "value")
 
@@ -53,20 +59,42 @@ JsonValue: TypeAlias = Union[
 
 @dataclass(frozen=True, slots=True, repr=False)
 class Commitment:
-    """``{"commitment": "sha256:<hex>"}``: a 32-byte SHA-256 over ``salt || JCS(value)``."""
+    """A commitment in a record: whole-field or per-leaf.
+
+    * ``leaves == 0``: ``{"commitment": "sha256:<hex>"}``, SHA-256 over ``salt || JCS(value)``.
+    * ``leaves >= 1`` (schema v2 on): ``{"commitment": "sha256-tree:<leaves>:<hex>"}``, the
+      Merkle root over the sorted commitments of the value's ``leaves`` JSON leaves
+      (``ledger.records.leaves``), so one leaf can be disclosed alone.
+    """
 
     digest: bytes
+    leaves: int = 0
 
     def __repr__(self) -> str:
-        return f"Commitment({_PREFIX}{self.digest.hex()})"
+        return f"Commitment({self.text()})"
 
     def __post_init__(self) -> None:
         if not isinstance(self.digest, bytes) or len(self.digest) != HASH_SIZE:
             raise InvalidRecordError(COMMITMENT_KEY, "a commitment digest is exactly 32 bytes")
+        if isinstance(self.leaves, bool) or not isinstance(self.leaves, int):
+            raise InvalidRecordError(COMMITMENT_KEY, "a leaf count is an integer")
+        if not 0 <= self.leaves <= MAX_LEAVES:
+            raise InvalidRecordError(COMMITMENT_KEY, f"a leaf count is 0 to {MAX_LEAVES}")
+
+    @property
+    def per_leaf(self) -> bool:
+        """True for a per-leaf (tree) commitment."""
+        return self.leaves > 0
+
+    def text(self) -> str:
+        """``sha256:<hex>`` or ``sha256-tree:<leaves>:<hex>``."""
+        if self.leaves:
+            return f"{_TREE_PREFIX}{self.leaves}:{self.digest.hex()}"
+        return _PREFIX + self.digest.hex()
 
     def to_json_obj(self) -> dict[str, str]:
-        """The record form: ``{"commitment": "sha256:<64 lowercase hex>"}``."""
-        return {COMMITMENT_KEY: _PREFIX + self.digest.hex()}
+        """The record form: ``{"commitment": "sha256:<64 lowercase hex>"}`` (or the tree form)."""
+        return {COMMITMENT_KEY: self.text()}
 
     @classmethod
     def from_json_obj(cls, obj: object, path: str = "") -> Commitment:
@@ -74,11 +102,14 @@ class Commitment:
         if not is_commitment_obj(obj):
             raise InvalidRecordError(path or "$", 'expected {"commitment": "sha256:<hex>"}')
         text = obj[COMMITMENT_KEY]
-        if not isinstance(text, str) or not _COMMITMENT_TEXT.fullmatch(text):
-            raise InvalidRecordError(
-                child_path(path, COMMITMENT_KEY), "expected 'sha256:' + 64 lowercase hex digits"
-            )
-        return cls(bytes.fromhex(text[len(_PREFIX) :]))
+        if isinstance(text, str) and _COMMITMENT_TEXT.fullmatch(text):
+            return cls(bytes.fromhex(text[len(_PREFIX) :]))
+        if isinstance(text, str) and (tree := _TREE_TEXT.fullmatch(text)):
+            return cls(bytes.fromhex(tree.group(2)), int(tree.group(1)))
+        raise InvalidRecordError(
+            child_path(path, COMMITMENT_KEY),
+            "expected 'sha256:' + 64 lowercase hex digits, or 'sha256-tree:<leaves>:' + 64",
+        )
 
 
 def is_commitment_obj(obj: object) -> TypeGuard[Mapping[str, object]]:
@@ -160,7 +191,8 @@ def commit(
     return disclosure.commitment(), disclosure
 
 
-def _resolve(record_obj: Json, path: str) -> Json:
+def resolve_field(record_obj: Json, path: str) -> Json:
+    """The member of a record's JSON object at field path ``path`` (``RecordError`` if none)."""
     node = record_obj
     for part in parse_path(path):
         if isinstance(node, list) and isinstance(part, int) and part < len(node):
@@ -179,13 +211,15 @@ def check_disclosure_in(record_obj: Json, disclosure: Disclosure) -> None:
     Raises ``RecordError`` if the field is absent, not a commitment, or does not match.
     """
     path = disclosure.field_path
-    target = _resolve(record_obj, path)
+    target = resolve_field(record_obj, path)
     if not is_commitment_obj(target):
         raise RecordError(f"{path or '$'}: the field is not a commitment")
     committed = Commitment.from_json_obj(target, path)
+    if committed.per_leaf:
+        raise RecordError(f"{path or '$'}: a per-leaf commitment; disclose one leaf of it")
     opened = disclosure.commitment()
     if committed != opened:
         raise RecordError(
-            f"{path}: disclosed value and salt give {_PREFIX}{opened.digest.hex()}, "
-            f"the record commits to {_PREFIX}{committed.digest.hex()}"
+            f"{path}: disclosed value and salt give {opened.text()}, "
+            f"the record commits to {committed.text()}"
         )

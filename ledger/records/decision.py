@@ -1,8 +1,11 @@
-"""Decision records, schema v1: the dataclass, its validator, digests and record ids.
+"""Decision records, schemas v1 and v2: the dataclass, its validator, digests and record ids.
 
 Pure: standard library plus ``rfc8785`` (through ``ledger.core.jcs``), no I/O. docs/design.md
-"Decision record (v1)"; the published JSON Schema (draft 2020-12) is ``ledger/schemas/
-decision-record-v1.schema.json`` and says the same thing as this module.
+"Decision record (v1)"; the published JSON Schemas (draft 2020-12) are ``ledger/records/schemas/
+decision-record-v<N>.schema.json`` and say the same thing as this module. Version 2 adds
+``started_at``/``ended_at`` (RFC 3339, ended not before started), ``usage`` (token counts),
+``cost`` (decimal amount and ISO 4217 currency) and ``model_parameters``, and allows per-leaf
+(``sha256-tree:``) commitments (docs/formats.md "Version 2 members").
 
 * A record is one JSON object with exactly the members ``RECORD_FIELDS`` (optional ones are
   ``null`` or empty, never absent, so that reading and writing are exact inverses and the digest
@@ -17,6 +20,10 @@ decision-record-v1.schema.json`` and says the same thing as this module.
   commitments (``ledger.records.commitments``) anywhere a JSON value, a candidate action or a plan
   step is allowed.
 * Numbers must lie within +-(2**53 - 1) and be finite; candidate scores are decimal strings.
+* Schema versions (docs/formats.md "Schema versions"): ``schema`` is ``ledger.decision/v<N>``;
+  this code reads versions 1 to ``SCHEMA_VERSION`` (a record of version N has exactly the
+  members ``FIELDS_SINCE`` lists at N or below) and refuses a newer one with
+  ``UnsupportedSchemaError`` ("unsupported schema version N"), checked before any other member.
 
 Invalid records are refused with ``InvalidRecordError`` whose ``field`` names the path, e.g.
 ``candidates[1].score``. Run-level checks (parents, the ``run_closed`` list) are
@@ -32,10 +39,15 @@ import time as _time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any, ClassVar, TypeAlias, cast
 
-from ledger.core.errors import InvalidRecordError, MalformedHashError, RecordError
+from ledger.core.errors import (
+    InvalidRecordError,
+    MalformedHashError,
+    RecordError,
+    UnsupportedSchemaError,
+)
 from ledger.core.jcs import (
     Json,
     Reader,
@@ -56,6 +68,7 @@ from ledger.core.jcs import (
 )
 from ledger.core.limits import HASH_SIZE
 from ledger.records.commitments import (
+    COMMITMENT_KEY,
     Commitment,
     Disclosure,
     JsonValue,
@@ -65,15 +78,23 @@ from ledger.records.commitments import (
 
 __all__ = [
     "CANDIDATE_FIELDS",
+    "COST_FIELDS",
+    "FIELDS_SINCE",
     "KINDS",
     "OTEL_FIELDS",
     "PAYLOAD_FIELDS",
     "PAYLOAD_TYPES",
     "RECORD_FIELDS",
     "RUN_STEP_FIELDS",
+    "SCHEMA_CURRENT",
+    "SCHEMA_PREFIX",
     "SCHEMA_V1",
+    "SCHEMA_V2",
+    "SCHEMA_VERSION",
+    "USAGE_FIELDS",
     "Candidate",
     "ConstraintCheck",
+    "Cost",
     "DecisionRecord",
     "Handoff",
     "MemoryWrite",
@@ -87,13 +108,20 @@ __all__ = [
     "Termination",
     "ToolCall",
     "ToolSelection",
+    "Usage",
     "new_record_id",
     "record_digest",
+    "record_fields",
+    "schema_version",
     "uuid7_time_ms",
     "verify_disclosure",
 ]
 
+SCHEMA_VERSION = 2  # the newest record schema this code reads and writes (docs/formats.md)
+SCHEMA_PREFIX = "ledger.decision/v"  # the ``schema`` member is SCHEMA_PREFIX + version
 SCHEMA_V1 = "ledger.decision/v1"
+SCHEMA_V2 = "ledger.decision/v2"
+SCHEMA_CURRENT = f"{SCHEMA_PREFIX}{SCHEMA_VERSION}"
 RECORD_FIELDS = (
     "schema",
     "record_id",
@@ -113,14 +141,32 @@ RECORD_FIELDS = (
     "expected_outcome",
     "actual_outcome",
     "payload",
+    "started_at",
+    "ended_at",
+    "usage",
+    "cost",
+    "model_parameters",
 )
+# The schema version that added each member: a record of version N has exactly the members
+# added at N or before. An issue that adds a member bumps SCHEMA_VERSION and lists it here.
+FIELDS_SINCE: Mapping[str, int] = {
+    **dict.fromkeys(RECORD_FIELDS[: RECORD_FIELDS.index("payload") + 1], 1),
+    # v2 (issue 25): when the step ran, what it consumed and cost, how the model was set
+    **dict.fromkeys(("started_at", "ended_at", "usage", "cost", "model_parameters"), 2),
+}
+PER_LEAF_SINCE = 2  # per-leaf (sha256-tree:) commitments are allowed from this version on
+USAGE_FIELDS = ("input_tokens", "output_tokens", "total_tokens")
+COST_FIELDS = ("amount", "currency")
 CANDIDATE_FIELDS = ("id", "action", "score", "rank")
 OTEL_FIELDS = ("trace_id", "span_id")
 RUN_STEP_FIELDS = ("step", "record_digest")
 
+_SCHEMA_NAME = re.compile(re.escape(SCHEMA_PREFIX) + r"([1-9][0-9]{0,8})")
 _UUID7 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 _DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
+_AMOUNT = re.compile(r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
+_CURRENCY = re.compile(r"[A-Z]{3}")
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
 _SPAN_ID = re.compile(r"[0-9a-f]{16}")
 _RFC3339 = re.compile(
@@ -141,6 +187,30 @@ class OtelContext:
 
     def to_json_obj(self) -> dict[str, object]:
         return {"trace_id": self.trace_id, "span_id": self.span_id}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Usage:
+    """Token counts of the step (v2): each a count >= 0, or ``None`` when not reported."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+
+    def to_json_obj(self) -> dict[str, object]:
+        return {name: getattr(self, name) for name in USAGE_FIELDS}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cost:
+    """What the step cost (v2): ``amount`` a non-negative decimal string, ``currency`` an
+    ISO 4217 code (``"USD"``)."""
+
+    amount: str
+    currency: str
+
+    def to_json_obj(self) -> dict[str, object]:
+        return {"amount": self.amount, "currency": self.currency}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -295,7 +365,8 @@ PAYLOAD_FIELDS: Mapping[str, tuple[str, ...]] = {
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DecisionRecord:
-    """One decision of one agent run (schema ``ledger.decision/v1``); the kind is the payload's.
+    """One decision of one agent run (schema ``ledger.decision/v<N>``, by default the newest);
+    the kind is the payload's. Members a version lacks keep their defaults (``None``/``{}``).
 
     Construction validates (``InvalidRecordError`` naming the field) and normalises: sequences
     become tuples, commitment objects become ``Commitment``, JSON values become plain lists and
@@ -318,11 +389,22 @@ class DecisionRecord:
     constraints: tuple[str, ...] = ()
     expected_outcome: JsonValue = None
     actual_outcome: JsonValue = None
-    schema: str = SCHEMA_V1
+    started_at: str | None = None
+    ended_at: str | None = None
+    usage: Usage | None = None
+    cost: Cost | None = None
+    model_parameters: Mapping[str, JsonValue] = field(default_factory=dict)
+    schema: str = SCHEMA_CURRENT
 
     def __post_init__(self) -> None:
         if not isinstance(self.payload, _PAYLOAD_CLASSES):
             raise InvalidRecordError("payload", f"expected one of {[*PAYLOAD_TYPES]} payloads")
+        version = schema_version(self.schema)
+        for name, default in _LATER_DEFAULTS.items():
+            if FIELDS_SINCE[name] > version and getattr(self, name) != default:
+                raise InvalidRecordError(
+                    name, f"needs schema version {FIELDS_SINCE[name]} (the record is {version})"
+                )
         for name, value in _parse_record(self.to_json_obj()).items():
             object.__setattr__(self, name, value)
 
@@ -333,7 +415,8 @@ class DecisionRecord:
 
     def to_json_obj(self) -> dict[str, Json]:
         """The record as plain JSON with exactly the members ``RECORD_FIELDS``."""
-        raw = {name: getattr(self, name) for name in RECORD_FIELDS if name != "kind"}
+        names = record_fields(schema_version(self.schema))
+        raw = {name: getattr(self, name) for name in names if name != "kind"}
         raw["kind"] = self.kind
         plain = to_plain(raw, safe_numbers=True)
         assert isinstance(plain, dict)
@@ -447,6 +530,34 @@ def _candidate(value: Json, path: str) -> Candidate:
     )
 
 
+def _usage(value: Json, path: str) -> Usage:
+    obj = read_object(value, path, USAGE_FIELDS)
+    counts = {n: read_optional(read_int)(obj[n], f"{path}.{n}") for n in USAGE_FIELDS}
+    return Usage(**counts)
+
+
+_amount = read_matching(_AMOUNT, "a non-negative decimal string such as '0.0042'")
+_currency = read_matching(_CURRENCY, "an ISO 4217 code such as 'USD'")
+
+
+def _cost(value: Json, path: str) -> Cost:
+    obj = read_object(value, path, COST_FIELDS)
+    return Cost(
+        amount=_amount(obj["amount"], f"{path}.amount"),
+        currency=_currency(obj["currency"], f"{path}.currency"),
+    )
+
+
+def _model_parameters(value: Json, path: str) -> dict[str, JsonValue]:
+    if not isinstance(value, dict):
+        raise wrong_type(path, "an object of named model parameters", value)
+    if is_commitment_obj(value):
+        raise InvalidRecordError(path, "commit single model parameters, not the whole object")
+    if "" in value:
+        raise InvalidRecordError(child_path(path, ""), "model parameter names are non-empty")
+    return {k: _json_value(v, child_path(path, k)) for k, v in value.items()}
+
+
 def _run_step(value: Json, path: str) -> RunStep:
     obj = read_object(value, path, RUN_STEP_FIELDS)
     return RunStep(
@@ -508,6 +619,19 @@ _FIELD_READERS: Mapping[str, Reader] = {
     "constraints": lambda v, p: read_list(v, p, read_text, unique=True),
     "expected_outcome": _json_value,
     "actual_outcome": _json_value,
+    "started_at": read_optional(_rfc3339),
+    "ended_at": read_optional(_rfc3339),
+    "usage": read_optional(_usage),
+    "cost": read_optional(_cost),
+    "model_parameters": _model_parameters,
+}
+# The value a member added after v1 takes in a record of an earlier version (which lacks it).
+_LATER_DEFAULTS: Mapping[str, object] = {
+    "started_at": None,
+    "ended_at": None,
+    "usage": None,
+    "cost": None,
+    "model_parameters": {},
 }
 
 
@@ -525,17 +649,66 @@ def _payload(kind: str, value: Json, path: str) -> Payload:
     return payload
 
 
+def schema_version(value: object) -> int:
+    """The version a record's ``schema`` member names (``ledger.decision/v<N>``).
+
+    ``UnsupportedSchemaError`` for a version above ``SCHEMA_VERSION`` (a newer writer: the
+    reader must be upgraded, the record is not thereby invalid); ``InvalidRecordError`` for
+    anything that is not a schema name."""
+    match = _SCHEMA_NAME.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        raise InvalidRecordError("schema", f"expected {SCHEMA_PREFIX}<N>, got {value!r}")
+    version = int(match.group(1))
+    if version > SCHEMA_VERSION:
+        raise UnsupportedSchemaError(version, SCHEMA_VERSION)
+    return version
+
+
+def record_fields(version: int) -> tuple[str, ...]:
+    """The members of a record of schema ``version`` (``FIELDS_SINCE``), in ``RECORD_FIELDS``
+    order."""
+    return tuple(name for name, since in FIELDS_SINCE.items() if since <= version)
+
+
 def _parse_record(value: Json) -> dict[str, Any]:
-    """Validate a plain JSON record; return the constructor arguments (without ``kind``)."""
-    obj = read_object(value, "", RECORD_FIELDS)
-    if obj["schema"] != SCHEMA_V1:
-        raise InvalidRecordError("schema", f"expected {SCHEMA_V1!r}, got {obj['schema']!r}")
+    """Validate a plain JSON record; return the constructor arguments (without ``kind``).
+
+    The version is read first, so a newer record is reported as such, never as a record with
+    unknown members."""
+    version = SCHEMA_VERSION
+    if isinstance(value, dict):
+        if "schema" not in value:
+            raise InvalidRecordError("schema", "missing required field")
+        version = schema_version(value["schema"])
+    names = record_fields(version)
+    obj = read_object(value, "", names)
     kind = _kind(obj["kind"])
-    args: dict[str, Any] = {"schema": SCHEMA_V1}
-    args.update((name, read(obj[name], name)) for name, read in _FIELD_READERS.items())
+    args: dict[str, Any] = {"schema": obj["schema"]}
+    args.update(
+        (name, read(obj[name], name)) for name, read in _FIELD_READERS.items() if name in obj
+    )
+    args.update((n, {} if d == {} else d) for n, d in _LATER_DEFAULTS.items() if n not in names)
     args["payload"] = _payload(kind, obj["payload"], "payload")
     _check_cross_field(args)
+    if version < PER_LEAF_SINCE and (where := _first_per_leaf(obj, "")) is not None:
+        raise InvalidRecordError(where, f"per-leaf commitments need schema v{PER_LEAF_SINCE}")
     return args
+
+
+def _first_per_leaf(value: Json, path: str) -> str | None:
+    """The path of the first per-leaf (``sha256-tree:``) commitment in a plain record, if any."""
+    if is_commitment_obj(value):
+        text = value[COMMITMENT_KEY]
+        return path if isinstance(text, str) and text.startswith("sha256-tree:") else None
+    children: list[tuple[str, Json]] = []
+    if isinstance(value, dict):
+        children = [(child_path(path, k), v) for k, v in value.items()]
+    elif isinstance(value, list):
+        children = [(index_path(path, i), v) for i, v in enumerate(value)]
+    for where, child in children:
+        if (found := _first_per_leaf(child, where)) is not None:
+            return found
+    return None
 
 
 def _check_cross_field(args: Mapping[str, Any]) -> None:
@@ -551,6 +724,23 @@ def _check_cross_field(args: Mapping[str, Any]) -> None:
         raise InvalidRecordError("candidates", "a tool_selection has at least one candidate")
     if isinstance(payload, RunClosed) and payload.steps and payload.steps[-1].step >= args["step"]:
         raise InvalidRecordError("step", "a run_closed record comes after every step it lists")
+    started, ended = args["started_at"], args["ended_at"]
+    if started is not None and ended is not None and _instant(ended) < _instant(started):
+        raise InvalidRecordError("ended_at", f"{ended!r} is before started_at {started!r}")
+
+
+def _instant(text: str) -> datetime:
+    """An RFC 3339 date-time (already validated) as an aware datetime; a leap second counts as
+    :59 of its minute."""
+    match = _RFC3339.fullmatch(text)
+    assert match is not None
+    fraction = re.search(r"\.([0-9]+)", text)
+    micros = int((fraction.group(1) + "000000")[:6]) if fraction else 0
+    year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
+    sign = -1 if re.search(r"-[0-9]{2}:[0-9]{2}$", text) else 1
+    off_h, off_m = (int(g or 0) for g in match.groups()[6:])
+    zone = timezone(sign * timedelta(hours=off_h, minutes=off_m))
+    return datetime(year, month, day, hour, minute, min(second, 59), micros, tzinfo=zone)
 
 
 # --- digests, ids, disclosure --------------------------------------------------------------------

@@ -13,7 +13,8 @@ thread for the blocking ``serve()`` that ``ledger tsa`` runs):
   -> 413 (before any of it is read);
 - any other method -> 405 with ``Allow: POST`` (HEAD without a body);
 - past ``max_connections`` open connections -> 503 at once (the connection never reaches the
-  HTTP parser); a body not received within ``body_deadline_s`` in all -> 408 and the connection
+  HTTP parser; ``ledger.net.listener``, the accept loop of every HTTP listener); a body not
+  received within ``body_deadline_s`` in all -> 408 and the connection
   is closed; a connection that sends no complete request head within ``head_deadline_s`` (also
   between keep-alive requests) is closed. A slow or stalled client holds at most one of a
   bounded number of connections, for a bounded time, and no thread.
@@ -31,8 +32,8 @@ from collections.abc import Callable
 from types import TracebackType
 
 from aiohttp import web
-from aiohttp.web_protocol import RequestHandler
 
+from ledger.net.listener import ListenerLimits, serve_limited
 from ledger.tsa.authority import TsaAuthority
 
 __all__ = ["QUERY_CONTENT_TYPE", "REPLY_CONTENT_TYPE", "TsaServer"]
@@ -43,37 +44,8 @@ MAX_QUERY_BYTES = 64 * 1024
 MAX_CONNECTIONS = 32
 BODY_DEADLINE_S = 10.0
 HEAD_DEADLINE_S = 10.0  # seconds a client may take to send a request head (also when idle)
-BACKLOG = 128  # past the cap, connections are answered 503 rather than left in SYN
 _TEXT = "text/plain"
 _log = logging.getLogger(__name__)
-
-_BUSY_TEXT = b"too many connections; retry shortly\n"
-_BUSY_REPLY = (
-    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
-    b"Retry-After: 1\r\nConnection: close\r\nContent-Length: "
-    + str(len(_BUSY_TEXT)).encode()
-    + b"\r\n\r\n"
-    + _BUSY_TEXT
-)
-
-
-class _Busy(asyncio.Protocol):
-    """A connection past the cap: answered 503 and closed, never parsed."""
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        transport.write(_BUSY_REPLY)
-        transport.close()
-
-
-class _CappedServer(web.Server):
-    """aiohttp's low-level server, counting the connections it holds (``open``)."""
-
-    open = 0
-
-    def connection_lost(self, handler: RequestHandler, exc: BaseException | None = None) -> None:
-        super().connection_lost(handler, exc)
-        self.open -= 1
 
 
 def _text(status: int, message: str, **headers: str) -> web.Response:
@@ -158,30 +130,23 @@ class TsaServer:
         """Bind, call ``on_bound``, serve until ``stop()``; then close every connection."""
         loop = asyncio.get_running_loop()
         self._loop, self._stopping = loop, asyncio.Event()
-        server = _CappedServer(
-            _Queries(self._authority, self._body_deadline_s),
-            keepalive_timeout=self._head_deadline_s,
-            lingering_time=0,  # a body cut short is not drained: the connection closes
-            access_log=None,
+        limits = ListenerLimits(
+            header_timeout_s=self._head_deadline_s,
+            body_timeout_s=self._body_deadline_s,
+            max_connections=self._max_connections,
+            max_per_address=self._max_connections,  # its one client: the anchorer, on loopback
         )
-        cap = self._max_connections
-
-        def connection() -> asyncio.BaseProtocol:
-            if server.open >= cap:
-                return _Busy()
-            server.open += 1
-            return server()
-
+        server = web.Server(
+            _Queries(self._authority, self._body_deadline_s), **limits.handler_options("tsa")
+        )
         host, port = self._address
-        listener = await loop.create_server(
-            connection, host, port, backlog=BACKLOG, reuse_address=True
-        )
+        listener = await serve_limited(server, host, port, limits, name="tsa")
         try:
-            self._port = int(listener.sockets[0].getsockname()[1])
+            self._port = int(listener.port)
             on_bound()
             await self._stopping.wait()
         finally:
-            listener.close()
+            await listener.close()
             await server.shutdown(1.0)
             self._loop = None
 

@@ -76,6 +76,30 @@ class StreamAppendAck(_message.Message):
     timestamp_ms: int
     def __init__(self, first_position: _Optional[int] = ..., count: _Optional[int] = ..., first_index: _Optional[int] = ..., new_entries: _Optional[int] = ..., duplicates: _Optional[_Iterable[_Union[StreamDuplicate, _Mapping]]] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...
 
+class AppendPackedRequest(_message.Message):
+    __slots__ = ("record_digests",)
+    RECORD_DIGESTS_FIELD_NUMBER: _ClassVar[int]
+    record_digests: bytes
+    def __init__(self, record_digests: _Optional[bytes] = ...) -> None: ...
+
+class AppendPackedResponse(_message.Message):
+    __slots__ = ("first_index", "new_entries", "timestamp_ms", "duplicate_positions", "duplicate_indexes", "duplicate_timestamps_ms", "duplicate_leaf_hashes")
+    FIRST_INDEX_FIELD_NUMBER: _ClassVar[int]
+    NEW_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_POSITIONS_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_INDEXES_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_TIMESTAMPS_MS_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_LEAF_HASHES_FIELD_NUMBER: _ClassVar[int]
+    first_index: int
+    new_entries: int
+    timestamp_ms: int
+    duplicate_positions: _containers.RepeatedScalarFieldContainer[int]
+    duplicate_indexes: _containers.RepeatedScalarFieldContainer[int]
+    duplicate_timestamps_ms: _containers.RepeatedScalarFieldContainer[int]
+    duplicate_leaf_hashes: bytes
+    def __init__(self, first_index: _Optional[int] = ..., new_entries: _Optional[int] = ..., timestamp_ms: _Optional[int] = ..., duplicate_positions: _Optional[_Iterable[int]] = ..., duplicate_indexes: _Optional[_Iterable[int]] = ..., duplicate_timestamps_ms: _Optional[_Iterable[int]] = ..., duplicate_leaf_hashes: _Optional[bytes] = ...) -> None: ...
+
 class GetCheckpointRequest(_message.Message):
     __slots__ = ("size",)
     SIZE_FIELD_NUMBER: _ClassVar[int]

@@ -44,6 +44,11 @@ class LedgerServiceStub:
                 request_serializer=ledger_dot_v1_dot_ledger__pb2.StreamAppendRequest.SerializeToString,
                 response_deserializer=ledger_dot_v1_dot_ledger__pb2.StreamAppendAck.FromString,
                 _registered_method=True)
+        self.AppendPacked = channel.unary_unary(
+                '/ledger.v1.LedgerService/AppendPacked',
+                request_serializer=ledger_dot_v1_dot_ledger__pb2.AppendPackedRequest.SerializeToString,
+                response_deserializer=ledger_dot_v1_dot_ledger__pb2.AppendPackedResponse.FromString,
+                _registered_method=True)
         self.GetCheckpoint = channel.unary_unary(
                 '/ledger.v1.LedgerService/GetCheckpoint',
                 request_serializer=ledger_dot_v1_dot_ledger__pb2.GetCheckpointRequest.SerializeToString,
@@ -115,6 +120,15 @@ class LedgerServiceServicer:
     def StreamAppend(self, request_iterator, context):
         """High-rate append: the client streams batches; the server answers each durable group
         commit with one ack covering the items it made durable, in stream order.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AppendPacked(self, request, context):
+        """Append record digests without metadata, packed both ways (scope "append"): the request is
+        the digests concatenated, the answer a first index and the duplicates. Same limits, byte
+        budget and pushback as AppendRecords; its results are AppendRecords' for the same digests.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -212,6 +226,11 @@ def add_LedgerServiceServicer_to_server(servicer, server):
                     servicer.StreamAppend,
                     request_deserializer=ledger_dot_v1_dot_ledger__pb2.StreamAppendRequest.FromString,
                     response_serializer=ledger_dot_v1_dot_ledger__pb2.StreamAppendAck.SerializeToString,
+            ),
+            'AppendPacked': grpc.unary_unary_rpc_method_handler(
+                    servicer.AppendPacked,
+                    request_deserializer=ledger_dot_v1_dot_ledger__pb2.AppendPackedRequest.FromString,
+                    response_serializer=ledger_dot_v1_dot_ledger__pb2.AppendPackedResponse.SerializeToString,
             ),
             'GetCheckpoint': grpc.unary_unary_rpc_method_handler(
                     servicer.GetCheckpoint,
@@ -323,6 +342,33 @@ class LedgerService:
             '/ledger.v1.LedgerService/StreamAppend',
             ledger_dot_v1_dot_ledger__pb2.StreamAppendRequest.SerializeToString,
             ledger_dot_v1_dot_ledger__pb2.StreamAppendAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AppendPacked(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ledger.v1.LedgerService/AppendPacked',
+            ledger_dot_v1_dot_ledger__pb2.AppendPackedRequest.SerializeToString,
+            ledger_dot_v1_dot_ledger__pb2.AppendPackedResponse.FromString,
             options,
             channel_credentials,
             insecure,

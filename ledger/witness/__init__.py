@@ -3,5 +3,5 @@
 Owns: the pure ``add-checkpoint`` decision (``core``), the journal and state of cosigned
 checkpoints (``journal``, ``state``) and the aiohttp server (``server``).
 
-May import: ``ledger.core``, ``ledger.fileio``; libraries ``aiohttp``.
+May import: ``ledger.core``, ``ledger.fileio``, ``ledger.net``; libraries ``aiohttp``.
 """

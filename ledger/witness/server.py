@@ -5,8 +5,10 @@ write run on a worker thread, so the event loop keeps accepting requests while o
 Bodies over ``MAX_BODY_BYTES`` get 413; other methods 405 (aiohttp). A body that has not fully
 arrived ``body_timeout_s`` seconds after the request head (default ``BODY_TIMEOUT_S``) gets 408
 and the connection is closed; a client that leaves before its body is complete is dropped with
-one debug line, never a traceback. Every refusal has a text body saying what is wrong; a 409 for
-a stale old size carries ``text/x.tlog.size``.
+one debug line, never a traceback. Connections come through ``ledger.net.listener``: a
+request head slower than ``header_timeout_s`` is closed, and past ``max_connections`` (in all)
+or ``max_per_address`` a connection is answered 503. Every refusal has a text body saying what
+is wrong; a 409 for a stale old size carries ``text/x.tlog.size``.
 
 ``WitnessSettings`` is the witness's configuration as plain values; ``ledger witness serve``
 builds it from the settings model (``ledger.app.settings.WitnessServeSettings``: the
@@ -29,6 +31,7 @@ from aiohttp import web
 from ledger.core.checkpoint import CosignatureSigner, Ed25519Verifier, Verifier
 from ledger.core.errors import FormatError, MalformedKeyError
 from ledger.fileio.keys import read_key_text
+from ledger.net.listener import HttpListener, ListenerLimits, serve_limited
 from ledger.witness.core import MAX_BODY_BYTES
 from ledger.witness.state import Witness
 
@@ -66,6 +69,19 @@ class WitnessSettings:
     listen: str = "127.0.0.1:7380"
     logs: tuple[LogKeys, ...] = field(default=())
     body_timeout_s: float = BODY_TIMEOUT_S
+    header_timeout_s: float = BODY_TIMEOUT_S
+    max_connections: int = 256
+    max_per_address: int = 32
+
+    @property
+    def limits(self) -> ListenerLimits:
+        """Timeouts and connection caps of the listener (``ledger.net.listener``)."""
+        return ListenerLimits(
+            header_timeout_s=self.header_timeout_s,
+            body_timeout_s=self.body_timeout_s,
+            max_connections=self.max_connections,
+            max_per_address=self.max_per_address,
+        )
 
     def verifiers(self) -> dict[str, list[Verifier]]:
         """Origin -> parsed verifier keys; MalformedKeyError names the bad key."""
@@ -130,15 +146,27 @@ def create_witness_app(
 
 
 async def start_witness_server(
-    witness: Witness, host: str, port: int, *, body_timeout_s: float = BODY_TIMEOUT_S
-) -> tuple[web.AppRunner, int]:
-    """Serve ``witness`` on host:port (0 picks a free port); return the runner and the port."""
-    app = create_witness_app(witness, body_timeout_s=body_timeout_s)
-    runner = web.AppRunner(app, access_log=None)
+    witness: Witness,
+    host: str,
+    port: int,
+    *,
+    body_timeout_s: float = BODY_TIMEOUT_S,
+    limits: ListenerLimits | None = None,
+) -> tuple[web.AppRunner, HttpListener]:
+    """Serve ``witness`` on host:port (0 picks a free port) within ``limits`` (default: these
+    defaults with ``body_timeout_s``); return the runner and the listener (``.port``). Stop
+    with ``listener.close()`` then ``runner.cleanup()``."""
+    limits = limits or ListenerLimits(body_timeout_s=body_timeout_s)
+    app = create_witness_app(witness, body_timeout_s=limits.body_timeout_s)
+    runner = web.AppRunner(app, **limits.handler_options("witness"))
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    return runner, int(runner.addresses[0][1])
+    assert runner.server is not None
+    try:
+        listener = await serve_limited(runner.server, host, port, limits, name="witness")
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return runner, listener
 
 
 def split_listen(listen: str) -> tuple[str, int]:
@@ -154,16 +182,15 @@ async def run_witness(settings: WitnessSettings, on_ready: Callable[[Witness, in
     host, port = split_listen(settings.listen)
     witness = open_witness(settings)
     try:
-        runner, bound = await start_witness_server(
-            witness, host, port, body_timeout_s=settings.body_timeout_s
-        )
+        runner, listener = await start_witness_server(witness, host, port, limits=settings.limits)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, stop.set)
-        on_ready(witness, bound)
+        on_ready(witness, int(listener.port))
         await stop.wait()
+        await listener.close()
         await runner.cleanup()
     finally:
         witness.close()

@@ -21,7 +21,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 HEADLINES = {
     "B1": ["records_per_s", "p99_ms"],
-    "B2": ["records_per_s"],
+    "B2": [
+        "records_per_s",
+        "records_per_server_cpu_s",
+        "typed_records_per_s",
+        "synced_bound_per_s",
+        "of_synced_bound",
+    ],
     "B3": ["records_per_s"],
     "B4": ["p99_ms"],
     "B4R": ["p99_ms", "proofs_per_s", "validated"],
@@ -31,7 +37,15 @@ HEADLINES = {
     "B8": ["sha256_per_s", "loop_entries_per_s", "b2_fraction"],
     "B11": ["endpoint_per_s", "client_proofs_per_s", "mirror_lag_p99_ms", "validated"],
     "B13": ["on_over_off_per_cpu", "lag_samples", "bucket_gets_per_s", "endpoint_gets_per_s"],
-    "C": ["aio_unary_per_s", "aio_stream_per_s", "b1_of_aio_unary", "b3_of_aio_stream"],
+    "C": [
+        "aio_unary_per_s",
+        "aio_packed_per_s",
+        "aio_packed_per_server_cpu_s",
+        "aio_stream_per_s",
+        "b1_of_aio_unary",
+        "b3_of_aio_stream",
+        "ceiling_over_b2",
+    ],
     "B9": ["log_per_s", "pymerkle_per_s", "log_over_pymerkle", "log_bytes_per_leaf"],
 }
 

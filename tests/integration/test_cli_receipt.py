@@ -20,7 +20,12 @@ from ledger.core.checkpoint import Ed25519Signer
 from ledger.records.decision import Outcome, ToolCall, record_digest
 from ledger_client.cli.main import main as verify
 from ledger_client.receipts.receipt import Receipt
-from ledger_client.sdk.client import LedgerClient
+from ledger_client.sdk.client import (
+    AnchorTimeoutError,
+    LedgerClient,
+    RecordTooLargeError,
+    decision,
+)
 from ledger_client.sdk.context import emit, ledger_run
 from ledger_client.sdk.run_file import read_run_file, spooled_run
 from tests.harness import QUICK, free_port, running_server
@@ -51,7 +56,7 @@ def test_fetch_anchor_wait_and_upgrade(tmp_path: Path) -> None:
                                 "--digest", first.hex(), "--out", str(out))  # fmt: skip
         assert code == 0 and json.loads(text)["anchors"] == 0, text
         code, report = run_verify("receipt", str(out), "--key", key, "--tsa-root", root)
-        assert code == 1 and report["failed_check"] == "anchor"  # nothing anchored yet
+        assert code == 3 and report["status"] == "anchors_pending"  # nothing anchored yet
         log.append([second], wait_for_checkpoint=True)  # the checkpoint moves on, unanchored
         code, text = run_ledger("anchor", "--server", server.address, "--wait", "--json")
         assert code == 0 and json.loads(text)["size"] == 2, text
@@ -92,6 +97,98 @@ def test_upgrade_adds_anchors_that_reached_the_same_checkpoint(tmp_path: Path) -
         key, root = signer.verifier().key_string(), str(data / "tsa" / "root.pem")
         code, report = run_verify("receipt", str(out), "--key", key, "--tsa-root", root)
         assert code == 0 and report["anchors"][0]["status"] == "valid", report
+
+
+def sdk_run(address: str, tmp_path: Path, name: str, **options: Any) -> tuple[Path, LedgerClient]:
+    """A two-record SDK run against ``address``, its receipts written to ``name``.jsonl."""
+    client = LedgerClient(address, spool=tmp_path / f"{name}.spool", register_atexit=False)
+    run_file = tmp_path / f"{name}.jsonl"
+    with ledger_run(client, agent=f"{name}-bot", receipts=run_file, **options):
+        emit(ToolCall(tool="search"))
+        emit(Outcome(), actual_outcome={"ok": True})
+    return run_file, client
+
+
+def test_receipt_upgrade_of_an_sdk_run_file_in_place_and_to_out(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with running_server(data, embedded_tsa=True) as (server, _, signer):
+        key, root = signer.verifier().key_string(), str(data / "tsa" / "root.pem")
+        run_file, client = sdk_run(server.address, tmp_path, "agent")
+        client.close()
+        written = run_file.read_bytes()
+        check = ["--key", key, "--tsa-root", root]
+        code, report = run_verify("run", str(run_file), *check)
+        assert code == 3 and report["status"] == "anchors_pending", report
+        assert report["anchors_pending"] == 3 and report["receipts_valid"] == 3
+        upgrade = ["receipt", "upgrade", str(run_file), "--server", server.address]
+        code, text = run_ledger(*upgrade)  # no anchor yet: nothing written
+        assert code == 1 and "no anchored checkpoint" in text, text
+        assert run_file.read_bytes() == written
+        assert run_ledger("anchor", "--server", server.address, "--wait")[0] == 0
+        out = tmp_path / "anchored.jsonl"
+        code, text = run_ledger(*upgrade, "--out", str(out))
+        assert code == 0, text
+        assert json.loads(text) == {
+            "out": str(out), "kind": "run", "records": 3, "anchored": 3,
+            "tree_sizes": [json.loads(out.read_text().splitlines()[0])["receipt"]["tree_size"]],
+        }  # fmt: skip
+        assert run_file.read_bytes() == written  # --out leaves the file as it was
+        code, report = run_verify("run", str(out), *check)
+        assert code == 0 and report["status"] == "verified", report
+        code, text = run_ledger(*upgrade)  # in place
+        assert code == 0, text
+        assert run_file.read_bytes() == out.read_bytes()
+        before, after = read_run_file(tmp_path / "agent.jsonl"), read_run_file(out)
+        assert [line.record for line in before] == [line.record for line in after]
+        code, report = run_verify("run", str(run_file), *check)
+        assert code == 0 and [t["status"] for t in report["timeline"]] == ["verified"] * 3
+
+
+def test_wait_anchor_waits_for_the_schedule_and_never_asks_for_an_anchor(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with running_server(data, embedded_tsa=True, anchor_interval_s=1.0) as (server, _, signer):
+        key, root = signer.verifier().key_string(), str(data / "tsa" / "root.pem")
+        run_file, client = sdk_run(server.address, tmp_path, "patient", wait_anchor=60)
+        assert client.close()
+        code, report = run_verify("run", str(run_file), "--key", key, "--tsa-root", root)
+        assert code == 0 and report["status"] == "verified", report
+    # no schedule: the wait times out, the file has the unanchored receipts (pending), and no
+    # anchor was made (the SDK never calls AnchorNow); close() does not wait for anchors
+    data2 = tmp_path / "data2"
+    with running_server(data2, embedded_tsa=True) as (server, log, signer):
+        key, root = signer.verifier().key_string(), str(data2 / "tsa" / "root.pem")
+        with pytest.raises(AnchorTimeoutError, match="ledger receipt upgrade"):
+            sdk_run(server.address, tmp_path, "impatient", wait_anchor=1.5)
+        code, report = run_verify("run", str(tmp_path / "impatient.jsonl"), "--key", key,
+                                  "--tsa-root", root)  # fmt: skip
+        assert code == 3 and report["status"] == "anchors_pending", report
+        assert log.anchored_sizes(10) == []
+        client = LedgerClient(server.address, register_atexit=False, wait_anchor=3600)
+        with ledger_run(client, agent="closer"):
+            emit(ToolCall(tool="search"))
+        assert client.close(timeout=20)  # delivered; anchors are never waited for here
+
+
+def test_large_content_is_logged_and_verified_or_refused_where_it_is_made(tmp_path: Path) -> None:
+    """The issue's case: a 600 KB value captured as content is verified by `run` (it was refused
+    for being "longer than 1048576 bytes"); a value over the limit is refused by the SDK at the
+    call, and the run goes on."""
+
+    @decision("tool_call", capture="content")
+    def fetch(size: int) -> str:
+        return "x" * size
+
+    with running_server(tmp_path / "data") as (server, _, signer):
+        client = LedgerClient(server.address, spool=tmp_path / "a.spool", register_atexit=False)
+        with ledger_run(client, agent="big-bot", receipts=tmp_path / "big.jsonl"):
+            fetch(600_000)
+            with pytest.raises(RecordTooLargeError, match="limit of 1048576 bytes"):
+                fetch(1_100_000)
+            emit(Outcome(), actual_outcome="done")
+        client.close()
+        code, report = run_verify("run", str(tmp_path / "big.jsonl"), "--key",
+                                  signer.verifier().key_string())  # fmt: skip
+        assert code == 0 and report["records"] == 3, report  # the refused call left no step
 
 
 def test_bad_input_and_failures(tmp_path: Path) -> None:
@@ -165,6 +262,13 @@ def test_a_run_delivered_after_an_outage_gets_its_receipts(tmp_path: Path) -> No
         code, report = run_verify("run", str(run_file), "--key", key)
         assert code == 0 and report["records"] == 3, report
         assert [r["status"] for r in report["timeline"]] == ["verified"] * 3
+        # a spool re-send within --max-delay shows nothing; under a zero delay it is late,
+        # exactly as a backdated record would be (docs/auditing.md)
+        times = [r["verdict"]["checks"][0] for r in report["records_checked"]]
+        assert [(t["name"], t["status"]) for t in times] == [("time", "ok")] * 3
+        assert all(r["time_difference_ms"] > 0 for r in report["records_checked"])
+        code, report = run_verify("run", str(run_file), "--key", key, "--max-delay", "0s")
+        assert code == 1 and {p["code"] for p in report["problems"]} == {"late"}, report
         lines = read_run_file(run_file)
         assert [record_digest(line.record) for line in lines] == [e.digest for e in run.entries]
 

@@ -161,7 +161,8 @@ def test_receipts_runs_and_upgrades(tmp_path: Path) -> None:
         path.write_text(fresh.to_json())
         assert cli("receipt", str(path), "--key", key)[0] == 0
         code, out = cli("receipt", str(path), *check)
-        assert code == 1 and "carries no anchor" in out["error"]
+        assert code == 3 and "carries no anchor" in out["error"]  # anchors pending
+        assert out["status"] == "anchors_pending"
 
         # upgrade to the newer anchored checkpoint: fresh inclusion + consistency, both checkable
         with pytest.raises(NotFoundError):

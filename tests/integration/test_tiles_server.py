@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import http.client
+import json
 import os
 import random
 import time
@@ -314,6 +315,19 @@ def test_receipts_over_tiles(log: Log, tmp_path: Path) -> None:
     new = Receipt.from_json(upgraded.read_text())
     assert new.tree_size == log.sizes[-1] and new.previous is not None
     assert CliRunner().invoke(verify_main, ["receipt", str(upgraded), "--key", key]).exit_code == 0
+    # a run file (JSON lines of {record, receipt}): every receipt moved, the file replaced
+    run_file = tmp_path / "run.jsonl"
+    item = json.dumps({"record": None, "receipt": receipt.to_json_obj()})
+    run_file.write_text(f"{item}\n{item}\n")
+    log.append(10)
+    in_place = CliRunner().invoke(
+        verify_main, ["receipt-upgrade", str(run_file), "--tiles", log.url, "--key", key,
+                      "--out", str(run_file), "--json"],
+    )  # fmt: skip
+    assert in_place.exit_code == 0, in_place.output
+    assert json.loads(in_place.output)["records"] == 2
+    lines = [Receipt.from_json_obj(json.loads(line)["receipt"]) for line in run_file.open()]
+    assert [(r.tree_size, r.previous is not None) for r in lines] == [(log.sizes[-1], True)] * 2
     wrong_key = Ed25519Signer.generate("other").verifier().key_string()
     bad = CliRunner().invoke(
         verify_main, ["receipt-fetch", "--tiles", log.url, "--digest", digest.hex(),

@@ -58,7 +58,7 @@ def test_timeline_rows_text_and_json(files: dict[str, Path]) -> None:
     assert anchored_at.endswith("Z") and rows[0]["index"] == 2
     code, text = invoke(*args, "--timeline")
     assert code == 0 and "step  time" in text and "tool/decision" in text
-    assert re.search(r"\n4 +\S+ +tool_call +refund +#3, #2 +6 +yes", text), text
+    assert re.search(r"\n4 +\S+ +\S+ +\+2 s +tool_call +refund +#3, #2 +6 +yes\n", text), text
 
 
 def test_timeline_names_what_failed(files: dict[str, Path]) -> None:
@@ -109,7 +109,7 @@ def test_lineage_reports_unknown_parents_and_failures(files: dict[str, Path]) ->
     code, out = invoke_json("lineage", str(files["review"]), "--key", KEY)
     assert code == 2 and "exactly one of" in out["error"]
     code, out = invoke_json("lineage", str(files["review"]), "--key", KEY, "--from", "abcd")
-    assert code == 2 and "no record" in out["error"]
+    assert code == 2 and "at least 8 of its hex digits" in out["error"]
 
 
 def test_report_is_self_contained_and_shows_problems(

@@ -1,4 +1,6 @@
-"""Tokens (hashes only), scopes, the open development log, and token-bucket rate limits."""
+"""Tokens (hashes only, with expiry), scopes, the open development log and the closed state
+it keeps in the data dir's binding, token-bucket rate limits (on by default) and the
+failed-authentication throttle."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger.api.auth import Policy, RateLimiter, TokenStore, required_scope
+from ledger.api.auth import FailureThrottle, Policy, RateLimiter, TokenStore, required_scope
+from ledger.app.settings import Settings
+from ledger.core.checkpoint import Ed25519Signer
 from ledger.core.errors import (
     FormatError,
     KeyFileModeError,
@@ -19,6 +23,7 @@ from ledger.core.errors import (
     PushbackError,
     UnauthenticatedError,
 )
+from ledger.ops.binding import AccessWatch, bind_signer, read_binding, set_access
 
 APPEND = "/ledger.v1.LedgerService/AppendRecords"
 ANCHOR = "/ledger.v1.LedgerService/AnchorNow"
@@ -148,3 +153,99 @@ def test_rate_limits_are_per_identity() -> None:
         limiter.take("a")
     limiter.take("b")
     RateLimiter(0, 1).take("a")  # 0: unlimited
+
+
+def test_rate_limits_and_the_failure_throttle_are_on_by_default() -> None:
+    settings = Settings()
+    assert settings.rate_per_s == 5000 and settings.burst == 10_000
+    assert settings.auth_failures == 20 and settings.auth_failure_window_s == 60
+
+
+def test_the_failure_throttle_counts_per_address_within_its_window() -> None:
+    now = [0.0]
+    throttle = FailureThrottle(3, 10.0, clock=lambda: now[0])
+    for _ in range(3):
+        throttle.check("ipv4:10.0.0.1")
+        throttle.failed("ipv4:10.0.0.1")
+    with pytest.raises(PushbackError, match="too many failed authentications") as caught:
+        throttle.check("ipv4:10.0.0.1")
+    assert caught.value.retry_after == pytest.approx(10.0)
+    throttle.check("ipv4:10.0.0.2")  # another address is not affected
+    now[0] = 10.0
+    throttle.check("ipv4:10.0.0.1")  # the window has passed
+    throttle.failed("ipv4:10.0.0.1")
+    throttle.check("ipv4:10.0.0.1")
+    FailureThrottle(0, 1.0).check("x")  # 0: off
+
+
+def test_tokens_expire(tmp_path: Path) -> None:
+    now = [100.0]
+    store = TokenStore(tmp_path / "tokens.json")
+    with pytest.raises(FormatError, match="not after now"):
+        store.create("late", ["append"], now=100, expires=100)
+    token, record = store.create("short", ["append"], now=100, expires=160)
+    assert json.loads((tmp_path / "tokens.json").read_text())["tokens"][0]["expires"] == 160
+    policy = Policy(tokens=TokenStore(tmp_path / "tokens.json"), mtls={}, loopback=False,
+                    reads_need_token=False, clock=lambda: now[0])  # fmt: skip
+    assert policy.decide(APPEND, token, None).name == "token:short"
+    now[0] = 160.0
+    with pytest.raises(UnauthenticatedError, match="token expired"):
+        policy.decide(APPEND, token, None)
+    assert record.expired(160) and not record.expired(159.9)
+
+
+def test_the_closed_state_outlives_the_tokens_file(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    bind_signer(data, Ed25519Signer.generate("ledger.test/auth"), "ledger.test/auth")
+    tokens = TokenStore(data / "tokens.json")
+    policy = Policy(tokens=tokens, mtls={}, loopback=True, reads_need_token=False,
+                    access=AccessWatch(data))  # fmt: skip
+    assert policy.open_log
+    tokens.create("first", ["append"], now=1)
+    assert not policy.open_log  # and recorded in the binding
+    binding = read_binding(data)
+    assert binding is not None and binding.closed
+    assert [e.by for e in binding.access_events] == ["ledger serve"]
+    (data / "tokens.json").unlink()
+    fresh = Policy(tokens=TokenStore(data / "tokens.json"), mtls={}, loopback=True,
+                   reads_need_token=False, access=AccessWatch(data))  # fmt: skip
+    assert not fresh.open_log
+    with pytest.raises(UnauthenticatedError, match="ledger access open"):
+        fresh.decide(APPEND, None, None)
+    assert "no usable token" in fresh.mode
+    set_access(data, "open", by="test", reason="deliberately")
+    assert Policy(tokens=TokenStore(data / "tokens.json"), mtls={}, loopback=True,
+                  reads_need_token=False, access=AccessWatch(data)).open_log  # fmt: skip
+
+
+def test_every_method_of_the_service_has_an_explicit_rule() -> None:
+    """Default deny: the descriptor's methods are exactly the ones the rules name, each once,
+    and anything else (a method added to the proto without a rule) is refused to everyone."""
+    from ledger.api.auth import ADMIN_METHODS, APPEND_METHODS, READ_METHODS
+    from ledger.v1 import ledger_pb2 as pb
+
+    service = pb.DESCRIPTOR.services_by_name["LedgerService"]
+    names = [m.name for m in service.methods]
+    rules = [*READ_METHODS, *APPEND_METHODS, *ADMIN_METHODS]
+    assert sorted(rules) == sorted(names)  # every method has exactly one rule, none is stale
+    for name in names:
+        scope = required_scope(f"/{service.full_name}/{name}")
+        assert scope == ("admin" if name in ADMIN_METHODS else
+                         "append" if name in APPEND_METHODS else None)  # fmt: skip
+    assert required_scope("/ledger.v1.LedgerService/AppendPacked") == "append"
+
+
+def test_methods_without_a_rule_are_denied_to_everyone(tmp_path: Path) -> None:
+    store = TokenStore(tmp_path / "t.json")
+    admin, _ = store.create("boss", ["admin"], now=1)
+    closed = Policy(tokens=store, mtls={}, loopback=False, reads_need_token=False)
+    dev = Policy(tokens=None, mtls={}, loopback=True, reads_need_token=False)
+    assert dev.open_log
+    for method in ("/ledger.v1.LedgerService/DropEverything", "/other.v1.Service/Get",
+                   "/ledger.v1.LedgerService/", "AppendRecords"):  # fmt: skip
+        with pytest.raises(PermissionDeniedError, match="no access rule"):
+            required_scope(method)
+        with pytest.raises(PermissionDeniedError, match="no access rule"):
+            closed.decide(method, admin, None)
+        with pytest.raises(PermissionDeniedError, match="no access rule"):
+            dev.decide(method, None, None)

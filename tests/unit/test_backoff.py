@@ -4,12 +4,18 @@ loop keeps their rules: what is retried, when it gives up, what it waits."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import math
 
 import pytest
 
-from ledger.core.backoff import Backoff, DeadlinePassed, retry, retry_async
-from ledger.core.errors import FormatError, PushbackError, UnavailableError
+from ledger.core.backoff import Backoff, DeadlinePassed, Episodes, retry, retry_async
+from ledger.core.errors import (
+    FormatError,
+    PushbackError,
+    UnavailableError,
+    is_resource_shortage,
+)
 
 
 def test_the_schedules_of_the_loops_it_replaced() -> None:
@@ -117,3 +123,20 @@ def test_retry_async_is_the_same_loop() -> None:
         return await retry_async(once, backoff=Backoff(initial=0.001, maximum=0.001))
 
     assert asyncio.run(main()) == "ok" and call.calls == 2
+
+
+def test_a_shortage_episode_is_logged_once_with_its_count() -> None:
+    episode = Episodes()
+    assert episode.recovered() is None  # nothing failed
+    assert [episode.failed() for _ in range(4)] == [True, False, False, False]
+    assert episode.recovered() == 4
+    assert episode.failed() is True  # a new episode
+    assert episode.recovered() == 1 and episode.total == 5
+
+
+def test_only_a_shortage_of_descriptors_or_memory_counts() -> None:
+    for code in (errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS):
+        assert is_resource_shortage(OSError(code, "short"))
+    assert not is_resource_shortage(OSError(errno.EIO, "io"))
+    assert not is_resource_shortage(FileNotFoundError(errno.ENOENT, "gone"))
+    assert not is_resource_shortage(ValueError("x"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import stat
 from pathlib import Path
 
@@ -10,7 +11,15 @@ import pytest
 from ledger.core.checkpoint import Ed25519Signer
 from ledger.core.errors import FailedPreconditionError, FormatError, KeyFileModeError
 from ledger.fileio.keys import write_signer
-from ledger.ops.binding import bind_signer, open_bound_signer, read_binding, rotate_key
+from ledger.ops.backup import _token_hashes, read_trust
+from ledger.ops.binding import (
+    AccessWatch,
+    bind_signer,
+    open_bound_signer,
+    read_binding,
+    rotate_key,
+    set_access,
+)
 
 ORIGIN = "ledger.test/binding"
 
@@ -89,3 +98,50 @@ def test_rotation_is_deliberate_and_recorded(tmp_path: Path) -> None:
     write_signer(wrong, Ed25519Signer.generate("other.example/log"))
     with pytest.raises(FailedPreconditionError, match="named"):
         rotate_key(data, key, wrong)
+
+
+def test_access_changes_are_recorded_and_survive_a_key_rotation(tmp_path: Path) -> None:
+    data, key, _ = make_log(tmp_path)
+    binding = read_binding(data)
+    assert binding is not None and binding.access == "open" and not binding.access_events
+    with pytest.raises(FormatError, match="reason"):
+        set_access(data, "closed", by="test", reason="  ")
+    closed, changed = set_access(data, "closed", by="test", reason="production", now=lambda: 7)
+    assert changed and closed.closed
+    assert [(e.state, e.at, e.reason) for e in closed.access_events] == [
+        ("closed", 7, "production")
+    ]
+    _, again = set_access(data, "closed", by="test", reason="twice")
+    assert not again  # the same state records nothing
+    rotated = rotate_key(data, key, None)
+    assert rotated.closed and rotated.access_events == closed.access_events
+    watch = AccessWatch(data, clock=lambda: 0.0)
+    assert watch.closed()
+    (data / "log.json").unlink()  # a deleted binding does not reopen a running server
+    assert watch.closed()
+
+
+def test_a_backup_carries_token_hashes_only_and_safe_root_names(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.json"
+    token = "dl_0123abcd_" + "s" * 43
+    doc = {
+        "tokens": [
+            {"id": "0123abcd", "name": "w", "scopes": ["append"], "created": 1,
+             "sha256": "ab" * 32, "expires": 9, "token": token, "note": "x"},
+        ]
+    }  # fmt: skip
+    tokens.write_text(json.dumps(doc))
+    kept = _token_hashes(tokens)
+    assert kept is not None and token not in kept and "note" not in kept
+    assert json.loads(kept)["tokens"][0]["expires"] == 9
+    doc["tokens"][0]["sha256"] = token  # something other than a hash is refused
+    tokens.write_text(json.dumps(doc))
+    with pytest.raises(FormatError, match="no SHA-256"):
+        _token_hashes(tokens)
+    trust = tmp_path / "trust"
+    trust.mkdir()
+    bad = {"format": "decision-ledger/backup-trust/v1", "witnesses": [], "witness_quorum": 0,
+           "tsas": [{"name": "t", "url": None, "roots": ["../../signer.key"]}]}  # fmt: skip
+    (trust / "trust.json").write_text(json.dumps(bad))
+    with pytest.raises(FormatError, match="leaves the folder"):
+        read_trust(trust)

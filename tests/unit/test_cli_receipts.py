@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -215,6 +216,85 @@ def test_malformed_run_input(tmp_path: Path) -> None:
     assert code == 2 and "no records" in out["error"]
     unknown = [{**items()[0], "comment": "x"}]
     assert invoke("run", jsonl(tmp_path, unknown), "--key", key())[0] == 2
+
+
+def unanchored(entries: list[dict[str, Any]], at: Sequence[int]) -> list[dict[str, Any]]:
+    """``entries`` with the anchors of the receipts at ``at`` removed (fetched before one)."""
+    for i in at:
+        entries[i]["receipt"] = {**entries[i]["receipt"], "anchors": []}
+    return entries
+
+
+def test_unanchored_run_is_anchors_pending_never_ok_nor_invalid(tmp_path: Path) -> None:
+    path = jsonl(tmp_path, unanchored(items(), [0, 3]))
+    args = ["run", path, "--key", key(), "--tsa-root", root(tmp_path)]
+    code, out = invoke_json(*args)
+    assert code == 3 and out["valid"] is False, out
+    assert (out["status"], out["anchors_pending"], out["receipts_valid"]) == (
+        "anchors_pending", 2, 5,
+    )  # fmt: skip
+    assert codes(out) == ["anchors_pending", "anchors_pending"]
+    timeline = [t["status"] for t in out["timeline"]]
+    assert timeline == ["anchors_pending", "verified", "verified", "anchors_pending", "verified"]
+    assert out["timeline"][0]["index"] is not None  # everything but the anchor was verified
+    code, text = invoke(*args)
+    assert code == 3 and text.startswith("ANCHORS PENDING: 2 record(s) of run run-cli")
+    assert "ledger receipt upgrade" in text and "altered" not in text
+    # without --tsa-root anchors are not asked for: valid, "not checked"
+    assert invoke("run", path, "--key", key())[0] == 0
+    # the HTML report: its own banner and exit code
+    html = tmp_path / "report.html"
+    code, out = invoke_json("report", path, "--key", key(), "--tsa-root", root(tmp_path),
+                            "--html", str(html))  # fmt: skip
+    assert code == 3 and out["status"] == "anchors_pending" and out["pending_runs"] == [RUN]
+    page = html.read_text()
+    assert "anchors pending: 2 record(s) not anchored yet" in page and "NOT verified" not in page
+    # a pending anchor beside a real failure: invalid (exit 1), both named
+    broken = unanchored(items(), [0])
+    broken[2]["record"]["agent"] = "mallory"
+    code, out = invoke_json("run", jsonl(tmp_path, broken), "--key", key(), "--tsa-root",
+                            root(tmp_path))  # fmt: skip
+    assert code == 1 and out["status"] == "invalid" and "anchors_pending" in codes(out)
+    # one receipt: the same verdict and exit code
+    receipt = write(tmp_path, "r.json", world().receipt(5, 9, anchored=False).to_json())
+    code, out = invoke_json("receipt", receipt, "--key", world().key.key_string(),
+                            "--tsa-root", root(tmp_path))  # fmt: skip
+    assert code == 3 and out["status"] == "anchors_pending" and "no anchor yet" in out["error"]
+
+
+def test_newer_schema_version_is_unsupported_not_altered(tmp_path: Path) -> None:
+    entries = items()
+    entries[1]["record"] = {**entries[1]["record"], "schema": "ledger.decision/v3", "new": 1}
+    code, out = invoke_json("run", jsonl(tmp_path, entries), "--key", key())
+    assert code == 4 and out["valid"] is False, out
+    assert out["status"] == "unsupported_schema_version" and out["schema_version"] == 3
+    assert out["error"].startswith("run.jsonl:2: unsupported schema version 3")
+    assert out["error"].endswith("upgrade ledger-verify")
+    code, text = invoke("run", jsonl(tmp_path, entries), "--key", key())
+    assert code == 4 and text.startswith("UNSUPPORTED: run.jsonl:2: unsupported schema version 3")
+    assert "altered" not in text and "INVALID" not in text
+    # the index lists the file with its own problem, never as altered
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "newer.jsonl").write_text("".join(json.dumps(e) + "\n" for e in entries))
+    db = str(tmp_path / "audit.sqlite")
+    assert invoke("index", str(tmp_path / "runs"), "--db", db, "--key", key())[0] == 0
+    with sqlite3.connect(db) as conn:
+        found = conn.execute("SELECT code, message FROM problems").fetchall()
+    assert [code for code, _ in found] == ["unsupported_schema_version"]
+    assert "unsupported schema version 3" in found[0][1]
+    newer = {**world().receipt(5, 9).to_json_obj(), "receipt": "decision-ledger/receipt/v3"}
+    path = write(tmp_path, "r3.json", json.dumps(newer))
+    code, out = invoke_json("receipt", path, "--key", key())
+    assert code == 4 and "receipt: unsupported schema version 3" in out["error"]
+
+
+def test_unknown_item_fields_are_all_named(tmp_path: Path) -> None:
+    unknown = [{**items()[0], "comment": "x", "agent_note": "y"}]
+    code, out = invoke_json("run", jsonl(tmp_path, unknown), "--key", key())
+    assert code == 2
+    assert out["error"] == (
+        "run.jsonl:1: unknown fields 'agent_note', 'comment' (only 'record' and 'receipt')"
+    )
 
 
 @pytest.mark.parametrize("command", ["receipt", "run"])

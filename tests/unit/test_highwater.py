@@ -137,3 +137,14 @@ def test_a_torn_mark_write_leaves_the_previous_mark(tmp_path: Path) -> None:
     (tmp_path / "m").write_bytes(bytes(2 * SLOT_BYTES))
     with pytest.raises(FormatError, match="no intact slot"):
         HighWaterMark(tmp_path / "m").read()
+
+
+def test_a_mark_kept_open_is_not_written_once_deleted(tmp_path: Path) -> None:
+    mark = HighWaterMark(tmp_path / "m")
+    log = open_log(MemoryStore(), mark)
+    log.append(items(2))
+    published = log.publish()  # the mark is written, and its file stays open
+    (tmp_path / "m").unlink()
+    with pytest.raises(FileNotFoundError, match="deleted"):
+        mark.write(MarkState(checkpoint=published))
+    mark.close()

@@ -66,8 +66,8 @@ RULES: Mapping[str, Rule] = {
     "ledger.fileio": rule("ledger.core"),
     # The server, bottom up.
     "ledger.store": rule("ledger.core ledger.fileio", "rocksdict"),
-    "ledger.witness": rule("ledger.core ledger.fileio", "aiohttp"),
-    "ledger.net": rule("ledger.core", "aiohttp"),
+    "ledger.witness": rule("ledger.core ledger.fileio ledger.net", "aiohttp"),
+    "ledger.net": rule("ledger.core", "aiohttp socket ssl"),
     "ledger.log": rule(
         "ledger.core ledger.timestamp ledger.store ledger.witness ledger.net ledger.fileio",
         "aiohttp prometheus_client",
@@ -81,7 +81,7 @@ RULES: Mapping[str, Rule] = {
         "cryptography google.protobuf grpc grpc_health grpc_reflection ssl",
     ),
     "ledger.http": rule(
-        "ledger.core ledger.store ledger.log ledger.fileio", "aiohttp ssl subprocess"
+        "ledger.core ledger.store ledger.log ledger.fileio ledger.net", "aiohttp ssl subprocess"
     ),
     "ledger.objstore": rule(
         "ledger.core ledger.store", "boto3 botocore prometheus_client subprocess"
@@ -90,7 +90,7 @@ RULES: Mapping[str, Rule] = {
         "ledger.core ledger.timestamp ledger.store ledger.log ledger.fileio", "cryptography"
     ),
     "ledger.app": rule(
-        f"ledger.core ledger.timestamp ledger.fileio {SERVER}",
+        f"ledger.core ledger.timestamp ledger.fileio ledger.net {SERVER}",
         "aiohttp cryptography grpc pydantic pydantic_settings socket",
     ),
     "ledger.cli": rule(

@@ -106,7 +106,7 @@ MALFORMED: list[tuple[str, dict[str, Any]]] = [
     ("extra", _mutated(["extra"], 1)),
     ("anchors", _mutated(["anchors"], None)),
     ("leaf", _mutated(["leaf"], None, delete=True)),
-    ("receipt", _mutated(["receipt"], "decision-ledger/receipt/v2")),
+    ("receipt", _mutated(["receipt"], "decision-ledger/receipt/2")),
     ("record_digest", _mutated(["record_digest"], "AB" * 32)),
     ("leaf", _mutated(["leaf"], "not base64!")),
     ("leaf", _mutated(["leaf"], "")),
@@ -276,23 +276,26 @@ def test_tlog_proof_export() -> None:
 # --- the published JSON Schema --------------------------------------------------------------------
 
 
-def load_schemas() -> tuple[dict[str, Any], dict[str, Any]]:
+def load_schemas() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     folder = resources.files("ledger.records").joinpath("schemas")
     receipt = json.loads(folder.joinpath("receipt-v1.schema.json").read_text())
-    record = json.loads(folder.joinpath("decision-record-v1.schema.json").read_text())
-    return receipt, record
+    v1 = json.loads(folder.joinpath("decision-record-v1.schema.json").read_text())
+    v2 = json.loads(folder.joinpath("decision-record-v2.schema.json").read_text())
+    return receipt, v1, v2
 
 
 def merged_schema() -> dict[str, Any]:
-    """The receipt schema with the record schema resolvable by its $id, for the evaluator."""
-    receipt, record = load_schemas()
-    assert not set(receipt["$defs"]) & set(record["$defs"])
-    receipt["$defs"] = {**receipt["$defs"], **record["$defs"], record["$id"]: record}
+    """The receipt schema with both record schemas resolvable by their $id, for the evaluator
+    (the evaluator resolves "#/$defs/..." at the root: v2's definitions include v1's)."""
+    receipt, v1, v2 = load_schemas()
+    assert not set(receipt["$defs"]) & set(v2["$defs"])
+    assert set(v1["$defs"]) <= set(v2["$defs"])
+    receipt["$defs"] = {**receipt["$defs"], **v2["$defs"], v1["$id"]: v1, v2["$id"]: v2}
     return receipt
 
 
 def test_schema_file_matches_the_module() -> None:
-    schema, record = load_schemas()
+    schema, record, v2 = load_schemas()
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert tuple(schema["required"]) == RECEIPT_FIELDS == tuple(schema["properties"])
     assert schema["additionalProperties"] is False
@@ -300,6 +303,7 @@ def test_schema_file_matches_the_module() -> None:
     assert tuple(schema["$defs"]["anchor"]["required"]) == ANCHOR_FIELDS
     assert tuple(schema["$defs"]["previous"]["required"]) == PREVIOUS_FIELDS
     assert record["$id"] in json.dumps(schema["properties"]["record"])
+    assert v2["$id"] in json.dumps(schema["properties"]["record"])
 
 
 def test_schema_agrees_with_the_parser() -> None:

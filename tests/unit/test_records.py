@@ -21,7 +21,12 @@ from typing import Any
 import pytest
 
 from ledger.core import jcs
-from ledger.core.errors import InvalidRecordError, MalformedHashError, RecordError
+from ledger.core.errors import (
+    InvalidRecordError,
+    MalformedHashError,
+    RecordError,
+    UnsupportedSchemaError,
+)
 from ledger.records import commitments, runs
 from ledger.records import decision as records
 from ledger.records.commitments import SALT_BYTES, Commitment, Disclosure, commit, commitment_digest
@@ -33,8 +38,10 @@ from ledger.records.decision import (
     RECORD_FIELDS,
     RUN_STEP_FIELDS,
     SCHEMA_V1,
+    SCHEMA_V2,
     Candidate,
     ConstraintCheck,
+    Cost,
     DecisionRecord,
     Handoff,
     MemoryWrite,
@@ -47,6 +54,7 @@ from ledger.records.decision import (
     Termination,
     ToolCall,
     ToolSelection,
+    Usage,
     new_record_id,
     record_digest,
     uuid7_time_ms,
@@ -91,6 +99,11 @@ def full_record() -> DecisionRecord:
         constraints=("no-pii", "budget"),
         expected_outcome={"results": 5},
         actual_outcome=None,
+        started_at="2025-06-01T11:59:59.500Z",
+        ended_at="2025-06-01T14:00:00.100+02:00",
+        usage=Usage(input_tokens=812, output_tokens=64, total_tokens=876),
+        cost=Cost(amount="0.0042", currency="USD"),
+        model_parameters={"temperature": 0.2, "max_tokens": 256, "stop": ["\n\n"]},
     )
 
 
@@ -451,6 +464,11 @@ def test_every_top_level_field_changes_the_digest() -> None:
         "constraints": ["budget", "no-pii"],
         "expected_outcome": {"results": 6},
         "actual_outcome": 0,
+        "started_at": None,
+        "ended_at": "2025-06-01T12:00:01Z",
+        "usage": {"input_tokens": 812, "output_tokens": None, "total_tokens": 876},
+        "cost": {"amount": "0.0043", "currency": "USD"},
+        "model_parameters": {"temperature": 0.3},
     }
     assert set(changes) | {"schema", "kind", "payload"} == set(RECORD_FIELDS)
     digests = {record_digest(base)}
@@ -479,7 +497,7 @@ def _set(path: list[str | int], value: object) -> Callable[[dict[str, Any]], obj
 
 
 INVALID: list[tuple[str, Callable[[dict[str, Any]], object]]] = [
-    ("schema", _set(["schema"], "ledger.decision/v2")),
+    ("schema", _set(["schema"], "ledger.decision/2")),
     ("record_id", _set(["record_id"], "017f22e2-79b0-4cc3-98c4-dc0c0c07398f")),
     ("record_id", _set(["record_id"], "017F22E2-79B0-7CC3-98C4-DC0C0C07398F")),
     ("run_id", _set(["run_id"], 5)),
@@ -630,10 +648,10 @@ def test_valid_edge_values_are_accepted() -> None:
 # --- the published JSON Schema --------------------------------------------------------------------
 
 
-def load_schema() -> dict[str, Any]:
+def load_schema(version: int = 2) -> dict[str, Any]:
     text = (
         resources.files("ledger.records")
-        .joinpath("schemas/decision-record-v1.schema.json")
+        .joinpath(f"schemas/decision-record-v{version}.schema.json")
         .read_text()
     )
     schema: dict[str, Any] = json.loads(text)
@@ -647,7 +665,9 @@ def test_schema_file_matches_the_module() -> None:
     assert tuple(schema["required"]) == RECORD_FIELDS
     assert tuple(schema["properties"]) == RECORD_FIELDS
     assert schema["additionalProperties"] is False
-    assert schema["properties"]["schema"] == {"const": SCHEMA_V1}
+    assert schema["properties"]["schema"] == {"const": SCHEMA_V2}
+    assert tuple(defs["usage"]["required"]) == records.USAGE_FIELDS
+    assert tuple(defs["cost"]["required"]) == records.COST_FIELDS
     assert tuple(schema["properties"]["kind"]["enum"]) == KINDS
     for kind in KINDS:
         payload = defs[f"payload_{kind}"]
@@ -867,3 +887,121 @@ def test_pure_modules_import_no_service_code() -> None:
         "assert not bad, bad"
     )
     processes.run([sys.executable, "-c", probe], check=True)
+
+
+# --- schema versions (docs/formats.md "Schema versions") -----------------------------------------
+
+
+def test_current_records_are_version_two_and_the_schema_file_says_so() -> None:
+    assert records.SCHEMA_VERSION == 2 and records.SCHEMA_CURRENT == SCHEMA_V2
+    assert records.schema_version(full_record().schema) == 2
+    assert records.record_fields(2) == RECORD_FIELDS
+    assert records.record_fields(1) == RECORD_FIELDS[: RECORD_FIELDS.index("payload") + 1]
+    assert {n for n, v in records.FIELDS_SINCE.items() if v == 2} == {
+        "started_at",
+        "ended_at",
+        "usage",
+        "cost",
+        "model_parameters",
+    }
+    assert set(records.FIELDS_SINCE) == set(RECORD_FIELDS)
+    assert max(records.FIELDS_SINCE.values()) == records.SCHEMA_VERSION
+    schema = load_schema()
+    assert schema["properties"]["schema"] == {"const": records.SCHEMA_CURRENT}
+    assert schema["$id"].endswith(f":v{records.SCHEMA_VERSION}")
+    assert f"schema version {records.SCHEMA_VERSION}" in schema["description"]
+    # a record written before the mechanism existed (its JSON as logged) still reads
+    assert DecisionRecord.from_json(full_record().to_json()) == full_record()
+
+
+def test_a_newer_version_is_unsupported_never_invalid() -> None:
+    newer = {**full_record().to_json_obj(), "schema": "ledger.decision/v3", "derived_by": "x"}
+    with pytest.raises(UnsupportedSchemaError) as caught:
+        DecisionRecord.from_json_obj(newer)
+    assert not isinstance(caught.value, InvalidRecordError)
+    assert caught.value.version == 3
+    assert "unsupported schema version 3" in str(caught.value)
+    assert "upgrade ledger-verify" in str(caught.value)
+    far = {**full_record().to_json_obj(), "schema": "ledger.decision/v123456789"}
+    with pytest.raises(UnsupportedSchemaError, match="version 123456789"):
+        DecisionRecord.from_json_obj(far)
+    for bad in ["ledger.decision/v0", "ledger.decision/v01", "ledger.decision/2", "other/v1", 1]:
+        with pytest.raises(InvalidRecordError, match=r"^schema: "):
+            DecisionRecord.from_json_obj({**full_record().to_json_obj(), "schema": bad})
+    absent = full_record().to_json_obj()
+    del absent["schema"]
+    with pytest.raises(InvalidRecordError, match=r"^schema: missing required field"):
+        DecisionRecord.from_json_obj(absent)
+
+
+def v1_record() -> DecisionRecord:
+    """A version-1 record as logged before version 2 existed: no v2 members."""
+    c, _ = commit("the user's address", SALT)
+    return make(
+        ToolSelection(),
+        candidates=(Candidate(id="mail", action=c, score="0.5", rank=1),),
+        parameters={"q": "weather"},
+        schema=SCHEMA_V1,
+    )
+
+
+def test_a_version_one_record_still_reads_verifies_and_keeps_its_digest() -> None:
+    old = v1_record()
+    obj = old.to_json_obj()
+    assert set(obj) == set(records.record_fields(1)) and obj["schema"] == SCHEMA_V1
+    text = old.to_json()
+    again = DecisionRecord.from_json(text)
+    assert again == old and again.to_json() == text and again.usage is None
+    assert again.model_parameters == {} and again.started_at is None
+    assert record_digest(again) == hashlib.sha256(text.encode()).digest()
+    assert schema_errors(load_schema(1), obj, load_schema(1)) == []
+    _c, d = commit("the user's address", SALT, field_path="candidates[0].action")
+    verify_disclosure(text, d, record_digest(old))
+    # v2 members in a v1 record: unknown fields there, refused when constructed
+    with pytest.raises(InvalidRecordError, match=r"^usage: unknown field$"):
+        DecisionRecord.from_json_obj({**obj, "usage": None})
+    with pytest.raises(InvalidRecordError, match=r"^cost: needs schema version 2"):
+        make(Outcome(), schema=SCHEMA_V1, cost=Cost(amount="1", currency="EUR"))
+    # per-leaf commitments exist from v2 on
+    tree = {"commitment": "sha256-tree:3:" + "ab" * 32}
+    with pytest.raises(InvalidRecordError, match=r"^actual_outcome: per-leaf commitments need"):
+        DecisionRecord.from_json_obj({**obj, "actual_outcome": tree})
+    v2 = make(Outcome(), actual_outcome=tree)
+    assert v2.actual_outcome == Commitment(bytes.fromhex("ab" * 32), 3)
+    assert DecisionRecord.from_json(v2.to_json()).to_json_obj()["actual_outcome"] == tree
+
+
+V2_INVALID: list[tuple[str, dict[str, Any]]] = [
+    ("started_at", {"started_at": "yesterday"}),
+    ("ended_at", {"ended_at": "2025-06-01T11:59:59Z", "started_at": "2025-06-01T12:00:00Z"}),
+    ("ended_at", {"ended_at": "2025-06-01T13:59:59+02:00", "started_at": "2025-06-01T12:00:00Z"}),
+    ("usage.input_tokens", {"usage": {"input_tokens": -1, "output_tokens": 1, "total_tokens": 1}}),
+    ("usage.total_tokens", {"usage": {"input_tokens": 1, "output_tokens": 1}}),
+    ("usage.x", {"usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2, "x": 1}}),
+    ("cost.amount", {"cost": {"amount": "-1", "currency": "USD"}}),
+    ("cost.amount", {"cost": {"amount": 0.5, "currency": "USD"}}),
+    ("cost.currency", {"cost": {"amount": "1", "currency": "usd"}}),
+    ("model_parameters", {"model_parameters": [1]}),
+    ('model_parameters[""]', {"model_parameters": {"": 1}}),
+    ("model_parameters", {"model_parameters": {"commitment": "sha256:" + "00" * 32}}),
+    ("actual_outcome.commitment", {"actual_outcome": {"commitment": "sha256-tree:0:" + "0" * 64}}),
+]
+
+
+@pytest.mark.parametrize(("field", "change"), V2_INVALID, ids=[f for f, _ in V2_INVALID])
+def test_version_two_members_are_checked(field: str, change: dict[str, Any]) -> None:
+    obj = {**full_record().to_json_obj(), **change}
+    with pytest.raises(InvalidRecordError) as info:
+        DecisionRecord.from_json_obj(obj)
+    assert info.value.field == field
+    if field != "ended_at":  # not expressible in JSON Schema: the order of two date-times
+        assert schema_errors(load_schema(), obj, load_schema()) != [], field
+
+
+def test_unknown_fields_of_a_known_version_are_all_named() -> None:
+    one = {**full_record().to_json_obj(), "derived_by": "x"}
+    with pytest.raises(InvalidRecordError, match=r"^derived_by: unknown field$"):
+        DecisionRecord.from_json_obj(one)
+    two = {**one, "agent_key": "y"}
+    with pytest.raises(InvalidRecordError, match="unknown fields 'derived_by', 'agent_key'"):
+        DecisionRecord.from_json_obj(two)

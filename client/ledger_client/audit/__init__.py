@@ -1,7 +1,8 @@
 """Auditing many runs offline: per-record checks shared across runs, lineage, timelines,
 reports and an index.
 
-Owns: ``verify`` (per-record verification with shared checks), ``lineage``, ``timeline``,
+Owns: ``verify`` (per-record verification with shared checks), the verdict model every view
+renders (``verdicts``), ``lineage``, ``timeline``,
 ``report_html``, the SQLite index (``index``), finding run files (``run_files``) and reading
 them for the index (``load``).
 

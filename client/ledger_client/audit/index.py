@@ -14,15 +14,20 @@ other settings than last time re-index everything. Rows are written in transacti
 transaction, which the next run re-indexes, never a half-written file.
 
 Files are read with ``ledger_client.receipts.run_load.load_run`` (the reader of
-``ledger-verify run``: what it refuses, the index refuses, and the file is listed unreadable)
+``ledger-verify run``: what it refuses, the index refuses, and the file is listed unreadable;
+a file of a newer schema version with the problem ``unsupported_schema_version``)
 and verified by ``workers`` processes (default: one per core), each with its own
 ``ReceiptChecker`` and ``VerificationCache`` (``CacheSpec`` builds them), so each distinct
 checkpoint and token is verified at most once per process.
 
 Schema (``SCHEMA``): ``files(path, size, mtime_ns, run_id, agent, records, verified,
 problems)``, ``records(path, run_id, agent, step, kind, tool, label, time, logged_at_ms,
-log_index, record_digest, trust_label, outcome, verified, why_not, parents)`` and
-``problems(path, run_id, code, step, record_digest, message)``.
+log_index, record_digest, trust_label, outcome, verified, why_not, parents,
+time_difference_ms, verdict)`` and ``problems(path, run_id, code, step, record_digest,
+message)``. ``time`` is the agent's claimed time, ``logged_at_ms`` the log's leaf time and
+``time_difference_ms`` the second minus the first; ``verdict`` is the record's verdict
+(``ledger_client.audit.verdicts``, JSON: receipt, run, time under the default time policy,
+lineage) as the other views show it. An index made before these columns existed is rebuilt.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from typing import Any
 from cryptography import x509
 
 from ledger.core.checkpoint import CosignatureVerifier
-from ledger.core.errors import FormatError
+from ledger.core.errors import FormatError, UnsupportedSchemaError
 from ledger.core.note import Ed25519Verifier
 from ledger_client.audit.timeline import label_of, outcome_of, timeline, trust_of
 from ledger_client.audit.verify import RunAudit, audit_run
@@ -60,7 +65,7 @@ CREATE TABLE IF NOT EXISTS records(
   kind TEXT NOT NULL, tool TEXT, label TEXT NOT NULL, time TEXT NOT NULL,
   logged_at_ms INTEGER, log_index INTEGER NOT NULL, record_digest TEXT NOT NULL,
   trust_label TEXT, outcome TEXT, verified INTEGER NOT NULL, why_not TEXT,
-  parents TEXT NOT NULL);
+  parents TEXT NOT NULL, time_difference_ms INTEGER, verdict TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS problems(
   path TEXT NOT NULL, run_id TEXT, code TEXT NOT NULL, step INTEGER, record_digest TEXT,
   message TEXT NOT NULL);
@@ -75,6 +80,7 @@ CREATE INDEX IF NOT EXISTS problems_path ON problems(path);
 _RECORD_COLUMNS = (
     "path", "run_id", "agent", "step", "kind", "tool", "label", "time", "logged_at_ms",
     "log_index", "record_digest", "trust_label", "outcome", "verified", "why_not", "parents",
+    "time_difference_ms", "verdict",
 )  # fmt: skip
 
 
@@ -148,7 +154,8 @@ def _audit_file(job: tuple[str, int, int]) -> _Done:
     try:
         audit = audit_run(load_run(key), checker)
     except (FormatError, OSError) as exc:
-        problem = (key, None, "unreadable", None, None, str(exc))
+        code = "unsupported_schema_version" if isinstance(exc, UnsupportedSchemaError) else None
+        problem = (key, None, code or "unreadable", None, None, str(exc))
         row: tuple[Any, ...] = (key, size, mtime_ns, None, None, 0, 0, 1)
         return _Done(key, size, mtime_ns, row, [], [problem], False, False, (0, 0))
     used = (stats["checkpoints"] - before[0], stats["tokens"] - before[1])
@@ -170,7 +177,8 @@ def _record_rows(key: str, audit: RunAudit) -> list[tuple[Any, ...]]:
                 getattr(record.payload, "tool", None), label_of(record), record.time,
                 check.logged_at_ms, check.index, check.digest, trust_of(record),
                 outcome_of(record), int(row.verified), row.why_not,
-                json.dumps(list(record.parent_digests)),
+                json.dumps(list(record.parent_digests)), row.to_json_obj()["time_difference_ms"],
+                json.dumps(row.verdict.to_json_obj()),
             )
         )  # fmt: skip
     return rows
@@ -185,6 +193,11 @@ class AuditIndex:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(SCHEMA)
+            columns = {r[1] for r in self.db.execute("PRAGMA table_info(records)")}
+            if "verdict" not in columns:  # made by an older verifier: rebuilt
+                for table in ("files", "records", "problems", "meta"):
+                    self.db.execute(f"DROP TABLE {table}")
+                self.db.executescript(SCHEMA)
         except sqlite3.DatabaseError as exc:
             raise FormatError(f"{db}: not an audit index ({exc})") from None
 
@@ -289,6 +302,7 @@ class AuditIndex:
             item = dict(zip(_RECORD_COLUMNS, row, strict=True))
             item["verified"] = bool(item["verified"])
             item["parents"] = json.loads(item["parents"])
+            item["verdict"] = json.loads(item["verdict"])
             out.append(item)
         return out
 

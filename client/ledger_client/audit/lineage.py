@@ -11,11 +11,17 @@ walks that graph:
 * ``tainted(labels)``: every ``memory_write`` whose trust label is one of ``labels`` (default
   ``untrusted``), and every record descending from one.
 
-Every record on the path is verified (``audit_verify.check_item``: record digest, leaf,
-signed checkpoint, inclusion proof, anchors), and a parent logged in the same log must have a
-lower index than its child (``parent_logged_later``). A parent digest found in none of the
-given runs is reported as unknown (``unknown_parents``), never dropped: the answer is then
-incomplete, and ``LineageResult.ok`` is false.
+No silent OK: before anything is claimed, every run given is checked as ``ledger-verify run``
+checks it (``audit_verify.audit_as_run``: every receipt, completeness and order against its
+``run_closed`` record), and every record gets its verdict (``ledger_client.audit.verdicts``:
+receipt, run problems, time, lineage), so a record relabelled, dropped or altered in any run
+makes the answer fail even when it is not on the path walked. ``LineageResult.runs`` names
+every run examined, whether it passed, and where its verdict came from (``verified now``).
+A parent logged in the same log must have a lower index than its child
+(``parent_logged_later``). A parent digest found in none of the given runs is reported as
+unknown (``unknown_parents``), never dropped: the answer is then incomplete, and
+``LineageResult.ok`` is false. A start digest in none of the runs is ``find``'s None: the CLI
+says "source not found", never "0 records".
 """
 
 from __future__ import annotations
@@ -26,13 +32,42 @@ from dataclasses import dataclass
 
 from ledger.core.errors import FormatError
 from ledger.core.jcs import Json
-from ledger.records.decision import record_digest
-from ledger_client.audit.timeline import label_of, trust_of
-from ledger_client.audit.verify import RecordCheck, check_item, iso_ms
+from ledger_client.audit.timeline import TimelineRow, label_of, timeline, trust_of
+from ledger_client.audit.verdicts import VERIFIED_NOW, TimePolicy, Verdict, run_checks
+from ledger_client.audit.verify import RecordCheck, audit_as_run, iso_ms
 from ledger_client.receipts.run_verify import RunItem
 from ledger_client.receipts.verify import ReceiptChecker
 
-__all__ = ["Lineage", "LineageNode", "LineageResult"]
+__all__ = ["Lineage", "LineageNode", "LineageResult", "RunExamined"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunExamined:
+    """One run file read: its run id, its checks, and where the verdict came from."""
+
+    run_file: str
+    run_id: str | None
+    verdict: Verdict
+    source: str = VERIFIED_NOW
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict.ok
+
+    def to_json_obj(self) -> dict[str, Json]:
+        return {
+            "run_file": self.run_file,
+            "run_id": self.run_id,
+            "verified": self.ok,
+            "source": self.source,
+            "verdict": self.verdict.to_json_obj(),
+        }
+
+    def line(self) -> str:
+        state = "verified" if self.ok else "NOT VERIFIED: " + "; ".join(self.verdict.notes())
+        if self.ok and self.verdict.notes():
+            state += " (warning: " + "; ".join(self.verdict.notes()) + ")"
+        return f"  run {self.run_id} ({self.run_file}): {state} [{self.source}]"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,10 +78,24 @@ class LineageNode:
     depth: int
     run_file: str
     problems: tuple[str, ...]
+    row: TimelineRow
+    source: str = VERIFIED_NOW
 
     @property
     def verified(self) -> bool:
-        return self.check.ok and not self.problems
+        return self.row.verified and not self.problems
+
+    @property
+    def not_linked(self) -> bool:
+        """The record took inputs but names no parent (``verdicts.lineage_check``)."""
+        found = self.row.verdict.named("lineage")
+        return found is not None and found.status == "warning"
+
+    @property
+    def why_not(self) -> str | None:
+        return (
+            "; ".join([*([self.row.why_not] if self.row.why_not else []), *self.problems]) or None
+        )
 
     def to_json_obj(self) -> dict[str, Json]:
         c, record = self.check, self.check.record
@@ -63,9 +112,14 @@ class LineageNode:
             "time": record.time,
             "logged_at": iso_ms(c.logged_at_ms),
             "index": c.index,
+            "time_difference_ms": self.row.to_json_obj()["time_difference_ms"],
             "parents": list(record.parent_digests),
+            "inferred_parents": list(self.row.inferred),
             "verified": self.verified,
-            "why_not": c.error or "; ".join(self.problems) or None,
+            "why_not": self.why_not,
+            "warnings": list(self.row.warnings),
+            "verdict": self.row.verdict.to_json_obj(),
+            "source": self.source,
         }
 
 
@@ -77,10 +131,19 @@ class LineageResult:
     start: tuple[str, ...]
     nodes: tuple[LineageNode, ...]
     unknown_parents: tuple[tuple[str, str], ...]  # (child digest, unknown parent digest)
+    runs: tuple[RunExamined, ...] = ()
+
+    @property
+    def failed_runs(self) -> list[RunExamined]:
+        return [r for r in self.runs if not r.ok]
 
     @property
     def ok(self) -> bool:
-        return all(n.verified for n in self.nodes) and not self.unknown_parents
+        return (
+            all(n.verified for n in self.nodes)
+            and not self.unknown_parents
+            and not self.failed_runs
+        )
 
     def to_json_obj(self) -> dict[str, Json]:
         return {
@@ -89,6 +152,9 @@ class LineageResult:
             "records": [n.to_json_obj() for n in self.nodes],
             "unknown_parents": [{"child": c, "parent": p} for c, p in self.unknown_parents],
             "verified": sum(1 for n in self.nodes if n.verified),
+            "runs": [r.to_json_obj() for r in self.runs],
+            "failed_runs": [r.run_file for r in self.failed_runs],
+            "not_linked": [n.check.digest for n in self.nodes if n.not_linked],
         }
 
 
@@ -96,31 +162,52 @@ class Lineage:
     """Records of many runs by digest, with children lists (module docstring)."""
 
     def __init__(
-        self, runs: Iterable[tuple[str, Sequence[RunItem]]], checker: ReceiptChecker
+        self,
+        runs: Iterable[tuple[str, Sequence[RunItem]]],
+        checker: ReceiptChecker,
+        *,
+        policy: TimePolicy | None = None,
     ) -> None:
         self.checker = checker
         self.items: dict[str, tuple[RunItem, str]] = {}
+        self.rows: dict[str, TimelineRow] = {}
         self.children: dict[str, list[str]] = {}
+        examined = []
         for run_file, items in runs:
+            audit = audit_as_run(items, checker)  # the whole run, as `ledger-verify run`
+            rows = timeline(audit, policy)
+            verdict = run_checks(audit, [(r.check, r.verdict) for r in rows])
+            examined.append(RunExamined(run_file=run_file, run_id=audit.run_id, verdict=verdict))
+            for row in rows:
+                self.rows.setdefault(row.check.digest, row)
             for item in items:
-                digest = record_digest(item.record).hex()
-                self.items.setdefault(digest, (item, run_file))
+                self.items.setdefault(item.digest, (item, run_file))
+        self.runs = tuple(examined)
         for digest, (item, _) in self.items.items():
             if item.record.kind == "run_closed":
                 continue  # it closes a run; nothing in it rests on its parents' data
             for parent in item.record.parent_digests:
                 self.children.setdefault(parent, []).append(digest)
 
-    def resolve(self, given: str) -> str:
-        """A full digest from hex or a unique prefix of at least 8 hex digits."""
+    def find(self, given: str) -> str | None:
+        """A full digest from hex or a unique prefix of at least 8 hex digits; None when no
+        record of the given runs has it (``FormatError``: a prefix too short or ambiguous)."""
         text = given.strip().lower()
         if text in self.items:
             return text
-        matches = [d for d in self.items if d.startswith(text)] if len(text) >= 8 else []
-        if len(matches) != 1:
-            found = "no record" if not matches else f"{len(matches)} records"
-            raise FormatError(f"--from {given}: {found} with this digest in the given runs")
-        return matches[0]
+        if len(text) < 8 or set(text) - set("0123456789abcdef"):
+            raise FormatError(f"--from {given}: give a digest or at least 8 of its hex digits")
+        matches = [d for d in self.items if d.startswith(text)]
+        if len(matches) > 1:
+            raise FormatError(f"--from {given}: {len(matches)} records with this digest prefix")
+        return matches[0] if matches else None
+
+    def resolve(self, given: str) -> str:
+        """``find``, refusing a digest in none of the given runs (``FormatError``)."""
+        found = self.find(given)
+        if found is None:
+            raise FormatError(f"--from {given}: source not found in the given runs")
+        return found
 
     def tainted_starts(self, labels: Sequence[str]) -> list[str]:
         """Digests of ``memory_write`` records whose trust label is one of ``labels``."""
@@ -157,6 +244,7 @@ class Lineage:
             start=tuple(starts),
             nodes=tuple(nodes),
             unknown_parents=tuple(unknown),
+            runs=self.runs,
         )
 
     def _order(self, pair: tuple[str, int]) -> tuple[int, str, int]:
@@ -165,7 +253,7 @@ class Lineage:
 
     def _node(self, digest: str, depth: int) -> LineageNode:
         item, run_file = self.items[digest]
-        check = check_item(item, self.checker, bytes.fromhex(digest))
+        row = self.rows[digest]
         problems = []
         for parent in item.record.parent_digests:
             found = self.items.get(parent)
@@ -180,4 +268,6 @@ class Lineage:
                     f"parent_logged_later: parent {parent[:12]} is at index {before.index}, "
                     f"not before {item.receipt.index}"
                 )
-        return LineageNode(check=check, depth=depth, run_file=run_file, problems=tuple(problems))
+        return LineageNode(
+            check=row.check, depth=depth, run_file=run_file, problems=tuple(problems), row=row
+        )

@@ -7,7 +7,11 @@ the problems ``ledger-verify run`` finds (highlighted), the parent graph as inli
 per record, laid out by depth in the graph, coloured by verdict; untrusted memory writes
 outlined), and the timeline (``ledger_client.audit.timeline``) with each record's verification
 status part by part: record digest, checkpoint signature, inclusion proof, witnesses, anchor and its
-time, plus the values disclosed in the receipts. Every text from the files is HTML-escaped.
+time, plus the values disclosed in the receipts. Each record shows the agent's claimed time
+beside the log's leaf time and their difference, and its verdict (``ledger_client.audit.verdicts``)
+with every warning (``late by Δ``, ``inputs not linked``); each run lists its own checks
+(receipts, run, time, lineage) with where each verdict came from. Parents the record labels as
+inferred are marked ``(inferred)`` and drawn dashed. Every text from the files is HTML-escaped.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from collections.abc import Sequence
 from html import escape
 
 from ledger_client.audit.timeline import TimelineRow, label_of, timeline, trust_of
+from ledger_client.audit.verdicts import PENDING, TimePolicy, Verdict, run_checks, time_text
 from ledger_client.audit.verify import RunAudit
 
 __all__ = ["render_report"]
@@ -27,12 +32,14 @@ h1{font-size:22px;margin:0 0 4px} h2{font-size:18px;margin:28px 0 6px}
 .banner{padding:10px 14px;border-radius:6px;font-weight:600;margin:8px 0}
 .ok{background:#dff5e1;color:#10591c;border:1px solid #9fd8a7}
 .bad{background:#fde2e1;color:#8a1212;border:1px solid #f1a3a0}
+.pend{background:#fff4d6;color:#6b4b00;border:1px solid #e8c766}
 ul.problems li{background:#fde2e1;margin:3px 0;padding:4px 8px;border-left:4px solid #c62828}
 table{border-collapse:collapse;margin-top:8px;width:100%}
 th,td{border:1px solid #d0d7de;padding:3px 6px;text-align:left;vertical-align:top;font-size:12px}
 th{background:#f0f3f6} tr.fail td{background:#fff0ef}
 tr.taint td:first-child{border-left:4px solid #e36209}
 td.v{color:#10591c} td.x{color:#b71c1c;font-weight:600} td.n{color:#777}
+td.w{color:#8a5a00;font-weight:600}
 td.nw{white-space:nowrap} code{font-size:11px} .legend span{display:inline-block;margin-right:14px}
 svg text{font:11px sans-serif}
 """
@@ -76,9 +83,10 @@ def _graph(rows: Sequence[TimelineRow]) -> str:
         for parent, _ in row.parents:
             if parent in place:
                 px, py = place[parent]
+                dash = ' stroke-dasharray="5,4"' if parent in row.inferred else ""
                 parts.append(
                     f'<line x1="{px + 160}" y1="{py + 20}" x2="{x}" y2="{y + 20}" '
-                    'stroke="#57606a" marker-end="url(#a)"/>'
+                    f'stroke="#57606a"{dash} marker-end="url(#a)"/>'
                 )
     for row in rows:
         parts.append(_graph_node(row, *place[row.check.digest]))
@@ -88,7 +96,7 @@ def _graph(rows: Sequence[TimelineRow]) -> str:
 
 def _graph_node(row: TimelineRow, x: int, y: int) -> str:
     record = row.check.record
-    fill = "#dff5e1" if row.verified else "#fde2e1"
+    fill = "#fde2e1" if not row.verified else "#fff4c2" if row.warnings else "#dff5e1"
     stroke = "#e36209" if trust_of(record) == "untrusted" else "#57606a"
     external = sum(1 for _, step in row.parents if step is None)
     note = f" +{external} ext" if external else ""
@@ -126,15 +134,19 @@ def _row(row: TimelineRow) -> str:
         if on
     )
     anchor = c.anchor + (f" {c.anchored_at_text}" if c.anchored_at_text else "")
-    verdict = (
-        '<td class="v">verified</td>'
-        if row.verified
-        else f'<td class="x">NOT VERIFIED: {escape(row.why_not or "")}</td>'
-    )
+    warned = "; ".join(row.warnings)
+    if not row.verified:
+        verdict = f'<td class="x">NOT VERIFIED: {escape(row.why_not or "")}</td>'
+    elif warned:
+        verdict = f'<td class="w">verified, warning: {escape(warned)}</td>'
+    else:
+        verdict = '<td class="v">verified</td>'
+
     cells = [
         f"<td>{record.step}</td>",
-        f'<td class="nw">{escape(record.time)}<br>'
-        f"<span class=meta>log {escape(_log_time(row))}</span></td>",
+        f'<td class="nw">claimed {escape(record.time)}<br>'
+        f"<span class=meta>log {escape(_log_time(row))} "
+        f"({escape(time_text(record, c.logged_at_ms))})</span></td>",
         f'<td class="nw">{escape(record.kind)}</td>',
         f"<td>{escape(label_of(record))}</td>",
         f"<td>{escape(trust_of(record) or '')}</td>",
@@ -162,15 +174,41 @@ _HEADER = (
 )  # fmt: skip
 
 
-def _run_section(name: str, audit: RunAudit) -> str:
-    rows = timeline(audit)
-    bad = len(audit.problems)
-    banner = (
-        f'<div class="banner ok">run verified: {len(rows)} records, every receipt valid, '
-        "complete and in order</div>"
-        if audit.ok
-        else f'<div class="banner bad">run NOT verified: {bad} problem(s)</div>'
+def run_verdict(audit: RunAudit, policy: TimePolicy | None = None) -> Verdict:
+    """The run's checks (``verdicts.run_checks``) over its timeline rows."""
+    rows = timeline(audit, policy)
+    return run_checks(audit, [(r.check, r.verdict) for r in rows])
+
+
+def _checks_list(verdict: Verdict) -> str:
+    items = "".join(
+        f"<li><b>{escape(c.name)}</b>: {escape(c.status)}"
+        f"{f' ({escape(c.message)})' if c.message else ''} "
+        f'<span class="meta">[{escape(c.source)}]</span></li>'
+        for c in verdict.checks
     )
+    return f'<ul class="checks">{items}</ul>'
+
+
+def _run_section(name: str, audit: RunAudit, policy: TimePolicy | None) -> str:
+    rows = timeline(audit, policy)
+    verdict = run_checks(audit, [(r.check, r.verdict) for r in rows])
+    late = [r for r in rows if (t := r.verdict.named("time")) and t.status == "failed"]
+    bad = len(audit.problems) + len(late)
+    warned = len(verdict.of("warning"))
+    if not verdict.ok:
+        banner = f'<div class="banner bad">run NOT verified: {bad} problem(s)</div>'
+    else:
+        note = f", {warned} warning(s)" if warned else ""
+        banner = (
+            f'<div class="banner ok">run verified: {len(rows)} records, every receipt valid, '
+            f"complete and in order{note}</div>"
+        )
+    if verdict.status == PENDING:
+        banner = (
+            f'<div class="banner pend">anchors pending: {bad} record(s) not anchored yet, '
+            "everything else verified (upgrade the run file after the log's next anchor)</div>"
+        )
     problems = "".join(
         f"<li><b>{escape(p.code)}</b> at "
         f"{'run' if p.step is None else f'step {p.step}'}"
@@ -183,7 +221,7 @@ def _run_section(name: str, audit: RunAudit) -> str:
         f'<section class="run"><h2>Run {escape(audit.run_id or "?")}</h2>'
         f'<div class="meta">file {escape(name)} &middot; agent {escape(audit.agent or "?")}'
         f"{f' &middot; parents in other runs: {escape(external)}' if external else ''}</div>"
-        f"{banner}"
+        f"{banner}{_checks_list(verdict)}"
         f"{f'<ul class=problems>{problems}</ul>' if problems else ''}"
         f"<h3>Parent graph</h3>{_graph(rows)}"
         f"<h3>Timeline</h3><table><thead><tr>{head}</tr></thead><tbody>"
@@ -192,15 +230,23 @@ def _run_section(name: str, audit: RunAudit) -> str:
 
 
 def render_report(
-    runs: Sequence[tuple[str, RunAudit]], *, anchors_checked: bool, witnesses_checked: bool
+    runs: Sequence[tuple[str, RunAudit]],
+    *,
+    anchors_checked: bool,
+    witnesses_checked: bool,
+    policy: TimePolicy | None = None,
 ) -> str:
-    """The whole page for ``runs`` ((file name, audit) pairs)."""
-    failing = sum(1 for _, audit in runs if not audit.ok)
+    """The whole page for ``runs`` ((file name, audit) pairs) under the time ``policy``."""
+    failing = sum(1 for _, audit in runs if not run_verdict(audit, policy).ok)
+    pending = sum(1 for _, audit in runs if run_verdict(audit, policy).status == PENDING)
     summary = (
         f'<div class="banner ok">all {len(runs)} run(s) verified</div>'
         if not failing
         else f'<div class="banner bad">{failing} of {len(runs)} run(s) NOT verified</div>'
     )
+    if failing and failing == pending:
+        summary = f'<div class="banner pend">{pending} of {len(runs)} run(s) anchors pending</div>'
+
     notes = []
     if not anchors_checked:
         notes.append("anchors not checked (no --tsa-root given)")
@@ -216,7 +262,9 @@ def render_report(
         f"{summary}"
         '<div class="legend meta"><span>green: verified</span><span>red: not verified</span>'
         "<span>orange outline: untrusted memory write</span>"
-        "<span>#n: parent at step n; ext: parent in another run</span></div>"
-        f"{''.join(_run_section(name, audit) for name, audit in runs)}"
+        "<span>yellow: verified with a warning</span>"
+        "<span>#n: parent at step n; ext: parent in another run; (inferred), dashed: a link "
+        "the SDK inferred by content match</span></div>"
+        f"{''.join(_run_section(name, audit, policy) for name, audit in runs)}"
         "</body></html>\n"
     )

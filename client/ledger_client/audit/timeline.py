@@ -1,12 +1,13 @@
 """A run's timeline: one row per record, in log order, with what was verified and what not.
 
 Pure: no I/O. docs/design.md "Decision record (v1)" and "Receipts". A row holds the record's step,
-its client time and the log's time (from the leaf), kind, a label (the tool, constraint,
-memory key, ... ``label_of``), its parents (as steps of this run, or ``ext:<digest prefix>``
-for a record of another run), the log index, and the verdict: ``verified`` or why not (the
-failed receipt part, or the run problems naming this record, e.g. ``altered``). Used by
-``ledger-verify run --timeline`` (text and ``--json``), ``ledger-verify report`` (HTML) and
-the index (``ledger_client.audit.index``).
+the agent's claimed time beside the log's time (from the leaf) and their difference, kind, a
+label (the tool, constraint, memory key, ... ``label_of``), its parents (as steps of this run, or
+``ext:<digest prefix>`` for a record of another run; a parent the record labels as inferred is
+shown ``(inferred)``), the log index, and the record's verdict (``ledger_client.audit.verdicts``:
+receipt, run problems naming it, time, lineage): ``yes``, ``yes`` with its warnings (``late by
+Δ``, ``inputs not linked``), or ``NO`` and why. Used by ``ledger-verify run --timeline`` (text
+and ``--json``), ``ledger-verify report`` (HTML) and the index (``ledger_client.audit.index``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,15 @@ from cryptography import x509
 from ledger.core.checkpoint import Verifier
 from ledger.core.jcs import Json
 from ledger.records.decision import DecisionRecord
+from ledger.records.links import inferred_parents
 from ledger.records.runs import RunProblem
+from ledger_client.audit.verdicts import (
+    TimePolicy,
+    Verdict,
+    record_verdict,
+    time_json,
+    time_text,
+)
 from ledger_client.audit.verify import RecordCheck, RunAudit, audit_run, iso_ms
 from ledger_client.receipts.cache import VerificationCache
 from ledger_client.receipts.run_verify import RunItem, verify_run
@@ -83,39 +92,62 @@ class TimelineRow:
     check: RecordCheck
     parents: tuple[tuple[str, int | None], ...]  # (digest, step in this run or None: external)
     problems: tuple[str, ...]  # "code: message" of run problems naming this record
+    verdict: Verdict
+    inferred: tuple[str, ...] = ()  # parents the record labels as inferred (content match)
 
     @property
     def verified(self) -> bool:
-        return self.check.ok and not self.problems
+        return self.verdict.ok
 
     @property
     def why_not(self) -> str | None:
-        if self.check.error is not None:
-            return f"receipt: {self.check.error}"
-        return "; ".join(self.problems) or None
+        failed = [c.text for c in self.verdict.checks if c.status in ("failed", "pending")]
+        return "; ".join(failed) or None
+
+    @property
+    def warnings(self) -> list[str]:
+        return [c.message or c.name for c in self.verdict.of("warning")]
 
     def parent_text(self) -> str:
         return ", ".join(
-            f"#{step}" if step is not None else f"ext:{digest[:12]}"
+            (f"#{step}" if step is not None else f"ext:{digest[:12]}")
+            + (" (inferred)" if digest in self.inferred else "")
             for digest, step in self.parents
         )
 
+    def verdict_text(self) -> str:
+        """``yes``, ``yes (warning: ...)`` or ``NO: why``."""
+        if not self.verified:
+            return f"NO: {self.why_not}"
+        warned = self.warnings
+        return f"yes (warning: {'; '.join(warned)})" if warned else "yes"
+
     def to_json_obj(self) -> dict[str, Json]:
         c, record = self.check, self.check.record
+        times = time_json(record, c.logged_at_ms)
         return {
             "step": record.step,
             "time": record.time,
             "logged_at": iso_ms(c.logged_at_ms),
+            "time_difference_ms": times["difference_ms"],
             "kind": record.kind,
             "label": label_of(record),
             "trust_label": trust_of(record),
             "outcome": outcome_of(record),
-            "parents": [{"digest": d, "step": s} for d, s in self.parents],
+            "parents": [
+                {
+                    "digest": d,
+                    "step": s,
+                    "derived_by": "content-match" if d in self.inferred else "declared",
+                }
+                for d, s in self.parents
+            ],
             "index": c.index,
             "record_digest": c.digest,
             "source": c.source,
             "verified": self.verified,
             "why_not": self.why_not,
+            "verdict": self.verdict.to_json_obj(),
             "checks": {
                 "record": c.record_status,
                 "checkpoint": c.checkpoint,
@@ -128,8 +160,9 @@ class TimelineRow:
         }
 
 
-def timeline(audit: RunAudit) -> list[TimelineRow]:
-    """The rows of one audited run, in log order."""
+def timeline(audit: RunAudit, policy: TimePolicy | None = None) -> list[TimelineRow]:
+    """The rows of one audited run, in log order (``policy``: the auditor's time policy)."""
+    policy = TimePolicy() if policy is None else policy
     step_of = {c.digest: c.record.step for c in audit.checks}
     rows = []
     for check in audit.checks:
@@ -139,24 +172,35 @@ def timeline(audit: RunAudit) -> list[TimelineRow]:
             if p.code != "invalid_receipt"
         )
         parents = tuple((d, step_of.get(d)) for d in check.record.parent_digests)
-        rows.append(TimelineRow(check=check, parents=parents, problems=problems))
+        verdict = record_verdict(check, problems, policy, step_of)
+        inferred = tuple(inferred_parents(check.record))
+        rows.append(
+            TimelineRow(
+                check=check, parents=parents, problems=problems, verdict=verdict, inferred=inferred
+            )
+        )
     return rows
 
 
-_HEAD = ("step", "time", "kind", "tool/decision", "parents", "index", "verified")
+_HEAD = (
+    "step", "time", "logged", "log-agent", "kind", "tool/decision", "parents", "index", "verified",
+)  # fmt: skip
 
 
 def format_timeline(rows: list[TimelineRow]) -> list[str]:
-    """The rows as an aligned text table (the last column: ``yes`` or ``NO: why``)."""
+    """The rows as an aligned text table (the last column: ``yes``, ``yes (warning: ...)`` or
+    ``NO: why``); ``log-agent`` is the leaf time minus the claimed time."""
     table = [_HEAD] + [
         (
             str(r.check.record.step),
             r.check.record.time,
+            iso_ms(r.check.logged_at_ms) or "?",
+            time_text(r.check.record, r.check.logged_at_ms),
             r.check.record.kind,
             label_of(r.check.record)[:40],
             r.parent_text() or "-",
             str(r.check.index),
-            "yes" if r.verified else f"NO: {r.why_not}",
+            r.verdict_text(),
         )
         for r in rows
     ]
@@ -176,6 +220,7 @@ def run_timeline(
     problems: Sequence[tuple[RunProblem, str | None]] | None = None,
     witnesses: Sequence[Verifier] = (),
     cache: VerificationCache | None = None,
+    policy: TimePolicy | None = None,
 ) -> tuple[list[Json], list[str]]:
     """One run's timeline rows as JSON and as a text table (``ledger-verify run --timeline``),
     with the problems ``verify_run`` finds (``problems``: already found by the caller).
@@ -187,5 +232,5 @@ def run_timeline(
     checker = ReceiptChecker(
         verifiers, tsa_roots=roots, origin=origin, witnesses=witnesses, cache=cache
     )
-    rows = timeline(audit_run(items, checker, run_problems=problems))
+    rows = timeline(audit_run(items, checker, run_problems=problems), policy)
     return [r.to_json_obj() for r in rows], ["timeline:", *format_timeline(rows)]

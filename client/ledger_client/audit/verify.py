@@ -30,7 +30,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ledger.core import merkle
-from ledger.core.errors import FormatError, LedgerError, TimestampError, VerificationError
+from ledger.core.errors import (
+    AnchorsPendingError,
+    FormatError,
+    LedgerError,
+    TimestampError,
+    VerificationError,
+)
 from ledger.core.jcs import index_path
 from ledger.core.timefmt import from_epoch_ms, rfc3339_millis
 from ledger.core.types import decode_leaf
@@ -39,7 +45,7 @@ from ledger.records.decision import DecisionRecord, record_digest
 from ledger.records.runs import RunProblem, RunReport, check_run
 from ledger.timestamp.rfc3161 import VerifiedTimestamp, imprint_for_checkpoint_body
 from ledger_client.receipts.receipt import Receipt, ReceiptAnchor
-from ledger_client.receipts.run_verify import RunItem
+from ledger_client.receipts.run_verify import RunItem, verify_run
 from ledger_client.receipts.verify import (
     NOT_CHECKED,
     UNTRUSTED,
@@ -51,14 +57,16 @@ from ledger_client.receipts.verify import (
 __all__ = [
     "FAILED",
     "NONE",
+    "PENDING",
     "RecordCheck",
     "RunAudit",
+    "audit_as_run",
     "audit_run",
     "check_item",
     "iso_ms",
 ]
 
-FAILED, NONE = "failed", "none"
+FAILED, NONE, PENDING = "failed", "none", "pending"
 
 
 def iso_ms(ms: int | None) -> str | None:
@@ -74,7 +82,8 @@ class RecordCheck:
 
     ``record_status``, ``checkpoint``, ``inclusion``: ``valid``, ``failed`` or ``not_checked``
     (an earlier part failed); ``witnesses``: ``not_checked`` or ``<n> cosigned``; ``anchor``:
-    ``valid``, ``not_checked``, ``untrusted``, ``failed`` or ``none``.
+    ``valid``, ``not_checked``, ``untrusted``, ``failed``, ``none`` or ``pending`` (TSA roots
+    given, everything else verified, no anchor yet: not ``ok``, and not a failure either).
     """
 
     source: str
@@ -122,7 +131,7 @@ def _anchor_status(
 ) -> tuple[str, datetime | None]:
     if not receipt.anchors:
         if checker.tsa_roots:
-            raise TimestampError("anchor", "the receipt carries no anchor, TSA roots were given")
+            raise AnchorsPendingError("anchors pending: the receipt carries no anchor yet")
         return NONE, None
     digest = imprint_for_checkpoint_body(body)
     results = [
@@ -194,6 +203,8 @@ def check_item(item: RunItem, checker: ReceiptChecker, digest: bytes | None = No
     error = None
     try:
         _parts(item, digest, checker, got)
+    except AnchorsPendingError as exc:
+        got["anchor"], error = PENDING, str(exc)
     except (LedgerError, ValueError) as exc:
         error = str(exc) or type(exc).__name__
     return _record_check(item, digest, got, error)
@@ -234,6 +245,17 @@ class RunAudit:
     def ok(self) -> bool:
         return not self.problems and all(c.ok for c in self.checks)
 
+    @property
+    def status(self) -> str:
+        """``verified``, ``anchors_pending`` (the only thing missing is anchors the log has not
+        issued yet) or ``invalid``: the verdict ``ledger-verify run`` gives."""
+        if self.ok:
+            return "verified"
+        pending = all(c.ok or c.anchor == PENDING for c in self.checks)
+        if pending and all(p.code == "anchors_pending" for p, _ in self.problems):
+            return "anchors_pending"
+        return "invalid"
+
     def problems_of(self, digest: str) -> list[RunProblem]:
         return [p for p, _ in self.problems if p.record_digest == digest]
 
@@ -273,7 +295,8 @@ def _run_problems(
     problems: list[tuple[RunProblem, str | None]] = []
     for check in checks:
         if check.error is not None:
-            problems.append((_problem("invalid_receipt", check.error, check), check.source))
+            code = "anchors_pending" if check.anchor == PENDING else "invalid_receipt"
+            problems.append((_problem(code, check.error, check), check.source))
     index_of = {c.digest: c.index for c in checks}
     for check in checks:
         for parent in check.record.parent_digests:
@@ -295,3 +318,14 @@ def _problem(code: str, message: str, check: RecordCheck) -> RunProblem:
         record_id=record.record_id,
         record_digest=check.digest,
     )
+
+
+def audit_as_run(items: Sequence[RunItem], checker: ReceiptChecker) -> RunAudit:
+    """The run audited with the problems ``ledger-verify run`` reports (``verify_run`` under
+    its trust inputs: no witnesses; sharing the cache, never a verdict under other inputs)."""
+    as_run = ReceiptChecker(
+        checker.log_keys, tsa_roots=checker.tsa_roots, origin=checker.origin, now=checker.now,
+        cache=checker.cache,
+    )  # fmt: skip
+    verdict = verify_run(items, (), checker=as_run)
+    return audit_run(items, checker, run_problems=verdict.problems)

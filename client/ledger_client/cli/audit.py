@@ -1,9 +1,12 @@
 """``ledger-verify lineage``, ``report`` and ``disclose``: the auditor's commands, offline.
 
-* ``lineage RUNS... --key VKEY (--from DIGEST [--descendants|--ancestors] | --tainted)``: walk
-  the parent graph across run files (``ledger_client.audit.lineage``), verify every receipt on the
-  path, print the records found (kind, step, run, tool, time, log index, verdict) and every
-  unknown parent digest. Exit 1 when a record on the path fails or a parent is unknown.
+* ``lineage RUNS... --key VKEY (--from DIGEST [--descendants|--ancestors] | --tainted)``: check
+  every run file read as ``run`` does, then walk the parent graph across them
+  (``ledger_client.audit.lineage``), print the runs examined (each verified or not, and where
+  the verdict came from), the records found (kind, step, run, tool, claimed and log time,
+  log index, verdict, warnings such as ``inputs not linked``) and every unknown parent digest.
+  Exit 1 when a run examined fails, a record on the path fails, a parent is unknown, or the
+  ``--from`` digest is in none of the files ("source not found").
 * ``report RUNS... --key VKEY --html OUT.html``: one self-contained HTML page
   (``ledger_client.audit.report_html``). Exit 1 when a run is not verified (the page is written).
 * ``disclose RECEIPT --path P [--path P ...] --out R2 [--disclosures FILE] [--digest HEX]``:
@@ -11,17 +14,22 @@
   the SDK's private disclosures file (default: beside a run file, ``<run>.disclosures.jsonl``).
   RECEIPT is a receipt, a ``{"record", "receipt"}`` item, or a run file with ``--digest``.
 
-Options shared with ``run``: ``--tsa-root`` (anchors checked), ``--origin``, and ``--witness``
-(witness cosignature keys; without them witnesses are reported ``not checked``). Exit codes as
-for every subcommand (``clikit.outcome``).
+Options shared with ``run``: ``--tsa-root`` (anchors checked), ``--origin``, ``--witness``
+(witness cosignature keys; without them witnesses are reported ``not checked``), and the time
+policy (``time_policy_options``): ``--max-delay DURATION`` (default 1 h; a claimed time more
+than this before the log's leaf time is "late by Δ") and ``--late warn|fail`` (default: fail
+when ``--max-delay`` is given, the auditor's stated policy, else warn). Exit codes as for
+every subcommand (``clikit.outcome``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -30,14 +38,17 @@ import click
 from ledger.core.checkpoint import CosignatureVerifier
 from ledger.core.errors import FormatError
 from ledger.core.jcs import Json, canonical_bytes, loads_strict
+from ledger.core.limits import MAX_ITEM_BYTES
 from ledger.records.decision import DecisionRecord, record_digest
 from ledger_client.audit.lineage import Lineage, LineageResult
-from ledger_client.audit.report_html import render_report
+from ledger_client.audit.report_html import render_report, run_verdict
 from ledger_client.audit.run_files import run_paths
 from ledger_client.audit.timeline import label_of
-from ledger_client.audit.verify import RunAudit, audit_run
+from ledger_client.audit.verdicts import DEFAULT_MAX_DELAY, PENDING, TimePolicy, format_delta
+from ledger_client.audit.verify import audit_as_run
 from ledger_client.cli.anchor import load_certificates
 from ledger_client.cli.notes import read_input
+from ledger_client.clikit.errors import EXIT_PENDING
 from ledger_client.clikit.keys import log_verifiers
 from ledger_client.clikit.outcome import EXIT_INVALID, Outcome, finish, json_option
 from ledger_client.receipts.disclose import (
@@ -47,10 +58,19 @@ from ledger_client.receipts.disclose import (
 )
 from ledger_client.receipts.receipt import Receipt
 from ledger_client.receipts.run_load import load_run
-from ledger_client.receipts.run_verify import RunItem, verify_run
 from ledger_client.receipts.verify import ReceiptChecker
 
-__all__ = ["COMMANDS", "disclose", "lineage", "make_checker", "report", "verification_options"]
+__all__ = [
+    "COMMANDS",
+    "disclose",
+    "lineage",
+    "make_checker",
+    "parse_duration",
+    "report",
+    "time_policy",
+    "time_policy_options",
+    "verification_options",
+]
 
 _KEY_HELP = "log verifier key name+hexid+base64 (type 0x01); repeat for several"
 _ROOT_HELP = "trusted TSA root certificate(s), PEM; repeat. Without it anchors are not checked"
@@ -75,6 +95,38 @@ def verification_options(fn: click.decorators.FC) -> click.decorators.FC:
     return fn
 
 
+_DURATION = re.compile(r"(\d+)\s*(s|m|min|h|d)")
+_UNIT = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str, what: str) -> timedelta:
+    """``30s``, ``10m`` (or ``10min``), ``2h``, ``1d`` (a click usage error otherwise)."""
+    found = _DURATION.fullmatch(text.strip())
+    if found is None:
+        raise click.BadParameter(f"{what} {text!r}: want a duration such as 30s, 10m, 2h or 1d")
+    return timedelta(seconds=int(found.group(1)) * _UNIT[found.group(2)])
+
+
+def time_policy_options(fn: click.decorators.FC) -> click.decorators.FC:
+    """``--max-delay`` and ``--late`` (module docstring)."""
+    fn = click.option(
+        "--late", type=click.Choice(["warn", "fail"]), default=None,
+        help="a late record: a warning or a failure (default: fail when --max-delay is given)",
+    )(fn)  # fmt: skip
+    return click.option(
+        "--max-delay", "max_delay", metavar="DURATION", default=None,
+        help=f"the log may log a record this long after its claimed time without a warning "
+        f"(default {format_delta(DEFAULT_MAX_DELAY)}); e.g. 10m, 2h, 1d",
+    )(fn)  # fmt: skip
+
+
+def time_policy(max_delay: str | None, late: str | None) -> TimePolicy:
+    """The auditor's time policy from ``--max-delay`` and ``--late``."""
+    delay = DEFAULT_MAX_DELAY if max_delay is None else parse_duration(max_delay, "--max-delay")
+    fails = (max_delay is not None) if late is None else late == "fail"
+    return TimePolicy(max_delay=delay, late_fails=fails)
+
+
 def make_checker(
     keys: Sequence[str], roots: Sequence[str], origin: str | None, witnesses: Sequence[str]
 ) -> ReceiptChecker:
@@ -92,31 +144,48 @@ def make_checker(
 
 
 def _fail(
-    check: str, as_json: bool, summary: str, details: dict[str, Json], lines: list[str]
+    check: str,
+    as_json: bool,
+    summary: str,
+    details: dict[str, Json],
+    lines: list[str],
+    *,
+    code: int = EXIT_INVALID,
+    head: str = "INVALID",
 ) -> NoReturn:
     if as_json:
         payload = {"valid": False, "check": check, "error": summary, **details}
         click.echo(json.dumps(payload, sort_keys=True))
     else:
-        click.echo("\n".join([f"INVALID: {summary}", *lines]), err=True)
-    sys.exit(EXIT_INVALID)
+        click.echo("\n".join([f"{head}: {summary}", *lines]), err=True)
+    sys.exit(code)
 
 
 # --- lineage ----------------------------------------------------------------------------------
 
 
+def _runs_lines(result: LineageResult) -> list[str]:
+    failed = len(result.failed_runs)
+    return [
+        f"runs examined: {len(result.runs)} ({failed} not verified)",
+        *(r.line() for r in result.runs),
+    ]
+
+
 def _lineage_lines(result: LineageResult) -> list[str]:
-    lines = [f"{result.direction} of {', '.join(s[:16] for s in result.start) or 'nothing'}:"]
+    lines = _runs_lines(result)
+    lines.append(f"{result.direction} of {', '.join(s[:16] for s in result.start) or 'nothing'}:")
     for node in result.nodes:
         c, r = node.check, node.check.record
-        verdict = (
-            "verified" if node.verified else f"NOT VERIFIED: {c.error or '; '.join(node.problems)}"
-        )
+        verdict = node.row.verdict_text() if not node.problems else f"NO: {node.why_not}"
         label = label_of(r)
         tool = f" {label}" if label else ""
+        parents = node.row.parent_text()
         lines.append(
             f"  [{node.depth}] {r.kind}{tool} (step {r.step}, run {r.run_id}, agent {r.agent}) "
-            f"time {r.time} index {c.index} {c.digest[:16]}: {verdict}"
+            f"time {r.time} logged {node.to_json_obj()['logged_at']} index {c.index} "
+            f"{c.digest[:16]}{f' parents {parents}' if parents else ''}: {verdict} "
+            f"[{node.source}]"
         )
     for child, parent in result.unknown_parents:
         lines.append(f"  unknown parent {parent} of {child[:16]}: in none of the given runs")
@@ -133,6 +202,7 @@ def _lineage_lines(result: LineageResult) -> list[str]:
 @click.option("--tainted", is_flag=True, help="start from every untrusted memory write")
 @click.option("--label", "labels", multiple=True, metavar="LABEL",
               help="trust label counted as tainted (default: untrusted); repeat")  # fmt: skip
+@time_policy_options
 @json_option
 def lineage(
     runs: tuple[str, ...],
@@ -144,27 +214,41 @@ def lineage(
     direction: str,
     tainted: bool,
     labels: tuple[str, ...],
+    max_delay: str | None,
+    late: str | None,
     as_json: bool,
 ) -> None:
-    """Walk the parent graph across run files from a record (or every tainted memory write)."""
+    """Check every run given, then walk the parent graph from a record (or every tainted
+    memory write)."""
 
     def check() -> Outcome:
         if (start is None) == (not tainted):
             raise click.BadParameter("give exactly one of --from DIGEST and --tainted")
+        policy = time_policy(max_delay, late)
         checker = make_checker(keys, roots, origin, witnesses)
-        graph = Lineage(((str(p), load_run(p)) for p in run_paths(runs)), checker)
+        graph = Lineage(((str(p), load_run(p)) for p in run_paths(runs)), checker, policy=policy)
         if tainted:
             result = graph.walk(graph.tainted_starts(labels or ("untrusted",)), "descendants")
         else:
             assert start is not None
-            result = graph.walk([graph.resolve(start)], direction)
+            found = graph.find(start)
+            if found is None:
+                empty = graph.walk([], direction)
+                details = {**empty.to_json_obj(), "source": start}
+                names = ", ".join(r.run_file for r in empty.runs)
+                summary = f"source not found: {start} is in none of the {len(empty.runs)} run(s)"
+                _fail("lineage", as_json, summary, details, [f"runs examined: {names}"])
+            result = graph.walk([found], direction)
         details, lines = result.to_json_obj(), _lineage_lines(result)
         if not result.ok:
             bad = sum(1 for n in result.nodes if not n.verified)
             summary = (
-                f"{bad} record(s) not verified, {len(result.unknown_parents)} unknown parent(s)"
+                f"{len(result.failed_runs)} run(s) not verified, {bad} record(s) not verified, "
+                f"{len(result.unknown_parents)} unknown parent(s)"
             )
             _fail("lineage", as_json, summary, details, lines)
+        if tainted and not result.nodes:
+            lines.append(f"no record labelled {', '.join(labels or ('untrusted',))} in any run")
         return Outcome("lineage", details, [f"{len(result.nodes)} record(s)", *lines])
 
     finish("lineage", as_json, check)
@@ -173,21 +257,11 @@ def lineage(
 # --- report -----------------------------------------------------------------------------------
 
 
-def _audit(items: Sequence[RunItem], checker: ReceiptChecker) -> RunAudit:
-    """The run audited, with the problems ``ledger-verify run`` reports (``verify_run``, its
-    trust inputs: no witnesses; sharing the cache, never a verdict under other inputs)."""
-    as_run = ReceiptChecker(
-        checker.log_keys, tsa_roots=checker.tsa_roots, origin=checker.origin, now=checker.now,
-        cache=checker.cache,
-    )  # fmt: skip
-    verdict = verify_run(items, (), checker=as_run)
-    return audit_run(items, checker, run_problems=verdict.problems)
-
-
 @click.command("report")
 @click.argument("runs", nargs=-1, required=True, metavar="RUNS...")
 @verification_options
 @click.option("--html", "out", required=True, metavar="OUT.html", help="where to write the page")
+@time_policy_options
 @json_option
 def report(
     runs: tuple[str, ...],
@@ -196,20 +270,36 @@ def report(
     origin: str | None,
     witnesses: tuple[str, ...],
     out: str,
+    max_delay: str | None,
+    late: str | None,
     as_json: bool,
 ) -> None:
     """Write one self-contained HTML page: timeline, parent graph, checks, problems."""
 
     def check() -> Outcome:
+        policy = time_policy(max_delay, late)
         checker = make_checker(keys, roots, origin, witnesses)
-        audits = [(str(p), _audit(load_run(p), checker)) for p in run_paths(runs)]
+        audits = [(str(p), audit_as_run(load_run(p), checker)) for p in run_paths(runs)]
         page = render_report(
-            audits, anchors_checked=bool(checker.tsa_roots), witnesses_checked=bool(witnesses)
-        )
+            audits, anchors_checked=bool(checker.tsa_roots), witnesses_checked=bool(witnesses),
+            policy=policy,
+        )  # fmt: skip
         Path(out).write_text(page, encoding="utf-8")
-        failing = [a.run_id for _, a in audits if not a.ok]
-        details: dict[str, Any] = {"html": out, "runs": len(audits), "failing_runs": failing}
+        verdicts = [(a, run_verdict(a, policy)) for _, a in audits]
+        failing = [a.run_id for a, v in verdicts if not v.ok]
+        pending = [a.run_id for a, v in verdicts if v.status == PENDING]
+        details: dict[str, Any] = {
+            "html": out,
+            "runs": len(audits),
+            "failing_runs": failing,
+            "pending_runs": pending,
+            "verdicts": [{"run_id": a.run_id, **v.to_json_obj()} for a, v in verdicts],
+        }
         lines = [f"wrote {out}: {len(audits)} run(s), {len(failing)} not verified"]
+        if failing and len(pending) == len(failing):
+            summary = f"{len(pending)} run(s) anchors pending (nothing else failed)"
+            _fail("report", as_json, summary, {**details, "status": "anchors_pending"}, lines,
+                  code=EXIT_PENDING, head="ANCHORS PENDING")  # fmt: skip
         if failing:
             _fail("report", as_json, f"{len(failing)} run(s) not verified", details, lines)
         return Outcome("report", details, lines)
@@ -236,7 +326,7 @@ def _receipt_from(path: str, digest: str | None) -> Receipt:
         if len(digest) < 8 or len(found) != 1:
             raise FormatError(f"--digest {digest}: {len(found)} records of {path} match")
         return _attached(found[0].receipt, found[0].record)
-    obj = loads_strict(read_input(path, "receipt"))
+    obj = loads_strict(read_input(path, "receipt", MAX_ITEM_BYTES))
     if isinstance(obj, dict) and "receipt" in obj and set(obj) <= {"record", "receipt"}:
         given = obj.get("record")
         record = None if given is None else DecisionRecord.from_json_obj(given)

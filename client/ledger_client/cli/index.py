@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from ledger.core.errors import FormatError
 from ledger.core.timefmt import parse_rfc3339
 from ledger_client.audit.index import AuditIndex, CacheSpec
 from ledger_client.audit.run_files import run_paths
+from ledger_client.audit.verdicts import format_delta
 from ledger_client.audit.verify import iso_ms
 from ledger_client.cli.audit import make_checker, verification_options
 from ledger_client.clikit.outcome import Outcome, finish, json_option
@@ -119,16 +121,31 @@ def _filters(options: dict[str, Any]) -> list[tuple[str, list[object]]]:
     return where
 
 
-_COLUMNS = ("logged_at", "agent", "run_id", "step", "kind", "tool/decision", "trust", "outcome",
-            "index", "verified")  # fmt: skip
+_COLUMNS = ("logged_at", "claimed", "log-agent", "agent", "run_id", "step", "kind",
+            "tool/decision", "trust", "outcome", "index", "verified")  # fmt: skip
+
+
+def _difference(ms: int | None) -> str:
+    if ms is None:
+        return "?"
+    return ("-" if ms < 0 else "+") + format_delta(timedelta(milliseconds=ms))
+
+
+def _verified(row: dict[str, Any]) -> str:
+    """``yes``, ``yes (warning: late by 1 d; ...)`` or ``NO: why``."""
+    if not row["verified"]:
+        return f"NO: {(row['why_not'] or '')[:60]}"
+    warned = [c["message"] for c in row["verdict"]["checks"] if c["status"] == "warning"]
+    return f"yes (warning: {'; '.join(warned)})" if warned else "yes"
 
 
 def _table(rows: list[dict[str, Any]]) -> list[str]:
     cells = [_COLUMNS] + [
         (
-            iso_ms(r["logged_at_ms"]) or "?", r["agent"], r["run_id"][:18], str(r["step"]),
+            iso_ms(r["logged_at_ms"]) or "?", r["time"], _difference(r["time_difference_ms"]),
+            r["agent"], r["run_id"][:18], str(r["step"]),
             r["kind"], (r["label"] or "")[:36], r["trust_label"] or "-", r["outcome"] or "-",
-            str(r["log_index"]), "yes" if r["verified"] else f"NO: {(r['why_not'] or '')[:60]}",
+            str(r["log_index"]), _verified(r),
         )
         for r in rows
     ]  # fmt: skip

@@ -49,12 +49,13 @@ _KEY_HELP = "log verifier key name+hexid+base64 (type 0x01); repeat for several"
 _ORIGIN_HELP = "expected checkpoint origin (compared with the origin line, never a key name)"
 
 
-def read_input(path: str, what: str) -> bytes:
-    """The bytes of file ``path`` (``-`` is stdin), refusing more than MAX_INPUT_BYTES."""
+def read_input(path: str, what: str, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of file ``path`` (``-`` is stdin), refusing more than ``limit`` (receipts and
+    records: ``ledger.core.limits.MAX_ITEM_BYTES``, the one size limit plus a receipt)."""
     with click.open_file(path, "rb") as stream:
-        data: bytes = stream.read(MAX_INPUT_BYTES + 1)
-    if len(data) > MAX_INPUT_BYTES:
-        raise FormatError(f"{what} {path} is larger than {MAX_INPUT_BYTES} bytes")
+        data: bytes = stream.read(limit + 1)
+    if len(data) > limit:
+        raise FormatError(f"{what} {path} is larger than {limit} bytes")
     return data
 
 

@@ -18,10 +18,19 @@
   input to complete first (exit 2, naming ``ledger receipt run``). The files are read by
   ``ledger_client.receipts.run_load.load_run``, the reader every audit command uses.
   ``--timeline`` adds one row per record with its checks (``ledger_client.audit.timeline``).
+  Every record's claimed time is set beside the log's leaf time (``ledger_client.audit.
+  verdicts``): postdated (claimed after the leaf time plus the skew) fails; more than
+  ``--max-delay`` before it is "late by Δ", a warning or, under ``--late fail`` (the default
+  when ``--max-delay`` is given), a failure. A record that took inputs but names no parent is
+  reported "inputs not linked" (a warning). ``--json`` has each record's ``verdict``.
+
+With ``--tsa-root``, a run whose receipts all verify but some carry no anchor yet (fetched
+before the log's next scheduled anchor) is "anchors pending", exit 3: never OK, never invalid
+(``ledger receipt upgrade RUN.jsonl`` adds the anchors once they exist).
 
 The log order is the order receipts prove; the order of files or lines is not authenticated
 and does not matter. Exit codes as for every subcommand (``clikit.outcome``): 0 valid, 1 a check
-failed, 2 usage or malformed input.
+failed, 2 usage or malformed input, 3 anchors pending, 4 unsupported schema version.
 """
 
 from __future__ import annotations
@@ -36,19 +45,31 @@ import click
 from cryptography import x509
 
 from ledger.core.jcs import Json
+from ledger.core.limits import MAX_ITEM_BYTES
 from ledger.records.decision import DecisionRecord
 from ledger_client.audit.timeline import run_timeline
+from ledger_client.audit.verdicts import (
+    FAILED,
+    WARNING,
+    TimePolicy,
+    Verdict,
+    lineage_check,
+    time_check,
+    time_json,
+)
 from ledger_client.cli.anchor import load_certificates
+from ledger_client.cli.audit import time_policy, time_policy_options
 from ledger_client.cli.notes import (
     iso_utc,
     read_input,
 )
+from ledger_client.clikit.errors import EXIT_PENDING
 from ledger_client.clikit.keys import log_verifiers, witness_options, witness_policy
 from ledger_client.clikit.outcome import EXIT_INVALID, Outcome, finish, json_option
 from ledger_client.receipts.disclose import describe_disclosures, disclosed_values
 from ledger_client.receipts.receipt import Receipt
 from ledger_client.receipts.run_load import load_run
-from ledger_client.receipts.run_verify import RunVerdict, verify_run
+from ledger_client.receipts.run_verify import ANCHORS_PENDING, RunItem, RunVerdict, verify_run
 from ledger_client.receipts.verify import (
     VALID,
     AnchorCheck,
@@ -145,10 +166,10 @@ def receipt(
     def check() -> Outcome:
         verifiers, trusted = log_verifiers(keys), _roots(roots)
         wits, required = witness_policy(witnesses, min_witnesses)
-        parsed = Receipt.from_json(read_input(file, "receipt"))
+        parsed = Receipt.from_json(read_input(file, "receipt", MAX_ITEM_BYTES))
         record = None
         if record_file is not None:
-            record = DecisionRecord.from_json(read_input(record_file, "record"))
+            record = DecisionRecord.from_json(read_input(record_file, "record", MAX_ITEM_BYTES))
         report = verify_receipt(
             parsed,
             verifiers,
@@ -187,17 +208,74 @@ def _describe_run(verdict: RunVerdict) -> list[str]:
     return lines
 
 
+def _record_checks(
+    verdict: RunVerdict, items: Sequence[RunItem], policy: TimePolicy
+) -> tuple[list[Json], list[str], list[Json]]:
+    """Each record's time and lineage checks (JSON), their text lines, and the time failures
+    as problems (``postdated``, ``late``)."""
+    by_digest = {item.digest: item for item in items}
+    step_of = {item.digest: item.record.step for item in items}
+    out: list[Json] = []
+    lines: list[str] = []
+    problems: list[Json] = []
+    for result in verdict.timeline:
+        item = by_digest.get(result.record_digest or "")
+        if item is None:
+            continue
+        record = item.record
+        checks = Verdict(
+            checks=(
+                time_check(record, result.logged_at_ms, policy),
+                lineage_check(record, step_of),
+            )
+        )
+        times = time_json(record, result.logged_at_ms)
+        out.append(
+            {
+                "step": record.step,
+                "record_digest": item.digest,
+                "source": item.source,
+                "time": times["claimed"],
+                "logged_at": times["logged"],
+                "time_difference_ms": times["difference_ms"],
+                "verdict": checks.to_json_obj(),
+            }
+        )
+        for check in checks.checks:
+            if check.status in (WARNING, FAILED):
+                lines.append(f"  {check.name}: step {record.step} [{item.source}]: {check.message}")
+            if check.status == FAILED and check.name == "time":
+                code = "postdated" if check.message.startswith("postdated") else "late"
+                problems.append(
+                    {
+                        "code": code, "message": check.message, "step": record.step,
+                        "record_id": record.record_id, "record_digest": item.digest,
+                        "source": item.source,
+                    }
+                )  # fmt: skip
+    return out, lines, problems
+
+
 def _fail(as_json: bool, details: dict[str, Json], lines: list[str]) -> NoReturn:
-    """Report a run with problems (like ``finish`` on a failed check) and exit 1."""
+    """Report a run with problems (like ``finish`` on a failed check) and exit 1, or 3 when the
+    only problems are anchors not issued yet ("anchors pending": neither OK nor invalid)."""
     problems = details["problems"]
     count = len(problems) if isinstance(problems, list) else 0
-    summary = f"{count} problem(s) in run {details['run_id']}"
+    if details["status"] == ANCHORS_PENDING:
+        head, code = "ANCHORS PENDING", EXIT_PENDING
+        summary = (
+            f"{count} record(s) of run {details['run_id']} not anchored yet; everything else "
+            "verified (after the log's next anchor: `ledger receipt upgrade FILE`, then again)"
+        )
+    else:
+        head, code = "INVALID", EXIT_INVALID
+        summary = f"{count} problem(s) in run {details['run_id']}"
     if as_json:
         payload = {"valid": False, "check": "run", "error": summary, **details}
         click.echo(json.dumps(payload, sort_keys=True))
     else:
-        click.echo("\n".join([f"INVALID: {summary}", *lines]), err=True)
-    sys.exit(EXIT_INVALID)
+        click.echo("\n".join([f"{head}: {summary}", *lines]), err=True)
+    sys.exit(code)
 
 
 @click.command("run")
@@ -207,6 +285,7 @@ def _fail(as_json: bool, details: dict[str, Json], lines: list[str]) -> NoReturn
 @click.option("--origin", metavar="ORIGIN", help=_ORIGIN_HELP)
 @witness_options
 @click.option("--timeline", is_flag=True, help="one row per record (ledger_client.audit.timeline)")
+@time_policy_options
 @json_option
 def run(
     path: str,
@@ -216,11 +295,14 @@ def run(
     witnesses: tuple[str, ...],
     min_witnesses: int | None,
     timeline: bool,
+    max_delay: str | None,
+    late: str | None,
     as_json: bool,
 ) -> None:
     """Check a run (folder of *.json or JSON-lines of {record, receipt}): complete, in order."""
 
     def check() -> Outcome:
+        policy = time_policy(max_delay, late)
         verifiers, trusted = log_verifiers(keys), _roots(roots)
         wits, required = witness_policy(witnesses, min_witnesses)
         items = load_run(path)
@@ -234,13 +316,18 @@ def run(
         verdict = verify_run(items, (), checker=checker)
         details, lines = verdict.to_json_obj(), _describe_run(verdict)
         details["external_parents"] = list(verdict.run.external_parents)
+        details["records_checked"], notes, late_problems = _record_checks(verdict, items, policy)
+        problems = details["problems"]
+        assert isinstance(problems, list)
+        problems += late_problems
+        lines += notes
         if timeline:
             details["timeline"], rows = run_timeline(
                 items, verifiers, trusted, origin, problems=verdict.problems, witnesses=wits,
-                cache=checker.cache,
+                cache=checker.cache, policy=policy,
             )  # fmt: skip
             lines += rows
-        if not verdict.ok:
+        if not verdict.ok or late_problems:
             _fail(as_json, details, lines)
         return Outcome("run", details, lines)
 

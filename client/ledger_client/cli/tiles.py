@@ -101,18 +101,28 @@ def receipt_upgrade(
     timeout: float,
     as_json: bool,
 ) -> None:
-    """Move a receipt to the latest checkpoint served as tiles (consistency proof kept)."""
+    """Move a receipt, or every receipt of a run file (JSON lines), to the latest checkpoint
+    served as tiles (consistency proof kept); written atomically to --out (which may be FILE).
+    """
 
     def run() -> Outcome:
+        from ledger_client.receipts.upgrade_file import upgrade_file
         from ledger_client.remote.receipt_tiles import upgrade_receipt_from_tiles
         from ledger_client.remote.tiles import TileClient
 
-        receipt = upgrade_receipt_from_tiles(
-            TileClient(tiles, timeout=timeout),
-            Receipt.from_json(file.read_bytes()),
-            verifiers=log_verifiers(keys),
-            origin=origin,
-        )
-        return _written("receipt-upgrade", receipt, out)
+        client, verifiers = TileClient(tiles, timeout=timeout), log_verifiers(keys)
+
+        def upgrade(receipt: Receipt) -> Receipt:
+            return upgrade_receipt_from_tiles(client, receipt, verifiers=verifiers, origin=origin)
+
+        done = upgrade_file(file, upgrade, out=out)
+        if done.kind == "receipt":
+            receipt = done.receipts[0]
+            details = {"tree_size": receipt.tree_size, "index": receipt.index, "out": str(out)}
+            line = f"index {receipt.index} at tree size {receipt.tree_size}: written to {out}"
+            return Outcome("receipt-upgrade", details, [line])
+        sizes = ", ".join(str(size) for size in sorted({r.tree_size for r in done.receipts}))
+        line = f"{len(done.receipts)} receipts of run file {file} at tree size {sizes}: {out}"
+        return Outcome("receipt-upgrade", done.to_json_obj(), [line])
 
     finish("receipt-upgrade", as_json, run)

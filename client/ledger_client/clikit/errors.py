@@ -3,7 +3,9 @@ becomes one line on stderr and an exit code, never a traceback.
 
 Exit codes: 0 ok; 1 the operation failed (a claim did not verify, the port is busy, the data
 dir is in use or unreadable, the server refused); 2 usage or bad input (a flag, a config value,
-a file that does not parse or decode); 130 interrupted (Ctrl-C: nothing printed, see
+a file that does not parse or decode); 3 anchors pending (``ledger-verify`` with TSA roots:
+everything verified but some receipts carry no anchor yet); 4 unsupported schema version (a
+record or receipt newer than this tool: upgrade it); 130 interrupted (Ctrl-C: nothing printed, see
 ``clikit.interrupt``). ``LEDGER_DEBUG=1`` re-raises, for developers who want the traceback.
 """
 
@@ -15,13 +17,22 @@ from typing import Any, NoReturn
 
 import click
 
-from ledger.core.errors import FormatError, InvalidArgumentError, LedgerError, StorageError
+from ledger.core.errors import (
+    AnchorsPendingError,
+    FormatError,
+    InvalidArgumentError,
+    LedgerError,
+    StorageError,
+    UnsupportedSchemaError,
+)
 from ledger_client.clikit.interrupt import EXIT_INTERRUPTED, interrupted
 
 __all__ = [
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
+    "EXIT_PENDING",
+    "EXIT_UNSUPPORTED",
     "EXIT_USAGE",
     "CliGroup",
     "describe",
@@ -29,6 +40,8 @@ __all__ = [
 ]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_PENDING = 3  # verified but for anchors the log has not issued yet
+EXIT_UNSUPPORTED = 4  # input of a newer schema version than this tool reads
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
@@ -39,6 +52,10 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
 
 def describe(exc: BaseException) -> tuple[str, int]:
     """One line and an exit code for an exception."""
+    if isinstance(exc, UnsupportedSchemaError):
+        return str(exc), EXIT_UNSUPPORTED
+    if isinstance(exc, AnchorsPendingError):
+        return str(exc), EXIT_PENDING
     if isinstance(exc, (FormatError, InvalidArgumentError)):
         return str(exc), EXIT_USAGE
     if isinstance(exc, StorageError) and "lock file" in str(exc).lower():

@@ -1,7 +1,10 @@
 """Outcomes of the verifying subcommands, ``--json``, hash parsing.
 
 Exit codes (their values in ``clikit.errors``), set in one place (``finish``): 0 valid,
-1 invalid (well-formed input whose claim fails), 2 usage error or input that does not parse.
+1 invalid (well-formed input whose claim fails), 2 usage error or input that does not parse,
+3 anchors pending (TSA roots given, everything verified, but a receipt carries no anchor yet;
+never valid, never invalid), 4 unsupported schema version
+(input newer than this tool; never reported as invalid).
 """
 
 from __future__ import annotations
@@ -14,13 +17,28 @@ from typing import Any, NoReturn
 
 import click
 
-from ledger.core.errors import FormatError, LedgerError, TimestampError, VerificationError
+from ledger.core.errors import (
+    AnchorsPendingError,
+    FormatError,
+    LedgerError,
+    TimestampError,
+    UnsupportedSchemaError,
+    VerificationError,
+)
 from ledger_client.clikit import encoding
-from ledger_client.clikit.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from ledger_client.clikit.errors import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_PENDING,
+    EXIT_UNSUPPORTED,
+    EXIT_USAGE,
+)
 
 EXIT_VALID, EXIT_INVALID = EXIT_OK, EXIT_FAILED
 
 HASH_HELP = "32-byte hash, hex or base64"
+UNSUPPORTED = "unsupported_schema_version"  # the ``status`` of that outcome in ``--json``
+PENDING = "anchors_pending"  # likewise
 
 
 @dataclass(slots=True)
@@ -36,12 +54,20 @@ def finish(check: str, as_json: bool, run: Callable[[], Outcome]) -> NoReturn:
     """Run a check and exit with the code the CLI promises; the only place exit codes are set."""
     try:
         outcome = run()
+    except AnchorsPendingError as exc:
+        pending = {"valid": False, "check": check, "status": PENDING, "error": str(exc)}
+        _emit(as_json, pending, f"ANCHORS PENDING: {exc}")
+        sys.exit(EXIT_PENDING)
     except VerificationError as exc:
         payload: dict[str, Any] = {"valid": False, "check": check, "error": str(exc)}
         if isinstance(exc, TimestampError):
             payload["failed_check"] = exc.check
         _emit(as_json, payload, f"INVALID: {exc}")
         sys.exit(EXIT_INVALID)
+    except UnsupportedSchemaError as exc:
+        payload = {"valid": False, "check": check, "status": UNSUPPORTED, "error": str(exc)}
+        _emit(as_json, {**payload, "schema_version": exc.version}, f"UNSUPPORTED: {exc}")
+        sys.exit(EXIT_UNSUPPORTED)
     except (FormatError, click.BadParameter, OSError) as exc:
         message = exc.format_message() if isinstance(exc, click.BadParameter) else str(exc)
         _emit(as_json, {"valid": False, "check": check, "error": message}, f"error: {message}")

@@ -7,7 +7,7 @@ inverse). Every member is required; optional ones are ``null`` or ``[]``, never 
 
     receipt          "decision-ledger/receipt/v1"
     record_digest    SHA-256 of the record's RFC 8785 bytes, 64 lowercase hex digits
-    record           the decision record (schema ledger.decision/v1) or null
+    record           the decision record (schema ledger.decision/v<N>) or null
     disclosures      [{"field_path", "salt", "value"}]: opened commitments (needs a record)
     leaf             base64 of the v1 leaf (version, log time, record digest, metadata)
     index            the leaf's 0-based index
@@ -43,6 +43,7 @@ from ledger.core.errors import (
     InvalidRecordError,
     MalformedNoteError,
     MalformedReceiptError,
+    UnsupportedSchemaError,
 )
 from ledger.core.jcs import (
     Json,
@@ -67,6 +68,7 @@ __all__ = [
     "PREVIOUS_FIELDS",
     "RECEIPT_FIELDS",
     "RECEIPT_V1",
+    "RECEIPT_VERSION",
     "MalformedReceiptError",
     "PreviousCheckpoint",
     "Receipt",
@@ -75,6 +77,8 @@ __all__ = [
 ]
 
 RECEIPT_V1 = "decision-ledger/receipt/v1"
+RECEIPT_VERSION = 1  # the newest receipt format this code reads and writes
+_RECEIPT_NAME = re.compile(r"decision-ledger/receipt/v([1-9][0-9]{0,8})")
 RECEIPT_FIELDS = (
     "receipt", "record_digest", "record", "disclosures", "leaf", "index", "tree_size",
     "inclusion_proof", "checkpoint", "anchors", "previous",
@@ -321,6 +325,8 @@ def _record(value: Json) -> DecisionRecord | None:
         return None if value is None else DecisionRecord.from_json_obj(value)
     except InvalidRecordError as exc:
         raise _nested("record", exc) from None
+    except UnsupportedSchemaError as exc:
+        raise exc.at("record") from None
 
 
 def _disclosure(value: Json, path: str) -> Disclosure:
@@ -330,7 +336,17 @@ def _disclosure(value: Json, path: str) -> Disclosure:
         raise _nested(path, exc) from None
 
 
+def _receipt_version(value: Json) -> None:
+    """A receipt of a newer format than v1 is ``UnsupportedSchemaError`` (upgrade the reader),
+    reported before its members are read, so it is never taken for a malformed v1 receipt."""
+    name = value.get("receipt") if isinstance(value, dict) else None
+    match = _RECEIPT_NAME.fullmatch(name) if isinstance(name, str) else None
+    if match is not None and int(match.group(1)) > RECEIPT_VERSION:
+        raise UnsupportedSchemaError(int(match.group(1)), RECEIPT_VERSION, where="receipt")
+
+
 def _read_receipt(value: Json) -> Receipt:
+    _receipt_version(value)
     obj = read_object(value, "", RECEIPT_FIELDS)
     if obj["receipt"] != RECEIPT_V1:
         raise MalformedReceiptError("receipt", f"expected {RECEIPT_V1!r}, got {obj['receipt']!r}")

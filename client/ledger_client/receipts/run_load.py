@@ -9,8 +9,12 @@ Strict, the same for every command: each item is parsed with ``ledger.core.jcs.l
 (``safe_numbers``: duplicate member names, NaN/Infinity, lone surrogates, integers outside
 +-(2**53 - 1) and nesting deeper than ``MAX_DEPTH`` are refused), every field is validated
 (``Receipt.from_json_obj``, ``DecisionRecord.from_json_obj``), an unknown member, a missing
-receipt or record, or an item larger than ``MAX_ITEM_BYTES`` is refused, and the first problem
-raises ``FormatError`` naming the file (and line). What the verifier refuses, the index refuses.
+receipt or record, or an item larger than ``MAX_ITEM_BYTES`` (``ledger.core.limits``: a record
+at the size limit beside its receipt) is refused, and the first problem
+raises ``FormatError`` naming the file (and line) and every unknown member. A record or
+receipt of a newer schema version raises ``UnsupportedSchemaError`` ("unsupported schema
+version N, upgrade ledger-verify"), never taken for a damaged item. What the verifier refuses,
+the index refuses.
 
 Fast: the record beside a receipt that also carries it is validated once when both are the very
 same JSON (same members, values and JSON types), so an index of 200,000 receipts pays one
@@ -24,15 +28,16 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from ledger.core.errors import FormatError, InvalidRecordError
+from ledger.core.errors import FormatError, InvalidRecordError, UnsupportedSchemaError
 from ledger.core.jcs import Json, loads_strict
+from ledger.core.limits import MAX_ITEM_BYTES
 from ledger.records.decision import DecisionRecord
 from ledger_client.receipts.receipt import Receipt
 from ledger_client.receipts.run_verify import RunItem
 
 __all__ = ["MAX_ITEM_BYTES", "load_run", "run_item"]
 
-MAX_ITEM_BYTES = 1 << 20  # one record with its receipt: a few kilobytes
+# One record beside its receipt, at the one record size limit (ledger.core.limits).
 
 
 def _same_json(a: Json, b: Json) -> bool:
@@ -69,7 +74,11 @@ def run_item(obj: Json, source: str) -> RunItem:
         raise FormatError(f"{source}: expected an object with 'receipt' and optional 'record'")
     unknown = sorted(set(obj) - {"record", "receipt"})
     if unknown:
-        raise FormatError(f"{source}: {unknown[0]}: unknown field (only 'record' and 'receipt')")
+        names = ", ".join(map(repr, unknown))
+        raise FormatError(
+            f"{source}: unknown field{'s' if len(unknown) > 1 else ''} {names} "
+            "(only 'record' and 'receipt')"
+        )
     if obj["receipt"] is None:
         raise FormatError(
             f"{source}: no receipt yet (the log had not covered the run): complete the file "
@@ -77,6 +86,8 @@ def run_item(obj: Json, source: str) -> RunItem:
         )
     try:
         receipt, given = _receipt(obj["receipt"], obj.get("record"))
+    except UnsupportedSchemaError as exc:
+        raise exc.at(source) from None
     except FormatError as exc:
         raise FormatError(f"{source}: {exc}") from None
     record = receipt.record if given is None else given

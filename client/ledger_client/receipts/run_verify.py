@@ -7,15 +7,19 @@ digest) of the whole run. ``verify_run`` checks, never raising on a bad run:
 * every receipt (``ledger_client.receipts.verify``; one ``ReceiptChecker`` for the whole run, so
   a checkpoint or token many receipts share is verified once): ``invalid_receipt``, also for a
   receipt part that does not parse (a malformed token), so one bad receipt never hides the rest;
+  with TSA roots, a receipt that verifies but carries no anchor yet is ``anchors_pending``;
 * parents logged before their children, by receipt index: ``parent_logged_later``;
 * ``ledger.records.runs.check_run`` over the records in log order: ``missing``, ``extra``,
   ``altered``, ``reordered``, ``after_close``, ``step_gap``, ``multiple_run_closed``, ... (its
   docstring).
 
 The log order is the order the receipts prove; the order in which items are given does not
-matter. Each record's digest is computed once. ``RunVerdict.timeline`` is one ``RecordResult``
-per step (records given, records the closure lists but the presenter left out, and gaps), each
-``verified`` or carrying the named failures: the base for timelines and reports.
+matter. ``RunVerdict.status`` is ``verified`` (no problem), ``anchors_pending`` (the only
+problems are anchors not issued yet: upgrade the file after the next anchor; never OK, never
+altered) or ``invalid``. Each record's digest is computed once. ``RunVerdict.timeline`` is one
+``RecordResult`` per step (records given, records the closure lists but the presenter left
+out, and gaps), each ``verified`` or carrying the named failures: the base for timelines and
+reports.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from datetime import datetime, timedelta
 from cryptography import x509
 
 from ledger.core.checkpoint import Verifier
-from ledger.core.errors import FormatError, VerificationError
+from ledger.core.errors import AnchorsPendingError, FormatError, VerificationError
 from ledger.core.jcs import Json
 from ledger.core.timefmt import rfc3339
 from ledger.records.decision import DecisionRecord, record_digest
@@ -36,9 +40,17 @@ from ledger.timestamp.policy import DEFAULT_SKEW
 from ledger_client.receipts.receipt import Receipt
 from ledger_client.receipts.verify import ReceiptChecker, ReceiptReport
 
-__all__ = ["RecordResult", "RunItem", "RunVerdict", "verify_run"]
+__all__ = [
+    "ANCHORS_PENDING",
+    "INVALID",
+    "VERIFIED",
+    "RecordResult",
+    "RunItem",
+    "RunVerdict",
+    "verify_run",
+]
 
-VERIFIED = "verified"
+VERIFIED, ANCHORS_PENDING, INVALID = "verified", "anchors_pending", "invalid"
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -115,8 +127,22 @@ class RunVerdict:
     def ok(self) -> bool:
         return not self.problems
 
+    @property
+    def anchors_pending(self) -> int:
+        """Records whose receipt verified but carries no anchor yet (TSA roots given)."""
+        return sum(1 for p, _ in self.problems if p.code == ANCHORS_PENDING)
+
+    @property
+    def status(self) -> str:
+        """``verified``, ``anchors_pending`` (nothing else wrong) or ``invalid``."""
+        if not self.problems:
+            return VERIFIED
+        return ANCHORS_PENDING if self.anchors_pending == len(self.problems) else INVALID
+
     def to_json_obj(self) -> dict[str, Json]:
         return {
+            "status": self.status,
+            "anchors_pending": self.anchors_pending,
             "run_id": self.run.run_id,
             "records": self.records,
             "receipts_valid": self.receipts_valid,
@@ -220,15 +246,21 @@ def verify_run(
         )
     ordered = sorted(items, key=lambda item: item.receipt.index)
     problems: list[tuple[RunProblem, str | None]] = []
+    pending: list[tuple[RunProblem, str | None]] = []
     reports: dict[str, ReceiptReport] = {}
     for item in ordered:
         try:
             reports[item.digest] = checker.verify(
                 item.receipt, record=item.record, record_digest_known=bytes.fromhex(item.digest)
             )
+        except AnchorsPendingError as exc:
+            if isinstance(exc.report, ReceiptReport):
+                reports[item.digest] = exc.report  # verified but for the anchor: index, time
+            pending.append(_item_problem(ANCHORS_PENDING, str(exc), item))
         except (VerificationError, FormatError) as exc:
             problems.append(_item_problem("invalid_receipt", str(exc), item))
     invalid = len(problems)
+    problems += pending
     problems += _parents_logged_later(ordered)
     report = check_run([item.record for item in ordered], digests=[i.digest for i in ordered])
     source = {item.digest: item.source for item in ordered}

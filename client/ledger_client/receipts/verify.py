@@ -16,7 +16,9 @@ signature and a configured root decide), and every anchor when no TSA root is gi
 ``not_checked``, never valid). A certificate an anchor carries that does not parse (not DER, a
 bad X.509 version) rejects the receipt naming ``anchors[i].certificates[j]``. With roots, an
 anchor that chains to none of them is reported ``untrusted`` and ignored; any other anchor
-failure rejects the receipt, and at least one anchor must verify.
+failure rejects the receipt, and at least one anchor must verify. A receipt that carries no
+anchor at all (its checkpoint not anchored yet) is ``AnchorsPendingError``, raised only after
+every other part verified: "anchors pending", never valid and never a failed check.
 
 Anchor time policy (``ledger.timestamp.policy``): a valid anchor's genTime must not precede the
 leaf's time (the stamped checkpoint covers the leaf) and must not lie in the future at ``now``,
@@ -36,7 +38,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from cryptography import x509
@@ -50,6 +52,7 @@ from ledger.core.checkpoint import (
     open_checkpoint,
 )
 from ledger.core.errors import (
+    AnchorsPendingError,
     BoundsError,
     FormatError,
     LedgerError,
@@ -459,8 +462,13 @@ class ReceiptChecker:
                 else:
                     path = index_path(where, i)
                     checks.append(self._check_anchor(anchor, checkpoint, leaf_time, path))
+        if self.tsa_roots and not checks:
+            raise AnchorsPendingError(
+                "anchors pending: the receipt carries no anchor yet (the log anchors on a "
+                "schedule; run `ledger receipt upgrade` after the next anchor)"
+            )
         if self.tsa_roots and not any(c.status == VALID for c in checks):
-            why = "the receipt carries no anchor" if not checks else "none chains to a given root"
+            why = "none chains to a given root"
             raise TimestampError("anchor", f"no anchor verifies against the given TSA roots: {why}")
         return tuple(checks)
 
@@ -489,7 +497,7 @@ class ReceiptChecker:
         groups = [("anchors", receipt.anchors, checkpoint)]
         if old is not None and receipt.previous is not None:
             groups.append(("previous.anchors", receipt.previous.anchors, old))
-        return ReceiptReport(
+        report = ReceiptReport(
             record_digest=receipt.record_digest,
             index=receipt.index,
             tree_size=checkpoint.size,
@@ -501,9 +509,14 @@ class ReceiptChecker:
             record=used,
             disclosed=tuple(d.field_path for d in receipt.disclosures),
             anchors_checked=bool(self.tsa_roots),
-            anchors=self._check_anchors(groups, _ms_time(logged_ms)),
+            anchors=(),
             previous_size=None if old is None else old.size,
         )
+        try:
+            anchors = self._check_anchors(groups, _ms_time(logged_ms))
+        except AnchorsPendingError as exc:
+            raise AnchorsPendingError(str(exc), report=report) from None
+        return replace(report, anchors=anchors)
 
 
 def verify_receipt(

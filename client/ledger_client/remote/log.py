@@ -23,7 +23,8 @@ import grpc
 
 from ledger.api import wire
 from ledger.core.errors import LedgerError, RemoteError, ServiceError
-from ledger.core.limits import MAX_MESSAGE_BYTES
+from ledger.core.limits import HASH_SIZE, MAX_MESSAGE_BYTES
+from ledger.core.packed import PackedResult
 from ledger.core.types import (
     Anchor,
     AppendOutcome,
@@ -152,6 +153,15 @@ class RemoteLog:
         response = self._call(lambda: self._stub.AppendRecords(request, **self._opts))
         with_proofs = wait_for_checkpoint and include_proofs
         return wire.append_outcome_from_pb(response, with_proofs=with_proofs)
+
+    def append_packed(self, digests: bytes | Sequence[bytes]) -> PackedResult:
+        """Append record digests without metadata in one packed call (``AppendPacked``): N x 32
+        bytes, or the digests to concatenate. ``ledger.core.packed.to_results`` expands the
+        answer into per-digest results."""
+        packed = digests if isinstance(digests, bytes) else b"".join(digests)
+        request = pb.AppendPackedRequest(record_digests=packed)
+        response = self._call(lambda: self._stub.AppendPacked(request, **self._opts))
+        return wire.packed_from_pb(response, len(packed) // HASH_SIZE)
 
     def stream_append(self, batches: Iterable[Sequence[bytes]]) -> Iterator[StreamAck]:
         """Stream batches of digests; yield the server's durable-group acks."""

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ledger_client.sdk.client import (
         MEMORY_SPOOL_BYTES,
+        AnchorTimeoutError,
         AsyncLedgerClient,
         Backoff,
         Capture,
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
         DeliveryError,
         DeliveryWarning,
         LedgerClient,
+        RecordTooLargeError,
         Run,
         RunEntry,
         RunStateError,
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
         content_digest,
         current_run,
         decision,
+        derived_from,
         emit,
         jsonable,
         ledger_run,
@@ -44,6 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MEMORY_SPOOL_BYTES",
+    "AnchorTimeoutError",
     "AsyncLedgerClient",
     "Backoff",
     "Capture",
@@ -53,6 +57,7 @@ __all__ = [
     "DeliveryError",
     "DeliveryWarning",
     "LedgerClient",
+    "RecordTooLargeError",
     "Run",
     "RunEntry",
     "RunStateError",
@@ -63,6 +68,7 @@ __all__ = [
     "content_digest",
     "current_run",
     "decision",
+    "derived_from",
     "emit",
     "jsonable",
     "ledger_run",

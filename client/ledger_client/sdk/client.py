@@ -18,6 +18,12 @@ on the next start with the same spool; the log deduplicates by digest, so each i
 ``close`` (and the atexit hook) waits up to ``close_timeout`` for delivery; what is still
 pending stays in the spool for the next start.
 
+Anchors: ``LedgerClient(..., wait_anchor=600)`` makes ``receipt``, ``receipts`` and ``append``
+(and so a run's receipts file) return only receipts whose checkpoint carries an RFC 3161 anchor,
+waiting up to that many seconds for the log's anchoring schedule; ``anchored_receipts`` does it
+for one call. The client never asks the log to anchor (``AnchorNow`` is the operator's), and
+``close`` never waits for anchors.
+
 Witnesses: ``LedgerClient(..., witnesses=[VKEY, ...], min_witnesses=K)`` makes ``receipt`` and
 ``append`` return only receipts whose checkpoint carries K valid cosignatures of those witnesses
 (c2sp.org/tlog-cosignature; ``receipt_fetch.witnessed_receipt``), waiting for them until the
@@ -41,6 +47,7 @@ from ledger.core.backoff import DeadlinePassed, retry
 from ledger.core.checkpoint import CosignatureVerifier
 from ledger.core.errors import UnavailableError, is_retryable
 from ledger.core.jcs import canonical_bytes
+from ledger.core.limits import MAX_RECORD_BYTES
 from ledger.records.commitments import Disclosure, check_disclosure_in
 from ledger.records.decision import DecisionRecord
 from ledger_client.receipts.receipt import Receipt
@@ -56,12 +63,14 @@ from ledger_client.sdk.context import (
     emit,
     ledger_run,
 )
-from ledger_client.sdk.decorators import UnrecordedDecisionWarning, decision
+from ledger_client.sdk.decorators import UnrecordedDecisionWarning, decision, derived_from
 from ledger_client.sdk.errors import (
+    AnchorTimeoutError,
     ClientClosedError,
     ClientError,
     DeliveryError,
     DeliveryWarning,
+    RecordTooLargeError,
     RunStateError,
     SpoolError,
     SpoolFullError,
@@ -71,6 +80,7 @@ from ledger_client.sdk.spool import FileSpool, MemorySpool, Spool, SpoolItem
 
 __all__ = [
     "MEMORY_SPOOL_BYTES",
+    "AnchorTimeoutError",
     "AsyncLedgerClient",
     "Backoff",
     "Capture",
@@ -80,6 +90,7 @@ __all__ = [
     "DeliveryError",
     "DeliveryWarning",
     "LedgerClient",
+    "RecordTooLargeError",
     "Run",
     "RunEntry",
     "RunStateError",
@@ -90,6 +101,7 @@ __all__ = [
     "content_digest",
     "current_run",
     "decision",
+    "derived_from",
     "emit",
     "jsonable",
     "ledger_run",
@@ -110,6 +122,8 @@ class LedgerClient:
     ``prefer_anchored``: receipts on the earliest anchored checkpoint when there is one.
     ``witnesses`` / ``min_witnesses``: receipts only on checkpoints cosigned by that many of
     those witness keys (default: all of them when any is given).
+    ``wait_anchor``: seconds to wait for an anchored checkpoint before a receipt is returned
+    (None: receipts as soon as a checkpoint covers the record; module docstring).
     ``connect``: builds the ``RemoteLog`` (tests).
     """
 
@@ -127,7 +141,11 @@ class LedgerClient:
         connect: Callable[[], RemoteLog] | None = None,
         witnesses: Sequence[str] = (),
         min_witnesses: int | None = None,
+        wait_anchor: float | None = None,
     ) -> None:
+        if wait_anchor is not None and wait_anchor < 0:
+            raise ValueError(f"wait_anchor {wait_anchor} must be >= 0 seconds")
+        self.wait_anchor = wait_anchor
         self.witnesses = [CosignatureVerifier.from_key_string(key) for key in witnesses]
         self.min_witnesses = len(self.witnesses) if min_witnesses is None else min_witnesses
         if not 0 <= self.min_witnesses <= len(self.witnesses):
@@ -160,7 +178,9 @@ class LedgerClient:
 
     def _item(self, record: DecisionRecord, disclosures: Sequence[Disclosure]) -> SpoolItem:
         record_json = record.to_json().encode("utf-8")
+        _check_size("record", record_json)
         if disclosures:
+            _check_size("its disclosures", canonical_bytes([d.to_json_obj() for d in disclosures]))
             obj = record.to_json_obj()
             for disclosure in disclosures:
                 check_disclosure_in(obj, disclosure)
@@ -280,10 +300,32 @@ class LedgerClient:
 
     def receipts(self, digests: Sequence[bytes], *, timeout: float = 30.0) -> list[Receipt]:
         """Receipts of many logged records in a few round trips (``fetch_receipts``), retrying
-        until a checkpoint covers them all or ``timeout`` passes (``TimeoutError``)."""
+        until a checkpoint covers them all or ``timeout`` passes (``TimeoutError``). With
+        ``wait_anchor``: ``anchored_receipts`` for up to the longer of the two."""
+        if self.wait_anchor is not None:
+            return self.anchored_receipts(digests, timeout=max(timeout, self.wait_anchor))
+        return self._receipts(digests, timeout=timeout, anchored=False)
+
+    def anchored_receipts(
+        self, digests: Sequence[bytes], *, timeout: float = 600.0
+    ) -> list[Receipt]:
+        """Receipts on a checkpoint that carries an RFC 3161 anchor, waiting up to ``timeout``
+        seconds for the log's anchoring schedule (never asking it to anchor now);
+        ``TimeoutError`` when no anchored checkpoint covers them by then."""
+        return self._receipts(digests, timeout=timeout, anchored=True)
+
+    def _receipts(
+        self, digests: Sequence[bytes], *, timeout: float, anchored: bool
+    ) -> list[Receipt]:
         deadline = time.monotonic() + timeout
 
         def fetch() -> list[Receipt]:
+            found = fetch_witnessed()
+            if anchored and not all(r.anchors for r in found):
+                raise _NotYet
+            return found
+
+        def fetch_witnessed() -> list[Receipt]:
             remote = self._remote_log()
             found = fetch_receipts(remote, digests, prefer_anchored=self.prefer_anchored)
             if self.min_witnesses == 0:
@@ -303,8 +345,9 @@ class LedgerClient:
             return self._retrying(fetch, deadline)
         except TimeoutError:
             quorum = f" cosigned by {self.min_witnesses} witness(es)" if self.min_witnesses else ""
+            anchor = " on an anchored checkpoint" if anchored else ""
             raise TimeoutError(
-                f"no receipts{quorum} for {len(digests)} records within {timeout} s"
+                f"no receipts{quorum}{anchor} for {len(digests)} records within {timeout} s"
             ) from None
 
     # --- closing ----------------------------------------------------------------------------
@@ -335,6 +378,16 @@ class LedgerClient:
         self, typ: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def _check_size(what: str, data: bytes) -> None:
+    """Refuse what no verifier reads: the one size limit (docs/formats.md "Size limit")."""
+    if len(data) > MAX_RECORD_BYTES:
+        raise RecordTooLargeError(
+            f"{what}: {len(data)} bytes (RFC 8785) is over the record size limit of "
+            f"{MAX_RECORD_BYTES} bytes (MAX_RECORD_BYTES): keep large values out of the record "
+            "(capture='digest' or 'commit', or record a digest of the content)"
+        )
 
 
 def _left(deadline: float | None) -> float | None:
@@ -403,6 +456,12 @@ class AsyncLedgerClient:
     async def receipts(self, digests: Sequence[bytes], *, timeout: float = 30.0) -> list[Receipt]:
         """See ``LedgerClient.receipts``."""
         return await asyncio.to_thread(self.sync.receipts, digests, timeout=timeout)
+
+    async def anchored_receipts(
+        self, digests: Sequence[bytes], *, timeout: float = 600.0
+    ) -> list[Receipt]:
+        """See ``LedgerClient.anchored_receipts``."""
+        return await asyncio.to_thread(self.sync.anchored_receipts, digests, timeout=timeout)
 
     async def flush(self, timeout: float | None = None, *, checkpoint: bool = False) -> bool:
         """See ``LedgerClient.flush``."""

@@ -51,7 +51,7 @@ from ledger.fileio.private import write_private
 from ledger.records.commitments import Disclosure
 from ledger.records.decision import DecisionRecord, Outcome, Payload, new_record_id
 from ledger.records.runs import run_closed_record
-from ledger_client.sdk.errors import RunStateError
+from ledger_client.sdk.errors import AnchorTimeoutError, RunStateError
 from ledger_client.sdk.links import ValueLinks, parent_digests
 from ledger_client.sdk.run_file import RunLine, write_run_file
 
@@ -284,16 +284,25 @@ class Run:
         return tuple(h for e in self._entries if (h := e.digest.hex()) not in named)
 
     def receipts(
-        self, *, disclose: Sequence[str] = (), timeout: float = 30.0
+        self, *, disclose: Sequence[str] = (), timeout: float = 30.0, anchored: bool = False
     ) -> list[tuple[DecisionRecord, Receipt]]:
         """Every record of the closed run with its receipt (close with ``wait=True`` first).
 
         ``disclose``: field paths (e.g. ``parameters.url``) whose kept disclosures go into the
-        receipts; every other clear value and salt stays out."""
+        receipts; every other clear value and salt stays out. ``anchored``: only receipts on an
+        anchored checkpoint, waiting up to ``timeout`` for the log's schedule (the sink's
+        ``anchored_receipts``, which ``LedgerClient`` has)."""
         if self.closed is None:
             raise RunStateError(f"run {self.run_id} is still open")
         entries = self.entries
-        found = self.sink.receipts([e.digest for e in entries], timeout=timeout)
+        digests = [e.digest for e in entries]
+        if anchored:
+            wait = getattr(self.sink, "anchored_receipts", None)
+            if wait is None:
+                raise RunStateError(f"{type(self.sink).__name__} cannot wait for anchors")
+            found: list[Receipt] = wait(digests, timeout=timeout)
+        else:
+            found = self.sink.receipts(digests, timeout=timeout)
         return [
             (
                 entry.record,
@@ -312,10 +321,30 @@ class Run:
         return write_run_file(path, [RunLine(record=entry.record) for entry in self.entries])
 
     def write_receipts(
-        self, path: str | Path, *, disclose: Sequence[str] = (), timeout: float = 30.0
+        self,
+        path: str | Path,
+        *,
+        disclose: Sequence[str] = (),
+        timeout: float = 30.0,
+        wait_anchor: float | None = None,
     ) -> Path:
         """Write the run as JSON lines ``{"record", "receipt"}`` (``ledger-verify run`` input),
-        replacing ``path`` atomically; ``disclose``: as for ``receipts``."""
+        replacing ``path`` atomically; ``disclose``: as for ``receipts``.
+
+        ``wait_anchor``: first wait up to that many seconds for receipts on an anchored
+        checkpoint; when none comes, the file gets the receipts there are (they verify, and
+        ``ledger-verify run --tsa-root`` reports them "anchors pending") and ``TimeoutError``
+        names ``ledger receipt upgrade``, which adds the anchors later."""
+        if wait_anchor is not None:
+            try:
+                anchored = self.receipts(disclose=disclose, timeout=wait_anchor, anchored=True)
+                return write_run_file(path, [RunLine(record=r, receipt=rc) for r, rc in anchored])
+            except TimeoutError:
+                self.write_receipts(path, disclose=disclose, timeout=timeout)
+                raise AnchorTimeoutError(
+                    f"run {self.run_id}: no anchor covered it within {wait_anchor} s; {path} has "
+                    f"its receipts without anchors: `ledger receipt upgrade {path}` adds them"
+                ) from None
         receipts = self.receipts(disclose=disclose, timeout=timeout)
         return write_run_file(path, [RunLine(record=r, receipt=rc) for r, rc in receipts])
 
@@ -409,8 +438,10 @@ class RunContext:
         disclose: Sequence[str] = (),
         disclosures: str | Path | None = None,
         receipts_timeout: float = 30.0,
+        wait_anchor: float | None = None,
     ) -> None:
         self.run = run
+        self.wait_anchor = wait_anchor
         self.receipts_path = None if receipts is None else Path(receipts)
         self._disclose = tuple(disclose)
         self._timeout = receipts_timeout
@@ -447,8 +478,13 @@ class RunContext:
             self._write_disclosures()
             if self.receipts_path is not None:
                 self.run.write_receipts(
-                    self.receipts_path, disclose=self._disclose, timeout=self._timeout
+                    self.receipts_path,
+                    disclose=self._disclose,
+                    timeout=self._timeout,
+                    wait_anchor=self.wait_anchor,
                 )
+        except AnchorTimeoutError:
+            raise  # the receipts file is written, without anchors
         except TimeoutError:
             if self.run.closed is not None:
                 self._write_disclosures()
@@ -475,6 +511,7 @@ def ledger_run(
     links: str = "data",
     clock: Callable[[], float] = time.time,
     receipts_timeout: float = 30.0,
+    wait_anchor: float | None = None,
 ) -> RunContext:
     """Open a run of ``agent`` on ``client`` (a ``LedgerClient`` or ``AsyncLedgerClient``).
 
@@ -486,6 +523,11 @@ def ledger_run(
     or ``"sequence"`` (step order), see the module docstring. When the log does not cover the
     run within ``receipts_timeout`` seconds, the receipts file gets the records with
     ``"receipt": null`` and ``TimeoutError`` is raised; ``ledger receipt run`` completes it.
+    ``wait_anchor``: seconds to wait, on exit, for receipts on an anchored checkpoint (the log's
+    anchoring schedule; the SDK never asks it to anchor) so that ``ledger-verify run
+    --tsa-root`` passes on the file as written; when none comes in time, the file gets the
+    unanchored receipts and ``TimeoutError`` names ``ledger receipt upgrade``. Without it, the
+    receipts are fetched at once and ``--tsa-root`` reports the run "anchors pending".
     """
     sink: RecordSink = client.sync if hasattr(client, "sync") else client
     run = Run(sink, agent=agent, run_id=run_id, model=model, clock=clock, links=links)
@@ -495,6 +537,7 @@ def ledger_run(
         disclose=disclose,
         disclosures=disclosures,
         receipts_timeout=receipts_timeout,
+        wait_anchor=wait_anchor,
     )
 
 

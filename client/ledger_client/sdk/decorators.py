@@ -11,8 +11,16 @@ records the call depended on (those emitted inside it, else the caller's previou
   else: unsalted, so a low-entropy value ("yes", a small number, an e-mail address from a
   known list) can be guessed from its digest; ``"content"`` puts the values in clear.
 * Parents (``ledger_client.sdk.links``): ``parents=`` (a list of records, receipts, digests or
-  tracked values, or a callable taking the bound arguments and returning one) plus the records
-  whose returned values are among the arguments; the call's result is tracked in turn.
+  tracked values, or a callable taking the bound arguments and returning one), the records
+  whose returned mutable values are among the arguments, the parents ``derived_from`` named
+  for an argument, and the outputs an argument contains by content (``content-match``,
+  labelled in ``evidence`` as inferred: ``ledger.records.links``); the call's result is
+  tracked in turn.
+* ``derived_from(value, *parents)`` declares that ``value`` was computed from ``parents``
+  (records, receipts, digests, tracked values) and returns it unchanged: a mutable value
+  keeps the link for the rest of the run; any other (a number, a boolean, a string) links the
+  next decorated call made in the same context that receives it (an equal value of the same
+  type, or one level inside a container).
 * Inside an active OpenTelemetry span (``opentelemetry`` already imported by the application),
   the record's ``otel`` holds that span's trace and span ids unless ``otel=`` is given.
 * ``kind`` chooses the payload. Fields it needs are taken from the keyword arguments of
@@ -45,13 +53,21 @@ from typing import Any, TypeVar, cast
 
 from ledger.records.commitments import Disclosure
 from ledger.records.decision import KINDS, PAYLOAD_FIELDS, PAYLOAD_TYPES, Outcome, Payload
+from ledger.records.links import derived_by_evidence
 from ledger_client.sdk.capture import Capture, CapturedValue, capture_arguments, capture_value
 from ledger_client.sdk.context import Frame, current_frame, enter_frame, error_name, leave_frame
 from ledger_client.sdk.errors import ClientError
-from ledger_client.sdk.links import ParentsSpec, parent_digests
+from ledger_client.sdk.links import (
+    ParentsSpec,
+    parent_digests,
+    pending_derived,
+    take_derived,
+    trackable,
+)
 from ledger_client.sdk.otel_span import current_otel
 
-__all__ = ["RECORD_FIELDS", "UnrecordedDecisionWarning", "decision"]
+__all__ = ["RECORD_FIELDS", "UnrecordedDecisionWarning", "decision", "derived_from"]
+_V = TypeVar("_V")
 
 _log = logging.getLogger("ledger_client.decorators")
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -129,6 +145,7 @@ class _Call:
     def __init__(self, spec: _Spec, label: str, frame: Frame, arguments: Mapping[str, Any]):
         self.spec, self.label = spec, label
         self.run = frame.run
+        self.inferred: tuple[str, ...] = ()
         self.frame = self.run.child(frame, inputs=self._inputs(arguments))
         self.args_digest, self.parameters, self.disclosures = capture_arguments(
             arguments, spec.capture
@@ -138,15 +155,20 @@ class _Call:
     def _inputs(self, arguments: Mapping[str, Any]) -> tuple[str, ...]:
         given = self.spec.parents
         named = given(arguments) if callable(given) else given or ()
-        found = self.run.values.found_in(arguments)
-        return parent_digests([*named, *found], self.run.values)
+        values = self.run.values
+        found = values.found_in(arguments)
+        declared = parent_digests([*named, *found, *take_derived(arguments)], values)
+        matched = values.content_matches(arguments)
+        self.inferred = tuple(d for d in matched if d not in declared)
+        return (*declared, *self.inferred)
 
     def _evidence(self, result_digest: str | None) -> dict[str, str]:
+        labels = derived_by_evidence(self.inferred)
         if self.spec.capture is Capture.COMMIT:
-            return {}
+            return labels
         if result_digest is None:
-            return {"arguments": self.args_digest}
-        return {"arguments": self.args_digest, "result": result_digest}
+            return {"arguments": self.args_digest, **labels}
+        return {"arguments": self.args_digest, "result": result_digest, **labels}
 
     def succeed(self, result: object) -> None:
         leave_frame(self._token)
@@ -164,7 +186,7 @@ class _Call:
         if out.disclosure is not None:
             disclosures.append(out.disclosure)
         entry = self.run.finish(self.frame, payload, disclosures=disclosures, **fields)
-        self.run.values.track(result, entry.digest.hex())
+        self.run.values.track(result, entry.digest.hex(), entry.record.parent_digests)
 
     def _record_fields(self, result: object, out: CapturedValue, path: str) -> dict[str, Any]:
         fields: dict[str, Any] = {"parameters": self.parameters}
@@ -213,6 +235,22 @@ def _arguments(sig: inspect.Signature, args: Any, kwargs: Any) -> dict[str, Any]
     if first in ("self", "cls"):
         arguments.pop(first)
     return arguments
+
+
+def derived_from(value: _V, *parents: object) -> _V:
+    """Declare that ``value`` was computed from ``parents`` (module docstring); returns it.
+
+    Outside any run it does nothing. A parent that names no record raises ``TypeError``."""
+    frame = current_frame()
+    if frame is None:
+        return value
+    values = frame.run.values
+    digests = parent_digests(parents, values)
+    if trackable(value):
+        values.derive(value, (*values.digests_of(value), *digests))
+    else:
+        pending_derived(value, digests)
+    return value
 
 
 def decision(

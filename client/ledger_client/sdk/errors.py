@@ -21,10 +21,12 @@ from __future__ import annotations
 from ledger.core.errors import LedgerError
 
 __all__ = [
+    "AnchorTimeoutError",
     "ClientClosedError",
     "ClientError",
     "DeliveryError",
     "DeliveryWarning",
+    "RecordTooLargeError",
     "RunStateError",
     "SpoolError",
     "SpoolFullError",
@@ -51,12 +53,22 @@ class DeliveryError(ClientError):
         self.status = status
 
 
+class RecordTooLargeError(ClientError, ValueError):
+    """A record (or the disclosures kept for it) over ``ledger.core.limits.MAX_RECORD_BYTES``,
+    refused before it is spooled: no verifier would read it (docs/formats.md "Size limit")."""
+
+
 class ClientClosedError(ClientError):
     """The client is closed."""
 
 
 class RunStateError(ClientError):
     """No run is open in this context, or the run is already closed."""
+
+
+class AnchorTimeoutError(TimeoutError):
+    """A run waited (``wait_anchor``) and no anchor covered it in time; its receipts file was
+    written without anchors (``ledger receipt upgrade`` adds them later)."""
 
 
 class DeliveryWarning(UserWarning):

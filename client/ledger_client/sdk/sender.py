@@ -308,7 +308,9 @@ class Sender:
         digests = [item.digest for item in items]
 
         def send() -> int:
-            outcome = self._remote_log().append(digests, wait_for_checkpoint=wait_checkpoint)
+            if not wait_checkpoint:  # digests only: the packed call, nothing per digest
+                return self._remote_log().append_packed(digests).covering_size
+            outcome = self._remote_log().append(digests, wait_for_checkpoint=True)
             if len(outcome.results) != len(digests):
                 _log.warning("log answered %d results for %d", len(outcome.results), len(digests))
                 raise _ShortAnswer

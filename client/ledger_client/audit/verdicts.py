@@ -1,0 +1,292 @@
+"""The verdict model every auditor's view renders: named checks, each with a status.
+
+Pure: no I/O. docs/formats.md "Verdicts". A ``Check`` is one thing an auditor was told about a
+record or a run: its ``name`` (``receipt``, ``run``, ``time``, ``lineage``, ...), its
+``status`` (``ok``, ``warning``, ``failed``, ``pending``, ``not-checked``), a ``message`` for
+people and where the verdict came from (``source``: ``verified now``, or ``index`` when a view
+reuses what the index stored for the same file hash and trust inputs). A ``Verdict`` is the
+checks of one record or one run; its status is the worst of them (``failed`` > ``pending`` >
+``warning`` > ``ok``; ``not-checked`` never makes a verdict worse or better).
+
+Two record checks are made here from the record and the log's leaf alone:
+
+* ``time_check``: the log's leaf time beside the agent's claimed time (``record.time``). A
+  claimed time later than the leaf time plus ``skew`` is *postdated* (failed): no record can
+  be made after it was logged. A claimed time more than ``max_delay`` before the leaf time is
+  *late by Δ*: a warning, or a failure under a policy that says so (``late_fails``). Nothing
+  distinguishes a record re-sent late from a backdated one: both are late.
+* ``lineage_check``: a record that took inputs (``ledger.records.links.takes_inputs``) but
+  names no parent is ``inputs not linked`` (a warning: the SDK could not follow its data, or
+  the agent dropped its links; nothing else can tell which); parents the record labels as
+  inferred (``ledger.records.links.inferred_parents``) are named in the message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from ledger.core.jcs import Json
+from ledger.core.timefmt import from_epoch_ms, parse_rfc3339, rfc3339_millis
+from ledger.records.decision import DecisionRecord
+from ledger.records.links import inferred_parents, takes_inputs
+from ledger.timestamp.policy import DEFAULT_SKEW
+from ledger_client.audit.verify import PENDING as ANCHOR_PENDING
+from ledger_client.audit.verify import RecordCheck, RunAudit
+
+__all__ = [
+    "DEFAULT_MAX_DELAY",
+    "FAILED",
+    "FROM_INDEX",
+    "NOT_CHECKED",
+    "OK",
+    "PENDING",
+    "STATUSES",
+    "VERIFIED_NOW",
+    "WARNING",
+    "Check",
+    "TimePolicy",
+    "Verdict",
+    "format_delta",
+    "lineage_check",
+    "receipt_check",
+    "record_verdict",
+    "run_checks",
+    "time_check",
+    "time_json",
+    "time_text",
+]
+
+OK, WARNING, FAILED, PENDING, NOT_CHECKED = "ok", "warning", "failed", "pending", "not-checked"
+STATUSES = (OK, WARNING, FAILED, PENDING, NOT_CHECKED)
+_RANK = {NOT_CHECKED: 0, OK: 1, WARNING: 2, PENDING: 3, FAILED: 4}
+VERIFIED_NOW, FROM_INDEX = "verified now", "index"
+DEFAULT_MAX_DELAY = timedelta(hours=1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Check:
+    """One named check of a record or a run (module docstring)."""
+
+    name: str
+    status: str
+    message: str = ""
+    source: str = VERIFIED_NOW
+
+    def __post_init__(self) -> None:
+        if self.status not in _RANK:
+            raise ValueError(f"check status {self.status!r}: want one of {STATUSES}")
+
+    def to_json_obj(self) -> dict[str, Json]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "message": self.message,
+            "source": self.source,
+        }
+
+    @property
+    def text(self) -> str:
+        """``name: message`` (or ``name: status``), for text views."""
+        return f"{self.name}: {self.message or self.status}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Verdict:
+    """The checks of one record or one run; ``status`` is the worst of them."""
+
+    checks: tuple[Check, ...] = field(default=())
+
+    @property
+    def status(self) -> str:
+        worst = max((c.status for c in self.checks), key=_RANK.__getitem__, default=OK)
+        return OK if worst == NOT_CHECKED else worst
+
+    @property
+    def ok(self) -> bool:
+        """No check failed and none is pending (warnings allowed)."""
+        return self.status in (OK, WARNING)
+
+    def of(self, status: str) -> list[Check]:
+        return [c for c in self.checks if c.status == status]
+
+    def named(self, name: str) -> Check | None:
+        return next((c for c in self.checks if c.name == name), None)
+
+    def notes(self) -> list[str]:
+        """Text of every warning, pending or failed check, worst first."""
+        shown = [c for c in self.checks if c.status in (WARNING, PENDING, FAILED)]
+        return [c.text for c in sorted(shown, key=lambda c: -_RANK[c.status])]
+
+    def to_json_obj(self) -> dict[str, Json]:
+        return {"status": self.status, "checks": [c.to_json_obj() for c in self.checks]}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TimePolicy:
+    """The auditor's time policy: ``skew`` (log clock vs agent clock), ``max_delay`` (a
+    claimed time this much before the leaf time is late) and whether late fails."""
+
+    skew: timedelta = DEFAULT_SKEW
+    max_delay: timedelta = DEFAULT_MAX_DELAY
+    late_fails: bool = False
+
+
+def format_delta(delta: timedelta) -> str:
+    """A duration in its largest unit and the next: ``1 d``, ``1 d 2 h``, ``3 h 5 min``,
+    ``10 min``, ``42 s`` (the rest dropped)."""
+    seconds = int(abs(delta).total_seconds())
+    units = (("d", 86400), ("h", 3600), ("min", 60), ("s", 1))
+    for i, (name, size) in enumerate(units):
+        if seconds >= size or size == 1:
+            big, rest = divmod(seconds, size)
+            text = f"{big} {name}"
+            if i + 1 < len(units):
+                small_name, small_size = units[i + 1]
+                small = rest // small_size
+                if small and name != "min":
+                    text += f" {small} {small_name}"
+            return text
+    raise AssertionError("unreachable")
+
+
+def time_check(record: DecisionRecord, leaf_ms: int | None, policy: TimePolicy) -> Check:
+    """The log's leaf time beside the claimed time (module docstring)."""
+    if leaf_ms is None:
+        return Check(name="time", status=NOT_CHECKED, message="no leaf time (receipt unread)")
+    logged = from_epoch_ms(leaf_ms)
+    try:
+        claimed = parse_rfc3339(record.time)
+    except ValueError:
+        return Check(name="time", status=FAILED, message=f"claimed time {record.time!r} unread")
+    return _time_verdict(claimed, logged, policy)
+
+
+def _time_verdict(claimed: datetime, logged: datetime, policy: TimePolicy) -> Check:
+    delta = logged - claimed
+    if claimed > logged + policy.skew:
+        return Check(
+            name="time",
+            status=FAILED,
+            message=f"postdated: claimed {format_delta(delta)} after the log's leaf time",
+        )
+    if delta > policy.max_delay:
+        return Check(
+            name="time",
+            status=FAILED if policy.late_fails else WARNING,
+            message=f"late by {format_delta(delta)} (max delay {format_delta(policy.max_delay)})",
+        )
+    return Check(name="time", status=OK)
+
+
+def time_json(record: DecisionRecord, leaf_ms: int | None) -> dict[str, Json]:
+    """Claimed time, leaf time and their difference (leaf minus claimed), for ``--json``."""
+    if leaf_ms is None:
+        return {"claimed": record.time, "logged": None, "difference_ms": None}
+    try:
+        claimed_ms = int(parse_rfc3339(record.time).timestamp() * 1000)
+    except ValueError:
+        return {"claimed": record.time, "logged": _iso(leaf_ms), "difference_ms": None}
+    return {"claimed": record.time, "logged": _iso(leaf_ms), "difference_ms": leaf_ms - claimed_ms}
+
+
+def time_text(record: DecisionRecord, leaf_ms: int | None) -> str:
+    """``+2 s`` / ``-3 min`` (leaf minus claimed), or ``?`` without a leaf time."""
+    got = time_json(record, leaf_ms)["difference_ms"]
+    if not isinstance(got, int):
+        return "?"
+    sign = "-" if got < 0 else "+"
+    return sign + format_delta(timedelta(milliseconds=got))
+
+
+def _iso(ms: int) -> str:
+    return rfc3339_millis(from_epoch_ms(ms))
+
+
+def lineage_check(record: DecisionRecord, step_of: dict[str, int] | None = None) -> Check:
+    """``inputs not linked`` or the inferred parents (module docstring)."""
+    if record.kind == "run_closed":
+        return Check(name="lineage", status=NOT_CHECKED)
+    if not record.parent_digests and takes_inputs(record):
+        return Check(
+            name="lineage",
+            status=WARNING,
+            message="inputs not linked (took inputs, names no parent)",
+        )
+    inferred = inferred_parents(record)
+    if inferred:
+        steps = step_of or {}
+        named = ", ".join(
+            f"#{steps[d]}" if d in steps else f"ext:{d[:12]}" for d in sorted(inferred)
+        )
+        how = ", ".join(sorted(set(inferred.values())))
+        return Check(name="lineage", status=OK, message=f"parents {named} inferred ({how})")
+    return Check(name="lineage", status=OK)
+
+
+def receipt_check(check: RecordCheck) -> Check:
+    """The receipt's parts (record digest, leaf, checkpoint, inclusion, anchors) as one check."""
+    if check.error is not None:
+        waiting = check.anchor == ANCHOR_PENDING
+        return Check(name="receipt", status=PENDING if waiting else FAILED, message=check.error)
+    if check.anchor in ("none", "not_checked"):
+        return Check(name="receipt", status=OK, message="valid; anchors not checked")
+    return Check(name="receipt", status=OK, message="valid")
+
+
+def record_verdict(
+    check: RecordCheck,
+    problems: Sequence[str],
+    policy: TimePolicy,
+    step_of: dict[str, int] | None = None,
+) -> Verdict:
+    """Every check of one record: its receipt, the run problems naming it (``code:
+    message``), its time and its lineage."""
+    run = (
+        Check(name="run", status=FAILED, message="; ".join(problems))
+        if problems
+        else Check(name="run", status=OK)
+    )
+    return Verdict(
+        checks=(
+            receipt_check(check),
+            run,
+            time_check(check.record, check.logged_at_ms, policy),
+            lineage_check(check.record, step_of),
+        )
+    )
+
+
+def run_checks(
+    audit: RunAudit, records: Sequence[tuple[RecordCheck, Verdict]], *, examined: str = ""
+) -> Verdict:
+    """One run's checks from its records' verdicts: receipts, completeness and order (the
+    run problems), time and lineage."""
+    bad = [c for c, _ in records if c.error is not None]
+    waiting = [c for c in bad if c.anchor == ANCHOR_PENDING]
+    receipts = Check(
+        name="receipts",
+        status=(PENDING if len(waiting) == len(bad) else FAILED) if bad else OK,
+        message=f"{len(records) - len(bad)} of {len(records)} valid"
+        + (f", {len(waiting)} with anchors pending" if waiting else ""),
+    )
+    codes = sorted({p.code for p, _ in audit.problems})
+    only_pending = codes == ["anchors_pending"]
+    run = Check(
+        name="run",
+        status=(PENDING if only_pending else FAILED) if audit.problems else OK,
+        message=f"{len(audit.problems)} problem(s): {', '.join(codes)}" if codes else "complete",
+    )
+    return Verdict(checks=(receipts, run, _summary(records, "time"), _summary(records, "lineage")))
+
+
+def _summary(records: Sequence[tuple[RecordCheck, Verdict]], name: str) -> Check:
+    noted = [(c, v.named(name)) for c, v in records]
+    flagged = [(c, k) for c, k in noted if k is not None and k.status in (WARNING, FAILED)]
+    status = max((k.status for _, k in flagged), key=_RANK.__getitem__, default=OK)
+    if not flagged:
+        return Check(name=name, status=OK)
+    first = {k.message.split(" (", 1)[0].split(":", 1)[0] for _, k in flagged}
+    steps = ", ".join(f"#{c.record.step}" for c, _ in flagged)
+    return Check(name=name, status=status, message=f"{', '.join(sorted(first))} at {steps}")
