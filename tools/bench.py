@@ -27,6 +27,11 @@ min-max, next to the exact command and the date. Scenarios and targets:
         built from a warm tile cache, on B5's log beside B5 unary; mirror lag under B2 load
                                                           nginx >= 10 x B5 unary; >= 20,000
                                                           proofs/s; mirror lag p99 <= 1 s
+    B13 the log in a local SeaweedFS bucket (tools/bench_bucket.py): B2 with the bucket mirror
+        on vs off per server CPU second, upload and SeaweedFS CPU per entry, mirror lag under
+        B2 at the rate the bucket absorbs, tile GETs/s from the bucket vs the log's endpoint
+                                                          on >= 0.9 x off per server CPU s;
+                                                          mirror lag p99 <= 1 s
 
 ``--quick`` shrinks everything (20k/40k-entry logs, 2 s windows, 20k B9 leaves, 1 run) for a
 smoke test.

@@ -88,5 +88,6 @@ def tiles_load(task: Task, window: Window) -> Outcome:
     """``task.threads`` connections, ``task.batch`` requests in flight on each."""
     from tools.bench_loads import in_threads
 
-    paths = tile_paths(task.head_size)
+    base = urllib.parse.urlsplit(task.url).path.rstrip("/").encode()  # a bucket's /BUCKET/PREFIX
+    paths = [base + path for path in tile_paths(task.head_size)]
     return in_threads(task, lambda k: _thread(task, window, task.seed * 1000 + k, paths))

@@ -1,4 +1,4 @@
-"""The benchmark's scenarios B1..B8 and B11, their targets, and the report (JSON and Markdown).
+"""The benchmark's scenarios B1..B8, B11 and B13, their targets, and the report (JSON, Markdown).
 
 Each scenario names its figures; a figure may carry a target (``>=`` or ``<=`` a number) that
 its median across runs is checked against. Figures measured in a run are plain floats keyed by
@@ -245,6 +245,34 @@ SCENARIOS: tuple[Scenario, ...] = (
             Figure("mirror_b2_records_per_s", "B2 throughput with the mirror on", "records/s"),
             Figure("mirror_b4_p99_ms", "B4 p99 with mirror and tile readers", "ms", "<=", 150),
             Figure("mirror_readers_per_s", "tile reads meanwhile", "requests/s"),
+        ),
+    ),
+    Scenario(
+        "B13",
+        "the log published to a local SeaweedFS bucket (mirror mode): B2 without and with the "
+        "bucket mirror, fresh servers, same run; mirror lag under that B2 load; random tile GETs "
+        "(2 processes x 4 keep-alive connections, 4 pipelined) from the bucket vs the endpoint",
+        "with the mirror >= 0.9 of without per server CPU second; mirror lag p99 <= 1 s at the "
+        "rate the bucket absorbs (stated)",
+        (
+            Figure("off_records_per_s", "B2 without the bucket", "records/s"),
+            Figure("on_records_per_s", "B2 with the bucket mirror", "records/s"),
+            Figure("off_per_server_cpu_s", "without: records per server CPU second", "records"),
+            Figure("on_per_server_cpu_s", "with: records per server CPU second", "records"),
+            Figure(
+                "on_over_off_per_cpu", "with / without, per server CPU second", "ratio", ">=", 0.9
+            ),
+            Figure("upload_cpu_ms_per_1k", "upload client (mirror child) CPU per 1,000", "ms"),
+            Figure("weed_cpu_ms_per_1k", "SeaweedFS CPU per 1,000 entries", "ms"),
+            Figure("bucket_absorbed_per_s", "entries the bucket's checkpoint grew by", "records/s"),
+            Figure("lag_p50_ms", "mirror lag p50 (served -> in the bucket)", "ms"),
+            Figure("lag_p99_ms", "mirror lag p99", "ms", "<=", 1_000),
+            Figure("lag_samples", "checkpoints observed", "checkpoints"),
+            Figure("drain_s", "bucket catches up after the load", "s"),
+            Figure("bucket_gets_per_s", "tile GETs from the bucket's endpoint", "requests/s"),
+            Figure("bucket_gets_per_cpu_s", "per SeaweedFS CPU second", "requests"),
+            Figure("endpoint_gets_per_s", "tile GETs from the log's endpoint", "requests/s"),
+            Figure("endpoint_gets_per_cpu_s", "per server CPU second", "requests"),
         ),
     ),
     Scenario(

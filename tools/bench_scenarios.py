@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ledger.core import accel
 from ledger.store.rocks import RocksStore
+from tools.bench_bucket import b13_bucket
 from tools.bench_clients import ClientPool, Outcome, Task, sleep_until
 from tools.bench_local import (
     local_append_rate,
@@ -521,6 +522,8 @@ class Bench:
             figures |= {k: v for k, v in self.big_log(run).items() if v}
         if self.wants("B11"):
             figures["B11"] = figures.get("B11", {}) | b11_mirror_lag(self, run)
+        if self.wants("B13"):
+            figures["B13"] = b13_bucket(self, run)
         if self.wants("B8"):
             b8 = self.grpc_floor(run) | self.limit(run)
             b8["b2_fraction"] = figures["B2"]["records_per_s"] / b8["loop_entries_per_s"]

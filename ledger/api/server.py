@@ -632,6 +632,13 @@ def _register(servicer: LedgerServicer, server: grpc.aio.Server) -> None:
     )
 
 
+def set_health(health: Any, name: str, serving: bool) -> Awaitable[None]:
+    """Set the gRPC health of the named service ``name`` on the servicer a ``health_hook``
+    was given."""
+    status = health_pb2.HealthCheckResponse
+    return health.set(name, status.SERVING if serving else status.NOT_SERVING)  # type: ignore[no-any-return]
+
+
 async def create_server(
     service: LogService,
     listen: str,
@@ -642,6 +649,7 @@ async def create_server(
     interceptors: Sequence[grpc.aio.ServerInterceptor[Any, Any]] = (),
     limits: ServerLimits | None = None,
     connections: ConnectionLimits | None = None,
+    health_hook: Callable[[Any], None] | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Build and start a gRPC server on ``listen`` (port 0 picks one); return it and its port.
 
@@ -690,4 +698,6 @@ async def create_server(
             task.add_done_callback(pending.discard)
 
     service.add_failure_listener(not_serving)
+    if health_hook is not None:  # more named services (the bucket mirror's "ledger.objstore")
+        health_hook(health)
     return server, port

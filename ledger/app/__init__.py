@@ -7,6 +7,6 @@ settings (``tsa_setup``) and the composition of store, log, service, gRPC and HT
 
 May import: ``ledger.core``, ``ledger.timestamp``, ``ledger.fileio``, ``ledger.store``,
 ``ledger.log``, ``ledger.witness``, ``ledger.tsa``, ``ledger.api``, ``ledger.http``,
-``ledger.ops``, ``ledger.net``; libraries ``pydantic``, ``pydantic_settings``, ``grpc``,
-``aiohttp``, ``cryptography``, ``socket``.
+``ledger.ops``, ``ledger.net``, ``ledger.objstore``; libraries ``pydantic``,
+``pydantic_settings``, ``grpc``, ``aiohttp``, ``cryptography``, ``socket``.
 """

@@ -27,7 +27,7 @@ from aiohttp import web
 from ledger.api.auth import FailureThrottle, Policy, RateLimiter, TokenStore
 from ledger.api.budget import ByteBudget
 from ledger.api.interceptor import AuthInterceptor
-from ledger.api.server import ConnectionLimits, ServerLimits, create_server
+from ledger.api.server import ConnectionLimits, ServerLimits, create_server, set_health
 from ledger.api.tls import ServerTls, load_server_tls, server_ssl_context
 from ledger.app.preflight import (
     check_file_limit,
@@ -40,7 +40,7 @@ from ledger.app.trust import backup_trust
 from ledger.app.tsa_setup import TsaSetup, setup_tsas
 from ledger.core.checkpoint import Ed25519Signer
 from ledger.core.errors import FormatError
-from ledger.core.types import BackupOutcome
+from ledger.core.types import BackupOutcome, PublishedCheckpoint
 from ledger.http.metrics import MetricsServer, add_metrics_route, start_metrics_server
 from ledger.http.mirror_process import MirrorProcess
 from ledger.http.tiles import TilesServer, start_tiles_server
@@ -58,6 +58,7 @@ from ledger.log.metrics import (
 from ledger.log.service import LogService
 from ledger.log.witnessing import Cosigning, WitnessEndpoint
 from ledger.net.listener import ListenerLimits
+from ledger.objstore.mirror import BucketMirror, MirrorState
 from ledger.ops.backup import TRUST_DIR, backup_store, read_witnesses
 from ledger.ops.binding import AccessWatch, bind_signer, open_bound_signer
 from ledger.store.rocks import RocksStore
@@ -94,6 +95,7 @@ class App:
     metrics_server: MetricsServer | None = None
     tiles: TilesServer | None = None
     mirror: MirrorProcess | None = None
+    bucket: BucketMirror | None = None
     key_created: bool = False
 
     @property
@@ -135,6 +137,8 @@ class App:
         await self.service.stop()
         if self.mirror is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.mirror.stop)
+        if self.bucket is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.bucket.stop)
         self.tsas.close()
         self.store.close()
         self.acked.close()
@@ -286,6 +290,63 @@ def _start_mirror(settings: Settings) -> MirrorProcess | None:
     )
 
 
+def _start_bucket(settings: Settings) -> BucketMirror | None:
+    """Mirror mode (``ledger.objstore.mirror``): the child checks the store and reads the
+    bucket's checkpoint, which the start weighs as evidence."""
+    if not settings.object_store_url:
+        return None
+    return BucketMirror(
+        db_dir=settings.db_dir,
+        secondary_dir=settings.data_dir / "bucket-secondary",
+        origin=settings.origin,
+        url=settings.object_store_url,
+        endpoint=settings.object_store_endpoint,
+        region=settings.object_store_region,
+    )
+
+
+BUCKET_HEALTH = "ledger.objstore"
+
+
+def _bucket_health(bucket: BucketMirror, loop: asyncio.AbstractEventLoop) -> Callable[[Any], None]:
+    """gRPC health of the named service ``ledger.objstore``: SERVING while the bucket answers
+    and publishing has not stopped on a conflict (appends never depend on it)."""
+
+    def hook(health: Any) -> None:
+        pending: set[asyncio.Future[Any]] = set()
+
+        def changed(state: MirrorState) -> None:  # on the mirror's reader thread
+            def apply() -> None:
+                task = asyncio.ensure_future(set_health(health, BUCKET_HEALTH, state.healthy))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+
+            with contextlib.suppress(RuntimeError):  # the loop closed at shutdown
+                loop.call_soon_threadsafe(apply)
+
+        bucket.on_change = changed
+        changed(bucket.state)
+
+    return hook
+
+
+def _publish_to(
+    mirror: MirrorProcess | None, bucket: BucketMirror | None
+) -> Callable[[PublishedCheckpoint], None] | None:
+    """The service's ``on_publish``: each child mirror, after the local commit."""
+    children = [c for c in (mirror, bucket) if c is not None]
+    if not children:
+        return None
+    if len(children) == 1:
+        return children[0].submit
+
+    def both(checkpoint: PublishedCheckpoint) -> None:
+        for child in children:
+            child.submit(checkpoint)
+
+    return both
+
+
 def _check_addresses(settings: Settings) -> None:
     """Every fixed listen address must be free before anything touches the disk."""
     check_listen(settings.listen, "listen")
@@ -378,6 +439,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
     registry = MetricsRegistry()
     metrics = LedgerMetrics(registry)
     mirror: MirrorProcess | None = None
+    bucket: BucketMirror | None = None
     acked = AckedSize(acked_path(settings.high_water_file))
     mark = HighWaterMark(settings.high_water_file)
     try:
@@ -388,11 +450,12 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
             _log.warning("%s", warning)
         reader = TileReader(store=store, published=log.latest_checkpoint)
         mirror = _start_mirror(settings)
+        bucket = _start_bucket(settings)
         service = LogService(
             log,
             checkpoint_interval=settings.checkpoint_interval_ms / 1000,
             max_pending=settings.max_pending,
-            on_publish=None if mirror is None else mirror.submit,
+            on_publish=_publish_to(mirror, bucket),
         )
         service.observer = metrics
         evidence = Evidence(
@@ -401,15 +464,28 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
             witnesses=[w.name for w in settings.witnesses],
             quorum=settings.witness_quorum or len(settings.witnesses),
         )
+        if bucket is not None and bucket.start_checkpoint is not None:
+            evidence.observe_checkpoint(f"bucket {bucket.state.url}", bucket.start_checkpoint)
+        elif bucket is not None and not bucket.state.reachable:
+            _log.warning(
+                "object store %s did not answer at start (%s): its checkpoint was not weighed; "
+                "publishing waits for it",
+                bucket.state.url,
+                bucket.state.last_error,
+            )
         cosigning = _cosigning(settings, log, evidence)
         await _start_check(settings, log, cosigning, evidence)
         await service.start()
-        if mirror is not None and (latest := log.latest_checkpoint()) is not None:
-            mirror.submit(latest)  # catch up with what was published before this start
+        if (latest := log.latest_checkpoint()) is not None:
+            for child in (mirror, bucket):
+                if child is not None:
+                    child.submit(latest)  # catch up with what was published before this start
         tsas = setup_tsas(settings)
     except BaseException:
         if mirror is not None:
             mirror.stop()
+        if bucket is not None:
+            bucket.stop()
         store.close()
         acked.close()
         mark.close()
@@ -417,6 +493,8 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
     tsas.targets = _observed(tsas.targets, metrics)
     registry.add_collector(witness_metrics(lambda: cosigning.status, lambda: cosigning.quorum_size))
     registry.add_collector(evidence_metrics(evidence, lambda: log.read_only is not None))
+    if bucket is not None:
+        registry.add_collector(bucket.collect)
     metrics.watch(
         queue_depth=lambda: service.queue_depth,
         tree_size=lambda: log.size,
@@ -449,6 +527,9 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
             interceptors=[interceptor],
             limits=server_limits(settings),
             connections=connection_limits(settings),
+            health_hook=None
+            if bucket is None
+            else _bucket_health(bucket, asyncio.get_running_loop()),
         )
         tiles, metrics_server = await _http_endpoints(settings, port, reader, registry, tls)
     except BaseException:
@@ -458,6 +539,8 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
         await service.stop()
         if mirror is not None:
             mirror.stop()
+        if bucket is not None:
+            bucket.stop()
         store.close()
         acked.close()
         mark.close()
@@ -482,6 +565,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
         metrics_server=metrics_server,
         tiles=tiles,
         mirror=mirror,
+        bucket=bucket,
         key_created=created,
     )
 

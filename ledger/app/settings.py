@@ -56,6 +56,11 @@ is optional (``TABLES`` maps ``table.key`` to a field):
     listen = ""                                 # "" = 127.0.0.1:<gRPC port + 1>; "off"
     dir = "ledger-tiles"                        # a static mirror (default: none)
 
+    [object_store]                              # mirror mode: publish to S3-compatible storage
+    url = "s3://my-log-bucket/ledger"           # credentials: the usual AWS variables/profile
+    endpoint = "https://s3.example.net"         # any S3-compatible store; empty for AWS
+    region = "us-east-1"
+
     [anchor]
     interval_s = 300                            # 0 disables the in-server schedule
     embedded_tsa = true                         # a development TSA in-process: proves nothing
@@ -279,6 +284,13 @@ class Settings(BaseSettings):
         "", description="tiles HTTP HOST:PORT; empty: 127.0.0.1 at gRPC port + 1; 'off': none"
     )
     tiles_dir: Path | None = Field(None, description="static tiles mirror folder (none: off)")
+    object_store_url: str = Field(
+        "", description="mirror mode: publish to s3://BUCKET[/PREFIX] (empty: off)"
+    )
+    object_store_endpoint: str = Field(
+        "", description="S3-compatible endpoint http(s)://HOST[:PORT] (empty: AWS)"
+    )
+    object_store_region: str = Field("", description="the bucket's region (empty: us-east-1)")
     witnesses: tuple[WitnessTarget, ...] = Field((), description="witnesses asked to cosign")
     witness_quorum: int = Field(
         0, ge=0, le=64, description="cosignatures a checkpoint needs (0: every witness)"
@@ -323,6 +335,20 @@ class Settings(BaseSettings):
     grpc_keepalive_s: float = Field(
         60.0, gt=0, le=86_400, description="gRPC: ping a quiet connection this often (s)"
     )
+
+    @field_validator("object_store_url")
+    @classmethod
+    def _object_store_url(cls, value: str) -> str:
+        if value and not value.startswith("s3://"):
+            raise ValueError(f"{value!r}: want s3://BUCKET[/PREFIX]")
+        return value
+
+    @field_validator("object_store_endpoint")
+    @classmethod
+    def _object_store_endpoint(cls, value: str) -> str:
+        if value and not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r}: want http(s)://HOST[:PORT]")
+        return value
 
     @field_validator("tiles_listen")
     @classmethod
@@ -458,6 +484,11 @@ TABLES: dict[str, dict[str, str]] = {
     "metrics": {"listen": "metrics_listen"},
     "storage": {"memtable_mb": "memtable_mb", "cache_mb": "cache_mb"},
     "tiles": {"listen": "tiles_listen", "dir": "tiles_dir"},
+    "object_store": {
+        "url": "object_store_url",
+        "endpoint": "object_store_endpoint",
+        "region": "object_store_region",
+    },
     "witnessing": {
         "quorum": "witness_quorum",
         "witness": "witnesses",

@@ -9,7 +9,7 @@ plumbing shared with ``ledger-verify`` (connection options, error handler, exit 
 
 May import: ``ledger.core``, ``ledger.timestamp``, ``ledger.records``, ``ledger.fileio``,
 ``ledger.store``, ``ledger.log``, ``ledger.witness``, ``ledger.tsa``, ``ledger.api``,
-``ledger.http``, ``ledger.ops``, ``ledger.app``, ``ledger_client.receipts``,
+``ledger.http``, ``ledger.ops``, ``ledger.objstore``, ``ledger.app``, ``ledger_client.receipts``,
 ``ledger_client.remote``, ``ledger_client.sdk``, ``ledger_client.clikit``; libraries
 ``click``.
 """

@@ -23,6 +23,7 @@ from ledger.app.settings import DEFAULT_ORIGIN, Settings, load_settings
 from ledger.cli.append import append
 from ledger.cli.keys import create_key_file
 from ledger.cli.migrate import migrate_storage
+from ledger.cli.objstore import objstore_group
 from ledger.cli.ops import register_ops
 from ledger.cli.reader import serve_reader
 from ledger.cli.receipt import receipt_group
@@ -109,6 +110,9 @@ config_option = click.option(
 @setting_option("--tls-client-ca", "tls_client_ca", type=click.Path(dir_okay=False, path_type=Path))
 @setting_option("--tiles-listen", "tiles_listen")
 @setting_option("--tiles-dir", "tiles_dir", type=click.Path(file_okay=False, path_type=Path))
+@setting_option("--object-store-url", "object_store_url")
+@setting_option("--object-store-endpoint", "object_store_endpoint")
+@setting_option("--object-store-region", "object_store_region")
 @setting_option(
     "--witness-start-override/--no-witness-start-override",
     "witness_start_override",
@@ -303,6 +307,7 @@ for _command in (
     append,
     receipt_group,
     tiles_group,
+    objstore_group,
     witness,
     witnesses,
     migrate_storage,

@@ -325,15 +325,28 @@ UNCHECKED_EXIT = 3  # fsck: no problem found, but anchors of a TSA with no confi
 @_data_dir
 @click.option("--key", "key_file", type=_FILE, help="the log's key file (default: from config)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+@click.option("--tiles", "tiles_url", help="check the log published at this tiles URL instead")
+@click.option("--vkey", help="with --tiles: the log's verifier key (default: from the key file)")
 def fsck_command(
-    config: Path | None, data_dir: Path | None, key_file: Path | None, as_json: bool
+    config: Path | None,
+    data_dir: Path | None,
+    key_file: Path | None,
+    as_json: bool,
+    tiles_url: str | None,
+    vkey: str | None,
 ) -> None:
     """Check a stopped log's data: entries, every node, dedup index, tree state, checkpoint
     signatures and roots, anchor tokens, origin/key binding, the high-water mark's checkpoint.
+    With --tiles URL: the log as published there (a bucket, a CDN, a mirror; several URLs
+    separated by commas), every entry, tile, root and the bucket's anchors.
     Exit 1 names each problem; exit 3: no problem, but anchors not checked (no TSA roots)."""
     from ledger.ops.fsck import fsck
 
     settings = _settings(config, data_dir=data_dir, key_file=key_file)
+    if tiles_url is not None:
+        from ledger.cli.fsck_tiles import fsck_tiles
+
+        fsck_tiles(tiles_url, vkey, settings.signer_key_file, tsa_roots(settings), as_json)
     if not settings.data_dir.is_dir():
         raise FormatError(f"data dir {settings.data_dir} is not a directory")
     report = fsck(

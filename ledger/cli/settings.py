@@ -26,6 +26,9 @@ _SHOWN = {
     "tiles_listen": "on, 127.0.0.1 at the gRPC port + 1",
     "metrics_listen": "on, on the tiles endpoint",
     "tiles_dir": "none: no static mirror",
+    "object_store_url": "none: no bucket mirror",
+    "object_store_endpoint": "AWS",
+    "object_store_region": "us-east-1",
 }
 FLAGS: dict[str, str] = {}
 """Setting field -> the ``ledger serve`` flag that sets it (errors in flags name the flag)."""

@@ -32,17 +32,20 @@ one table (``ledger.api.server``) and the CLIs map them to exit codes in one pla
         │   └── NotYetPublishedError sequenced, no covering checkpoint yet       OUT_OF_RANGE
         ├── NotFoundError            unknown digest, checkpoint, anchor          NOT_FOUND
         ├── FailedPreconditionError  refused until the operator changes things   FAILED_PRECONDITION
-        │   └── ReadOnlyError        behind its published mark after a restore   FAILED_PRECONDITION
+        │   ├── ReadOnlyError        behind its published mark after a restore   FAILED_PRECONDITION
+        │   └── NonConformingStoreError  an object store failed the conditional-write check
         ├── PushbackError            queues full; carries ``retry_after``        RESOURCE_EXHAUSTED
         ├── UnauthenticatedError     missing or bad credentials                  UNAUTHENTICATED
         ├── PermissionDeniedError    credentials without the needed scope        PERMISSION_DENIED
         ├── UnavailableError         shutting down, unreachable, timed out       UNAVAILABLE
-        │   └── LogFailedError       the writer stopped after a fault (cause)    UNAVAILABLE
+        │   ├── LogFailedError       the writer stopped after a fault (cause)    UNAVAILABLE
+        │   └── StoreUnreachableError  an object store did not answer            UNAVAILABLE
         ├── DeadlineExceededError    the call's deadline passed                  DEADLINE_EXCEEDED
         ├── UnimplementedError       the server does not know the call           UNIMPLEMENTED
         ├── InternalError            an unexpected server failure                INTERNAL
         │   └── StorageError         the store failed or holds corrupt data      INTERNAL
         │       └── DataLossError    stored data contradicts what the log signed DATA_LOSS
+        │           └── ObjectConflictError  a bucket holds other bytes under a write-once key
         └── RemoteError              any other status a server answered          (its own)
 
 Each class says whether a retry may succeed (``retryable``; ``is_retryable`` is the one retry
@@ -77,8 +80,10 @@ __all__ = [
     "MalformedReceiptError",
     "MalformedTileError",
     "MalformedTilePathError",
+    "NonConformingStoreError",
     "NotFoundError",
     "NotYetPublishedError",
+    "ObjectConflictError",
     "OriginMismatchError",
     "OutOfRangeError",
     "PermissionDeniedError",
@@ -91,6 +96,7 @@ __all__ = [
     "ServiceError",
     "SignatureError",
     "StorageError",
+    "StoreUnreachableError",
     "TimestampError",
     "UnauthenticatedError",
     "UnavailableError",
@@ -342,6 +348,20 @@ class DataLossError(StorageError):
     entry or index): the log refuses to answer rather than answer wrongly."""
 
     retryable = False
+
+
+class ObjectConflictError(DataLossError):
+    """An object store holds, under a key the log writes once, other content than the log's
+    (another log, or a rewritten history in the bucket): publishing stops."""
+
+
+class StoreUnreachableError(UnavailableError):
+    """An object store did not answer (network, credentials, throttling): publishing waits."""
+
+
+class NonConformingStoreError(FailedPreconditionError):
+    """An object store that has not passed the conditional-write check (``ledger objstore
+    check``) is refused for anything that relies on conditional writes."""
 
 
 class ReadOnlyError(FailedPreconditionError):

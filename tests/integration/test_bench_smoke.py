@@ -1,6 +1,6 @@
 """``python tools/bench.py --quick`` runs end to end: a real server, client processes, a report.
 
-The smoke test only checks the shape of the report (every scenario B1..B9, B11 and C, with
+The smoke test only checks the shape of the report (every scenario B1..B9, B11, B13 and C, with
 numbers, the command and the date); the figures themselves depend on the machine.
 """
 
@@ -36,6 +36,7 @@ HEADLINES = {
     "B7": ["last_over_first", "peak_2m_over_rss_1m", "disk_bytes_per_entry"],
     "B8": ["sha256_per_s", "loop_entries_per_s", "b2_fraction"],
     "B11": ["endpoint_per_s", "client_proofs_per_s", "mirror_lag_p99_ms", "validated"],
+    "B13": ["on_over_off_per_cpu", "lag_samples", "bucket_gets_per_s", "endpoint_gets_per_s"],
     "C": [
         "aio_unary_per_s",
         "aio_packed_per_s",

@@ -52,7 +52,10 @@ def rule(imports: str = "", libraries: str = "") -> Rule:
 
 
 PURE = "ledger.core ledger.timestamp ledger.records"
-SERVER = "ledger.store ledger.log ledger.witness ledger.tsa ledger.api ledger.http ledger.ops"
+SERVER = (
+    "ledger.store ledger.log ledger.witness ledger.tsa ledger.api ledger.http ledger.ops"
+    " ledger.objstore"
+)
 RULES: Mapping[str, Rule] = {
     "ledger": rule("ledger.cli"),
     # The pure core: no I/O, shared by the server and the offline verifier.
@@ -79,6 +82,9 @@ RULES: Mapping[str, Rule] = {
     ),
     "ledger.http": rule(
         "ledger.core ledger.store ledger.log ledger.fileio ledger.net", "aiohttp ssl subprocess"
+    ),
+    "ledger.objstore": rule(
+        "ledger.core ledger.store", "boto3 botocore prometheus_client subprocess"
     ),
     "ledger.ops": rule(
         "ledger.core ledger.timestamp ledger.store ledger.log ledger.fileio", "cryptography"

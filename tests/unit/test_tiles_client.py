@@ -15,6 +15,7 @@ from ledger.core import merkle, tiles
 from ledger.core.checkpoint import Ed25519Signer
 from ledger.core.errors import (
     BoundsError,
+    FormatError,
     MalformedTileError,
     NotFoundError,
     RootMismatchError,
@@ -179,3 +180,22 @@ def test_reading_tiles_needs_no_grpc(mirrored: _Mirrored, tmp_path: Path) -> Non
         assert "IMPORTED []" in proc.stdout
     receipt = Receipt.from_json((tmp_path / "r.json").read_text())
     assert receipt.index == 7 and receipt.tree_size == 300
+
+
+def test_several_urls_fall_back_in_order(mirrored: _Mirrored, tmp_path: Path) -> None:
+    """C2SP tlog-tiles mirrors: a URL that fails goes to the back, one that lacks an object
+    (a mirror behind) is passed over, and 404 everywhere is still NotFoundError."""
+    cp = mirrored.grow(300)
+    dead = "http://127.0.0.1:1/"
+    behind = (tmp_path / "empty").as_uri()  # a folder with nothing in it yet
+    client = TileClient(f"{dead},{behind},{mirrored.folder.as_uri()}", timeout=2)
+    assert client.checkpoint([mirrored.signer.verifier()]).checkpoint.size == cp.size
+    assert client.base_urls[-1] == dead  # failed once: tried last from now on
+    assert client.root(cp.size) == cp.root_hash
+    with pytest.raises(NotFoundError):
+        client.get("tile/0/999")
+    only_dead = TileClient([dead, "http://127.0.0.1:2/"], timeout=2)
+    with pytest.raises(ServiceError, match="no tiles URL answered"):
+        only_dead.checkpoint_note()
+    with pytest.raises(FormatError):
+        TileClient(" , ")

@@ -69,7 +69,8 @@ def receipt_fetch(
     timeout: float,
     as_json: bool,
 ) -> None:
-    """Fetch the receipt of a logged record digest from tiles (no anchors: tiles carry none)."""
+    """Fetch the receipt of a logged record digest from tiles (with its anchors when the URL is a
+    bucket the log publishes to; the log's endpoint and mirror folders carry none)."""
 
     def run() -> Outcome:
         from ledger_client.remote.receipt_tiles import fetch_receipt_from_tiles

@@ -4,24 +4,35 @@ mirror, a CDN).
 
 * ``fetch_receipt_from_tiles``: the receipt of one record digest on the latest checkpoint (its
   signature and origin verified), with the inclusion proof built from tiles and verified against
-  that checkpoint's root. The tiles carry no RFC 3161 anchors, so the receipt has none (upgrade
-  it over gRPC, or verify it without anchors). Tiles cannot be searched by digest: give the
-  entry's ``index`` when known; otherwise the entry bundles are scanned from the newest back.
-* ``upgrade_receipt_from_tiles``: the same record under the latest checkpoint, with a fresh
-  inclusion proof, and the old checkpoint, its anchors and the RFC 9162 §2.1.4 consistency proof
-  from it in ``previous``. The leaf at the receipt's index must be the receipt's leaf, and the
-  consistency proof must verify, else ``InconsistencyError`` (evidence of a rewritten log).
+  that checkpoint's root. Tiles cannot be searched by digest: give the entry's ``index`` when
+  known; otherwise the entry bundles are scanned from the newest back.
+* A log published to a bucket (``ledger.objstore.publisher``) also holds ``anchors/latest`` (the
+  newest anchored size), ``anchors/<size>`` (its RFC 3161 tokens) and ``checkpoints/<size>``
+  (that checkpoint's note with its cosignatures): when they are there and that checkpoint covers
+  the entry, the receipt is made on it, with its anchors, from the bucket alone. Elsewhere (the
+  log's HTTP endpoint, a mirror folder) the receipt has no anchors (upgrade it over gRPC, or
+  verify it without anchors).
+* ``upgrade_receipt_from_tiles``: the same record under a newer checkpoint (the bucket's newest
+  anchored one when it is newer, else the latest), with a fresh inclusion proof, and the old
+  checkpoint, its anchors and the RFC 9162 §2.1.4 consistency proof from it in ``previous``. The
+  leaf at the receipt's index must be the receipt's leaf, and the consistency proof must verify,
+  else ``InconsistencyError`` (evidence of a rewritten log).
 """
 
 from __future__ import annotations
 
+import json
+from base64 import b64decode
+from binascii import Error as Base64Error
 from collections.abc import Sequence
 from dataclasses import replace
 
 from ledger.core import tiles
 from ledger.core.checkpoint import Checkpoint, Verifier, open_checkpoint
 from ledger.core.errors import (
+    FormatError,
     InconsistencyError,
+    LedgerError,
     NotFoundError,
     NotYetPublishedError,
     RecordError,
@@ -31,10 +42,18 @@ from ledger.core.note import SignedNote
 from ledger.core.types import decode_leaf
 from ledger.records import decision as records
 from ledger.records.commitments import Disclosure
-from ledger_client.receipts.receipt import PreviousCheckpoint, Receipt
+from ledger.timestamp.rfc3161 import token_certificates
+from ledger_client.receipts.receipt import PreviousCheckpoint, Receipt, ReceiptAnchor
 from ledger_client.remote.tiles import TileClient
 
-__all__ = ["fetch_receipt_from_tiles", "find_index", "upgrade_receipt_from_tiles"]
+__all__ = [
+    "anchored_from_bucket",
+    "fetch_receipt_from_tiles",
+    "find_index",
+    "upgrade_receipt_from_tiles",
+]
+
+Anchored = tuple[Checkpoint, str, tuple[ReceiptAnchor, ...]]
 
 
 def find_index(client: TileClient, record_digest: bytes, size: int) -> int:
@@ -57,6 +76,41 @@ def _latest(
     return open_checkpoint(note, verifiers, origin=origin).checkpoint, note
 
 
+def anchored_from_bucket(
+    client: TileClient, verifiers: Sequence[Verifier], origin: str | None
+) -> Anchored | None:
+    """The bucket's newest anchored checkpoint (verified), its note and anchors; None where the
+    tiles come without them (module docstring)."""
+    try:
+        text = client.get("anchors/latest").decode("ascii").strip()
+    except (NotFoundError, UnicodeDecodeError):
+        return None
+    if not text.isdigit():
+        raise FormatError(f"{client.base_url}anchors/latest is not a size: {text[:40]!r}")
+    size = int(text)
+    note = client.get(f"checkpoints/{size}").decode("utf-8", "replace")
+    checkpoint = open_checkpoint(note, verifiers, origin=origin).checkpoint
+    try:
+        obj = json.loads(client.get(f"anchors/{size}"))
+        anchors = tuple(
+            ReceiptAnchor(
+                tsa=str(a["tsa"]),
+                token=(token := b64decode(str(a["token"]), validate=True)),
+                certificates=tuple(token_certificates(token)),
+            )
+            for a in obj["anchors"]
+        )
+        stated = int(obj["size"])
+    except (ValueError, KeyError, TypeError, Base64Error, LedgerError) as exc:
+        raise FormatError(f"{client.base_url}anchors/{size}: {exc}") from None
+    if checkpoint.size != size or stated != size:
+        raise InconsistencyError(
+            f"{client.base_url}: checkpoints/{size} and anchors/{size} are of size "
+            f"{checkpoint.size} and {stated}"
+        )
+    return checkpoint, note, anchors
+
+
 def fetch_receipt_from_tiles(
     client: TileClient,
     record_digest: bytes,
@@ -75,6 +129,10 @@ def fetch_receipt_from_tiles(
     checkpoint, note = _latest(client, verifiers, origin)
     if index is None:
         index = find_index(client, record_digest, checkpoint.size)
+    anchors: tuple[ReceiptAnchor, ...] = ()
+    anchored = anchored_from_bucket(client, verifiers, origin)
+    if anchored is not None and index < anchored[0].size <= checkpoint.size:
+        checkpoint, note, anchors = anchored
     if index >= checkpoint.size:
         raise NotYetPublishedError(
             f"index {index} is not covered by the latest checkpoint (size {checkpoint.size})"
@@ -90,6 +148,7 @@ def fetch_receipt_from_tiles(
         tree_size=checkpoint.size,
         inclusion_proof=tuple(proof),
         checkpoint=note,
+        anchors=anchors,
         record=record,
         disclosures=tuple(disclosures),
     )
@@ -102,8 +161,12 @@ def upgrade_receipt_from_tiles(
     verifiers: Sequence[Verifier],
     origin: str | None = None,
 ) -> Receipt:
-    """``receipt`` moved to the latest checkpoint (module docstring)."""
+    """``receipt`` moved to a newer checkpoint (module docstring)."""
     checkpoint, note = _latest(client, verifiers, origin)
+    anchors: tuple[ReceiptAnchor, ...] = ()
+    anchored = anchored_from_bucket(client, verifiers, origin)
+    if anchored is not None and receipt.tree_size < anchored[0].size <= checkpoint.size:
+        checkpoint, note, anchors = anchored
     if checkpoint.size <= receipt.tree_size:
         raise NotFoundError(
             f"the latest checkpoint (size {checkpoint.size}) is not newer than the receipt's "
@@ -136,6 +199,6 @@ def upgrade_receipt_from_tiles(
         tree_size=checkpoint.size,
         inclusion_proof=tuple(proof),
         checkpoint=note,
-        anchors=(),
+        anchors=anchors,
         previous=previous,
     )

@@ -11,7 +11,13 @@ any tlog-tiles log such as Tessera's) with the standard library only; no grpc.
   tlog-tiles: a partial tile may be gone once the full one exists).
 * ``TileSource``: the client as a ``ledger_client.remote.monitor.LogSource`` (``ledger-verify
   monitor --tiles URL``).
-* ``base_url`` may be ``http://``, ``https://`` or ``file://`` (a mirror folder read directly).
+* ``base_url`` may be ``http://``, ``https://`` or ``file://`` (a mirror folder read directly),
+  or several of them (a sequence, or one string with the URLs separated by commas): the same log
+  behind a CDN, a bucket's own endpoint, the log's endpoint. Each request tries them in order
+  and takes the first answer (C2SP tlog-tiles lets clients fetch from any mirror: nothing
+  fetched is trusted); a URL that failed is tried last for the next requests, so a dead mirror
+  costs one failed request, not one per tile. ``get(path)`` fetches any other object the same
+  way (the bucket's ``checkpoints/<size>`` and ``anchors/<size>``).
 * A failed or refused request raises ``ServiceError`` (``NotFoundError`` for a 404), a tile whose
   bytes do not parse ``MalformedTileError``. An answer with ``Content-Encoding: gzip`` (entry
   bundles, C2SP tlog-tiles) is decoded, bounded to ``tiles.MAX_BUNDLE_BYTES``. Nothing fetched
@@ -110,23 +116,55 @@ class TileClient:
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str],
         *,
         timeout: float = 30.0,
         cache_tiles: int = 4096,
         fetch: Fetch | None = None,
     ) -> None:
-        self.base_url = base_url if base_url.endswith("/") else base_url + "/"
-        self._fetch = fetch or http_fetch(timeout)
+        urls = base_url.split(",") if isinstance(base_url, str) else list(base_url)
+        self.base_urls = [u if u.endswith("/") else u + "/" for u in (x.strip() for x in urls) if u]
+        if not self.base_urls:
+            raise FormatError("no tiles URL given")
+        self.base_url = self.base_urls[0]
+        self._raw_fetch = fetch or http_fetch(timeout)
         self._hashes: _Lru[tuple[int, int], tiles.TileHashes] = _Lru(cache_tiles)
         self._bundles: _Lru[int, list[bytes]] = _Lru(cache_tiles)
         self._lock = threading.Lock()
+
+    def get(self, path: str) -> bytes:
+        """``path`` under the first base URL that answers (module docstring); NotFoundError when
+        no URL had it and at least one answered 404, ServiceError when none answered."""
+        with self._lock:
+            order = list(self.base_urls)
+        last: ServiceError | None = None
+        missing = 0
+        for base in order:
+            try:
+                data = self._raw_fetch(base + path)
+            except NotFoundError as exc:
+                last, missing = exc, missing + 1
+                continue
+            except ServiceError as exc:
+                last = exc
+                with self._lock:  # a mirror that failed goes to the back of the line
+                    if base in self.base_urls and len(self.base_urls) > 1:
+                        self.base_urls.remove(base)
+                        self.base_urls.append(base)
+                continue
+            return data
+        assert last is not None
+        if len(order) == 1:
+            raise last
+        if missing:  # where an answer came, it was 404: not found (the others failed)
+            raise NotFoundError(f"{path}: not found at {missing} of {len(order)} URLs ({last})")
+        raise ServiceError(f"no tiles URL answered {path}: {last}") from None
 
     # --- checkpoints --------------------------------------------------------------------------
 
     def checkpoint_note(self) -> str:
         """The latest signed note, unverified."""
-        data = self._fetch(self.base_url + "checkpoint")
+        data = self.get("checkpoint")
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError:
@@ -142,11 +180,11 @@ class TileClient:
 
     def _get_tile(self, tile: tiles.TileID) -> bytes:
         try:
-            return self._fetch(self.base_url + tile.path)
+            return self.get(tile.path)
         except NotFoundError:
             if tile.full:
                 raise
-            return self._fetch(self.base_url + tile.with_width(tiles.TILE_WIDTH).path)
+            return self.get(tile.with_width(tiles.TILE_WIDTH).path)
 
     def tile_hashes(self, level: int, index: int, width: int) -> tiles.TileHashes:
         """Hash tile ``(level, index)`` at ``width`` or wider, with its interior hashes."""

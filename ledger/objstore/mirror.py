@@ -1,0 +1,320 @@
+"""Mirror mode: a running server publishes to its bucket from a process of its own.
+
+The local store stays primary: a checkpoint reaches the bucket only after it was committed and
+published locally, so a bucket that is slow or unreachable delays publishing and never an
+append. As with the folder mirror (``ledger.http.mirror_process``), the server starts
+``python -m ledger.objstore.mirror``, which opens the store as a RocksDB secondary and runs
+``BucketPublisher`` there (uploads and their TLS stay off the server's GIL).
+
+Protocol (one JSON object a line). The child answers first, once: ``{"ready": true,
+"checkpoint": NOTE|null, "reachable": BOOL, "error": TEXT}`` (the bucket's checkpoint at start,
+which the server weighs as evidence, ``ledger.log.evidence``), or ``{"error": TEXT}`` and exit 1
+(a store that never passed ``ledger objstore check``, another log's bucket). The server writes
+``{"size": N, "t": UNIX_TIME}`` per published checkpoint; the child answers after each update
+``{"published": N, "lags": [seconds from each checkpoint's publication to its upload]}``, or
+``{"unreachable": TEXT}`` (it retries with backoff, keeping what it was given), or
+``{"stopped": TEXT}`` (a conflict: nothing more is published until an operator looks). Every few
+seconds it also re-publishes cosignatures added to the newest checkpoint and new anchors.
+
+``BucketMirror`` is the server's side: ``submit`` (non-blocking, on the event loop), the state
+for health and ``/metrics`` (``collect``), ``stop``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
+
+from ledger.core.backoff import Backoff
+from ledger.core.errors import (
+    LedgerError,
+    NonConformingStoreError,
+    ObjectConflictError,
+    StorageError,
+)
+from ledger.core.types import PublishedCheckpoint
+
+__all__ = ["LAG_BUCKETS", "BucketMirror", "MirrorState", "main"]
+
+_log = logging.getLogger("ledger.objstore")
+START_TIMEOUT_S = 60.0
+REFRESH_S = 2.0
+LAG_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+@dataclass(slots=True)
+class MirrorState:
+    """What the server knows of its bucket (read by health and ``/metrics``)."""
+
+    url: str
+    published_size: int = 0
+    reachable: bool = True
+    stopped: str | None = None
+    last_error: str = ""
+    lag_counts: list[int] = field(default_factory=lambda: [0] * (len(LAG_BUCKETS) + 1))
+    lag_sum: float = 0.0
+    lags: list[float] = field(default_factory=list)  # the most recent (for benchmarks)
+
+    def observe_lag(self, seconds: float) -> None:
+        """One checkpoint's time from publication to the bucket."""
+        at = next((i for i, b in enumerate(LAG_BUCKETS) if seconds <= b), len(LAG_BUCKETS))
+        self.lag_counts[at] += 1
+        self.lag_sum += seconds
+        self.lags.append(seconds)
+        if len(self.lags) > 100_000:
+            del self.lags[:50_000]
+
+    @property
+    def healthy(self) -> bool:
+        """Reachable and not stopped on a conflict."""
+        return self.reachable and self.stopped is None
+
+
+class BucketMirror:
+    """The bucket mirror child of a server (module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        db_dir: Path,
+        secondary_dir: Path,
+        origin: str,
+        url: str,
+        endpoint: str,
+        region: str,
+        on_change: Callable[[MirrorState], None] | None = None,
+    ) -> None:
+        cmd = [sys.executable, "-m", "ledger.objstore.mirror", str(db_dir), str(secondary_dir),
+               origin, url, endpoint, region]  # fmt: skip
+        self.state = MirrorState(url=url)
+        self.on_change = on_change  # called on the reader thread after each report
+        self._proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
+        )
+        assert self._proc.stdout is not None
+        ready, _, _ = select.select([self._proc.stdout], [], [], START_TIMEOUT_S)
+        line = self._proc.stdout.readline() if ready else ""
+        try:
+            answer = json.loads(line) if line else {"error": "the bucket mirror did not start"}
+        except json.JSONDecodeError:
+            answer = {"error": f"the bucket mirror said {line!r}"}
+        if not answer.get("ready"):
+            self.stop()
+            raise StorageError(f"object store {url}: {answer.get('error')}")
+        self.start_checkpoint: str | None = answer.get("checkpoint")
+        self.state.reachable = bool(answer.get("reachable", True))
+        self.state.last_error = str(answer.get("error") or "")
+        assert self._proc.stdin is not None
+        self._stdin = self._proc.stdin.fileno()
+        os.set_blocking(self._stdin, False)  # a stuck child must never block the event loop
+        self._reader = threading.Thread(
+            target=self._follow, name="ledger-bucket-mirror", daemon=True
+        )
+        self._reader.start()
+
+    def submit(self, checkpoint: PublishedCheckpoint) -> None:
+        """Queue a published checkpoint (one non-blocking pipe write, with its publication
+        time for the lag)."""
+        data = (json.dumps({"size": checkpoint.size, "t": time.time()}) + "\n").encode()
+        try:
+            os.write(self._stdin, data)
+        except BlockingIOError:
+            _log.warning("bucket mirror is behind: checkpoint %d left to the next", checkpoint.size)
+        except OSError as exc:
+            _log.error("bucket mirror process is gone (exit %s): %s", self._proc.poll(), exc)
+
+    def _follow(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            try:
+                report = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            state = self.state
+            if "published" in report:
+                state.published_size = int(report["published"])
+                for lag in report.get("lags", []):
+                    state.observe_lag(float(lag))
+                if not state.reachable:
+                    _log.warning("object store %s reachable again", state.url)
+                state.reachable, state.last_error = True, ""
+            elif "unreachable" in report:
+                if state.reachable:
+                    _log.error("object store %s unreachable: %s", state.url, report["unreachable"])
+                state.reachable, state.last_error = False, str(report["unreachable"])
+            elif "stopped" in report:
+                state.stopped = str(report["stopped"])
+                _log.error("PUBLISHING TO %s STOPPED: %s", state.url, state.stopped)
+            if self.on_change is not None:
+                self.on_change(state)
+
+    def collect(self) -> Iterable[Any]:
+        """``/metrics``: ``ledger_bucket_*``."""
+        state = self.state
+        size = GaugeMetricFamily("ledger_bucket_published_size", "size of the bucket checkpoint")
+        size.add_metric([], float(state.published_size))
+        up = GaugeMetricFamily("ledger_bucket_reachable", "1 while the object store answers")
+        up.add_metric([], 1.0 if state.reachable else 0.0)
+        stopped = GaugeMetricFamily(
+            "ledger_bucket_stopped", "1 once publishing stopped on a conflict"
+        )
+        stopped.add_metric([], 0.0 if state.stopped is None else 1.0)
+        lag = HistogramMetricFamily(
+            "ledger_bucket_lag_seconds", "from a checkpoint's publication to its upload"
+        )
+        running = 0
+        buckets: list[tuple[str, float]] = []
+        for bound, count in zip((*LAG_BUCKETS, float("inf")), state.lag_counts, strict=True):
+            running += count
+            buckets.append(("+Inf" if bound == float("inf") else str(bound), float(running)))
+        lag.add_metric([], buckets, sum_value=state.lag_sum)
+        return [size, up, stopped, lag]
+
+    def stop(self, timeout: float = 120.0) -> None:
+        """Let the child publish what it was given, then wait for it to exit."""
+        if self._proc.stdin is not None and not self._proc.stdin.closed:
+            with suppress(OSError):
+                self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        if self._proc.stdout is not None:
+            with suppress(OSError, ValueError):
+                self._proc.stdout.close()
+
+
+# --- the child -----------------------------------------------------------------------------------
+
+
+def _say(obj: dict[str, object]) -> None:
+    print(json.dumps(obj), flush=True)
+
+
+def _read_lines(fd: int, pending: bytearray, timeout: float) -> tuple[list[dict[str, Any]], bool]:
+    """Wait up to ``timeout`` for input, then take everything queued: (lines, end of input)."""
+    if not select.select([fd], [], [], timeout)[0]:
+        return [], False
+    end = False
+    while True:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            end = True
+            break
+        pending += chunk
+        if not select.select([fd], [], [], 0)[0]:
+            break
+    *complete, rest = bytes(pending).split(b"\n")
+    pending[:] = rest
+    return [json.loads(line) for line in complete if line.strip()], end
+
+
+def main(argv: list[str]) -> int:
+    """Run the bucket mirror child: ``DB_DIR SECONDARY_DIR ORIGIN URL ENDPOINT REGION``."""
+    from ledger.objstore.bucket import Bucket, BucketAddress
+    from ledger.objstore.publisher import BucketPublisher
+    from ledger.store.rocks import RocksStore
+    from ledger.store.tile_reader import TileReader
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    db_dir, secondary_dir, origin, url, endpoint, region = argv
+    try:
+        store = RocksStore(db_dir, secondary=secondary_dir, memtable_mb=4, cache_mb=16)
+        publisher = BucketPublisher(
+            bucket=Bucket(BucketAddress.parse(url, endpoint=endpoint, region=region)),
+            reader=TileReader(store=store, published=lambda: None, cache_bytes=0),
+            origin=origin,
+            notes=store.get_checkpoint,
+            anchors=store.get_anchors,
+        )
+    except LedgerError as exc:
+        _say({"error": str(exc)})
+        return 1
+    try:
+        publisher.require_conforming()
+        note = publisher.bucket_checkpoint()  # whose tree it is: the first update checks
+        _say({"ready": True, "checkpoint": note, "reachable": True})
+    except LedgerError as exc:
+        if exc.retryable:  # unreachable: start anyway, publishing waits
+            _say({"ready": True, "checkpoint": None, "reachable": False, "error": str(exc)})
+        else:
+            _say({"error": str(exc)})
+            store.close()
+            return 1
+    _run(store, publisher)
+    publisher.close()
+    store.close()
+    return 0
+
+
+def _run(store: Any, publisher: Any) -> None:
+    """Publish what the server sends until its end of input; after a failure, wait out the
+    backoff (taking input meanwhile) before the next try."""
+    backoff = Backoff.doubling(0.25, 30.0)
+    failures = 0
+    retry_at = 0.0  # monotonic time before which no upload is tried (after a failure)
+    waiting: dict[int, float] = {}  # size -> publication time, not yet in the bucket
+    done = False
+    pending = bytearray()
+    last_refresh = 0.0
+    while True:
+        if not done:
+            wait = max(0.0, retry_at - time.monotonic()) if failures else REFRESH_S
+            lines, done = _read_lines(sys.stdin.fileno(), pending, wait)
+            for line in lines:
+                waiting.setdefault(int(line["size"]), float(line.get("t", time.time())))
+            if failures and time.monotonic() < retry_at:
+                continue  # input taken; the bucket is tried again once the backoff is over
+        if publisher.stopped is not None:
+            if done:
+                return
+            continue
+        try:
+            store.catch_up()
+            if waiting:
+                found = [store.get_checkpoint(s) for s in sorted(waiting)]
+                result = publisher.update([c for c in found if c is not None])
+                now = time.time()
+                lags = [now - t for s, t in waiting.items() if s <= result.size]
+                waiting = {s: t for s, t in waiting.items() if s > result.size}
+                _say({"published": result.size, "lags": lags})
+            if time.monotonic() - last_refresh >= REFRESH_S:
+                last_refresh = time.monotonic()
+                latest = store.latest_checkpoint()
+                if latest is not None and latest.size == publisher.published_size():
+                    publisher.refresh_latest(latest)
+                publisher.publish_anchors(store.anchored_sizes(16))
+            failures = 0
+        except LedgerError as exc:
+            if isinstance(exc, NonConformingStoreError | ObjectConflictError):
+                publisher.stopped = publisher.stopped or ObjectConflictError(str(exc))
+                _say({"stopped": str(exc)})
+            else:
+                if not exc.retryable:
+                    _log.error("bucket publishing failed: %s", exc)
+                retry_at = time.monotonic() + backoff.delay(failures)
+                failures += 1
+                _say({"unreachable": str(exc)})
+                if done:
+                    return  # shutting down: the next start publishes the rest
+                continue
+        if done:
+            return
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,122 @@
+"""The object-store publisher against a real SeaweedFS (``weed server -s3`` on loopback): the
+exact C2SP tlog-tiles layout, read back anonymously over HTTP by the project's tile client and
+monitor; create-only retries and conflicts; the conditional-write race check."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import urllib.request
+
+import pytest
+
+from ledger.core import tiles
+from ledger.core.errors import NonConformingStoreError, ObjectConflictError
+from ledger.objstore.bucket import Bucket, BucketAddress
+from ledger.objstore.conformance import check_store
+from ledger.objstore.publisher import CHECKPOINT_CACHE, TILE_CACHE, BucketPublisher
+from ledger_client.remote.tiles import TileClient
+from tests.objstore_world import MemoryLog, Seaweed
+
+pytestmark = pytest.mark.integration
+ORIGIN = "ledger.test/bucket"
+
+
+def _address(seaweed: Seaweed, prefix: str = "logs/one") -> BucketAddress:
+    return seaweed.address(prefix)
+
+
+def _publisher(seaweed: Seaweed, log: MemoryLog, prefix: str = "logs/one") -> BucketPublisher:
+    return log.publisher(seaweed.address(prefix))
+
+
+def _head(url: str) -> dict[str, str]:
+    with urllib.request.urlopen(urllib.request.Request(url, method="HEAD")) as response:
+        return {k.lower(): v for k, v in response.headers.items()}
+
+
+def test_publisher_writes_the_c2sp_layout_readable_anonymously(seaweed: Seaweed) -> None:
+    check_store(_address(seaweed), rounds=1, writers=8)
+    log = MemoryLog(ORIGIN)
+    publisher = _publisher(seaweed, log)
+    sizes = []
+    for count in (5, 300, 1, 1000):
+        cp = log.grow(count)
+        sizes.append(cp.size)
+        done = publisher.update([cp])
+        assert done.size == cp.size and done.existing == 0
+    base = seaweed.public_url("ledger", "logs/one")
+    client = TileClient(base)
+    verified = client.checkpoint([log.signer.verifier()], origin=ORIGIN)
+    assert verified.checkpoint.size == cp.size
+    for size in sizes:  # every published size's tree is there (partial tiles kept)
+        assert client.root(size) == log.log.root_at(size)
+    assert client.leaves(0, cp.size, cp.size) == log.store.get_leaves(range(cp.size))
+    assert _head(base + "checkpoint")["cache-control"] == CHECKPOINT_CACHE
+    tile = _head(base + "tile/0/000")
+    assert tile["cache-control"] == TILE_CACHE
+    bundle = _head(base + "tile/entries/000")
+    assert bundle["content-encoding"] == "gzip" and bundle["cache-control"] == TILE_CACHE
+    with urllib.request.urlopen(base + f"checkpoints/{sizes[0]}") as response:
+        assert response.read().decode() == log.store.get_checkpoint(sizes[0]).note  # type: ignore[union-attr]
+    again = _publisher(seaweed, log)  # a restart resumes from the bucket's checkpoint
+    assert again.published_size() == cp.size
+    assert again.update([cp]).created == 0
+
+
+def test_create_only_retry_with_other_gzip_bytes_is_fine(seaweed: Seaweed) -> None:
+    check_store(_address(seaweed, "logs/two"), rounds=1, writers=8)
+    log = MemoryLog(ORIGIN)
+    cp = log.grow(7)
+    bucket = Bucket(_address(seaweed, "logs/two"))
+    data = log.reader.read(tiles.TileID(level=0, index=0, width=7, entries=True))
+    other = gzip.compress(data, compresslevel=1, mtime=12345)  # another zlib's bytes, same content
+    assert other != tiles.gzip_bundle(data)
+    assert bucket.create("tile/entries/000.p/7", other, {"Content-Encoding": "gzip"})
+    done = _publisher(seaweed, log, "logs/two").update([cp])
+    assert done.size == 7 and done.existing == 1
+    client = TileClient(seaweed.public_url("ledger", "logs/two"))
+    assert client.leaves(0, 7, 7) == log.store.get_leaves(range(7))
+
+
+def test_create_only_conflict_stops_publishing(seaweed: Seaweed) -> None:
+    check_store(_address(seaweed, "logs/three"), rounds=1, writers=8)
+    log = MemoryLog(ORIGIN)
+    cp = log.grow(9)
+    bucket = Bucket(_address(seaweed, "logs/three"))
+    assert bucket.create("tile/0/000.p/9", os.urandom(9 * 32), {})  # another history
+    publisher = _publisher(seaweed, log, "logs/three")
+    with pytest.raises(ObjectConflictError, match="other content"):
+        publisher.update([cp])
+    assert bucket.get("checkpoint") is None  # the checkpoint is never written over a conflict
+    with pytest.raises(ObjectConflictError):  # and publishing stays stopped
+        publisher.update([log.grow(1)])
+
+
+def test_an_unchecked_store_is_refused(seaweed: Seaweed) -> None:
+    publisher = _publisher(seaweed, MemoryLog(ORIGIN), "logs/unchecked")
+    with pytest.raises(NonConformingStoreError, match="ledger objstore check"):
+        publisher.require_conforming()
+
+
+@pytest.mark.slow
+def test_conditional_writes_have_one_winner_under_contention(seaweed: Seaweed) -> None:
+    """64 concurrent conditional PUTs on one key: exactly one winner per round, 5 rounds of
+    create-only and 5 of compare-and-swap (``ledger objstore check`` runs 50 by default)."""
+    report = check_store(_address(seaweed, "conformance"), rounds=5, writers=64)
+    assert [r.mode for r in report.rounds].count("create") == 5
+    assert [r.mode for r in report.rounds].count("swap") == 5
+    assert report.passed, report.detail()
+    assert all(r.winners == 1 and r.losers == 63 for r in report.rounds)
+    _publisher(seaweed, MemoryLog(ORIGIN), "conformance").require_conforming()
+
+
+def test_a_bucket_with_another_root_is_refused(seaweed: Seaweed) -> None:
+    check_store(_address(seaweed, "logs/fork"), rounds=1, writers=8)
+    first = MemoryLog(ORIGIN)
+    first.publisher(_address(seaweed, "logs/fork")).update([first.grow(30)])
+    other = MemoryLog(ORIGIN, first.signer)  # same log name and key, another history
+    other.grow(30)
+    cp = other.grow(20)
+    with pytest.raises(ObjectConflictError, match="another history"):
+        other.publisher(_address(seaweed, "logs/fork")).update([cp])
