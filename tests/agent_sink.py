@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from ledger.records.commitments import Disclosure
+from ledger.records.commitments import Kept
 from ledger.records.decision import (
     DecisionRecord,
     RunClosed,
@@ -20,10 +20,10 @@ class Sink:
 
     def __init__(self) -> None:
         self.records: list[DecisionRecord] = []
-        self.disclosures: dict[bytes, tuple[Disclosure, ...]] = {}
+        self.disclosures: dict[bytes, tuple[Kept, ...]] = {}
         self.lock = threading.Lock()
 
-    def submit(self, record: DecisionRecord, *, disclosures: Sequence[Disclosure] = ()) -> bytes:
+    def submit(self, record: DecisionRecord, *, disclosures: Sequence[Kept] = ()) -> bytes:
         with self.lock:
             self.records.append(record)
             digest = record_digest(record)

@@ -69,9 +69,10 @@ from ledger.core.jcs import (
 from ledger.core.limits import HASH_SIZE
 from ledger.records.commitments import (
     COMMITMENT_KEY,
+    AnyDisclosure,
     Commitment,
-    Disclosure,
     JsonValue,
+    Kept,
     check_disclosure_in,
     is_commitment_obj,
 )
@@ -777,14 +778,15 @@ def uuid7_time_ms(record_id: str) -> int:
 
 def verify_disclosure(
     record: DecisionRecord | Mapping[str, object] | str | bytes,
-    disclosure: Disclosure,
+    disclosure: AnyDisclosure | Kept,
     expected_record_digest: bytes,
 ) -> None:
     """Check a disclosed field against a logged record digest.
 
     ``record`` is the record, its JSON object or its JSON text. Checks that the record's digest
-    is ``expected_record_digest`` and that the field ``disclosure.field_path`` holds
-    ``SHA-256(salt || JCS(value))``. Raises ``RecordError`` on any mismatch, ``InvalidRecordError``
+    is ``expected_record_digest`` and that ``disclosure`` opens the commitment at its field path
+    (``ledger.records.commitments.check_disclosure_in``: a whole field, one leaf, or a kept
+    per-leaf secret). Raises ``RecordError`` on any mismatch, ``InvalidRecordError``
     if the record is malformed, ``MalformedHashError`` if the expected digest is not 32 bytes.
     """
     if len(expected_record_digest) != HASH_SIZE:

@@ -25,7 +25,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.records.commitments import Disclosure
+from ledger.records.commitments import Kept
 from ledger.records.decision import Outcome, Payload
 from ledger_client.sdk.capture import Capture, CapturedValue
 from ledger_client.sdk.context import Frame, Run, RunEntry, current_frame, error_name
@@ -92,7 +92,7 @@ class SpanTracker:
             opened.frame.run.fold(opened.frame)
 
     def finish(
-        self, opened: Opened, payload: Payload, disclosures: list[Disclosure], **fields: Any
+        self, opened: Opened, payload: Payload, disclosures: list[Kept], **fields: Any
     ) -> RunEntry:
         """Emit the record that ends ``opened``."""
         return opened.frame.run.finish(opened.frame, payload, disclosures=disclosures, **fields)
@@ -106,7 +106,7 @@ class SpanTracker:
 
 def captured_fields(
     mode: Capture, inputs: dict[str, CapturedValue], output: tuple[str, CapturedValue] | None
-) -> tuple[dict[str, Any], list[Disclosure]]:
+) -> tuple[dict[str, Any], list[Kept]]:
     """Record fields for captured values: ``evidence`` digests (not with ``COMMIT``), and with
     ``CONTENT``/``COMMIT`` the inputs in ``parameters`` and the output in ``actual_outcome``."""
     fields: dict[str, Any] = {}

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 from ledger.core.jcs import canonical_bytes
 from ledger.core.timefmt import from_epoch_seconds, rfc3339_millis
 from ledger.fileio.private import write_private
-from ledger.records.commitments import Disclosure
+from ledger.records.commitments import Kept, select_disclosures
 from ledger.records.decision import DecisionRecord, Outcome, Payload, new_record_id
 from ledger.records.runs import run_closed_record
 from ledger_client.sdk.errors import AnchorTimeoutError, RunStateError
@@ -83,9 +83,7 @@ _OPEN_LOCK = threading.Lock()
 class RecordSink(Protocol):
     """What a run needs from a client (``LedgerClient`` provides it)."""
 
-    def submit(
-        self, record: DecisionRecord, *, disclosures: Sequence[Disclosure] = ()
-    ) -> bytes: ...
+    def submit(self, record: DecisionRecord, *, disclosures: Sequence[Kept] = ()) -> bytes: ...
 
     def flush(self, timeout: float | None = None, *, checkpoint: bool = False) -> bool: ...
 
@@ -118,7 +116,7 @@ class RunEntry:
 
     record: DecisionRecord
     digest: bytes
-    disclosures: tuple[Disclosure, ...] = ()
+    disclosures: tuple[Kept, ...] = ()
 
 
 class Frame:
@@ -184,7 +182,7 @@ class Run:
         payload: Payload,
         *,
         frame: Frame | None = None,
-        disclosures: Sequence[Disclosure] = (),
+        disclosures: Sequence[Kept] = (),
         parents: Sequence[object] | None = None,
         **fields: Any,
     ) -> RunEntry:
@@ -200,7 +198,7 @@ class Run:
         frame: Frame,
         payload: Payload,
         *,
-        disclosures: Sequence[Disclosure] = (),
+        disclosures: Sequence[Kept] = (),
         **fields: Any,
     ) -> RunEntry:
         """Emit the record that ends ``frame`` and fold it into the enclosing frame."""
@@ -225,7 +223,7 @@ class Run:
         self,
         frame: Frame,
         payload: Payload,
-        disclosures: tuple[Disclosure, ...],
+        disclosures: tuple[Kept, ...],
         fields: Any,
         parents: tuple[str, ...] | None = None,
     ) -> RunEntry:
@@ -309,7 +307,7 @@ class Run:
                 replace(
                     receipt,
                     record=entry.record,
-                    disclosures=tuple(d for d in entry.disclosures if d.field_path in disclose),
+                    disclosures=tuple(select_disclosures(disclose, entry.disclosures)[0]),
                 ),
             )
             for entry, receipt in zip(entries, found, strict=True)
@@ -412,7 +410,7 @@ def leave_frame(token: contextvars.Token[Frame | None]) -> None:
 def emit(
     payload: Payload,
     *,
-    disclosures: Sequence[Disclosure] = (),
+    disclosures: Sequence[Kept] = (),
     parents: Sequence[object] | None = None,
     **fields: Any,
 ) -> RunEntry:

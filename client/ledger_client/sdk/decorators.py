@@ -51,7 +51,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from ledger.records.commitments import Disclosure
+from ledger.records.commitments import Kept
 from ledger.records.decision import KINDS, PAYLOAD_FIELDS, PAYLOAD_TYPES, Outcome, Payload
 from ledger.records.links import derived_by_evidence
 from ledger_client.sdk.capture import Capture, CapturedValue, capture_arguments, capture_value
@@ -182,7 +182,7 @@ class _Call:
         except TypeError as exc:
             raise TypeError(f"@decision(kind={spec.kind!r}) on {self.label}: {exc}") from None
         fields = self._record_fields(result, out, path)
-        disclosures: list[Disclosure] = [*self.disclosures]
+        disclosures: list[Kept] = [*self.disclosures]
         if out.disclosure is not None:
             disclosures.append(out.disclosure)
         entry = self.run.finish(self.frame, payload, disclosures=disclosures, **fields)
