@@ -155,7 +155,7 @@ FIELDS_SINCE: Mapping[str, int] = {
     # v2 (issue 25): when the step ran, what it consumed and cost, how the model was set
     **dict.fromkeys(("started_at", "ended_at", "usage", "cost", "model_parameters"), 2),
 }
-PER_LEAF_SINCE = 2  # per-leaf (sha256-tree:) commitments are allowed from this version on
+PER_LEAF_SINCE = 2  # per-leaf (sha256-tree:) commitments and committed reasons: from v2 on
 USAGE_FIELDS = ("input_tokens", "output_tokens", "total_tokens")
 COST_FIELDS = ("amount", "currency")
 CANDIDATE_FIELDS = ("id", "action", "score", "rank")
@@ -278,7 +278,7 @@ class Termination(_Payload):
     """The agent stopping, and why."""
 
     KIND: ClassVar[str] = "termination"
-    reason: str
+    reason: str | Commitment  # a commitment from schema v2 on
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -590,7 +590,7 @@ _PAYLOAD_READERS: Mapping[str, Mapping[str, Reader]] = {
     "tool_selection": {},
     "parameter_construction": {"tool": read_text},
     "tool_call": {"tool": read_text, "inputs_used": _digests, "outputs_generated": _digests},
-    "termination": {"reason": read_text},
+    "termination": {"reason": _text_or_commitment},
     "memory_write": {
         "key": read_text,
         "value": _json_value,
@@ -693,6 +693,9 @@ def _parse_record(value: Json) -> dict[str, Any]:
     _check_cross_field(args)
     if version < PER_LEAF_SINCE and (where := _first_per_leaf(obj, "")) is not None:
         raise InvalidRecordError(where, f"per-leaf commitments need schema v{PER_LEAF_SINCE}")
+    reason = getattr(args["payload"], "reason", None)
+    if version < PER_LEAF_SINCE and isinstance(reason, Commitment):
+        raise InvalidRecordError("payload.reason", "a committed reason needs schema v2")
     return args
 
 

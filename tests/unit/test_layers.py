@@ -101,7 +101,8 @@ RULES: Mapping[str, Rule] = {
         "grpc urllib.request",
     ),
     "ledger_client.sdk": rule(
-        "ledger.core ledger.records ledger.fileio ledger_client.receipts ledger_client.remote"
+        "ledger.core ledger.records ledger.fileio ledger_client.receipts ledger_client.remote",
+        "multiprocessing",  # propagate: a child process joins its parent's run
     ),
     "ledger_client.audit": rule(
         f"{PURE} ledger.fileio ledger_client.receipts", "cryptography sqlite3"

@@ -27,12 +27,12 @@ import base64
 import dataclasses
 import hashlib
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from enum import StrEnum
 from typing import Any
 
 from ledger.core.jcs import MAX_SAFE_INTEGER, Json, canonical_bytes, child_path
-from ledger.records.commitments import Commitment, Kept, commit, commit_leaves
+from ledger.records.commitments import Kept, commit, commit_leaves
 
 __all__ = [
     "Capture",
@@ -125,20 +125,26 @@ def capture_value(value: object, mode: Capture, field_path: str) -> CapturedValu
 
 
 def capture_arguments(
-    arguments: Mapping[str, object], mode: Capture
+    arguments: Mapping[str, object], mode: Capture, clear: Collection[str] = ()
 ) -> tuple[str, dict[str, Any], list[Kept]]:
     """(digest of all arguments, the ``parameters`` field, disclosures) under ``mode``.
 
     With ``COMMIT`` the digest is the SHA-256 of the canonical object of the per-argument
-    commitments (salted, so it reveals nothing); otherwise of the arguments themselves.
+    commitments (salted, so it reveals nothing); otherwise of the arguments themselves. With
+    ``COMMIT``, an argument named in ``clear`` (``"parameters.<name>"``, or ``"parameters"``
+    for all) is kept in clear.
     """
     if mode is not Capture.COMMIT:
         whole = capture_value(dict(arguments), mode, "parameters")
         return whole.digest, dict(whole.value) if whole.value is not None else {}, []
-    parameters: dict[str, Commitment] = {}
+    parameters: dict[str, Any] = {}
     disclosures: list[Kept] = []
     for name, value in arguments.items():
-        captured = capture_value(value, mode, child_path("parameters", name))
+        path = child_path("parameters", name)
+        if "parameters" in clear or path in clear:
+            parameters[name] = jsonable(value)
+            continue
+        captured = capture_value(value, mode, path)
         parameters[name] = captured.value
         assert captured.disclosure is not None
         disclosures.append(captured.disclosure)
