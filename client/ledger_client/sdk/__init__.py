@@ -4,8 +4,8 @@ Owns: the clients (``client``), the run context and decorators (``context``, ``d
 captured values, the field classification and links (``capture``, ``classify``, ``links``),
 the run context in threads and child processes (``propagate``), the durable spool and the
 background sender (``spool``, ``spool_format``, ``sender``), run files (``run_file``) and the
-SDK's errors (``errors``). The public names are re-exported here lazily (PEP 562), so importing one SDK
-module (the spool, a run file) does not load grpc.
+SDK's errors (``errors``). The public names are re-exported here lazily (PEP 562), so
+importing one SDK module (the spool, a run file) does not load grpc.
 
 May import: ``ledger.core``, ``ledger.records``, ``ledger.fileio``, ``ledger_client.receipts``,
 ``ledger_client.remote``; library ``multiprocessing`` (child processes joining a run).
