@@ -13,7 +13,10 @@ tool start/end          ``tool_call``: tool = name, inputs used = digest of the 
                         generated = digest of the output
 LLM / chat model end    ``tool_selection`` when the reply asks for tool calls (a candidate per
                         call, in order, score "1"; ``selected`` = the first), else ``outcome``;
-                        ``model`` from the response or the ``ls_model_name`` metadata
+                        ``model`` from the response or the ``ls_model_name`` metadata; the
+                        completion whole (each message as its own class: ``tool_calls``,
+                        ``usage_metadata``), ``usage`` (token counts), ``model_parameters``
+                        (``MODEL_PARAMETERS`` of the invocation parameters)
 agent action / finish   ``tool_selection`` of the action's tool / ``termination``
                         (reason ``agent_finish``)
 retriever start/end     ``tool_call`` with tool ``retriever:<name>`` (a memory read)

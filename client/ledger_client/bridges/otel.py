@@ -17,7 +17,9 @@ span                           record
 ``generate_content``           ``tool_call`` parts (a candidate each, score "1", the first
                                selected), else ``outcome`` (``{"finish_reasons": [...]}``);
                                model = ``gen_ai.response.model`` or ``gen_ai.request.model``;
-                               evidence: digests of the input and output messages
+                               evidence: digests of the input and output messages; ``usage``
+                               from ``gen_ai.usage.*``, ``model_parameters`` from
+                               ``gen_ai.request.*``, ``cost`` from ``ledger.cost.*``
 ``invoke_agent``               ``handoff`` to ``gen_ai.agent.name`` (else the span name)
 ``ledger.memory.key`` set      ``memory_write``: key, value (captured ``ledger.memory.value``),
 (or ``ledger.kind`` =          source (``ledger.memory.source``, else the span name) and trust
@@ -29,8 +31,11 @@ anything else                  no record: a frame, so spans inside it link up co
 ``ledger.kind`` may be ``tool_call``, ``llm``, ``handoff``, ``memory_write`` or ``outcome``
 (a plain ``outcome`` record with the span's otel ids). Records are emitted when spans end
 (children before parents), in the run current where the outermost tracked span started, or in
-the ``run`` given. Values are captured as by ``@decision``: salted commitments by default
-(``capture="commit"``); ``"digest"`` (unsalted, guessable) and ``"content"`` as there.
+the ``run`` given; every record has the span's start and end (``started_at``/``ended_at``).
+A span that maps to a record but started where no run was open is not recorded: the processor
+warns once (``UnrecordedDecisionWarning``). Values are captured as by ``@decision``: salted
+commitments by default (``capture="commit"``); ``"digest"`` (unsalted, guessable) and
+``"content"`` as there.
 """
 
 from __future__ import annotations
