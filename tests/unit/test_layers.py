@@ -78,7 +78,8 @@ RULES: Mapping[str, Rule] = {
         "cryptography google.protobuf grpc grpc_health grpc_reflection ssl",
     ),
     "ledger.http": rule(
-        "ledger.core ledger.store ledger.log ledger.fileio", "aiohttp ssl subprocess"
+        "ledger.core ledger.records ledger.store ledger.log ledger.fileio ledger.api.auth",
+        "aiohttp ssl subprocess",
     ),
     "ledger.ops": rule(
         "ledger.core ledger.timestamp ledger.store ledger.log ledger.fileio", "cryptography"
