@@ -45,11 +45,14 @@ from ledger.core.types import AppendItem, ReceiptBundle
 from ledger.log.service import LogService
 from ledger.records.decision import DecisionRecord, record_digest
 
-__all__ = ["APPEND_METHOD", "APPEND_PATH", "AppendRoute", "receipt_json"]
+__all__ = ["APPEND_METHOD", "APPEND_PATH", "MAX_BODY_BYTES", "AppendRoute", "receipt_json"]
 
 APPEND_PATH = "/append"
 APPEND_METHOD = "/ledger.v1.LedgerService/AppendRecords"  # the same access rule as gRPC
 RECEIPT_V1 = "decision-ledger/receipt/v1"
+# The JSON text may be indented or escaped more than its RFC 8785 form, which is what the
+# record limit bounds (checked after parsing).
+MAX_BODY_BYTES = 2 * MAX_RECORD_BYTES
 _JSON = "application/json"
 _log = logging.getLogger("ledger.http.append")
 
@@ -112,9 +115,9 @@ class AppendRoute:
         del identity
         if request.content_type != _JSON:
             return _error(415, f"send the record as {_JSON}, not {request.content_type!r}")
-        body = await request.content.read(MAX_RECORD_BYTES * 2 + 1)
-        if len(body) > MAX_RECORD_BYTES * 2:
-            return _error(413, f"the body exceeds {MAX_RECORD_BYTES * 2} bytes")
+        body = await _body(request, MAX_BODY_BYTES)
+        if body is None:
+            return _error(413, f"the body exceeds {MAX_BODY_BYTES} bytes")
         try:
             record = DecisionRecord.from_json_obj(
                 loads_strict(body, safe_numbers=True), checked=True
@@ -162,6 +165,18 @@ class AppendRoute:
         status = 200 if result.duplicate else 201
         body: dict[str, Any] = receipt_json(record, bundle)
         return web.json_response(body, status=status, content_type=_JSON)
+
+
+async def _body(request: web.Request, limit: int) -> bytes | None:
+    """The request body, read in chunks; None once it passes ``limit`` bytes."""
+    chunks: list[bytes] = []
+    total = 0
+    while chunk := await request.content.read(1 << 16):
+        total += len(chunk)
+        if total > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _seconds(exc: PushbackError) -> str:

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from ledger.api.auth import TokenStore
 from ledger.core.errors import UnauthenticatedError
+from ledger.core.limits import MAX_RECORD_BYTES
 from ledger.records.decision import DecisionRecord, ToolCall, Usage, new_record_id, record_digest
 from ledger_client.cli.main import main
 from tests.harness import running_server
@@ -80,6 +81,10 @@ def test_http_json_append_with_a_token_returns_a_verifiable_receipt(tmp_path: Pa
         assert status == 400 and "usage.input_tokens" in body["error"]
         assert post(url, "{not json", append_token)[0] == 400
         assert post(url, text, append_token, kind="text/plain")[0] == 415
+        big = json.loads(text)
+        big["parameters"] = {"blob": "a" * MAX_RECORD_BYTES}
+        status, body, _ = post(url, json.dumps(big), append_token)
+        assert status == 413 and f"over {MAX_RECORD_BYTES}" in body["error"]
         key = signer.verifier().key_string()
     expected = record_digest(DecisionRecord.from_json(text)).hex()
     assert receipt["record_digest"] == expected and receipt["anchors"] == []
