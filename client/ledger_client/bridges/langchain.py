@@ -153,10 +153,10 @@ def _usage(response: Any) -> Usage | None:
         if isinstance(meta := getattr(getattr(g, "message", None), "usage_metadata", None), dict)
     ]
     if found:
-        sums = {
-            name: sum(c for m in found if (c := _count(m.get(name))) is not None)
-            for name in ("input_tokens", "output_tokens", "total_tokens")
-        }
+        sums: dict[str, int | None] = {}
+        for name in ("input_tokens", "output_tokens", "total_tokens"):
+            counts = [c for m in found if (c := _count(m.get(name))) is not None]
+            sums[name] = sum(counts) if counts else None
         return Usage(**sums)
     token_usage = (getattr(response, "llm_output", None) or {}).get("token_usage")
     if isinstance(token_usage, Mapping):
