@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from ledger.records.commitments import Disclosure
+from ledger.records.commitments import Kept
 from ledger.records.decision import (
     DecisionRecord,
     RunClosed,
@@ -13,6 +13,7 @@ from ledger.records.decision import (
 )
 from ledger.records.runs import check_run
 from ledger_client.receipts.receipt import Receipt
+from ledger_client.sdk.decorators import decision
 
 
 class Sink:
@@ -20,10 +21,10 @@ class Sink:
 
     def __init__(self) -> None:
         self.records: list[DecisionRecord] = []
-        self.disclosures: dict[bytes, tuple[Disclosure, ...]] = {}
+        self.disclosures: dict[bytes, tuple[Kept, ...]] = {}
         self.lock = threading.Lock()
 
-    def submit(self, record: DecisionRecord, *, disclosures: Sequence[Disclosure] = ()) -> bytes:
+    def submit(self, record: DecisionRecord, *, disclosures: Sequence[Kept] = ()) -> bytes:
         with self.lock:
             self.records.append(record)
             digest = record_digest(record)
@@ -49,3 +50,17 @@ def assert_run_ok(sink: Sink) -> None:
     report = check_run(sink.records)
     assert report.ok, report.problems
     assert isinstance(sink.records[-1].payload, RunClosed)
+
+
+# --- work a child process does inside its parent's run (importable: spawned children load it) --
+
+
+@decision("tool_call", name="child_step")
+def child_step(text: str) -> str:
+    """A decorated call made in a child process."""
+    return text.upper()
+
+
+def child_work(text: str) -> None:
+    """The target a test's child process runs (``ledger_process``)."""
+    child_step(text)

@@ -4,7 +4,6 @@ checks of every auditor's view."""
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -60,8 +59,8 @@ def agent_records(shift_s: float) -> list[DecisionRecord]:
     """The agent's records, the clock ``shift_s`` seconds off the log's (records at step k
     claim ``LEAF_S + shift_s + k`` and are logged at ``LEAF_S + k + 1``)."""
     sink = Sink()
-    ticks = itertools.count()
-    agent(sink, lambda: LEAF_S + shift_s + next(ticks))
+    # the clock reads step k while record k is made (a call reads it at its start and end too)
+    agent(sink, lambda: LEAF_S + shift_s + len(sink.records))
     return sink.records
 
 

@@ -41,6 +41,7 @@ from ledger.app.tsa_setup import TsaSetup, setup_tsas
 from ledger.core.checkpoint import Ed25519Signer
 from ledger.core.errors import FormatError
 from ledger.core.types import BackupOutcome, PublishedCheckpoint
+from ledger.http.append import AppendRoute
 from ledger.http.metrics import MetricsServer, add_metrics_route, start_metrics_server
 from ledger.http.mirror_process import MirrorProcess
 from ledger.http.tiles import TilesServer, start_tiles_server
@@ -362,9 +363,11 @@ async def _http_endpoints(
     reader: TileReader,
     registry: MetricsRegistry,
     tls: ServerTls | None,
+    append: AppendRoute | None = None,
 ) -> tuple[TilesServer | None, MetricsServer | None]:
-    """The tiles endpoint (with ``/metrics`` unless ``[metrics] listen`` names its own) and,
-    when configured, a metrics endpoint of its own; both over TLS when the server has it."""
+    """The tiles endpoint (with ``/metrics`` unless ``[metrics] listen`` names its own, and
+    ``POST /append`` when ``append`` is given) and, when configured, a metrics endpoint of its
+    own; both over TLS when the server has it."""
     ssl = server_ssl_context(tls) if tls is not None else None
     tiles_listen = settings.tiles_address(port)
     on_tiles = settings.metrics_listen == ""
@@ -394,6 +397,8 @@ async def _http_endpoints(
         app.middlewares.append(count)
         if on_tiles:
             add_metrics_route(app, registry)
+        if append is not None:
+            append.mount(app)  # POST /append: JSON records, the gRPC append's rules
 
     tiles = None
     if tiles_listen is not None:
@@ -531,7 +536,8 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
             if bucket is None
             else _bucket_health(bucket, asyncio.get_running_loop()),
         )
-        tiles, metrics_server = await _http_endpoints(settings, port, reader, registry, tls)
+        append = AppendRoute(service, policy, limiter, throttle)
+        tiles, metrics_server = await _http_endpoints(settings, port, reader, registry, tls, append)
     except BaseException:
         if server is not None:
             await server.stop(None)

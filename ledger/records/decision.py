@@ -69,9 +69,10 @@ from ledger.core.jcs import (
 from ledger.core.limits import HASH_SIZE
 from ledger.records.commitments import (
     COMMITMENT_KEY,
+    AnyDisclosure,
     Commitment,
-    Disclosure,
     JsonValue,
+    Kept,
     check_disclosure_in,
     is_commitment_obj,
 )
@@ -154,7 +155,7 @@ FIELDS_SINCE: Mapping[str, int] = {
     # v2 (issue 25): when the step ran, what it consumed and cost, how the model was set
     **dict.fromkeys(("started_at", "ended_at", "usage", "cost", "model_parameters"), 2),
 }
-PER_LEAF_SINCE = 2  # per-leaf (sha256-tree:) commitments are allowed from this version on
+PER_LEAF_SINCE = 2  # per-leaf (sha256-tree:) commitments and committed reasons: from v2 on
 USAGE_FIELDS = ("input_tokens", "output_tokens", "total_tokens")
 COST_FIELDS = ("amount", "currency")
 CANDIDATE_FIELDS = ("id", "action", "score", "rank")
@@ -277,7 +278,7 @@ class Termination(_Payload):
     """The agent stopping, and why."""
 
     KIND: ClassVar[str] = "termination"
-    reason: str
+    reason: str | Commitment  # a commitment from schema v2 on
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -589,7 +590,7 @@ _PAYLOAD_READERS: Mapping[str, Mapping[str, Reader]] = {
     "tool_selection": {},
     "parameter_construction": {"tool": read_text},
     "tool_call": {"tool": read_text, "inputs_used": _digests, "outputs_generated": _digests},
-    "termination": {"reason": read_text},
+    "termination": {"reason": _text_or_commitment},
     "memory_write": {
         "key": read_text,
         "value": _json_value,
@@ -692,6 +693,9 @@ def _parse_record(value: Json) -> dict[str, Any]:
     _check_cross_field(args)
     if version < PER_LEAF_SINCE and (where := _first_per_leaf(obj, "")) is not None:
         raise InvalidRecordError(where, f"per-leaf commitments need schema v{PER_LEAF_SINCE}")
+    reason = getattr(args["payload"], "reason", None)
+    if version < PER_LEAF_SINCE and isinstance(reason, Commitment):
+        raise InvalidRecordError("payload.reason", "a committed reason needs schema v2")
     return args
 
 
@@ -777,14 +781,15 @@ def uuid7_time_ms(record_id: str) -> int:
 
 def verify_disclosure(
     record: DecisionRecord | Mapping[str, object] | str | bytes,
-    disclosure: Disclosure,
+    disclosure: AnyDisclosure | Kept,
     expected_record_digest: bytes,
 ) -> None:
     """Check a disclosed field against a logged record digest.
 
     ``record`` is the record, its JSON object or its JSON text. Checks that the record's digest
-    is ``expected_record_digest`` and that the field ``disclosure.field_path`` holds
-    ``SHA-256(salt || JCS(value))``. Raises ``RecordError`` on any mismatch, ``InvalidRecordError``
+    is ``expected_record_digest`` and that ``disclosure`` opens the commitment at its field path
+    (``ledger.records.commitments.check_disclosure_in``: a whole field, one leaf, or a kept
+    per-leaf secret). Raises ``RecordError`` on any mismatch, ``InvalidRecordError``
     if the record is malformed, ``MalformedHashError`` if the expected digest is not 32 bytes.
     """
     if len(expected_record_digest) != HASH_SIZE:

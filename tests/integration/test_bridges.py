@@ -13,12 +13,21 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from ledger.records.decision import DecisionRecord, MemoryWrite, ToolCall, record_digest
+from ledger.records.commitments import LeafDisclosure, select_disclosures
+from ledger.records.decision import (
+    Cost,
+    DecisionRecord,
+    MemoryWrite,
+    ToolCall,
+    Usage,
+    record_digest,
+    verify_disclosure,
+)
 from ledger_client.cli.main import main
 from ledger_client.sdk.capture import content_digest
 from ledger_client.sdk.client import LedgerClient, SenderOptions
 from ledger_client.sdk.context import ledger_run
-from ledger_client.sdk.decorators import decision
+from ledger_client.sdk.decorators import UnrecordedDecisionWarning, decision
 from tests.agent_sink import Sink, assert_run_ok
 from tests.harness import running_server
 
@@ -275,15 +284,87 @@ def test_otel_spans_inside_a_decorated_call_are_its_parents() -> None:
     assert_run_ok(sink)
 
 
-def test_spans_outside_any_run_are_ignored() -> None:
+def test_spans_outside_any_run_warn_once() -> None:
     pytest.importorskip("opentelemetry.sdk")
     from ledger_client.bridges.otel import LedgerSpanProcessor
 
     tracer = tracer_with(LedgerSpanProcessor(capture="digest"))
-    with tracer.start_as_current_span(
-        "execute_tool", attributes={"gen_ai.operation.name": "execute_tool"}
+    tool = {"gen_ai.operation.name": "execute_tool"}
+    with pytest.warns(UnrecordedDecisionWarning, match="no ledger run was open") as seen:
+        for _ in range(3):
+            with tracer.start_as_current_span("execute_tool", attributes=tool):
+                pass  # no run open: no record, no error, one warning
+        with tracer.start_as_current_span("http GET"):
+            pass  # not a GenAI span: nothing to say
+    assert len(seen) == 1
+
+
+def test_otel_token_counts_model_parameters_and_times_reach_the_record() -> None:
+    pytest.importorskip("opentelemetry.sdk")
+    from ledger_client.bridges.otel import LedgerSpanProcessor
+
+    tracer = tracer_with(LedgerSpanProcessor())
+    chat = {
+        "gen_ai.operation.name": "chat", "gen_ai.request.model": "m-1",
+        "gen_ai.request.temperature": 0.2, "gen_ai.request.max_tokens": 256,
+        "gen_ai.request.stop_sequences": ("END",), "gen_ai.usage.input_tokens": 812,
+        "gen_ai.usage.output_tokens": 64, "gen_ai.response.finish_reasons": ("stop",),
+        "ledger.cost.amount": "0.0042", "ledger.cost.currency": "USD",
+        "gen_ai.input.messages": '[{"role":"user","parts":[{"type":"text","content":"hi"}]}]',
+    }  # fmt: skip
+    sink = Sink()
+    with (
+        ledger_run(sink, agent="otel-agent"),
+        tracer.start_as_current_span("chat", attributes=chat),
     ):
-        pass  # no run open: no record, no error
+        pass
+    record = sink.records[0]
+    assert record.usage == Usage(input_tokens=812, output_tokens=64, total_tokens=876)
+    assert record.model_parameters == {
+        "temperature": 0.2, "max_tokens": 256, "stop_sequences": ["END"],
+    }  # fmt: skip
+    assert record.cost == Cost(amount="0.0042", currency="USD")
+    assert record.started_at is not None and record.ended_at is not None
+    assert record.started_at <= record.ended_at
+    assert record.actual_outcome == {"finish_reasons": ["stop"]}  # a status, in clear
+    assert '"hi"' not in record.to_json()  # the input messages are committed
+    assert_run_ok(sink)
+
+
+def test_langchain_completions_keep_tool_calls_and_usage(tmp_path: Path) -> None:
+    pytest.importorskip("langchain_core")
+    from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+    from langchain_core.messages import AIMessage
+
+    from ledger_client.bridges.langchain import LedgerCallbackHandler
+
+    usage = {"input_tokens": 30, "output_tokens": 7, "total_tokens": 37}
+    ask = AIMessage(
+        content="",
+        tool_calls=[{"name": "search", "args": {"query": "rain in Paris"}, "id": "c1"}],
+        usage_metadata=usage,
+    )
+    model = FakeMessagesListChatModel(responses=[ask])
+    sink = Sink()
+    handler = LedgerCallbackHandler()
+    with ledger_run(sink, agent="lc") as run:
+        model.invoke("weather?", config={"callbacks": [handler]})
+    select = sink.records[0]
+    assert select.kind == "tool_selection" and select.usage == Usage(**usage)
+    assert [c.action for c in select.candidates] == ["search"]  # a tool name: in clear
+    assert "rain in Paris" not in select.to_json()  # the completion is committed
+    kept = run.entries[0].disclosures
+    opened, missing = select_disclosures(["actual_outcome"], kept)
+    assert not missing
+    shown = {d.pointer: d.value for d in opened if isinstance(d, LeafDisclosure)}
+    message = "/generations/0/0/message"
+    assert shown[f"{message}/tool_calls/0/name"] == "search"
+    assert shown[f"{message}/tool_calls/0/args/query"] == "rain in Paris"
+    assert shown[f"{message}/usage_metadata/input_tokens"] == 30
+    assert shown[f"{message}/usage_metadata/output_tokens"] == 7
+    for d in opened:
+        verify_disclosure(select, d, record_digest(select))
+    assert_run_ok(sink)
 
 
 def test_bridged_runs_verify_against_a_real_log(tmp_path: Path) -> None:

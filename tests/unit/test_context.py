@@ -4,6 +4,7 @@ sync code, threads and asyncio tasks; capture modes; errors; with an in-memory s
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import hashlib
 import sys
@@ -141,12 +142,17 @@ def test_plain_threads_join_the_only_open_run() -> None:
 
 def test_two_open_runs_are_not_guessed() -> None:
     sink = Sink()
-    with ledger_run(sink, agent="a"), ledger_run(sink, agent="b"):
-        found: list[Run | None] = []
+    found: list[Run | None] = []
+
+    def start_thread() -> None:
         thread = threading.Thread(target=lambda: found.append(current_run()))
         thread.start()
         thread.join()
-    assert found == [None]
+
+    with ledger_run(sink, agent="a"), ledger_run(sink, agent="b") as inner:
+        start_thread()  # started where run b is current: it carries run b
+        contextvars.Context().run(start_thread)  # started where no run is current: no guess
+    assert found == [inner, None]
 
 
 def test_asyncio_tasks_fan_in() -> None:

@@ -81,7 +81,9 @@ RULES: Mapping[str, Rule] = {
         "cryptography google.protobuf grpc grpc_health grpc_reflection ssl",
     ),
     "ledger.http": rule(
-        "ledger.core ledger.store ledger.log ledger.fileio ledger.net", "aiohttp ssl subprocess"
+        "ledger.core ledger.records ledger.store ledger.log ledger.fileio ledger.net "
+        "ledger.api.auth",
+        "aiohttp ssl subprocess",
     ),
     "ledger.objstore": rule(
         "ledger.core ledger.store", "boto3 botocore prometheus_client subprocess"
@@ -107,7 +109,8 @@ RULES: Mapping[str, Rule] = {
         "grpc urllib.request",
     ),
     "ledger_client.sdk": rule(
-        "ledger.core ledger.records ledger.fileio ledger_client.receipts ledger_client.remote"
+        "ledger.core ledger.records ledger.fileio ledger_client.receipts ledger_client.remote",
+        "multiprocessing",  # propagate: a child process joins its parent's run
     ),
     "ledger_client.audit": rule(
         f"{PURE} ledger.fileio ledger_client.receipts", "cryptography sqlite3"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ledger.records.commitments import Disclosure
+from ledger.records.commitments import Kept
 from ledger.records.decision import (
     MemoryWrite,
     Outcome,
@@ -160,7 +160,7 @@ class ReceiptSink(Sink):
 @dataclass(frozen=True)
 class _FakeReceipt:
     record: Any = None
-    disclosures: tuple[Disclosure, ...] = ()
+    disclosures: tuple[Kept, ...] = ()
 
     def to_json_obj(self) -> dict[str, Any]:
         return {"disclosures": [d.to_json_obj() for d in self.disclosures]}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ledger.core.errors import FormatError
-from ledger.records.commitments import Disclosure
+from ledger.records.commitments import Kept
 from ledger.records.decision import DecisionRecord, record_digest
 from ledger_client.receipts.receipt import Receipt
 from ledger_client.receipts.run_verify import RunItem, verify_run
@@ -44,7 +44,7 @@ class WorldSink:
         size = len(self.world.leaves)
         return [self.world.receipt(self.index[d], size, anchored=False) for d in digests]
 
-    def submit(self, record: DecisionRecord, *, disclosures: Sequence[Disclosure] = ()) -> bytes:
+    def submit(self, record: DecisionRecord, *, disclosures: Sequence[Kept] = ()) -> bytes:
         raise AssertionError("not used")
 
     def flush(self, timeout: float | None = None, *, checkpoint: bool = False) -> bool:

@@ -12,6 +12,7 @@ import struct
 import threading
 import time
 import zlib
+from array import array
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -25,6 +26,7 @@ from ledger.core.errors import (
     UnavailableError,
     is_retryable,
 )
+from ledger.core.packed import PackedResult
 from ledger.core.types import AppendResult
 from ledger_client.remote.log import AppendOutcome, RemoteLog, translate
 from ledger_client.sdk.errors import (
@@ -303,6 +305,21 @@ class FakeLog:
                 AppendResult(index=index, leaf_hash=b"", timestamp_ms=0, duplicate=duplicate)
             )
         return AppendOutcome(results=results, checkpoint=None, proofs=[])
+
+    def append_packed(self, digests: Sequence[bytes]) -> PackedResult:
+        """``RemoteLog.append_packed``: the same log, answered in the packed form."""
+        outcome = self.append(digests, wait_for_checkpoint=False)
+        new = [r for r in outcome.results if not r.duplicate]
+        dups = [(n, r) for n, r in enumerate(outcome.results) if r.duplicate]
+        return PackedResult(
+            count=len(digests),
+            first_index=new[0].index if new else len(self.logged),
+            timestamp_ms=0,
+            dup_positions=array("Q", [n for n, _ in dups]),
+            dup_indexes=array("Q", [r.index for _, r in dups]),
+            dup_timestamps_ms=array("Q", [0] * len(dups)),
+            dup_leaf_hashes=bytes(32 * len(dups)),
+        )
 
 
 FAST = Backoff(initial=0.001, maximum=0.01)

@@ -21,13 +21,14 @@ May import: ``ledger.core``, ``ledger.records``, ``ledger_client.sdk``; librarie
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.records.commitments import Disclosure
+from ledger.records.commitments import Kept
 from ledger.records.decision import Outcome, Payload
 from ledger_client.sdk.capture import Capture, CapturedValue
+from ledger_client.sdk.classify import ALL, Clear
 from ledger_client.sdk.context import Frame, Run, RunEntry, current_frame, error_name
 
 __all__ = ["Opened", "SpanTracker", "captured_fields"]
@@ -48,10 +49,16 @@ class Opened:
 class SpanTracker:
     """Frames of open spans keyed by the framework's ids; thread-safe."""
 
-    def __init__(self, run: Run | None = None) -> None:
+    def __init__(self, run: Run | None = None, capture: Capture = Capture.COMMIT) -> None:
         self.run = run
+        self.capture = capture
         self._open: dict[Hashable, Opened] = {}
         self._lock = threading.Lock()
+
+    def clear(self, *names: str) -> Clear:
+        """What a bridge's record keeps in clear (``ledger_client.sdk.classify``): everything
+        with ``capture="content"``, else ``names`` (statuses, tool names the bridge knows)."""
+        return ALL if self.capture is Capture.CONTENT else names
 
     def base(self) -> Frame | None:
         """Where an outermost span attaches: the current frame (of ``run``, if one is given)."""
@@ -92,21 +99,33 @@ class SpanTracker:
             opened.frame.run.fold(opened.frame)
 
     def finish(
-        self, opened: Opened, payload: Payload, disclosures: list[Disclosure], **fields: Any
+        self,
+        opened: Opened,
+        payload: Payload,
+        disclosures: list[Kept],
+        *,
+        clear: Sequence[str] = (),
+        **fields: Any,
     ) -> RunEntry:
-        """Emit the record that ends ``opened``."""
-        return opened.frame.run.finish(opened.frame, payload, disclosures=disclosures, **fields)
+        """Emit the record that ends ``opened``; ``clear``: committed-class names the bridge
+        keeps in clear (statuses, tool names), besides ``capture="content"``."""
+        return opened.frame.run.finish(
+            opened.frame, payload, disclosures=disclosures, clear=self.clear(*clear), **fields
+        )
 
     def fail(self, opened: Opened, error: BaseException | str, **fields: Any) -> RunEntry:
-        """Emit an ``outcome`` record naming the error type of a failed span."""
+        """Emit an ``outcome`` record naming the error type of a failed span (a status, in
+        clear)."""
         kind = error if isinstance(error, str) else error_name(error)
         outcome = {"error": kind, "decision": opened.kind, "name": opened.name}
-        return self.finish(opened, Outcome(), [], actual_outcome=outcome, **fields)
+        return self.finish(
+            opened, Outcome(), [], clear=("actual_outcome",), actual_outcome=outcome, **fields
+        )
 
 
 def captured_fields(
     mode: Capture, inputs: dict[str, CapturedValue], output: tuple[str, CapturedValue] | None
-) -> tuple[dict[str, Any], list[Disclosure]]:
+) -> tuple[dict[str, Any], list[Kept]]:
     """Record fields for captured values: ``evidence`` digests (not with ``COMMIT``), and with
     ``CONTENT``/``COMMIT`` the inputs in ``parameters`` and the output in ``actual_outcome``."""
     fields: dict[str, Any] = {}

@@ -13,7 +13,10 @@ tool start/end          ``tool_call``: tool = name, inputs used = digest of the 
                         generated = digest of the output
 LLM / chat model end    ``tool_selection`` when the reply asks for tool calls (a candidate per
                         call, in order, score "1"; ``selected`` = the first), else ``outcome``;
-                        ``model`` from the response or the ``ls_model_name`` metadata
+                        ``model`` from the response or the ``ls_model_name`` metadata; the
+                        completion whole (each message as its own class: ``tool_calls``,
+                        ``usage_metadata``), ``usage`` (token counts), ``model_parameters``
+                        (``MODEL_PARAMETERS`` of the invocation parameters)
 agent action / finish   ``tool_selection`` of the action's tool / ``termination``
                         (reason ``agent_finish``)
 retriever start/end     ``tool_call`` with tool ``retriever:<name>`` (a memory read)
@@ -51,8 +54,9 @@ from ledger.records.decision import (
     Termination,
     ToolCall,
     ToolSelection,
+    Usage,
 )
-from ledger_client.bridges import SpanTracker, captured_fields
+from ledger_client.bridges import Opened, SpanTracker, captured_fields
 from ledger_client.sdk.capture import Capture, CapturedValue, capture_value
 from ledger_client.sdk.context import Run
 from ledger_client.sdk.decorators import UnrecordedDecisionWarning
@@ -85,6 +89,85 @@ def _tool_calls(response: Any) -> list[tuple[str, str]]:
     return out
 
 
+MODEL_PARAMETERS = (
+    "temperature", "top_p", "top_k", "max_tokens", "max_completion_tokens", "max_output_tokens",
+    "n", "seed", "frequency_penalty", "presence_penalty", "stop",
+)  # fmt: skip
+
+
+def _model_parameters(params: Mapping[str, Any], metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The model's settings from the invocation parameters (``ls_temperature``... metadata as a
+    fallback): ``MODEL_PARAMETERS`` only, numbers, booleans, strings or lists of strings."""
+    out: dict[str, Any] = {}
+    for name in MODEL_PARAMETERS:
+        value = params.get(name, metadata.get(f"ls_{name}"))
+        if isinstance(value, bool | int | float | str):
+            out[name] = value
+        elif isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+            out[name] = list(value)
+    return out
+
+
+def _message(generation: Any) -> Any:
+    """A generation's message serialised as its own class (an ``AIMessage`` keeps
+    ``tool_calls``, ``invalid_tool_calls`` and ``usage_metadata``, which a dump through the
+    generation's declared ``BaseMessage`` type drops)."""
+    message = getattr(generation, "message", None)
+    dump = getattr(message, "model_dump", None)
+    return dump(mode="json") if callable(dump) else message
+
+
+def _completion(response: Any) -> Any:
+    """The LLM result as recorded: every generation (text, info, full message) and
+    ``llm_output``."""
+    generations = getattr(response, "generations", None)
+    if generations is None:
+        return response
+    return {
+        "generations": [
+            [
+                {
+                    "text": getattr(g, "text", None),
+                    "generation_info": getattr(g, "generation_info", None),
+                    "message": _message(g),
+                }
+                for g in batch
+            ]
+            for batch in generations
+        ],
+        "llm_output": getattr(response, "llm_output", None),
+    }
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _usage(response: Any) -> Usage | None:
+    """Token counts: the messages' ``usage_metadata`` summed, else ``llm_output``'s
+    ``token_usage`` (``prompt_tokens``/``completion_tokens``/``total_tokens``)."""
+    found = [
+        meta
+        for batch in getattr(response, "generations", None) or []
+        for g in batch
+        if isinstance(meta := getattr(getattr(g, "message", None), "usage_metadata", None), dict)
+    ]
+    if found:
+        sums: dict[str, int | None] = {}
+        for name in ("input_tokens", "output_tokens", "total_tokens"):
+            counts = [c for m in found if (c := _count(m.get(name))) is not None]
+            sums[name] = sum(counts) if counts else None
+        return Usage(**sums)
+    token_usage = (getattr(response, "llm_output", None) or {}).get("token_usage")
+    if isinstance(token_usage, Mapping):
+        return Usage(
+            input_tokens=_count(token_usage.get("prompt_tokens")),
+            output_tokens=_count(token_usage.get("completion_tokens")),
+            total_tokens=_count(token_usage.get("total_tokens")),
+        )
+    return None
+
+
 class LedgerCallbackHandler(BaseCallbackHandler):  # type: ignore[misc,unused-ignore]
     """LangChain callbacks to decision records (module docstring)."""
 
@@ -96,7 +179,7 @@ class LedgerCallbackHandler(BaseCallbackHandler):  # type: ignore[misc,unused-ig
         super().__init__()
         self.raise_error = raise_error
         self.capture = Capture(capture)
-        self.spans = SpanTracker(run)
+        self.spans = SpanTracker(run, self.capture)
         self._warned = False
 
     def _unrecorded(self, event: str) -> None:
@@ -121,8 +204,15 @@ class LedgerCallbackHandler(BaseCallbackHandler):  # type: ignore[misc,unused-ig
     def _start(
         self, run_id: UUID, parent_run_id: UUID | None, kind: str, name: str, **info: Any
     ) -> None:
-        if self.spans.open(run_id, parent_run_id, name=name, kind=kind, **info) is None:
+        opened = self.spans.open(run_id, parent_run_id, name=name, kind=kind, **info)
+        if opened is None:
             self._unrecorded(kind)
+        else:
+            opened.extra["started_at"] = opened.frame.run.now()
+
+    @staticmethod
+    def _times(opened: Opened) -> dict[str, Any]:
+        return {"started_at": opened.extra.get("started_at"), "ended_at": opened.frame.run.now()}
 
     # --- chains: frames only -----------------------------------------------------------------
 
@@ -197,12 +287,12 @@ class LedgerCallbackHandler(BaseCallbackHandler):  # type: ignore[misc,unused-ig
             outputs_generated=(out[1].digest,),
         )
         fields, disclosures = captured_fields(self.capture, inputs, out)
-        self.spans.finish(opened, payload, disclosures, **fields)
+        self.spans.finish(opened, payload, disclosures, **fields, **self._times(opened))
 
     def _fail(self, run_id: UUID, error: BaseException) -> None:
         opened = self.spans.close(run_id)
         if opened is not None:
-            self.spans.fail(opened, error, model=opened.model)
+            self.spans.fail(opened, error, model=opened.model, **self._times(opened))
 
     # --- LLMs: tool_selection or outcome ------------------------------------------------------
 
@@ -210,11 +300,12 @@ class LedgerCallbackHandler(BaseCallbackHandler):  # type: ignore[misc,unused-ig
         self, serialized: dict[str, Any], prompt: object, run_id: UUID, parent: Any, kw: Any
     ) -> None:
         metadata = kw.get("metadata") or {}
-        model = metadata.get("ls_model_name") or (kw.get("invocation_params") or {}).get("model")
+        params = kw.get("invocation_params") or {}
+        model = metadata.get("ls_model_name") or params.get("model") or params.get("model_name")
+        settings = _model_parameters(params, metadata)
         name = _name(serialized, kw, "llm")
-        self._start(
-            run_id, parent, "llm", name, model=model, extra={"inputs": self._in(prompt, "prompt")}
-        )
+        extra = {"inputs": self._in(prompt, "prompt"), "model_parameters": settings}
+        self._start(run_id, parent, "llm", name, model=model, extra=extra)
 
     def on_llm_start(
         self,
@@ -242,10 +333,13 @@ class LedgerCallbackHandler(BaseCallbackHandler):  # type: ignore[misc,unused-ig
         opened = self.spans.close(run_id)
         if opened is None:
             return
-        out = self._out(getattr(response, "generations", response), "completion")
+        out = self._out(_completion(response), "completion")
         fields, disclosures = captured_fields(self.capture, opened.extra["inputs"], out)
         llm_output = getattr(response, "llm_output", None) or {}
         fields["model"] = llm_output.get("model_name") or opened.model
+        fields["usage"] = _usage(response)
+        fields["model_parameters"] = opened.extra.get("model_parameters") or {}
+        fields.update(self._times(opened))
         calls = _tool_calls(response)
         if not calls:
             self.spans.finish(opened, Outcome(), disclosures, **fields)
@@ -255,19 +349,20 @@ class LedgerCallbackHandler(BaseCallbackHandler):  # type: ignore[misc,unused-ig
             for i, (call_id, tool) in enumerate(calls)
         )
         fields["selected"] = calls[0][0]
-        self.spans.finish(opened, ToolSelection(), disclosures, **fields)
+        # each candidate's action is the tool's name: a tool name is in clear
+        self.spans.finish(opened, ToolSelection(), disclosures, clear=("candidates",), **fields)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._fail(run_id, error)
 
     # --- agents and memory: instant records in the enclosing frame -------------------------------
 
-    def _emit_in(self, run_id: UUID, payload: Any, **fields: Any) -> None:
+    def _emit_in(self, run_id: UUID, payload: Any, *, clear: Any = (), **fields: Any) -> None:
         frame = self.spans.frame_of(run_id)
         if frame is None:
             self._unrecorded(payload.KIND)
             return
-        frame.run.emit(payload, frame=frame, **fields)
+        frame.run.emit(payload, frame=frame, clear=self.spans.clear(*clear), **fields)
 
     def on_agent_action(self, action: Any, *, run_id: UUID, **kwargs: Any) -> None:
         tool = str(getattr(action, "tool", "tool"))
@@ -276,14 +371,14 @@ class LedgerCallbackHandler(BaseCallbackHandler):  # type: ignore[misc,unused-ig
         candidate = Candidate(id=tool, action=tool, score="1", rank=1)
         self._emit_in(
             run_id, ToolSelection(), candidates=(candidate,), selected=tool,
-            disclosures=disclosures, **fields,
+            disclosures=disclosures, clear=("candidates",), **fields,
         )  # fmt: skip
 
     def on_agent_finish(self, finish: Any, *, run_id: UUID, **kwargs: Any) -> None:
         out = self._out(getattr(finish, "return_values", None), "return_values")
         fields, disclosures = captured_fields(self.capture, {}, out)
-        payload = Termination(reason="agent_finish")
-        self._emit_in(run_id, payload, disclosures=disclosures, **fields)
+        payload = Termination(reason="agent_finish")  # a fixed label, not the agent's text
+        self._emit_in(run_id, payload, disclosures=disclosures, clear=("payload.reason",), **fields)
 
     def on_custom_event(self, name: str, data: Any, *, run_id: UUID, **kwargs: Any) -> None:
         if name != MEMORY_EVENT or not isinstance(data, Mapping):
@@ -296,4 +391,5 @@ class LedgerCallbackHandler(BaseCallbackHandler):  # type: ignore[misc,unused-ig
             trust_label=str(data.get("trust_label", "unspecified")),
         )
         disclosures = [value.disclosure] if value.disclosure is not None else []
-        self._emit_in(run_id, payload, disclosures=disclosures)
+        digest_only = ("payload.value",) if self.capture is Capture.DIGEST else ()
+        self._emit_in(run_id, payload, disclosures=disclosures, clear=digest_only)

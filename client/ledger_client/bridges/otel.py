@@ -17,7 +17,9 @@ span                           record
 ``generate_content``           ``tool_call`` parts (a candidate each, score "1", the first
                                selected), else ``outcome`` (``{"finish_reasons": [...]}``);
                                model = ``gen_ai.response.model`` or ``gen_ai.request.model``;
-                               evidence: digests of the input and output messages
+                               evidence: digests of the input and output messages; ``usage``
+                               from ``gen_ai.usage.*``, ``model_parameters`` from
+                               ``gen_ai.request.*``, ``cost`` from ``ledger.cost.*``
 ``invoke_agent``               ``handoff`` to ``gen_ai.agent.name`` (else the span name)
 ``ledger.memory.key`` set      ``memory_write``: key, value (captured ``ledger.memory.value``),
 (or ``ledger.kind`` =          source (``ledger.memory.source``, else the span name) and trust
@@ -29,14 +31,20 @@ anything else                  no record: a frame, so spans inside it link up co
 ``ledger.kind`` may be ``tool_call``, ``llm``, ``handoff``, ``memory_write`` or ``outcome``
 (a plain ``outcome`` record with the span's otel ids). Records are emitted when spans end
 (children before parents), in the run current where the outermost tracked span started, or in
-the ``run`` given. Values are captured as by ``@decision``: salted commitments by default
-(``capture="commit"``); ``"digest"`` (unsalted, guessable) and ``"content"`` as there.
+the ``run`` given; every record has the span's start and end (``started_at``/``ended_at``).
+A span that maps to a record but started where no run was open is not recorded: the processor
+warns once (``UnrecordedDecisionWarning``). Values are captured as by ``@decision``: salted
+commitments by default (``capture="commit"``); ``"digest"`` (unsalted, guessable) and
+``"content"`` as there.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import logging
+import threading
+import warnings
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry.context import Context  # type: ignore[import-not-found,unused-ignore]
@@ -50,6 +58,7 @@ from opentelemetry.trace import StatusCode  # type: ignore[import-not-found,unus
 from ledger.core.jcs import child_path
 from ledger.records.decision import (
     Candidate,
+    Cost,
     Handoff,
     MemoryWrite,
     OtelContext,
@@ -57,14 +66,18 @@ from ledger.records.decision import (
     Payload,
     ToolCall,
     ToolSelection,
+    Usage,
 )
 from ledger_client.bridges import Opened, SpanTracker, captured_fields
 from ledger_client.sdk.capture import Capture, CapturedValue, capture_value
-from ledger_client.sdk.context import Run
+from ledger_client.sdk.context import Run, rfc3339
+from ledger_client.sdk.decorators import UnrecordedDecisionWarning
 
 __all__ = ["LLM_OPERATIONS", "LedgerSpanProcessor"]
 
 LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+_REQUEST = "gen_ai.request."
+_log = logging.getLogger("ledger_client.bridges.otel")
 _KINDS = {
     "execute_tool": "tool_call",
     "invoke_agent": "handoff",
@@ -115,7 +128,24 @@ class LedgerSpanProcessor(SpanProcessor):  # type: ignore[misc,unused-ignore]
 
     def __init__(self, run: Run | None = None, *, capture: str = "commit") -> None:
         self.capture = Capture(capture)
-        self.spans = SpanTracker(run)
+        self.spans = SpanTracker(run, self.capture)
+        self._warned = False
+        self._warn_lock = threading.Lock()
+
+    def _unrecorded(self, span: ReadableSpan, kind: str) -> None:
+        """Say once per processor that a span that maps to a record was not recorded because
+        no ledger run was open where it started (as ``@decision`` and LangChain do)."""
+        with self._warn_lock:
+            if self._warned:
+                return
+            self._warned = True
+        message = (
+            f"LedgerSpanProcessor: no ledger run was open when the {kind} span {span.name!r} "
+            "started, so it (and any other until a run opens) is not recorded; open one with "
+            "`with ledger_run(...)` or pass run=..."
+        )
+        _log.warning(message)
+        warnings.warn(message, UnrecordedDecisionWarning, stacklevel=2)
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         parent = span.parent.span_id if span.parent is not None else None
@@ -123,10 +153,12 @@ class LedgerSpanProcessor(SpanProcessor):  # type: ignore[misc,unused-ignore]
 
     def on_end(self, span: ReadableSpan) -> None:
         opened = self.spans.close(span.context.span_id)
-        if opened is None:
-            return
         attrs: Mapping[str, Any] = span.attributes or {}
         kind = _kind(attrs)
+        if opened is None:
+            if kind is not None:
+                self._unrecorded(span, kind)
+            return
         if kind is None:
             opened.frame.run.fold(opened.frame)
             return
@@ -134,11 +166,13 @@ class LedgerSpanProcessor(SpanProcessor):  # type: ignore[misc,unused-ignore]
         otel = OtelContext(
             trace_id=f"{span.context.trace_id:032x}", span_id=f"{span.context.span_id:016x}"
         )
+        times = {"started_at": _time(span.start_time), "ended_at": _time(span.end_time)}
         if span.status.status_code == StatusCode.ERROR:
-            self.spans.fail(opened, _error_type(span), otel=otel, model=_model(attrs))
+            self.spans.fail(opened, _error_type(span), otel=otel, model=_model(attrs), **times)
             return
         payload, fields, disclosures = self._record(kind, opened, attrs)
-        self.spans.finish(opened, payload, disclosures, otel=otel, **fields)
+        clear = fields.pop("clear", ())
+        self.spans.finish(opened, payload, disclosures, otel=otel, clear=clear, **times, **fields)
 
     def shutdown(self) -> None:
         """Nothing to release: records are the client's to deliver."""
@@ -196,6 +230,9 @@ class LedgerSpanProcessor(SpanProcessor):  # type: ignore[misc,unused-ignore]
         out = self._output(attrs, "gen_ai.output.messages", "output_messages")
         fields, disclosures = captured_fields(self.capture, inputs, out)
         fields["model"] = _model(attrs)
+        fields["usage"] = _usage(attrs)
+        fields["model_parameters"] = _model_parameters(attrs)
+        fields["cost"] = _cost(attrs)
         calls = _tool_calls(attrs.get("gen_ai.output.messages"))
         if calls:
             fields["candidates"] = tuple(
@@ -203,10 +240,12 @@ class LedgerSpanProcessor(SpanProcessor):  # type: ignore[misc,unused-ignore]
                 for i, (c, tool) in enumerate(calls)
             )
             fields["selected"] = calls[0][0]
+            fields["clear"] = ("candidates",)  # each action is a tool's name: in clear
             return ToolSelection(), fields, disclosures
         reasons = attrs.get("gen_ai.response.finish_reasons")
         if reasons is not None and "actual_outcome" not in fields:
             fields["actual_outcome"] = {"finish_reasons": [str(r) for r in reasons]}
+            fields["clear"] = ("actual_outcome",)  # a status
         return Outcome(), fields, disclosures
 
     def _memory(
@@ -219,7 +258,49 @@ class LedgerSpanProcessor(SpanProcessor):  # type: ignore[misc,unused-ignore]
             source=str(attrs.get("ledger.memory.source", opened.name)),
             trust_label=str(attrs.get("ledger.memory.trust_label", "unspecified")),
         )
-        return payload, {}, [value.disclosure] if value.disclosure is not None else []
+        digest_only = ("payload.value",) if self.capture is Capture.DIGEST else ()
+        kept = [value.disclosure] if value.disclosure is not None else []
+        return payload, {"clear": digest_only}, kept
+
+
+def _time(nanoseconds: int | None) -> str | None:
+    return None if nanoseconds is None else rfc3339(nanoseconds / 1e9)
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _usage(attrs: Mapping[str, Any]) -> Usage | None:
+    """``gen_ai.usage.input_tokens`` / ``output_tokens`` (total: their sum when both are set)."""
+    given = _count(attrs.get("gen_ai.usage.input_tokens"))
+    made = _count(attrs.get("gen_ai.usage.output_tokens"))
+    if given is None and made is None:
+        return None
+    total = given + made if given is not None and made is not None else None
+    return Usage(input_tokens=given, output_tokens=made, total_tokens=total)
+
+
+def _model_parameters(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``gen_ai.request.*`` settings (temperature, top_p, max_tokens...), by their short
+    name; the model id is ``model`` and not repeated here."""
+    out: dict[str, Any] = {}
+    for key, value in attrs.items():
+        if not key.startswith(_REQUEST) or key == f"{_REQUEST}model":
+            continue
+        if isinstance(value, bool | int | float | str):
+            out[key[len(_REQUEST) :]] = value
+        elif isinstance(value, Sequence):
+            out[key[len(_REQUEST) :]] = list(value)
+    return out
+
+
+def _cost(attrs: Mapping[str, Any]) -> Cost | None:
+    """``ledger.cost.amount`` (a decimal string) and ``ledger.cost.currency`` (ISO 4217)."""
+    amount, currency = attrs.get("ledger.cost.amount"), attrs.get("ledger.cost.currency")
+    if isinstance(amount, str) and isinstance(currency, str):
+        return Cost(amount=amount, currency=currency)
+    return None
 
 
 def _model(attrs: Mapping[str, Any]) -> str | None:

@@ -7,9 +7,13 @@ never into shared receipts unless a field path is asked for (``ledger_run(disclo
 
     <run>.disclosures.jsonl   mode 0600, one line per record that has disclosures:
                               {"record_digest": <64 hex>, "disclosures": [{"field_path",
-                               "salt", "value"}, ...]}   (RFC 8785 canonical JSON)
+                               "salt", "value"}, ...]}   (RFC 8785 canonical JSON); a field
+                              committed leaf by leaf is kept as {"field_path", "secret",
+                              "value", "decoys"} (one secret, however many leaves)
 
-``Receipt.disclose(paths, disclosures)`` makes a receipt that opens exactly ``paths``;
+``Receipt.disclose(paths, disclosures)`` makes a receipt that opens exactly ``paths`` (a field
+path, or a per-leaf field's path and an RFC 6901 pointer: ``actual_outcome/text_regions/0/text``
+opens that one leaf, with its salt and inclusion proof, and no sibling);
 ``ledger-verify disclose RECEIPT --path P --out R2`` does it from the files, and
 ``ledger-verify receipt R2`` checks each disclosed value against the committed digest and
 prints exactly what was disclosed (``describe_disclosures``).
@@ -23,7 +27,7 @@ from pathlib import Path
 
 from ledger.core.errors import FormatError, InvalidRecordError
 from ledger.core.jcs import Json, loads_strict
-from ledger.records.commitments import Disclosure
+from ledger.records.commitments import Kept, disclosed_path, kept_from_json_obj
 from ledger_client.receipts.receipt import Receipt
 
 __all__ = [
@@ -36,10 +40,10 @@ __all__ = [
 _LINE_FIELDS = {"record_digest", "disclosures"}
 
 
-def load_private_disclosures(path: str | Path) -> dict[str, tuple[Disclosure, ...]]:
+def load_private_disclosures(path: str | Path) -> dict[str, tuple[Kept, ...]]:
     """The private file's disclosures by record digest (hex); ``FormatError`` names the line."""
     where = Path(path)
-    out: dict[str, tuple[Disclosure, ...]] = {}
+    out: dict[str, tuple[Kept, ...]] = {}
     with where.open("rb") as stream:
         for number, line in enumerate(stream, 1):
             if not line.strip():
@@ -51,7 +55,7 @@ def load_private_disclosures(path: str | Path) -> dict[str, tuple[Disclosure, ..
                 items = obj["disclosures"]
                 if not isinstance(items, list) or not isinstance(obj["record_digest"], str):
                     raise FormatError("record_digest is a string, disclosures a list")
-                out[obj["record_digest"]] = tuple(Disclosure.from_json_obj(d) for d in items)
+                out[obj["record_digest"]] = tuple(kept_from_json_obj(d) for d in items)
             except (FormatError, InvalidRecordError) as exc:
                 raise FormatError(f"{where.name}:{number}: {exc}") from None
     return out
@@ -59,7 +63,7 @@ def load_private_disclosures(path: str | Path) -> dict[str, tuple[Disclosure, ..
 
 def disclosed_values(receipt: Receipt) -> list[dict[str, Json]]:
     """``[{"field_path", "value"}]``: what the receipt discloses (salts left out)."""
-    return [{"field_path": d.field_path, "value": d.value} for d in receipt.disclosures]
+    return [{"field_path": disclosed_path(d), "value": d.value} for d in receipt.disclosures]
 
 
 def _shown(value: object) -> str:
@@ -71,13 +75,13 @@ def describe_disclosures(receipt: Receipt) -> list[str]:
     if not receipt.disclosures:
         return ["disclosed values: none (every committed field stays closed)"]
     lines = [f"disclosed values ({len(receipt.disclosures)}, each opens its commitment):"]
-    lines += [f"  {d.field_path} = {_shown(d.value)}" for d in receipt.disclosures]
+    lines += [f"  {disclosed_path(d)} = {_shown(d.value)}" for d in receipt.disclosures]
     return lines
 
 
 def disclosures_for(
-    receipt: Receipt, private: Mapping[str, tuple[Disclosure, ...]] | None
-) -> tuple[Disclosure, ...] | None:
+    receipt: Receipt, private: Mapping[str, tuple[Kept, ...]] | None
+) -> tuple[Kept, ...] | None:
     """The private disclosures of ``receipt``'s record (None: use the receipt's own)."""
     if private is None:
         return None

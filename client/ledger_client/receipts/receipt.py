@@ -60,7 +60,13 @@ from ledger.core.jcs import (
 )
 from ledger.core.limits import HASH_SIZE
 from ledger.core.tlogproof import MAX_PROOF_HASHES, TlogProof
-from ledger.records.commitments import Disclosure, check_disclosure_in
+from ledger.records.commitments import (
+    AnyDisclosure,
+    Kept,
+    check_disclosure_in,
+    disclosure_from_json_obj,
+    select_disclosures,
+)
 from ledger.records.decision import DecisionRecord
 
 __all__ = [
@@ -176,7 +182,7 @@ class Receipt:
     checkpoint: str
     anchors: tuple[ReceiptAnchor, ...] = ()
     record: DecisionRecord | None = None
-    disclosures: tuple[Disclosure, ...] = ()
+    disclosures: tuple[AnyDisclosure, ...] = ()
     previous: PreviousCheckpoint | None = None
 
     def __post_init__(self) -> None:
@@ -216,7 +222,7 @@ class Receipt:
         return canonical_bytes(self.to_json_obj()).decode("utf-8")
 
     def disclose(
-        self, paths: Sequence[str], disclosures: Sequence[Disclosure] | None = None
+        self, paths: Sequence[str], disclosures: Sequence[AnyDisclosure | Kept] | None = None
     ) -> Receipt:
         """A copy of this receipt that discloses exactly the field ``paths`` and nothing else.
 
@@ -227,18 +233,16 @@ class Receipt:
         if self.record is None:
             raise MalformedReceiptError("record", "disclosing a field needs the record")
         source = self.disclosures if disclosures is None else tuple(disclosures)
-        by_path = {d.field_path: d for d in source}
-        missing = [p for p in paths if p not in by_path]
+        chosen, missing = select_disclosures(paths, source)
         if missing:
-            known = ", ".join(sorted(by_path)) or "none"
+            known = ", ".join(sorted({d.field_path for d in source})) or "none"
             raise MalformedReceiptError(
                 "disclosures", f"no disclosure for {missing[0]!r} (known paths: {known})"
             )
-        chosen = tuple(by_path[p] for p in dict.fromkeys(paths))
         obj = self.record.to_json_obj()
         for disclosure in chosen:
             check_disclosure_in(obj, disclosure)
-        return replace(self, disclosures=chosen)
+        return replace(self, disclosures=tuple(chosen))
 
     @classmethod
     def from_json_obj(cls, obj: object, *, checked: bool = False) -> Receipt:
@@ -329,9 +333,9 @@ def _record(value: Json) -> DecisionRecord | None:
         raise exc.at("record") from None
 
 
-def _disclosure(value: Json, path: str) -> Disclosure:
+def _disclosure(value: Json, path: str) -> AnyDisclosure:
     try:
-        return Disclosure.from_json_obj(value)
+        return disclosure_from_json_obj(value)
     except InvalidRecordError as exc:
         raise _nested(path, exc) from None
 

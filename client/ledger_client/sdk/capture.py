@@ -16,7 +16,9 @@ anyone holding the same value can recompute it. Rules of ``jsonable``:
 
 A plain digest of a low-entropy value (``"yes"``, a small number) can be guessed by whoever
 sees the record; ``Capture.COMMIT`` (the default of ``@decision`` and the bridges) uses salted
-commitments (``ledger.records.commitments``) instead.
+commitments (``ledger.records.commitments``) instead: a non-empty object or array is committed
+leaf by leaf (``sha256-tree:``, one field secret kept), so one leaf of a tool's output can be
+disclosed alone; any other value whole (``sha256:``, value and salt kept).
 """
 
 from __future__ import annotations
@@ -25,12 +27,12 @@ import base64
 import dataclasses
 import hashlib
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from enum import StrEnum
 from typing import Any
 
 from ledger.core.jcs import MAX_SAFE_INTEGER, Json, canonical_bytes, child_path
-from ledger.records.commitments import Commitment, Disclosure, commit
+from ledger.records.commitments import Kept, commit, commit_leaves
 
 __all__ = [
     "Capture",
@@ -100,17 +102,21 @@ class CapturedValue:
     """One value as a record holds it: ``digest`` for evidence, ``value`` for the record field.
 
     ``value`` is ``None`` (digest only), a ``Commitment`` or the JSON content; ``disclosure``
-    opens a commitment (its field path is the one given to ``capture_value``).
+    opens a commitment (its field path is the one given to ``capture_value``): a
+    ``Disclosure`` for a whole-field commitment, a ``LeafSecret`` for a per-leaf one.
     """
 
     digest: str
     value: Any
-    disclosure: Disclosure | None = None
+    disclosure: Kept | None = None
 
 
 def capture_value(value: object, mode: Capture, field_path: str) -> CapturedValue:
     """Capture ``value`` for the record field ``field_path`` under ``mode``."""
     plain = jsonable(value)
+    if mode is Capture.COMMIT and isinstance(plain, dict | list) and plain:
+        tree, secret = commit_leaves(plain, field_path=field_path)
+        return CapturedValue(tree.digest.hex(), tree, secret)
     if mode is Capture.COMMIT:
         commitment, disclosure = commit(plain, field_path=field_path)
         return CapturedValue(commitment.digest.hex(), commitment, disclosure)
@@ -119,20 +125,26 @@ def capture_value(value: object, mode: Capture, field_path: str) -> CapturedValu
 
 
 def capture_arguments(
-    arguments: Mapping[str, object], mode: Capture
-) -> tuple[str, dict[str, Any], list[Disclosure]]:
+    arguments: Mapping[str, object], mode: Capture, clear: Collection[str] = ()
+) -> tuple[str, dict[str, Any], list[Kept]]:
     """(digest of all arguments, the ``parameters`` field, disclosures) under ``mode``.
 
     With ``COMMIT`` the digest is the SHA-256 of the canonical object of the per-argument
-    commitments (salted, so it reveals nothing); otherwise of the arguments themselves.
+    commitments (salted, so it reveals nothing); otherwise of the arguments themselves. With
+    ``COMMIT``, an argument named in ``clear`` (``"parameters.<name>"``, or ``"parameters"``
+    for all) is kept in clear.
     """
     if mode is not Capture.COMMIT:
         whole = capture_value(dict(arguments), mode, "parameters")
         return whole.digest, dict(whole.value) if whole.value is not None else {}, []
-    parameters: dict[str, Commitment] = {}
-    disclosures: list[Disclosure] = []
+    parameters: dict[str, Any] = {}
+    disclosures: list[Kept] = []
     for name, value in arguments.items():
-        captured = capture_value(value, mode, child_path("parameters", name))
+        path = child_path("parameters", name)
+        if "parameters" in clear or path in clear:
+            parameters[name] = jsonable(value)
+            continue
+        captured = capture_value(value, mode, path)
         parameters[name] = captured.value
         assert captured.disclosure is not None
         disclosures.append(captured.disclosure)

@@ -48,7 +48,12 @@ from ledger.core.checkpoint import CosignatureVerifier
 from ledger.core.errors import UnavailableError, is_retryable
 from ledger.core.jcs import canonical_bytes
 from ledger.core.limits import MAX_RECORD_BYTES
-from ledger.records.commitments import Disclosure, check_disclosure_in
+from ledger.records.commitments import (
+    AnyDisclosure,
+    Kept,
+    check_disclosure_in,
+    select_disclosures,
+)
 from ledger.records.decision import DecisionRecord
 from ledger_client.receipts.receipt import Receipt
 from ledger_client.remote.connection import Connection
@@ -176,7 +181,7 @@ class LedgerClient:
         """Records spooled and not yet acknowledged by the log."""
         return self.sender.pending
 
-    def _item(self, record: DecisionRecord, disclosures: Sequence[Disclosure]) -> SpoolItem:
+    def _item(self, record: DecisionRecord, disclosures: Sequence[Kept]) -> SpoolItem:
         record_json = record.to_json().encode("utf-8")
         _check_size("record", record_json)
         if disclosures:
@@ -190,7 +195,7 @@ class LedgerClient:
         return SpoolItem(hashlib.sha256(record_json).digest(), record_json, kept)
 
     def submit(
-        self, record: DecisionRecord, *, disclosures: Sequence[Disclosure] = (), block: bool = True
+        self, record: DecisionRecord, *, disclosures: Sequence[Kept] = (), block: bool = True
     ) -> bytes:
         """Spool ``record`` for sending and return its digest at once.
 
@@ -206,7 +211,7 @@ class LedgerClient:
         self,
         record: DecisionRecord,
         *,
-        disclosures: Sequence[Disclosure] = (),
+        disclosures: Sequence[Kept] = (),
         timeout: float | None = 30.0,
     ) -> Receipt:
         """Spool ``record``, have it sent now, wait for the covering checkpoint: its receipt.
@@ -226,7 +231,7 @@ class LedgerClient:
         return self.receipt(
             item.digest,
             record=record,
-            disclosures=disclosures,
+            disclosures=select_disclosures([d.field_path for d in disclosures], disclosures)[0],
             timeout=30.0 if left is None else left,
         )
 
@@ -290,7 +295,7 @@ class LedgerClient:
         digest: bytes,
         *,
         record: DecisionRecord | None = None,
-        disclosures: Sequence[Disclosure] = (),
+        disclosures: Sequence[AnyDisclosure] = (),
         timeout: float = 30.0,
     ) -> Receipt:
         """The receipt of a logged record (``fetch_receipt``), retrying until a checkpoint
@@ -417,9 +422,7 @@ class AsyncLedgerClient:
     def pending(self) -> int:
         return self.sync.pending
 
-    async def submit(
-        self, record: DecisionRecord, *, disclosures: Sequence[Disclosure] = ()
-    ) -> bytes:
+    async def submit(self, record: DecisionRecord, *, disclosures: Sequence[Kept] = ()) -> bytes:
         """Spool ``record``; its digest (see ``LedgerClient.submit``)."""
         try:
             return self.sync.submit(record, disclosures=disclosures, block=False)
@@ -432,7 +435,7 @@ class AsyncLedgerClient:
         self,
         record: DecisionRecord,
         *,
-        disclosures: Sequence[Disclosure] = (),
+        disclosures: Sequence[Kept] = (),
         timeout: float | None = 30.0,
     ) -> Receipt:
         """Spool, send now, and return the receipt (see ``LedgerClient.append``)."""
@@ -445,7 +448,7 @@ class AsyncLedgerClient:
         digest: bytes,
         *,
         record: DecisionRecord | None = None,
-        disclosures: Sequence[Disclosure] = (),
+        disclosures: Sequence[AnyDisclosure] = (),
         timeout: float = 30.0,
     ) -> Receipt:
         """See ``LedgerClient.receipt``."""

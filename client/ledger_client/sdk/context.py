@@ -27,15 +27,19 @@ passing anything by hand, through a ``contextvars.ContextVar`` that holds the cu
 * Disclosures stay private: ``write_receipts`` puts into the shared receipts only the field
   paths asked for (``disclose=``); ``write_disclosures`` writes all of them to a separate file
   (mode 0600; format in ``ledger_client.receipts.disclose``).
-* Propagation: asyncio tasks copy the context, so they see their creator's frame. Threads do
-  not: use ``ContextThreadPoolExecutor`` (or ``contextvars.copy_context().run``). A thread
-  with no frame joins the run at its root if exactly one run is open in the process.
+* Propagation: asyncio tasks (and ``asyncio.to_thread``) copy the context, so they see their
+  creator's frame. While a run is open, a ``threading.Thread`` started where a frame is current
+  runs in a copy of its starter's context too (``propagate_threads``, installed by
+  ``ledger_run``); ``ContextThreadPoolExecutor`` does it for pools and ``in_context(fn)`` for
+  any callable. A thread with no frame joins the run at its root if exactly one run is open in
+  the process. Child processes: ``ledger_client.sdk.propagate``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -48,9 +52,10 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 from ledger.core.jcs import canonical_bytes
 from ledger.core.timefmt import from_epoch_seconds, rfc3339_millis
 from ledger.fileio.private import write_private
-from ledger.records.commitments import Disclosure
+from ledger.records.commitments import Kept, select_disclosures
 from ledger.records.decision import DecisionRecord, Outcome, Payload, new_record_id
 from ledger.records.runs import run_closed_record
+from ledger_client.sdk.classify import Clear, classify
 from ledger_client.sdk.errors import AnchorTimeoutError, RunStateError
 from ledger_client.sdk.links import ValueLinks, parent_digests
 from ledger_client.sdk.run_file import RunLine, write_run_file
@@ -68,8 +73,10 @@ __all__ = [
     "current_run",
     "emit",
     "error_name",
+    "in_context",
     "ledger_run",
     "private_path",
+    "propagate_threads",
     "rfc3339",
 ]
 
@@ -83,9 +90,7 @@ _OPEN_LOCK = threading.Lock()
 class RecordSink(Protocol):
     """What a run needs from a client (``LedgerClient`` provides it)."""
 
-    def submit(
-        self, record: DecisionRecord, *, disclosures: Sequence[Disclosure] = ()
-    ) -> bytes: ...
+    def submit(self, record: DecisionRecord, *, disclosures: Sequence[Kept] = ()) -> bytes: ...
 
     def flush(self, timeout: float | None = None, *, checkpoint: bool = False) -> bool: ...
 
@@ -118,7 +123,7 @@ class RunEntry:
 
     record: DecisionRecord
     digest: bytes
-    disclosures: tuple[Disclosure, ...] = ()
+    disclosures: tuple[Kept, ...] = ()
 
 
 class Frame:
@@ -161,7 +166,16 @@ class Run:
         self._clock = clock
         self._lock = threading.Lock()
         self._entries: list[RunEntry] = []
+        self._closers: list[Callable[[], object]] = []
         self.closed: RunEntry | None = None
+
+    def on_close(self, fn: Callable[[], object]) -> None:
+        """Call ``fn`` once the run is closed (e.g. to stop serving it to child processes)."""
+        self._closers.append(fn)
+
+    def now(self) -> str:
+        """The run clock's time as RFC 3339 (``started_at``/``ended_at`` of a step)."""
+        return rfc3339(self._clock())
 
     @property
     def entries(self) -> list[RunEntry]:
@@ -184,28 +198,33 @@ class Run:
         payload: Payload,
         *,
         frame: Frame | None = None,
-        disclosures: Sequence[Disclosure] = (),
+        disclosures: Sequence[Kept] = (),
         parents: Sequence[object] | None = None,
+        clear: Clear = (),
         **fields: Any,
     ) -> RunEntry:
         """Emit a record in ``frame`` (default: the root): parents are ``parents`` when given
         (records, receipts, digests, tracked values; ``ledger_client.sdk.links``), else its
-        frontier."""
+        frontier. Committed-class values not named in ``clear`` are committed
+        (``ledger_client.sdk.classify``)."""
         named = None if parents is None else parent_digests(parents, self.values)
         with self._lock:
-            return self._emit(frame or self.root, payload, tuple(disclosures), fields, named)
+            return self._emit(
+                frame or self.root, payload, tuple(disclosures), fields, named, clear=clear
+            )
 
     def finish(
         self,
         frame: Frame,
         payload: Payload,
         *,
-        disclosures: Sequence[Disclosure] = (),
+        disclosures: Sequence[Kept] = (),
+        clear: Clear = (),
         **fields: Any,
     ) -> RunEntry:
         """Emit the record that ends ``frame`` and fold it into the enclosing frame."""
         with self._lock:
-            entry = self._emit(frame, payload, tuple(disclosures), fields)
+            entry = self._emit(frame, payload, tuple(disclosures), fields, clear=clear)
             outer = frame.parent or self.root
             if frame.data and outer is self.root:
                 return entry  # data flow: a call at the root does not become everyone's parent
@@ -225,14 +244,18 @@ class Run:
         self,
         frame: Frame,
         payload: Payload,
-        disclosures: tuple[Disclosure, ...],
+        disclosures: tuple[Kept, ...],
         fields: Any,
         parents: tuple[str, ...] | None = None,
+        *,
+        clear: Clear = (),
     ) -> RunEntry:
         if self.closed is not None:
             raise RunStateError(f"run {self.run_id} is closed; no more records")
         fields.setdefault("agent", self.agent)
         fields.setdefault("model", self.model)
+        payload, fields, committed = classify(payload, fields, clear)
+        disclosures = (*disclosures, *committed)
         record = DecisionRecord(
             record_id=new_record_id(),
             run_id=self.run_id,
@@ -260,8 +283,9 @@ class Run:
             if self.closed is not None:
                 raise RunStateError(f"run {self.run_id} is already closed")
             if error is not None:
-                outcome = {"error": error_name(error)}
-                self._emit(self.root, Outcome(), (), {"actual_outcome": outcome})
+                outcome = {"error": error_name(error)}  # a status: the type name only, in clear
+                fields = {"actual_outcome": outcome}
+                self._emit(self.root, Outcome(), (), fields, clear=("actual_outcome",))
             steps = [(e.record.step, e.digest) for e in self._entries]
             parents = [bytes.fromhex(h) for h in self._closing_parents()] or None
             record = run_closed_record(
@@ -271,6 +295,8 @@ class Run:
             self.closed = RunEntry(record, self.sink.submit(record))
         _forget(self)
         self.values.clear()
+        for closer in self._closers:
+            closer()
         if wait and not self.sink.flush(timeout, checkpoint=True):
             raise TimeoutError(f"run {self.run_id}: the log did not acknowledge it in {timeout} s")
         return self.closed
@@ -309,7 +335,7 @@ class Run:
                 replace(
                     receipt,
                     record=entry.record,
-                    disclosures=tuple(d for d in entry.disclosures if d.field_path in disclose),
+                    disclosures=tuple(select_disclosures(disclose, entry.disclosures)[0]),
                 ),
             )
             for entry, receipt in zip(entries, found, strict=True)
@@ -412,16 +438,21 @@ def leave_frame(token: contextvars.Token[Frame | None]) -> None:
 def emit(
     payload: Payload,
     *,
-    disclosures: Sequence[Disclosure] = (),
+    disclosures: Sequence[Kept] = (),
     parents: Sequence[object] | None = None,
+    clear: Clear = (),
     **fields: Any,
 ) -> RunEntry:
     """Emit a record in the current frame (e.g. a ``ToolSelection`` inside a decorated call);
-    ``parents``: its parents exactly (``Run.emit``), else the frame's frontier."""
+    ``parents``: its parents exactly (``Run.emit``), else the frame's frontier. Reasons, plan
+    steps, candidate actions, parameters, outcomes and memory values are committed unless named
+    in ``clear`` (``ledger_client.sdk.classify``; ``"*"`` keeps all in clear)."""
     frame = current_frame()
     if frame is None:
         raise RunStateError("no ledger run is open here; use `with ledger_run(...)`")
-    return frame.run.emit(payload, frame=frame, disclosures=disclosures, parents=parents, **fields)
+    return frame.run.emit(
+        payload, frame=frame, disclosures=disclosures, parents=parents, clear=clear, **fields
+    )
 
 
 # --- ledger_run --------------------------------------------------------------------------------
@@ -451,6 +482,7 @@ class RunContext:
         self._tokens: list[contextvars.Token[Frame | None]] = []
 
     def __enter__(self) -> Run:
+        propagate_threads()
         _remember(self.run)
         self._tokens.append(enter_frame(self.run.root))
         return self.run
@@ -548,6 +580,35 @@ def private_path(receipts: Path) -> Path:
 
 
 # --- threads -----------------------------------------------------------------------------------
+
+
+_ORIGINAL_START = threading.Thread.start
+_INSTALL_LOCK = threading.Lock()
+
+
+def in_context(fn: Callable[_P, _T]) -> Callable[_P, _T]:
+    """``fn`` bound to a copy of the current context: called in any thread, its records go to
+    the run current here."""
+    context = contextvars.copy_context()
+
+    @functools.wraps(fn)
+    def bound(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        return context.run(fn, *args, **kwargs)
+
+    return bound
+
+
+def _start(self: threading.Thread) -> None:
+    if _FRAME.get() is not None and "run" not in vars(self):
+        self.run = in_context(self.run)  # type: ignore[method-assign]
+    _ORIGINAL_START(self)
+
+
+def propagate_threads(enabled: bool = True) -> None:
+    """Make every ``threading.Thread`` started where a ledger frame is current run in a copy of
+    its starter's context (``ledger_run`` calls it); ``False`` removes that."""
+    with _INSTALL_LOCK:
+        threading.Thread.start = _start if enabled else _ORIGINAL_START  # type: ignore[method-assign]
 
 
 class ContextThreadPoolExecutor(ThreadPoolExecutor):

@@ -33,11 +33,18 @@ records the call depended on (those emitted inside it, else the caller's previou
   given), ``tool_selection`` (``candidates`` must be given), ``outcome``.
 * Keyword arguments may be payload fields or record fields (``model``, ``otel``, ``evidence``,
   ``candidates``, ``selected``, ``parameters``, ``constraints``, ``expected_outcome``,
-  ``actual_outcome``); a callable value is called with the result (``passed=bool``,
-  ``candidates=lambda r: ...``).
+  ``actual_outcome``, ``usage``, ``cost``, ``model_parameters``); a callable value is called
+  with the result (``passed=bool``, ``candidates=lambda r: ...``, ``usage=lambda r:
+  Usage(...)``). ``started_at``/``ended_at`` are the call's start and end (the run's clock).
 * An exception (``asyncio.CancelledError`` included) becomes an ``outcome`` record with
   ``actual_outcome = {"error": <type>, "decision": <kind>, "name": <name>}`` (the message is
   left out: it may hold data) and the arguments' evidence; then it propagates.
+* Field classification (``ledger_client.sdk.classify``, docs/formats.md "Field
+  classification"): besides arguments and result, a termination reason, plan steps, candidate
+  actions, expected and actual outcomes and memory values are committed, whether derived or
+  given; ``clear=("payload.reason", "parameters.city", ...)`` keeps the named ones in clear
+  (``capture="content"`` keeps everything in clear). A failure's ``{"error": <type>}`` is a
+  status and stays in clear.
 * Outside any run the function runs unrecorded and ``UnrecordedDecisionWarning`` is issued.
 """
 
@@ -51,10 +58,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from ledger.records.commitments import Disclosure
+from ledger.records.commitments import Kept
 from ledger.records.decision import KINDS, PAYLOAD_FIELDS, PAYLOAD_TYPES, Outcome, Payload
 from ledger.records.links import derived_by_evidence
 from ledger_client.sdk.capture import Capture, CapturedValue, capture_arguments, capture_value
+from ledger_client.sdk.classify import ALL, Clear, clear_names
 from ledger_client.sdk.context import Frame, current_frame, enter_frame, error_name, leave_frame
 from ledger_client.sdk.errors import ClientError
 from ledger_client.sdk.links import (
@@ -74,7 +82,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 RECORD_FIELDS = (
     "model", "otel", "evidence", "candidates", "selected", "parameters", "constraints",
-    "expected_outcome", "actual_outcome",
+    "expected_outcome", "actual_outcome", "usage", "cost", "model_parameters",
 )  # fmt: skip
 _REQUIRED = {"memory_write": ("trust_label",), "tool_selection": ("candidates",)}
 
@@ -91,10 +99,24 @@ class _Spec:
     parents: ParentsSpec
     payload_fields: Mapping[str, Any]
     record_fields: Mapping[str, Any]
+    clear: Clear = ()
+
+    def clear_for(self, *also: str) -> Clear:
+        """What stays in clear: everything with ``capture="content"``, else ``clear=`` and
+        ``also`` (with ``"digest"`` the memory value, which is then a digest)."""
+        if self.capture is Capture.CONTENT or self.clear == ALL:
+            return ALL
+        digest = ("payload.value",) if self.capture is Capture.DIGEST else ()
+        return (*self.clear, *also, *digest)
 
 
 def _spec(
-    kind: str, name: str | None, capture: str, parents: ParentsSpec, fields: Mapping[str, Any]
+    kind: str,
+    name: str | None,
+    capture: str,
+    parents: ParentsSpec,
+    fields: Mapping[str, Any],
+    clear: Clear = (),
 ) -> _Spec:
     if kind not in KINDS or kind == "run_closed":
         raise ValueError(f"kind {kind!r}: want one of {[k for k in KINDS if k != 'run_closed']}")
@@ -112,6 +134,7 @@ def _spec(
         parents=parents,
         payload_fields={k: v for k, v in fields.items() if k in payload_names},
         record_fields={k: v for k, v in fields.items() if k in RECORD_FIELDS},
+        clear=clear_names(clear),
     )
 
 
@@ -145,10 +168,12 @@ class _Call:
     def __init__(self, spec: _Spec, label: str, frame: Frame, arguments: Mapping[str, Any]):
         self.spec, self.label = spec, label
         self.run = frame.run
+        self.started_at = self.run.now()
         self.inferred: tuple[str, ...] = ()
         self.frame = self.run.child(frame, inputs=self._inputs(arguments))
+        every = spec.clear == ALL
         self.args_digest, self.parameters, self.disclosures = capture_arguments(
-            arguments, spec.capture
+            arguments, Capture.CONTENT if every else spec.capture, () if every else spec.clear
         )
         self._token = enter_frame(self.frame)
 
@@ -174,7 +199,8 @@ class _Call:
         leave_frame(self._token)
         spec = self.spec
         path = "payload.value" if spec.kind == "memory_write" else "actual_outcome"
-        out = capture_value(result, spec.capture, path)
+        mode = Capture.CONTENT if spec.clear == ALL or path in spec.clear else spec.capture
+        out = capture_value(result, mode, path)
         args = _derived(spec.kind, self.label, self.args_digest, result, out)
         args.update(_resolve(spec.payload_fields, result))
         try:
@@ -182,14 +208,20 @@ class _Call:
         except TypeError as exc:
             raise TypeError(f"@decision(kind={spec.kind!r}) on {self.label}: {exc}") from None
         fields = self._record_fields(result, out, path)
-        disclosures: list[Disclosure] = [*self.disclosures]
+        disclosures: list[Kept] = [*self.disclosures]
         if out.disclosure is not None:
             disclosures.append(out.disclosure)
-        entry = self.run.finish(self.frame, payload, disclosures=disclosures, **fields)
+        entry = self.run.finish(
+            self.frame, payload, disclosures=disclosures, clear=spec.clear_for(), **fields
+        )
         self.run.values.track(result, entry.digest.hex(), entry.record.parent_digests)
 
     def _record_fields(self, result: object, out: CapturedValue, path: str) -> dict[str, Any]:
-        fields: dict[str, Any] = {"parameters": self.parameters}
+        fields: dict[str, Any] = {
+            "parameters": self.parameters,
+            "started_at": self.started_at,
+            "ended_at": self.run.now(),
+        }
         if path == "actual_outcome" and out.value is not None:
             fields["actual_outcome"] = out.value
         user = _resolve(self.spec.record_fields, result)
@@ -209,6 +241,9 @@ class _Call:
                 evidence=self._evidence(None),
                 parameters=self.parameters,
                 actual_outcome=outcome,
+                started_at=self.started_at,
+                ended_at=self.run.now(),
+                clear=self.spec.clear_for("actual_outcome"),  # the error's type: a status
                 **({"otel": span} if (span := current_otel()) is not None else {}),
             )
         except ClientError:
@@ -259,10 +294,11 @@ def decision(
     name: str | None = None,
     capture: str = "commit",
     parents: ParentsSpec = None,
+    clear: Clear = (),
     **fields: Any,
 ) -> Callable[[_F], _F]:
     """Record each call of the decorated function as a ``kind`` decision (module docstring)."""
-    spec = _spec(kind, name, capture, parents, fields)
+    spec = _spec(kind, name, capture, parents, fields, clear)
 
     def wrap(fn: _F) -> _F:
         if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
