@@ -23,7 +23,8 @@ the command line (receipts: ``ledger_client.receipts.receipt``; RFC 3161 anchors
 
 Neither command verifies what the server sent beyond its shape: ``ledger-verify receipt`` does.
 Exit codes: 0 done, 1 the server could not (unreachable, not found, not yet covered), 2 bad
-input.
+input, 4 a record or receipt of a newer schema version (the message ``ledger-verify`` gives:
+"unsupported schema version N ..., upgrade"; ``clikit.errors.EXIT_UNSUPPORTED``).
 """
 
 from __future__ import annotations
@@ -39,10 +40,16 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ledger.core.backoff import Backoff, DeadlinePassed, retry
-from ledger.core.errors import FormatError, LedgerError, MalformedReceiptError, NotFoundError
+from ledger.core.errors import (
+    FormatError,
+    LedgerError,
+    MalformedReceiptError,
+    NotFoundError,
+    UnsupportedSchemaError,
+)
 from ledger.core.types import decode_leaf
 from ledger_client.clikit.connection import connection_from, connection_options
-from ledger_client.clikit.errors import fail
+from ledger_client.clikit.errors import EXIT_UNSUPPORTED, fail
 from ledger_client.remote.connection import Connection
 
 if TYPE_CHECKING:
@@ -76,6 +83,8 @@ def _remote_call(address: str | Connection, work: Callable[[RemoteLog], Any]) ->
     try:
         with RemoteLog(address, timeout=60) as remote:
             return work(remote)
+    except UnsupportedSchemaError as exc:
+        fail(str(exc), EXIT_UNSUPPORTED)
     except FormatError as exc:
         fail(str(exc), 2)
     except (LedgerError, TimeoutError) as exc:
@@ -187,6 +196,8 @@ def _fetch_from_tiles(
         else:
             value = _digest(digest, leaf)
         return fetch_receipt_from_tiles(client, value, verifiers=verifiers, index=index)
+    except UnsupportedSchemaError as exc:
+        fail(str(exc), EXIT_UNSUPPORTED)
     except FormatError as exc:
         fail(str(exc), 2)
     except (LedgerError, OSError) as exc:
@@ -286,6 +297,8 @@ def upgrade(file: Path, address: Connection, out: Path | None, wait: float) -> N
 
     try:
         done: UpgradedFile = _remote_call(address, work)
+    except UnsupportedSchemaError as exc:
+        fail(str(exc), EXIT_UNSUPPORTED)
     except (MalformedReceiptError, FormatError) as exc:
         fail(str(exc), 2)
     if done.kind == "receipt":

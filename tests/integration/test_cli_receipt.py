@@ -208,6 +208,21 @@ def test_bad_input_and_failures(tmp_path: Path) -> None:
         code, text = run_ledger("receipt", "upgrade", str(tmp_path / "bad.json"),
                                 "--server", server.address)  # fmt: skip
         assert code == 2 and "bad.json" in text
+        # a newer schema version: exit 4 and ledger-verify's message, never "bad input"
+        code, text = run_ledger("receipt", "fetch", "--server", server.address,
+                                "--digest", "05" * 32, "--out", out)  # fmt: skip
+        assert code == 0, text
+        newer = {**json.loads(Path(out).read_text()), "receipt": "decision-ledger/receipt/v3"}
+        (tmp_path / "r3.json").write_text(json.dumps(newer))
+        code, text = run_ledger("receipt", "upgrade", str(tmp_path / "r3.json"),
+                                "--server", server.address)  # fmt: skip
+        assert code == 4 and "unsupported schema version 3" in text, text
+        assert text.rstrip().endswith("upgrade ledger-verify"), text
+        entries = [{"record": {"schema": "ledger.decision/v3"}, "receipt": newer}]
+        (tmp_path / "run3.jsonl").write_text("".join(json.dumps(e) + "\n" for e in entries))
+        code, text = run_ledger("receipt", "upgrade", str(tmp_path / "run3.jsonl"),
+                                "--server", server.address)  # fmt: skip
+        assert code == 4 and "unsupported schema version 3" in text, text
     unreachable = f"127.0.0.1:{free_port()}"
     code, text = run_ledger("receipt", "fetch", "--server", unreachable, "--digest", "ab" * 32,
                             "--out", out)  # fmt: skip

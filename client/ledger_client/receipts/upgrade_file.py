@@ -128,6 +128,8 @@ def upgrade_file(
     if not _starts_with_item(data):
         try:
             receipt = Receipt.from_json_obj(_parse(data, source.name), checked=True)
+        except UnsupportedSchemaError as exc:  # its own exit code: never "does not parse"
+            raise exc.at(source.name) from None
         except FormatError as exc:
             raise FormatError(f"{source.name}: {exc}") from None
         upgraded = upgrade(receipt)
