@@ -7,12 +7,12 @@ metadata, ``Bearer <token>``; or the client certificate's common name under mTLS
 caller's token bucket before the handler runs; refusals travel as the status ``ledger.api.wire``
 gives their error class (UNAUTHENTICATED, PERMISSION_DENIED, RESOURCE_EXHAUSTED with
 ``retry-after-ms``). Each finished call is one access-log line on the ``ledger.access`` logger
-(method, status, duration, identity, peer): the token itself is never logged, nor echoed.
+(``ledger.api.access``: method, status, duration, identity, peer): the token itself is never
+logged, nor echoed.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeAlias
@@ -20,13 +20,13 @@ from typing import Any, TypeAlias
 import grpc
 
 from ledger.api import wire
+from ledger.api.access import log_access
 from ledger.api.auth import FailureThrottle, Identity, Policy, RateLimiter
 from ledger.core.errors import LedgerError, UnauthenticatedError
 from ledger.log.metrics import LedgerMetrics
 
 __all__ = ["AuthInterceptor"]
 
-_access = logging.getLogger("ledger.access")
 Context = grpc.aio.ServicerContext[Any, Any]
 Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
 
@@ -167,23 +167,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
             self._metrics.observe_rpc(method.rpartition("/")[2], status, elapsed)
         if not self._access_log:
             return
-        _access.info(
-            "%s %s %.1fms %s %s",
-            method,
-            status,
-            elapsed * 1000,
-            who,
-            ctx.peer(),
-            extra={
-                "access": {
-                    "method": method,
-                    "status": status,
-                    "duration_ms": round(elapsed * 1000, 3),
-                    "identity": who,
-                    "peer": ctx.peer(),
-                }
-            },
-        )
+        log_access(method, status, elapsed, who, ctx.peer() or "?")
 
 
 def _status(context: Context) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import inspect
-import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import wraps
@@ -53,6 +52,7 @@ from ledger.core.types import (
 )
 from ledger.log.sequencer import validate_items
 from ledger.log.service import LogService
+from ledger.net.listener import CollapsingLogger
 from ledger.v1 import ledger_pb2 as pb
 
 __all__ = [
@@ -63,7 +63,8 @@ __all__ = [
     "create_server",
 ]
 
-_log = logging.getLogger("ledger.server")
+# Internal errors: the first of each kind with its traceback, then one line a minute per kind.
+_internal = CollapsingLogger("ledger.server.internal", first_traceback=True)
 _Req = TypeVar("_Req")
 _Resp = TypeVar("_Resp")
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -371,7 +372,7 @@ def _guarded(fn: Handler[_Req, _Resp]) -> Handler[_Req, _Resp]:
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
         except Exception:
-            _log.exception("internal error in %s", fn.__name__)
+            _internal.exception("internal error in %s", fn.__name__)
             await context.abort(grpc.StatusCode.INTERNAL, "internal error (see server log)")
         raise AssertionError("unreachable")  # abort() always raises
 

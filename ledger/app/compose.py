@@ -98,6 +98,7 @@ class App:
     mirror: MirrorProcess | None = None
     bucket: BucketMirror | None = None
     key_created: bool = False
+    budget: ByteBudget | None = None  # the in-flight byte budget of gRPC and the HTTP append
 
     @property
     def address(self) -> str:
@@ -523,6 +524,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
         interceptor = AuthInterceptor(
             policy, limiter, metrics, access_log=settings.access_log, throttle=throttle
         )
+        limits = server_limits(settings)  # one byte budget for gRPC and the HTTP append
         server, port = await create_server(
             service,
             settings.listen,
@@ -530,13 +532,20 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
             backup=backup,
             credentials=_credentials(tls),
             interceptors=[interceptor],
-            limits=server_limits(settings),
+            limits=limits,
             connections=connection_limits(settings),
             health_hook=None
             if bucket is None
             else _bucket_health(bucket, asyncio.get_running_loop()),
         )
-        append = AppendRoute(service, policy, limiter, throttle)
+        append = AppendRoute(
+            service,
+            policy,
+            limiter,
+            throttle,
+            budget=limits.budget,
+            access_log=settings.access_log,
+        )
         tiles, metrics_server = await _http_endpoints(settings, port, reader, registry, tls, append)
     except BaseException:
         if server is not None:
@@ -573,6 +582,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
         mirror=mirror,
         bucket=bucket,
         key_created=created,
+        budget=limits.budget,
     )
 
 

@@ -10,9 +10,15 @@ which ``ledger-verify receipt`` checks. The same rules as the gRPC ``AppendRecor
   append); 401 (``WWW-Authenticate: Bearer``) without or with a bad token, 403 without the
   scope; failed authentications throttled per client address, appends rate-limited per identity
   (429 with ``Retry-After``);
-* the record is validated by ``ledger.records`` (the rules the published JSON Schema
-  ``decision-record-v<N>.schema.json`` states, and those it cannot): 400 naming the field, 413
-  over the size limit, 415 for a body that is not ``application/json``;
+* the record is validated against the published JSON Schema of its version
+  (``ledger/records/schemas/decision-record-v<N>.schema.json``, with ``jsonschema``: 400 naming
+  the record's path and the schema's), then by ``ledger.records`` (the same rules, and those the
+  schema states in its ``$comment`` only): 400 naming the field, 413 over the size limit, 415
+  for a body that is not ``application/json``;
+* the request holds its size (``Content-Length``, else ``MAX_BODY_BYTES``) in the server's one
+  in-flight byte budget (``ledger.api.budget``, shared with gRPC) until it is answered, waiting
+  a moment for room: 503 with ``Retry-After`` when there is none; each request is one line of
+  the access log (``ledger.api.access``: method ``POST /append``, the HTTP status);
 * the log's queue and pushback (429), durability (answered once durable) and a checkpoint
   covering the entry (503 when none comes in time: the entry is durable, repeat the request:
   appends are idempotent by record digest).
@@ -23,14 +29,19 @@ Errors are JSON ``{"error": <message>}``; never a 500 for anything a client send
 from __future__ import annotations
 
 import base64
-import logging
-from collections.abc import Callable
+import functools
+import json
+import time
 from dataclasses import dataclass
+from importlib import resources
 from typing import Any
 
+import jsonschema
 from aiohttp import web
 
-from ledger.api.auth import FailureThrottle, Policy, RateLimiter
+from ledger.api.access import log_access
+from ledger.api.auth import FailureThrottle, Identity, Policy, RateLimiter
+from ledger.api.budget import ByteBudget
 from ledger.core.errors import (
     InvalidRecordError,
     LedgerError,
@@ -43,9 +54,21 @@ from ledger.core.jcs import Json, loads_strict
 from ledger.core.limits import MAX_RECORD_BYTES
 from ledger.core.types import AppendItem, ReceiptBundle
 from ledger.log.service import LogService
-from ledger.records.decision import DecisionRecord, record_digest
+from ledger.records.decision import (
+    SCHEMA_VERSION,
+    DecisionRecord,
+    record_digest,
+    schema_version,
+)
 
-__all__ = ["APPEND_METHOD", "APPEND_PATH", "MAX_BODY_BYTES", "AppendRoute", "receipt_json"]
+__all__ = [
+    "APPEND_METHOD",
+    "APPEND_PATH",
+    "MAX_BODY_BYTES",
+    "AppendRoute",
+    "receipt_json",
+    "schema_problem",
+]
 
 APPEND_PATH = "/append"
 APPEND_METHOD = "/ledger.v1.LedgerService/AppendRecords"  # the same access rule as gRPC
@@ -53,8 +76,40 @@ RECEIPT_V1 = "decision-ledger/receipt/v1"
 # The JSON text may be indented or escaped more than its RFC 8785 form, which is what the
 # record limit bounds (checked after parsing).
 MAX_BODY_BYTES = 2 * MAX_RECORD_BYTES
+BUDGET_WAIT_S = 1.0  # how long a request waits for room in the byte budget (as gRPC reads do)
+ACCESS_METHOD = f"POST {APPEND_PATH}"
 _JSON = "application/json"
-_log = logging.getLogger("ledger.http.append")
+
+
+@functools.cache
+def _validator(version: int) -> Any:
+    """The ``jsonschema`` validator of ``decision-record-v<version>.schema.json``."""
+    name = f"decision-record-v{version}.schema.json"
+    text = resources.files("ledger.records").joinpath("schemas", name).read_text("utf-8")
+    schema = json.loads(text)
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def schema_problem(value: Json) -> str | None:
+    """Why ``value`` does not match the published JSON Schema of the version it names (the
+    newest when it names none), naming the record's path (``$.usage.input_tokens``) and the
+    schema's; None when it matches, or names a newer version than this server reads
+    (``ledger.records`` says "unsupported schema version")."""
+    try:
+        version = schema_version(value.get("schema") if isinstance(value, dict) else None)
+    except UnsupportedSchemaError:
+        return None
+    except InvalidRecordError:
+        version = SCHEMA_VERSION
+    validator = _validator(version)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+    if error is None:
+        return None
+    where = "/".join(str(part) for part in error.absolute_schema_path)
+    name = f"decision-record-v{version}.schema.json"
+    return f"{error.json_path}: {error.message} (schema {name}#/{where})"
 
 
 def _b64(raw: bytes) -> str:
@@ -92,36 +147,62 @@ class AppendRoute:
     limiter: RateLimiter
     throttle: FailureThrottle | None = None
     checkpoint_timeout: float = 10.0
-    on_request: Callable[[str, int], None] | None = None  # (identity, status): the access log
+    budget: ByteBudget | None = None  # the gRPC server's in-flight budget (one for both)
+    access_log: bool = True
 
     def mount(self, app: web.Application) -> None:
         app.router.add_post(APPEND_PATH, self.handle)
 
     async def handle(self, request: web.Request) -> web.Response:
-        who = request.remote or "unknown"
-        response = await self._handle(request)
-        _log.info("HTTP append %s %d", who, response.status)
+        start = time.perf_counter()
+        seen: list[Identity] = []
+        response = await self._handle(request, seen)
+        if self.access_log:
+            who = seen[-1].name if seen else "unauthenticated"
+            peer = _peer(request)
+            elapsed = time.perf_counter() - start
+            log_access(ACCESS_METHOD, str(response.status), elapsed, who, peer)
         return response
 
-    async def _handle(self, request: web.Request) -> web.Response:
+    async def _handle(self, request: web.Request, seen: list[Identity]) -> web.Response:
         try:
-            identity = self._admit(request)
+            seen.append(self._admit(request))
         except UnauthenticatedError as exc:
             return _error(401, str(exc), **{"WWW-Authenticate": "Bearer"})
         except PermissionDeniedError as exc:
             return _error(403, str(exc))
         except PushbackError as exc:
             return _error(429, str(exc), **{"Retry-After": _seconds(exc)})
-        del identity
         if request.content_type != _JSON:
             return _error(415, f"send the record as {_JSON}, not {request.content_type!r}")
+        length = request.content_length
+        if length is not None and length > MAX_BODY_BYTES:
+            return _error(413, f"the body exceeds {MAX_BODY_BYTES} bytes")
+        held = MAX_BODY_BYTES if length is None else length
+        if self.budget is not None:
+            try:
+                await self.budget.reserve(held, "an HTTP append", BUDGET_WAIT_S)
+            except PushbackError as exc:
+                return _error(503, str(exc), **{"Retry-After": _seconds(exc)})
+        try:
+            return await self._read_and_append(request)
+        finally:
+            if self.budget is not None:
+                self.budget.give(held)
+
+    async def _read_and_append(self, request: web.Request) -> web.Response:
         body = await _body(request, MAX_BODY_BYTES)
         if body is None:
             return _error(413, f"the body exceeds {MAX_BODY_BYTES} bytes")
         try:
-            record = DecisionRecord.from_json_obj(
-                loads_strict(body, safe_numbers=True), checked=True
-            )
+            value = loads_strict(body, safe_numbers=True)
+        except LedgerError as exc:
+            return _error(400, f"not a JSON record: {exc}")
+        problem = schema_problem(value)
+        if problem is not None:
+            return _error(400, f"invalid record: {problem}")
+        try:
+            record = DecisionRecord.from_json_obj(value, checked=True)
         except (InvalidRecordError, UnsupportedSchemaError) as exc:
             return _error(400, f"invalid record: {exc}")
         except LedgerError as exc:
@@ -131,7 +212,7 @@ class AppendRoute:
             return _error(413, f"the record is {len(text)} bytes, over {MAX_RECORD_BYTES}")
         return await self._append(record)
 
-    def _admit(self, request: web.Request) -> object:
+    def _admit(self, request: web.Request) -> Identity:
         host = request.remote or "unknown"
         if self.throttle is not None:
             self.throttle.check(host)
@@ -165,6 +246,15 @@ class AppendRoute:
         status = 200 if result.duplicate else 201
         body: dict[str, Any] = receipt_json(record, bundle)
         return web.json_response(body, status=status, content_type=_JSON)
+
+
+def _peer(request: web.Request) -> str:
+    """The client as gRPC names its peers (``ipv4:127.0.0.1:5000``, ``ipv6:[::1]:5000``)."""
+    name = request.transport.get_extra_info("peername") if request.transport else None
+    if not isinstance(name, tuple) or len(name) < 2:
+        return request.remote or "?"
+    host, port = name[0], name[1]
+    return f"ipv6:[{host}]:{port}" if ":" in host else f"ipv4:{host}:{port}"
 
 
 async def _body(request: web.Request, limit: int) -> bytes | None:

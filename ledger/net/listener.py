@@ -95,29 +95,52 @@ class ListenerLimits:
 
 
 class CollapsingLogger(logging.Logger):
-    """A logger for per-connection errors: a record at WARNING or above is written as one line
-    without its traceback (the exception's class and message are appended), and further
-    records with the same message within ``FOLD_S`` seconds are only counted; the next line
-    written says how many were folded into it."""
+    """A logger for errors that may repeat on every request: a record at WARNING or above is
+    written as one line, and further records of the same kind within ``FOLD_S`` seconds are only
+    counted; the next line written says how many were folded into it.
 
-    def __init__(self, name: str) -> None:
+    Per-connection errors (the default) are written without their traceback (the exception's
+    class and message are appended) and are of a kind by their message template. With
+    ``first_traceback`` (internal errors: ``ledger.api.server``, the embedded TSA) a kind is the
+    formatted message and the exception's class, and the first line of each kind keeps its
+    traceback; later lines of that kind are one line each, as above. ``clock``: monotonic
+    seconds."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        first_traceback: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         super().__init__(name)
         self.parent = logging.getLogger(name.rpartition(".")[0] or "ledger")
         self._seen: dict[str, tuple[float, int]] = {}
+        self._first_traceback = first_traceback
+        self._clock = clock
 
     def handle(self, record: logging.LogRecord) -> None:
         if record.levelno < logging.WARNING:
             super().handle(record)
             return
-        key, now = str(record.msg), time.monotonic()
+        exc = record.exc_info[1] if record.exc_info else None
+        text = record.getMessage()
+        if self._first_traceback:
+            key = f"{text}\0{type(exc).__name__ if exc is not None else ''}"
+        else:
+            key = str(record.msg)
+        now = self._clock()
+        known = key in self._seen
         first, folded = self._seen.get(key, (-FOLD_S, 0))
-        if now - first < FOLD_S:
+        if known and now - first < FOLD_S:
             self._seen[key] = (first, folded + 1)
             return
         self._seen[key] = (now, 0)
-        text = record.getMessage()
-        if record.exc_info and record.exc_info[1] is not None:
-            exc = record.exc_info[1]
+        if self._first_traceback and not known:
+            record.msg, record.args = text, None  # the first of its kind: with its traceback
+            super().handle(record)
+            return
+        if exc is not None:
             text = f"{text}: {type(exc).__name__}: {exc}"
         if folded:
             text = f"{text} ({folded} more like it in the last {FOLD_S:g} s)"

@@ -26,14 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import threading
 from collections.abc import Callable
 from types import TracebackType
 
 from aiohttp import web
 
-from ledger.net.listener import ListenerLimits, serve_limited
+from ledger.net.listener import CollapsingLogger, ListenerLimits, serve_limited
 from ledger.tsa.authority import TsaAuthority
 
 __all__ = ["QUERY_CONTENT_TYPE", "REPLY_CONTENT_TYPE", "TsaServer"]
@@ -45,7 +44,8 @@ MAX_CONNECTIONS = 32
 BODY_DEADLINE_S = 10.0
 HEAD_DEADLINE_S = 10.0  # seconds a client may take to send a request head (also when idle)
 _TEXT = "text/plain"
-_log = logging.getLogger(__name__)
+# A failing signer or serial store fails every query: its traceback once, then a line a minute.
+_failed = CollapsingLogger(f"{__name__}.failures", first_traceback=True)
 
 
 def _text(status: int, message: str, **headers: str) -> web.Response:
@@ -78,7 +78,7 @@ class _Queries:
         try:  # signing, and now and then a durable serial reservation: off the loop
             answer = await asyncio.to_thread(self._authority.respond, body)
         except Exception:
-            _log.exception("TSA failed to answer a query")
+            _failed.exception("TSA failed to answer a query")
             return _text(500, "time-stamping failed")
         return web.Response(body=answer, content_type=REPLY_CONTENT_TYPE)
 

@@ -77,13 +77,13 @@ RULES: Mapping[str, Rule] = {
         "aiohttp asn1crypto cryptography",
     ),
     "ledger.api": rule(
-        "ledger.core ledger.timestamp ledger.log ledger.v1 ledger.fileio",
+        "ledger.core ledger.timestamp ledger.log ledger.v1 ledger.fileio ledger.net.listener",
         "cryptography google.protobuf grpc grpc_health grpc_reflection ssl",
     ),
     "ledger.http": rule(
         "ledger.core ledger.records ledger.store ledger.log ledger.fileio ledger.net "
-        "ledger.api.auth",
-        "aiohttp ssl subprocess",
+        "ledger.api.auth ledger.api.budget ledger.api.access",
+        "aiohttp jsonschema ssl subprocess",
     ),
     "ledger.objstore": rule(
         "ledger.core ledger.store", "boto3 botocore prometheus_client subprocess"

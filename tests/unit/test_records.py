@@ -721,6 +721,23 @@ def test_schema_refuses_what_the_validator_refuses(
     assert schema_errors(schema, mutated(change), schema) != []
 
 
+def test_the_standard_validator_of_the_http_append_agrees_with_the_module() -> None:
+    """``POST /append`` checks records with ``jsonschema`` against the published files: it
+    accepts every record ``ledger.records`` accepts (v1 and v2) and refuses every invalid one
+    the schema can express, naming the record's path and the schema's."""
+    from ledger.http.append import schema_problem
+
+    for record in [full_record(), *one_of_each_kind(), disclosed_record()[0], v1_record()]:
+        assert schema_problem(record.to_json_obj()) is None, record.kind
+    for field, change in SCHEMA_EXPRESSIBLE:
+        problem = schema_problem(mutated(change))
+        assert problem is not None, field
+        assert problem.startswith("$") and "(schema decision-record-v2.schema.json#/" in problem
+    v2_in_v1 = {**v1_record().to_json_obj(), "usage": None}
+    problem = schema_problem(v2_in_v1)
+    assert problem is not None and "decision-record-v1.schema.json#/additionalProperties" in problem
+
+
 # --- runs -----------------------------------------------------------------------------------------
 
 
