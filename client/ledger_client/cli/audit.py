@@ -39,9 +39,10 @@ from ledger.core.checkpoint import CosignatureVerifier
 from ledger.core.errors import FormatError
 from ledger.core.jcs import Json, canonical_bytes, loads_strict
 from ledger.core.limits import MAX_ITEM_BYTES
+from ledger.fileio.durable import write_file
 from ledger.records.decision import DecisionRecord, record_digest
 from ledger_client.audit.lineage import Lineage, LineageResult
-from ledger_client.audit.report_html import render_report, run_verdict
+from ledger_client.audit.report_html import PAGE_RUNS, render_pages, render_report, run_verdict
 from ledger_client.audit.run_files import run_paths
 from ledger_client.audit.timeline import label_of
 from ledger_client.audit.verdicts import DEFAULT_MAX_DELAY, PENDING, TimePolicy, format_delta
@@ -261,6 +262,12 @@ def lineage(
 @click.argument("runs", nargs=-1, required=True, metavar="RUNS...")
 @verification_options
 @click.option("--html", "out", required=True, metavar="OUT.html", help="where to write the page")
+@click.option(
+    "--disclosures",
+    "private_file",
+    metavar="FILE",
+    help="the auditor's disclosures file: shows the committed values it opens",
+)
 @time_policy_options
 @json_option
 def report(
@@ -270,21 +277,37 @@ def report(
     origin: str | None,
     witnesses: tuple[str, ...],
     out: str,
+    private_file: str | None,
     max_delay: str | None,
     late: str | None,
     as_json: bool,
 ) -> None:
-    """Write one self-contained HTML page: timeline, parent graph, checks, problems."""
+    """Write self-contained HTML: timeline, decisions, parent graph, checks, problems (more
+    than 20 runs: an overview page and one page per run in OUT-runs/)."""
 
     def check() -> Outcome:
         policy = time_policy(max_delay, late)
         checker = make_checker(keys, roots, origin, witnesses)
+        private = load_private_disclosures(private_file) if private_file else None
         audits = [(str(p), audit_as_run(load_run(p), checker)) for p in run_paths(runs)]
-        page = render_report(
-            audits, anchors_checked=bool(checker.tsa_roots), witnesses_checked=bool(witnesses),
-            policy=policy,
-        )  # fmt: skip
-        Path(out).write_text(page, encoding="utf-8")
+        shared: dict[str, Any] = {
+            "anchors_checked": bool(checker.tsa_roots),
+            "witnesses_checked": bool(witnesses),
+            "policy": policy,
+            "private": private,
+        }
+        target = Path(out)
+        if len(audits) <= PAGE_RUNS:
+            write_file(target, render_report(audits, **shared).encode("utf-8"))
+        else:
+            folder = target.with_name(target.stem + "-runs")
+            folder.mkdir(parents=True, exist_ok=True)
+            overview, pages = render_pages(
+                audits, folder=folder.name, overview=target.name, **shared
+            )
+            for name, page in pages.items():
+                write_file(folder / name, page.encode("utf-8"))
+            write_file(target, overview.encode("utf-8"))
         verdicts = [(a, run_verdict(a, policy)) for _, a in audits]
         failing = [a.run_id for a, v in verdicts if not v.ok]
         pending = [a.run_id for a, v in verdicts if v.status == PENDING]
