@@ -258,6 +258,7 @@ def run_timeline(
     witnesses: Sequence[Verifier] = (),
     cache: VerificationCache | None = None,
     policy: TimePolicy | None = None,
+    private: Mapping[str, Sequence[Disclosure]] | None = None,
 ) -> tuple[list[Json], list[str]]:
     """One run's timeline rows as JSON and as a text table (``ledger-verify run --timeline``),
     with the problems ``verify_run`` finds (``problems``: already found by the caller).
@@ -269,5 +270,5 @@ def run_timeline(
     checker = ReceiptChecker(
         verifiers, tsa_roots=roots, origin=origin, witnesses=witnesses, cache=cache
     )
-    rows = timeline(audit_run(items, checker, run_problems=problems), policy)
+    rows = timeline(audit_run(items, checker, run_problems=problems), policy, private)
     return [r.to_json_obj() for r in rows], ["timeline:", *format_timeline(rows)]
