@@ -52,10 +52,9 @@ class Runs:
 
 def _record(run: str, step: int, payload: Any, parents: list[DecisionRecord], **kw: Any) -> Any:
     second = step % 60
+    rand = (step + len(run) * 7 + ord(run[-1])).to_bytes(10, "big")
     return DecisionRecord(
-        record_id=new_record_id(
-            now_ms=T0 + step, rand=(step + len(run) * 7 + ord(run[-1])).to_bytes(10, "big")
-        ),  # fmt: skip
+        record_id=new_record_id(now_ms=T0 + step, rand=rand),
         run_id=run,
         step=step,
         time=f"2025-06-15T15:{6 + step // 60:02d}:{second:02d}Z",

@@ -28,8 +28,10 @@ MEASURE = """<script>(function () {
     for (const g of svg.querySelectorAll("g.node")) {
       boxes[g.dataset.digest] = g.querySelector("rect").getBBox();
     }
-    const inside = (p, r) => p.x >= r.x && p.x <= r.x + r.width && p.y >= r.y && p.y <= r.y + r.height;
-    const strictly = (p, r) => p.x > r.x && p.x < r.x + r.width && p.y > r.y && p.y < r.y + r.height;
+    const inside = (p, r) =>
+      p.x >= r.x && p.x <= r.x + r.width && p.y >= r.y && p.y <= r.y + r.height;
+    const strictly = (p, r) =>
+      p.x > r.x && p.x < r.x + r.width && p.y > r.y && p.y < r.y + r.height;
     for (const path of svg.querySelectorAll("path.edge")) {
       const from = path.dataset.from, to = path.dataset.to, len = path.getTotalLength();
       const crossed = new Set();

@@ -117,7 +117,8 @@ def test_report_shows_the_decision_and_taint(
     html = _report(world, tmp_path / "r.html", files["decide"])
     for text in (
         "refund rank 1 score 0.91", "ask rank 2 score 0.42", "human rank 3 score 0.10: committed",
-        "selected <b>refund</b>: top-ranked (rank 1, score 0.91) of 3", "outcome <b>schema_mismatch",
+        "selected <b>refund</b>: top-ranked (rank 1, score 0.91) of 3",
+        "outcome <b>schema_mismatch",
         "expected {&quot;schema&quot;: &quot;refund/v2&quot;}", "model <b>gpt-test-1</b>",
         "evidence prompt <code>aaaaaaaaaaaaaaaa</code>",
     ):  # fmt: skip
