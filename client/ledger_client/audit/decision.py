@@ -30,7 +30,16 @@ from ledger.core.timefmt import parse_rfc3339
 from ledger.records.commitments import COMMITMENT_KEY, is_commitment_obj
 from ledger.records.decision import DecisionRecord
 
-__all__ = ["COMMITTED", "Decision", "decision_of", "outcome_status", "shown_text"]
+__all__ = [
+    "COMMITTED",
+    "Decision",
+    "decision_of",
+    "outcome_status",
+    "plain_strings",
+    "shown_text",
+    "tags_of",
+    "usage_of",
+]
 
 COMMITTED = "committed"
 _REASON_KEYS = ("reason", "rationale", "why")
@@ -272,3 +281,41 @@ def decision_of(record: DecisionRecord, opened: Mapping[str, Json] | None = None
         parameters=obj.get("parameters") or {},
         capture=capture,
     )
+
+
+def usage_of(record: DecisionRecord) -> tuple[int | None, float | None, int | None]:
+    """(tokens, cost, duration in ms) from the record's capture fields, None where absent."""
+    capture = {k: getattr(record, k, None) for k in _CAPTURE}
+    found = Decision(
+        model=None, candidates=(), selected=None, why=None, expected=None, actual=None,
+        status=None, evidence={}, inputs=(), outputs=(), parameters={},
+        capture={k: v for k, v in capture.items() if v is not None},
+    )  # fmt: skip
+    cost = found.cost
+    try:
+        cost_value = None if cost is None else float(cost)
+    except ValueError:
+        cost_value = None
+    return found.tokens, cost_value, found.duration_ms
+
+
+def tags_of(record: DecisionRecord) -> list[str]:
+    """The record's tags: its ``tags`` field where the schema has one, else the ``tags``
+    parameter (a list of strings)."""
+    tags = getattr(record, "tags", None)
+    if tags is None:
+        tags = record.parameters.get("tags")
+    if isinstance(tags, list | tuple):
+        return [t for t in tags if isinstance(t, str)]
+    return []
+
+
+def plain_strings(value: object) -> list[str]:
+    """Every string inside a record value, commitments left out (they hide their content)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [s for v in value.values() for s in plain_strings(v)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in plain_strings(v)]
+    return []

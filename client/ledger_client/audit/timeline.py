@@ -21,7 +21,7 @@ from cryptography import x509
 from ledger.core.checkpoint import Verifier
 from ledger.core.errors import RecordError
 from ledger.core.jcs import Json
-from ledger.records.commitments import Disclosure, check_disclosure_in
+from ledger.records.commitments import Commitment, Disclosure, check_disclosure_in
 from ledger.records.decision import DecisionRecord
 from ledger.records.links import inferred_parents
 from ledger.records.runs import RunProblem
@@ -83,8 +83,18 @@ def outcome_of(record: DecisionRecord) -> str | None:
     """The outcome status (``decision.outcome_status``): ``error:<type>`` for a failed
     decision, ``passed``/``failed`` for a constraint check, ``met``/``not met``, ``committed``,
     an outcome's ``status`` or short outcome string (``schema_mismatch``)."""
-    obj = record.to_json_obj()
-    return outcome_status(record, obj["expected_outcome"], obj["actual_outcome"])
+    return outcome_status(record, _json(record.expected_outcome), _json(record.actual_outcome))
+
+
+def _json(value: object) -> Json:
+    """A record value as JSON (commitments as their record form)."""
+    if isinstance(value, Commitment):
+        return value.to_json_obj()  # type: ignore[return-value]
+    if isinstance(value, dict):
+        return {k: _json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json(v) for v in value]
+    return value  # type: ignore[return-value]
 
 
 def opened_fields(
@@ -112,7 +122,13 @@ class TimelineRow:
     problems: tuple[str, ...]  # "code: message" of run problems naming this record
     verdict: Verdict
     inferred: tuple[str, ...] = ()  # parents the record labels as inferred (content match)
-    decision: Decision | None = None  # what the record decided (``audit.decision``)
+    opened: Mapping[str, Json] | None = None  # field path -> value its disclosures open
+
+    @property
+    def decision(self) -> Decision:
+        """What the record decided (``audit.decision``), committed values opened by
+        ``opened``."""
+        return decision_of(self.check.record, self.opened)
 
     @property
     def verified(self) -> bool:
@@ -176,7 +192,7 @@ class TimelineRow:
                 "anchored_at": c.anchored_at_text,
             },
             "disclosed": [{"field_path": p, "value": v} for p, v in c.disclosed],
-            "decision": None if self.decision is None else self.decision.to_json_obj(),
+            "decision": self.decision.to_json_obj(),
         }
 
 
@@ -200,8 +216,12 @@ def timeline(
         parents = tuple((d, step_of.get(d)) for d in check.record.parent_digests)
         verdict = record_verdict(check, problems, policy, step_of)
         inferred = tuple(inferred_parents(check.record))
-        obj = check.record.to_json_obj()
-        opened = opened_fields(obj, check.disclosed, private.get(check.digest, ()))
+        extra = private.get(check.digest, ())
+        opened = (
+            opened_fields(check.record.to_json_obj(), check.disclosed, extra)
+            if extra or check.disclosed
+            else None
+        )
         rows.append(
             TimelineRow(
                 check=check,
@@ -209,7 +229,7 @@ def timeline(
                 problems=problems,
                 verdict=verdict,
                 inferred=inferred,
-                decision=decision_of(check.record, opened),
+                opened=opened,
             )
         )
     return rows
@@ -242,9 +262,8 @@ def format_timeline(rows: list[TimelineRow]) -> list[str]:
     for n, row in enumerate(table):
         cells = zip(row[:-1], widths, strict=True)
         out.append("  ".join(cell.ljust(w) for cell, w in cells) + "  " + row[-1])
-        decision = rows[n - 1].decision if n else None
-        if decision is not None:
-            out += [f"      {line}" for line in decision.lines()]
+        if n:
+            out += [f"      {line}" for line in rows[n - 1].decision.lines()]
     return out
 
 
