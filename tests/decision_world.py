@@ -25,6 +25,7 @@ from ledger.records.decision import (
     new_record_id,
     record_digest,
 )
+from ledger.records.links import derived_by_evidence
 from ledger.records.runs import run_closed_record, run_steps
 from ledger_client.sdk.capture import content_digest
 from tests.receipt_world import T0, World, filler, tsa
@@ -99,7 +100,10 @@ def _decide() -> tuple[list[DecisionRecord], dict[int, list[Disclosure]]]:
         DECIDE, 2, MemoryWrite(key="note", value="pasted from a forum", source="web",
                                trust_label="untrusted"), [call],
     )  # fmt: skip
-    after = _record(DECIDE, 3, Outcome(), [web], actual_outcome="reviewed")
+    after = _record(
+        DECIDE, 3, Outcome(), [web], actual_outcome="reviewed",
+        evidence=derived_by_evidence([record_digest(web).hex()]),  # an inferred link
+    )  # fmt: skip
     return _closed(DECIDE, [select, call, web, after]), {0: [action_open, query_open]}
 
 

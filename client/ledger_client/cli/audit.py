@@ -9,6 +9,9 @@
   ``--from`` digest is in none of the files ("source not found").
 * ``report RUNS... --key VKEY --html OUT.html``: one self-contained HTML page
   (``ledger_client.audit.report_html``). Exit 1 when a run is not verified (the page is written).
+* ``export RUN --key VKEY --format otlp|prov --out FILE``: the run, each record with its
+  verdict, as OTLP/JSON (the body of ``POST /v1/traces``) or W3C PROV-JSON
+  (``ledger_client.audit.export``). Exit 1 when the run is not verified (the file is written).
 * ``disclose RECEIPT --path P [--path P ...] --out R2 [--disclosures FILE] [--digest HEX]``:
   a receipt that opens exactly the paths ``P`` (``Receipt.disclose``), the values taken from
   the SDK's private disclosures file (default: beside a run file, ``<run>.disclosures.jsonl``).
@@ -41,11 +44,18 @@ from ledger.core.jcs import Json, canonical_bytes, loads_strict
 from ledger.core.limits import MAX_ITEM_BYTES
 from ledger.fileio.durable import write_file
 from ledger.records.decision import DecisionRecord, record_digest
+from ledger_client.audit.export import otlp_json, prov_json
 from ledger_client.audit.lineage import Lineage, LineageResult
 from ledger_client.audit.report_html import PAGE_RUNS, render_pages, render_report, run_verdict
 from ledger_client.audit.run_files import run_paths
-from ledger_client.audit.timeline import label_of
-from ledger_client.audit.verdicts import DEFAULT_MAX_DELAY, PENDING, TimePolicy, format_delta
+from ledger_client.audit.timeline import label_of, timeline
+from ledger_client.audit.verdicts import (
+    DEFAULT_MAX_DELAY,
+    PENDING,
+    TimePolicy,
+    format_delta,
+    run_checks,
+)
 from ledger_client.audit.verify import audit_as_run
 from ledger_client.cli.anchor import load_certificates
 from ledger_client.cli.notes import read_input
@@ -64,6 +74,7 @@ from ledger_client.receipts.verify import ReceiptChecker
 __all__ = [
     "COMMANDS",
     "disclose",
+    "export",
     "lineage",
     "make_checker",
     "parse_duration",
@@ -330,6 +341,52 @@ def report(
     finish("report", as_json, check)
 
 
+@click.command("export")
+@click.argument("run_file", metavar="RUN")
+@verification_options
+@click.option("--format", "form", type=click.Choice(["otlp", "prov"]), required=True,
+              help="otlp: OTLP/JSON (POST /v1/traces body); prov: W3C PROV-JSON")  # fmt: skip
+@click.option("--out", required=True, metavar="FILE", help="where to write the JSON")
+@time_policy_options
+@json_option
+def export(
+    run_file: str,
+    keys: tuple[str, ...],
+    roots: tuple[str, ...],
+    origin: str | None,
+    witnesses: tuple[str, ...],
+    form: str,
+    out: str,
+    max_delay: str | None,
+    late: str | None,
+    as_json: bool,
+) -> None:
+    """Export a verified run, each record with its verdict, as OTLP/JSON or PROV-JSON."""
+
+    def check() -> Outcome:
+        policy = time_policy(max_delay, late)
+        checker = make_checker(keys, roots, origin, witnesses)
+        audit = audit_as_run(load_run(run_file), checker)
+        rows = timeline(audit, policy)
+        doc = otlp_json(rows) if form == "otlp" else prov_json(rows)
+        write_file(Path(out), json.dumps(doc, indent=1).encode("utf-8") + b"\n")
+        verdict = run_checks(audit, [(r.check, r.verdict) for r in rows])
+        details: dict[str, Any] = {
+            "out": out,
+            "format": form,
+            "records": len(rows),
+            "run_id": audit.run_id,
+            "verdict": verdict.to_json_obj(),
+        }
+        lines = [f"wrote {out}: {len(rows)} record(s) of run {audit.run_id} as {form}"]
+        if not verdict.ok:
+            _fail("export", as_json, "run not verified (exported with its verdicts)", details,
+                  lines)  # fmt: skip
+        return Outcome("export", details, lines)
+
+    finish("export", as_json, check)
+
+
 # --- disclose ---------------------------------------------------------------------------------
 
 
@@ -397,4 +454,4 @@ def disclose(
     finish("disclose", as_json, check)
 
 
-COMMANDS = (lineage, report, disclose)
+COMMANDS = (lineage, report, export, disclose)
