@@ -16,12 +16,14 @@ from ledger.core.jcs import canonical_bytes
 from ledger.records.commitments import Disclosure, commit
 from ledger.records.decision import (
     Candidate,
+    Cost,
     DecisionRecord,
     MemoryWrite,
     OtelContext,
     Outcome,
     ToolCall,
     ToolSelection,
+    Usage,
     new_record_id,
     record_digest,
 )
@@ -88,6 +90,10 @@ def _decide() -> tuple[list[DecisionRecord], dict[int, list[Disclosure]]]:
         parameters={"query": query, "tags": ["billing", "prod"], "temperature": 0.2},
         expected_outcome={"schema": "refund/v2"},
         actual_outcome={"status": "schema_mismatch", "got": "refund/v1"},
+        started_at="2025-06-15T15:05:58.000Z", ended_at="2025-06-15T15:05:59.250Z",
+        usage=Usage(input_tokens=1200, output_tokens=300, total_tokens=1500),
+        cost=Cost(amount="0.0150", currency="USD"),
+        model_parameters={"top_p": 0.9, "max_tokens": 512},
     )  # fmt: skip
     call = _record(
         DECIDE, 1,
@@ -95,6 +101,7 @@ def _decide() -> tuple[list[DecisionRecord], dict[int, list[Disclosure]]]:
                  outputs_generated=(content_digest(FINAL_TEXT),)),
         [select], model="gpt-test-1", otel=OtelContext(trace_id=TRACE, span_id="00f067aa0ba902b8"),
         expected_outcome="approved", actual_outcome="approved",
+        usage=Usage(input_tokens=100, output_tokens=20), cost=Cost(amount="0.0025", currency="USD"),
     )  # fmt: skip
     web = _record(
         DECIDE, 2, MemoryWrite(key="note", value="pasted from a forum", source="web",

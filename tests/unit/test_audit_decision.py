@@ -76,6 +76,22 @@ def test_json_shows_expected_actual_status_and_evidence(
     assert rows[3]["decision"]["outcome_status"] == "reviewed"
 
 
+def test_json_and_text_show_duration_tokens_cost_and_model_parameters(
+    world: Runs, files: dict[str, Path]
+) -> None:
+    rows = _timeline(world, files)
+    first, call = rows[0]["decision"], rows[1]["decision"]
+    assert (first["duration_ms"], first["tokens"], first["cost"]) == (1250, 1500, "0.0150 USD")
+    assert first["capture"]["model_parameters"] == {"top_p": 0.9, "max_tokens": 512}
+    assert (call["duration_ms"], call["tokens"], call["cost"]) == (None, 120, "0.0025 USD")
+    assert rows[2]["decision"]["tokens"] is None and rows[2]["decision"]["cost"] is None
+    code, text = _invoke(
+        "run", str(files["decide"]), "--key", world.world.key.key_string(), "--timeline"
+    )
+    assert "duration 1250 ms, tokens 1500, cost 0.0150 USD" in text
+    assert "model parameters max_tokens=512, top_p=0.9" in text
+
+
 def test_committed_values_show_as_committed_unless_disclosed(
     world: Runs, files: dict[str, Path]
 ) -> None:
@@ -120,7 +136,8 @@ def test_report_shows_the_decision_and_taint(
         "selected <b>refund</b>: top-ranked (rank 1, score 0.91) of 3",
         "outcome <b>schema_mismatch",
         "expected {&quot;schema&quot;: &quot;refund/v2&quot;}", "model <b>gpt-test-1</b>",
-        "evidence prompt <code>aaaaaaaaaaaaaaaa</code>",
+        "evidence prompt <code>aaaaaaaaaaaaaaaa</code>", "duration 1250 ms", "tokens 1500",
+        "cost 0.0150 USD",
     ):  # fmt: skip
         assert text in html, text
     assert SECRET_ACTION not in html

@@ -67,9 +67,10 @@ def test_otlp_parses_as_export_trace_service_request(world: Runs, tmp_path: Path
         parents = [bytes.fromhex(p)[:8] for p in record.parent_digests]
         assert span.parent_span_id == (parents[0] if parents else b"")
         assert parents[0:1] == [] or span.parent_span_id in by_id
-        claimed = parse_rfc3339(record.time).timestamp()
-        assert span.start_time_unix_nano == int(claimed * 1e9)
-        assert span.end_time_unix_nano >= span.start_time_unix_nano
+        start = round(parse_rfc3339(record.started_at or record.time).timestamp() * 1000)
+        end = round(parse_rfc3339(record.ended_at).timestamp() * 1000) if record.ended_at else start
+        assert span.start_time_unix_nano == start * 1_000_000
+        assert span.end_time_unix_nano == end * 1_000_000
         attributes = {a.key: a.value for a in span.attributes}
         assert attributes["ledger.record_digest"].string_value == digest.hex()
         assert attributes["ledger.verdict"].string_value in ("ok", "warning")

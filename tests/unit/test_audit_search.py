@@ -88,6 +88,7 @@ def test_found_by_each_digest_kind(world: Runs, indexed: dict[str, Path]) -> Non
 def test_found_by_parameter_tag_model_trace_and_outcome(indexed: dict[str, Path]) -> None:
     assert _steps(indexed, "--param", "temperature=0.2") == [(DECIDE, 0)]
     assert _steps(indexed, "--param", "temperature=0.3") == []
+    assert _steps(indexed, "--param", "top_p=0.9") == [(DECIDE, 0)]  # a model parameter
     assert _steps(indexed, "--tag", "billing") == [(DECIDE, 0)]
     assert _steps(indexed, "--tag", "billing", "--tag", "staging") == []
     assert _steps(indexed, "--model", "gpt-test-1") == [(DECIDE, 0), (DECIDE, 1)]
@@ -115,8 +116,12 @@ def test_copies_of_a_run_are_one_run_and_counted_once(indexed: dict[str, Path]) 
     assert len(rows) == 5 and all(r["copies"] == 2 for r in rows)
     groups = _query(indexed, "--count-by", "run")["groups"]
     assert {g["value"]: (g["records"], g["runs"]) for g in groups}[DECIDE] == (5, 1)
-    by_model = _query(indexed, "--count-by", "model")["groups"]
-    assert {g["value"]: g["records"] for g in by_model}["gpt-test-1"] == 2
+    by_model = {g["value"]: g for g in _query(indexed, "--count-by", "model")["groups"]}
+    model = by_model["gpt-test-1"]  # copies counted once: 2 records, not 4
+    assert (model["records"], model["tokens"], model["cost"], model["currency"]) == (
+        2, 1620, 0.0175, "USD"
+    )  # fmt: skip
+    assert model["duration_ms"] == 1250
     by_tag = _query(indexed, "--count-by", "tag")["groups"]
     assert [(g["value"], g["records"]) for g in by_tag] == [("billing", 1), ("prod", 1)]
 

@@ -44,11 +44,9 @@ __all__ = [
 COMMITTED = "committed"
 _REASON_KEYS = ("reason", "rationale", "why")
 _SHORT = 64  # an outcome string this short or shorter is its own status
-# The capture fields (start/end time, tokens, cost, model parameters): read where present.
-_CAPTURE = (
-    "start_time", "end_time", "input_tokens", "output_tokens", "total_tokens", "cost",
-    "cost_usd", "model_parameters", "tags",
-)  # fmt: skip
+# The capture fields of schema v2 (docs/formats.md "Version 2 members"): when the step ran,
+# its token counts and cost, the model's parameters.
+_CAPTURE = ("started_at", "ended_at", "usage", "cost", "model_parameters")
 
 
 def _open(value: Json, path: str, opened: Mapping[str, Json]) -> Json:
@@ -161,22 +159,28 @@ class Decision:
 
     @property
     def duration_ms(self) -> int | None:
-        start, end = _ms(self.capture.get("start_time")), _ms(self.capture.get("end_time"))
+        start, end = _ms(self.capture.get("started_at")), _ms(self.capture.get("ended_at"))
         return end - start if start is not None and end is not None else None
 
     @property
     def tokens(self) -> int | None:
-        total = self.capture.get("total_tokens")
+        usage = self.capture.get("usage")
+        if not isinstance(usage, dict):
+            return None
+        total = usage.get("total_tokens")
         if isinstance(total, int):
             return total
-        parts = [self.capture.get(k) for k in ("input_tokens", "output_tokens")]
+        parts = [usage.get(k) for k in ("input_tokens", "output_tokens")]
         counted = [p for p in parts if isinstance(p, int)]
         return sum(counted) if counted else None
 
     @property
     def cost(self) -> str | None:
-        value = self.capture.get("cost", self.capture.get("cost_usd"))
-        return None if value is None else str(value)
+        """``0.0042 USD``, or None."""
+        cost = self.capture.get("cost")
+        if not isinstance(cost, dict):
+            return None
+        return f"{cost.get('amount')} {cost.get('currency')}"
 
     def to_json_obj(self) -> dict[str, Json]:
         return {
@@ -230,6 +234,10 @@ class Decision:
         ]
         if usage:
             out.append(", ".join(usage))
+        model = self.capture.get("model_parameters")
+        if isinstance(model, dict) and model:
+            shown = ", ".join(f"{k}={shown_text(v, 30)}" for k, v in sorted(model.items()))
+            out.append(f"model parameters {shown}")
         return out
 
 
@@ -265,7 +273,7 @@ def decision_of(record: DecisionRecord, opened: Mapping[str, Json] | None = None
     )
     payload = obj.get("payload") or {}
     expected, actual = obj.get("expected_outcome"), obj.get("actual_outcome")
-    capture = {k: obj[k] for k in _CAPTURE if obj.get(k) is not None}
+    capture = {k: obj[k] for k in _CAPTURE if obj.get(k) not in (None, {})}
     why = _why(record, candidates, obj) if record.selected is not None else None
     return Decision(
         model=record.model,
@@ -283,20 +291,22 @@ def decision_of(record: DecisionRecord, opened: Mapping[str, Json] | None = None
     )
 
 
-def usage_of(record: DecisionRecord) -> tuple[int | None, float | None, int | None]:
-    """(tokens, cost, duration in ms) from the record's capture fields, None where absent."""
-    capture = {k: getattr(record, k, None) for k in _CAPTURE}
-    found = Decision(
-        model=None, candidates=(), selected=None, why=None, expected=None, actual=None,
-        status=None, evidence={}, inputs=(), outputs=(), parameters={},
-        capture={k: v for k, v in capture.items() if v is not None},
-    )  # fmt: skip
-    cost = found.cost
-    try:
-        cost_value = None if cost is None else float(cost)
-    except ValueError:
-        cost_value = None
-    return found.tokens, cost_value, found.duration_ms
+def usage_of(
+    record: DecisionRecord,
+) -> tuple[int | None, float | None, str | None, int | None]:
+    """(tokens, cost amount, cost currency, duration in ms) from the record's v2 capture
+    fields, None where absent."""
+    usage = getattr(record, "usage", None)
+    tokens = None
+    if usage is not None:
+        tokens = usage.total_tokens
+        if tokens is None and (usage.input_tokens, usage.output_tokens) != (None, None):
+            tokens = (usage.input_tokens or 0) + (usage.output_tokens or 0)
+    cost = getattr(record, "cost", None)
+    start, end = _ms(getattr(record, "started_at", None)), _ms(getattr(record, "ended_at", None))
+    duration = end - start if start is not None and end is not None else None
+    amount = float(cost.amount) if cost is not None else None
+    return tokens, amount, cost.currency if cost is not None else None, duration
 
 
 def tags_of(record: DecisionRecord) -> list[str]:

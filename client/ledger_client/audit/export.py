@@ -70,8 +70,8 @@ def _nanos(text: object) -> int | None:
 def _times(row: TimelineRow) -> tuple[int, int]:
     record = row.check.record
     claimed = _nanos(record.time) or 0
-    start = _nanos(getattr(record, "start_time", None)) or claimed
-    end = _nanos(getattr(record, "end_time", None)) or start
+    start = _nanos(record.started_at) or claimed
+    end = _nanos(record.ended_at) or start
     return start, max(start, end)
 
 
@@ -105,8 +105,16 @@ def _span(row: TimelineRow, trace: str, span_of: dict[str, str]) -> dict[str, Js
         ("ledger.selected", record.selected),
         ("ledger.otel.trace_id", record.otel.trace_id if record.otel else None),
         ("ledger.otel.span_id", record.otel.span_id if record.otel else None),
+        ("gen_ai.usage.input_tokens", record.usage.input_tokens if record.usage else None),
+        ("gen_ai.usage.output_tokens", record.usage.output_tokens if record.usage else None),
         ("ledger.tokens", decision.tokens),
         ("ledger.cost", decision.cost),
+        ("ledger.duration_ms", decision.duration_ms),
+    ]
+    optional += [
+        (f"gen_ai.request.{k}", v)
+        for k, v in sorted(record.model_parameters.items())
+        if isinstance(v, str | int | float | bool)
     ]
     attributes += [_attr(k, v) for k, v in optional if v is not None]
     links: list[Json] = []

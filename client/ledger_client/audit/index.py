@@ -85,7 +85,8 @@ CREATE TABLE IF NOT EXISTS records(
   logged_at_ms INTEGER, log_index INTEGER NOT NULL, record_digest TEXT NOT NULL,
   trust_label TEXT, outcome TEXT, verified INTEGER NOT NULL, why_not TEXT,
   parents TEXT NOT NULL, time_difference_ms INTEGER, verdict TEXT NOT NULL, model TEXT,
-  trace_id TEXT, span_id TEXT, tokens INTEGER, cost REAL, duration_ms INTEGER, file_hash TEXT);
+  trace_id TEXT, span_id TEXT, tokens INTEGER, cost REAL, cost_currency TEXT, duration_ms INTEGER,
+  file_hash TEXT);
 CREATE TABLE IF NOT EXISTS terms(
   path TEXT NOT NULL, record_digest TEXT NOT NULL, field TEXT NOT NULL, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS problems(
@@ -106,7 +107,7 @@ _RECORD_COLUMNS = (
     "path", "run_id", "agent", "step", "kind", "tool", "label", "time", "logged_at_ms",
     "log_index", "record_digest", "trust_label", "outcome", "verified", "why_not", "parents",
     "time_difference_ms", "verdict", "model", "trace_id", "span_id", "tokens", "cost",
-    "duration_ms", "file_hash",
+    "cost_currency", "duration_ms", "file_hash",
 )  # fmt: skip
 # The kinds of term a record is found by (``terms.field``), as ``query`` names them.
 DIGEST_KINDS = ("record", "parent", "evidence", "input", "output", "commitment")
@@ -210,7 +211,7 @@ def _record_rows(
     terms: list[tuple[str, str, str, str]] = []
     for row in rows:
         record, check = row.check.record, row.check
-        tokens, cost, duration = usage_of(record)
+        tokens, cost, currency, duration = usage_of(record)
         otel = record.otel
         records.append(
             (
@@ -222,7 +223,7 @@ def _record_rows(
                 time_json(record, check.logged_at_ms)["difference_ms"],
                 json.dumps(row.verdict.to_json_obj()), record.model,
                 otel.trace_id if otel else None, otel.span_id if otel else None,
-                tokens, cost, duration, file_hash,
+                tokens, cost, currency, duration, file_hash,
             )
         )  # fmt: skip
         terms += [(key, check.digest, f, v) for f, v in record_terms(record, check.digest)]
@@ -261,7 +262,7 @@ def record_terms(record: DecisionRecord, digest: str) -> list[tuple[str, str]]:
         record.actual_outcome, getattr(payload, "value", None), getattr(payload, "steps", None),
     )  # fmt: skip
     out += [("commitment", c) for c in _commitments(values)]
-    for name, value in record.parameters.items():
+    for name, value in [*record.parameters.items(), *record.model_parameters.items()]:
         shown = _scalar(value)
         if shown is not None:
             out.append(("param", f"{name}={shown}"))
@@ -300,7 +301,7 @@ class AuditIndex:
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(SCHEMA)
             columns = {r[1] for r in self.db.execute("PRAGMA table_info(records)")}
-            if "file_hash" not in columns:  # made by an older verifier: rebuilt
+            if "cost_currency" not in columns:  # made by an older verifier: rebuilt
                 for table in ("files", "records", "problems", "meta", "terms"):
                     self.db.execute(f"DROP TABLE IF EXISTS {table}")
                 self.db.executescript(SCHEMA)
@@ -434,13 +435,15 @@ class AuditIndex:
             source = f"SELECT * FROM records WHERE {clause} GROUP BY record_digest"
         cursor = self.db.execute(
             f"SELECT {key}, COUNT(*), COUNT(DISTINCT run_id), SUM(tokens), SUM(cost), "
-            f"SUM(duration_ms) FROM ({source}) GROUP BY 1 ORDER BY 2 DESC, 1",
+            f"GROUP_CONCAT(DISTINCT cost_currency), SUM(duration_ms) FROM ({source}) "
+            "GROUP BY 1 ORDER BY 2 DESC, 1",
             values,
         )
         return [
-            {"value": v, "records": n, "runs": runs, "tokens": tokens, "cost": cost,
+            {"value": v, "records": n, "runs": runs, "tokens": tokens,
+             "cost": None if cost is None else round(cost, 9), "currency": currency,
              "duration_ms": ms}
-            for v, n, runs, tokens, cost, ms in cursor
+            for v, n, runs, tokens, cost, currency, ms in cursor
         ]  # fmt: skip
 
     def stored_runs(self, fingerprint: str) -> dict[str, tuple[str, int, int, str]]:

@@ -204,6 +204,10 @@ def _decision_cell(decision: Decision | None) -> str:
     ):
         if value is not None:
             parts.append(f"{name} {escape(str(value))}")
+    model = decision.capture.get("model_parameters")
+    if isinstance(model, dict) and model:
+        shown = ", ".join(f"{k}={shown_text(v, 30)}" for k, v in sorted(model.items()))
+        parts.append(f"model parameters {escape(shown)}")
     return f'<td class="dec">{"<br>".join(parts) or "-"}</td>'
 
 

@@ -229,7 +229,7 @@ def _verified(row: dict[str, Any]) -> str:
 
 
 def _groups(by: str, groups: list[dict[str, Any]]) -> list[str]:
-    head = (by, "records", "runs", "tokens", "cost", "duration_ms")
+    head = (by, "records", "runs", "tokens", "cost", "currency", "duration_ms")
     cells = [head] + [
         tuple("-" if g[k] is None else str(g[k]) for k in ("value", *head[1:])) for g in groups
     ]
