@@ -88,6 +88,7 @@ def test_json_and_text_show_duration_tokens_cost_and_model_parameters(
     code, text = _invoke(
         "run", str(files["decide"]), "--key", world.world.key.key_string(), "--timeline"
     )
+    assert code == 0
     assert "duration 1250 ms, tokens 1500, cost 0.0150 USD" in text
     assert "model parameters max_tokens=512, top_p=0.9" in text
 
