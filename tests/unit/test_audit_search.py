@@ -131,3 +131,39 @@ def test_bad_input_is_one_line(indexed: dict[str, Path]) -> None:
                  str(indexed["private"])]):  # fmt: skip
         result = CliRunner().invoke(main, ["query", "--db", str(indexed["db"]), *args])
         assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+
+
+def _lineage(*args: str) -> tuple[int, dict[str, Any]]:
+    result = CliRunner().invoke(main, ["lineage", *args, "--json"])
+    return result.exit_code, json.loads(result.output)
+
+
+def test_lineage_uses_stored_verdicts_and_verifies_the_rest(
+    world: Runs, indexed: dict[str, Path], tmp_path: Path
+) -> None:
+    key = world.world.key.key_string()
+    runs = indexed["decide"].parent
+    start = record_digest(world.runs[DECIDE][0]).hex()
+    code, plain = _lineage(str(runs), "--key", key, "--from", start)
+    assert code == 0
+    code, stored = _lineage(str(runs), "--key", key, "--from", start, "--db", str(indexed["db"]))
+    assert code == 0, stored
+    assert {r["record_digest"] for r in stored["records"]} == {
+        r["record_digest"] for r in plain["records"]
+    }
+    assert {r["source"] for r in stored["records"]} == {"index"}
+    assert {r["source"] for r in stored["runs"]} == {"index"}
+    # a copy elsewhere is the same file hash: stored; a run not in the index: verified now
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy(indexed["decide"], other / "moved.jsonl")
+    fresh = json.loads(indexed["chain"].read_text().splitlines()[0])
+    (other / "fresh.jsonl").write_text(json.dumps(fresh) + "\n")
+    code, mixed = _lineage(str(other), "--key", key, "--from", start, "--db", str(indexed["db"]))
+    sources = {Path(r["run_file"]).name: r["source"] for r in mixed["runs"]}
+    assert sources == {"moved.jsonl": "index", "fresh.jsonl": "verified now"}
+    assert code == 1 and mixed["failed_runs"] == [str(other / "fresh.jsonl")]  # not complete
+    # other trust inputs: nothing is taken from the index
+    code, again = _lineage(str(runs), "--key", key, "--from", start, "--db", str(indexed["db"]),
+                           "--max-delay", "2h")  # fmt: skip
+    assert {r["source"] for r in again["runs"]} == {"verified now"}

@@ -446,16 +446,17 @@ class AuditIndex:
             for v, n, runs, tokens, cost, currency, ms in cursor
         ]  # fmt: skip
 
-    def stored_runs(self, fingerprint: str) -> dict[str, tuple[str, int, int, str]]:
-        """path -> (file hash, size, mtime_ns, run verdict JSON) of the files indexed under the
-        trust inputs ``fingerprint`` (empty when the index was made under others)."""
+    def stored_runs(self, fingerprint: str) -> dict[str, tuple[str, int, int, str, str | None]]:
+        """path -> (file hash, size, mtime_ns, run verdict JSON, run id) of the files indexed
+        under the trust inputs ``fingerprint`` (empty when the index was made under others)."""
         row = self.db.execute("SELECT value FROM meta WHERE key = 'settings'").fetchone()
         if row is None or row[0] != fingerprint:
             return {}
         return {
-            path: (file_hash, size, mtime, verdict or "")
-            for path, file_hash, size, mtime, verdict in self.db.execute(
-                "SELECT path, file_hash, size, mtime_ns, verdict FROM files WHERE file_hash != ''"
+            path: (file_hash, size, mtime, verdict or "", run_id)
+            for path, file_hash, size, mtime, verdict, run_id in self.db.execute(
+                "SELECT path, file_hash, size, mtime_ns, verdict, run_id FROM files "
+                "WHERE file_hash != ''"
             )
         }
 

@@ -27,6 +27,7 @@ every subcommand (``clikit.outcome``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sys
@@ -45,7 +46,9 @@ from ledger.core.limits import MAX_ITEM_BYTES
 from ledger.fileio.durable import write_file
 from ledger.records.decision import DecisionRecord, record_digest
 from ledger_client.audit.export import otlp_json, prov_json
+from ledger_client.audit.index import AuditIndex
 from ledger_client.audit.lineage import Lineage, LineageResult
+from ledger_client.audit.lineage_index import IndexedLineage
 from ledger_client.audit.report_html import PAGE_RUNS, render_pages, render_report, run_verdict
 from ledger_client.audit.run_files import run_paths
 from ledger_client.audit.timeline import label_of, timeline
@@ -155,6 +158,14 @@ def make_checker(
     )
 
 
+def trust_fingerprint(
+    keys: Sequence[str], roots: Sequence[str], origin: str | None, witnesses: Sequence[str]
+) -> str:
+    """The trust inputs an index was made with (``index``), as ``lineage --db`` compares them."""
+    text = repr([tuple(sorted(keys)), tuple(roots), origin, tuple(witnesses)])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def _fail(
     check: str,
     as_json: bool,
@@ -214,6 +225,11 @@ def _lineage_lines(result: LineageResult) -> list[str]:
 @click.option("--tainted", is_flag=True, help="start from every untrusted memory write")
 @click.option("--label", "labels", multiple=True, metavar="LABEL",
               help="trust label counted as tainted (default: untrusted); repeat")  # fmt: skip
+@click.option(
+    "--db",
+    metavar="FILE",
+    help="an audit index: its stored verdicts for unchanged runs, the rest verified now",
+)
 @time_policy_options
 @json_option
 def lineage(
@@ -226,6 +242,7 @@ def lineage(
     direction: str,
     tainted: bool,
     labels: tuple[str, ...],
+    db: str | None,
     max_delay: str | None,
     late: str | None,
     as_json: bool,
@@ -238,6 +255,35 @@ def lineage(
             raise click.BadParameter("give exactly one of --from DIGEST and --tainted")
         policy = time_policy(max_delay, late)
         checker = make_checker(keys, roots, origin, witnesses)
+        if db is not None:
+            if not Path(db).is_file():
+                raise FormatError(f"--db {db}: no such index (make one with `ledger-verify index`)")
+            default_policy = max_delay is None and late is None  # what the index stored under
+            fingerprint = trust_fingerprint(keys, roots, origin, witnesses)
+            with AuditIndex(db) as store:
+                indexed = IndexedLineage(
+                    list(run_paths(runs)), store, fingerprint if default_policy else "", checker
+                )
+                if tainted:
+                    starts = indexed.tainted_starts(labels or ("untrusted",))
+                else:
+                    assert start is not None
+                    found = indexed.find(start)
+                    if found is None:
+                        summary = f"source not found: {start} is in none of the given runs"
+                        details = {**indexed.walk([], direction).to_json_obj(), "source": start}
+                        _fail("lineage", as_json, summary, details, [])
+                    starts = [found]
+                answer = indexed.walk(starts, direction)
+            details, lines = answer.to_json_obj(), answer.lines()
+            if not answer.ok:
+                bad = sum(1 for r in answer.records if not r["verified"])
+                summary = (
+                    f"{len(answer.failed_runs)} run(s) not verified, {bad} record(s) not "
+                    f"verified, {len(answer.unknown)} unknown parent(s)"
+                )
+                _fail("lineage", as_json, summary, details, lines)
+            return Outcome("lineage", details, lines)
         graph = Lineage(((str(p), load_run(p)) for p in run_paths(runs)), checker, policy=policy)
         if tainted:
             result = graph.walk(graph.tainted_starts(labels or ("untrusted",)), "descendants")

@@ -36,16 +36,11 @@ from ledger_client.audit.index import DIGEST_KINDS, GROUPS, AuditIndex, CacheSpe
 from ledger_client.audit.run_files import run_paths
 from ledger_client.audit.verdicts import format_delta
 from ledger_client.audit.verify import iso_ms
-from ledger_client.cli.audit import make_checker, verification_options
+from ledger_client.cli.audit import make_checker, trust_fingerprint, verification_options
 from ledger_client.clikit.outcome import Outcome, finish, json_option
 from ledger_client.receipts.disclose import load_private_disclosures
 
 __all__ = ["COMMANDS", "index", "query"]
-
-
-def _fingerprint(*groups: tuple[str, ...] | str | None) -> str:
-    text = repr([g for g in groups])
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _progress(total: int) -> Any:
@@ -86,7 +81,7 @@ def index(
             stats, verified = store.index(
                 paths,
                 spec,
-                fingerprint=_fingerprint(tuple(sorted(keys)), tuple(roots), origin, witnesses),
+                fingerprint=trust_fingerprint(keys, roots, origin, witnesses),
                 workers=workers or os.cpu_count() or 1,
                 progress=_progress(len(paths)),
             )
