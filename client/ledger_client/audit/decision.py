@@ -254,10 +254,30 @@ def _why(record: DecisionRecord, candidates: list[dict[str, Json]], obj: dict[st
     return f"{where} (rank {chosen['rank']}, score {chosen['score']}) of {len(candidates)}"
 
 
+def _json(value: object) -> Json:
+    """A record member as JSON (commitments and v2 objects in their record form); the record
+    is valid already, so nothing is checked again."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json(v) for v in value]
+    convert = getattr(value, "to_json_obj", None)
+    if callable(convert):
+        return _json(convert())
+    raise TypeError(f"{type(value).__name__} is not a record value")
+
+
+_SHOWN = ("candidates", "parameters", "expected_outcome", "actual_outcome", "payload", *_CAPTURE)
+
+
 def decision_of(record: DecisionRecord, opened: Mapping[str, Json] | None = None) -> Decision:
     """What ``record`` decided (module docstring); ``opened``: field path -> checked value."""
     opened = opened or {}
-    obj: dict[str, Any] = _open(record.to_json_obj(), "", opened)  # type: ignore[assignment]
+    obj: dict[str, Any] = {
+        name: _open(_json(getattr(record, name, None)), name, opened) for name in _SHOWN
+    }
     candidates = sorted(
         (
             {

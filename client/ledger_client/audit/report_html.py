@@ -34,7 +34,7 @@ from ledger_client.audit.decision import Decision, shown_text
 from ledger_client.audit.graph_layout import BOX_H, BOX_W, layout
 from ledger_client.audit.timeline import TimelineRow, label_of, timeline, trust_of
 from ledger_client.audit.verdicts import PENDING, TimePolicy, Verdict, run_checks, time_text
-from ledger_client.audit.verify import RunAudit
+from ledger_client.audit.verify import RunAudit, iso_ms
 
 __all__ = ["PAGE_RUNS", "render_pages", "render_report", "run_verdict"]
 
@@ -294,8 +294,7 @@ def _row(row: TimelineRow, where: _Where) -> str:
 
 
 def _log_time(row: TimelineRow) -> str:
-    value = row.to_json_obj()["logged_at"]
-    return str(value) if value else "?"
+    return iso_ms(row.check.logged_at_ms) or "?"
 
 
 _HEADER = (

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import click
+from cryptography.hazmat.primitives.serialization import Encoding
 
 from ledger.core.checkpoint import CosignatureVerifier
 from ledger.core.errors import FormatError
@@ -46,9 +48,10 @@ from ledger.core.limits import MAX_ITEM_BYTES
 from ledger.fileio.durable import write_file
 from ledger.records.decision import DecisionRecord, record_digest
 from ledger_client.audit.export import otlp_json, prov_json
-from ledger_client.audit.index import AuditIndex
+from ledger_client.audit.index import AuditIndex, CacheSpec
 from ledger_client.audit.lineage import Lineage, LineageResult
 from ledger_client.audit.lineage_index import IndexedLineage
+from ledger_client.audit.parallel import audit_runs
 from ledger_client.audit.report_html import PAGE_RUNS, render_pages, render_report, run_verdict
 from ledger_client.audit.run_files import run_paths
 from ledger_client.audit.timeline import label_of, timeline
@@ -325,6 +328,8 @@ def lineage(
     metavar="FILE",
     help="the auditor's disclosures file: shows the committed values it opens",
 )
+@click.option("--workers", type=click.IntRange(0, 64), default=0,
+              help="processes checking run files (default 0: one per core)")  # fmt: skip
 @time_policy_options
 @json_option
 def report(
@@ -335,6 +340,7 @@ def report(
     witnesses: tuple[str, ...],
     out: str,
     private_file: str | None,
+    workers: int,
     max_delay: str | None,
     late: str | None,
     as_json: bool,
@@ -346,7 +352,14 @@ def report(
         policy = time_policy(max_delay, late)
         checker = make_checker(keys, roots, origin, witnesses)
         private = load_private_disclosures(private_file) if private_file else None
-        audits = [(str(p), audit_as_run(load_run(p), checker)) for p in run_paths(runs)]
+        spec = CacheSpec(
+            keys=tuple(keys),
+            roots_der=tuple(c.public_bytes(Encoding.DER) for c in checker.tsa_roots),
+            origin=origin,
+            witnesses=tuple(witnesses),
+        )
+        paths = list(run_paths(runs))
+        audits = audit_runs(paths, spec, workers or os.cpu_count() or 1, checker)
         shared: dict[str, Any] = {
             "anchors_checked": bool(checker.tsa_roots),
             "witnesses_checked": bool(witnesses),
