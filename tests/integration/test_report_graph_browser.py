@@ -3,7 +3,8 @@ every parent link in the data of a 17-step chain and of a 30-record fan-out/fan-
 a parent in another run), the drawn path starts inside the parent's box, ends inside the
 child's and passes through no other box (positions from the browser's own SVG geometry:
 ``getBBox`` and ``getPointAtLength`` every pixel along each path). The page is the report as
-written, plus a measuring script the test adds (and allows in the copy's CSP)."""
+written, plus a measuring script the test adds (and allows in the copy's CSP). A graph wider
+than the window scrolls inside its own box."""
 
 from __future__ import annotations
 
@@ -46,9 +47,11 @@ MEASURE = """<script>(function () {
         ends: to in boxes && inside(path.getPointAtLength(len), boxes[to])});
     }
   }
+  const graphs = [...document.querySelectorAll("div.graph")].map((d) => ({
+    scroll: d.scrollWidth, client: d.clientWidth, window: window.innerWidth}));
   const pre = document.createElement("pre");
   pre.id = "geometry";
-  pre.textContent = JSON.stringify(out);
+  pre.textContent = JSON.stringify({edges: out, graphs: graphs});
   document.body.appendChild(pre);
 })();</script>"""
 
@@ -75,8 +78,11 @@ def test_every_edge_runs_from_parent_box_to_child_box_crossing_no_other(tmp_path
     dom = dump_dom(measured, *NO_NETWORK)
     found = re.search(r'<pre id="geometry">(.*?)</pre>', dom, re.S)
     assert found, "the measuring script did not run"
-    edges = json.loads(found.group(1).replace("&quot;", '"'))
-    drawn = {(e["from"], e["to"]): e for e in edges}
+    measured_json = json.loads(found.group(1).replace("&quot;", '"'))
+    drawn = {(e["from"], e["to"]): e for e in measured_json["edges"]}
+    graphs = measured_json["graphs"]
+    assert len(graphs) == 2 and all(g["client"] <= g["window"] for g in graphs)
+    assert any(g["scroll"] > g["client"] for g in graphs)  # the wide fan graph scrolls in its box
     for run, expected in ((CHAIN, 17 + 1), (FAN, 30 + 1)):
         links = [
             (parent, record_digest(r).hex()) for r in world.runs[run] for parent in r.parent_digests
