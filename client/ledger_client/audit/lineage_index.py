@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -193,46 +192,58 @@ class IndexedLineage:
         ]
         return sorted({*stored, *self.fresh.tainted_starts(labels)})
 
-    def _children(self, digest: str) -> list[str]:
-        stored = [
-            d
-            for (d,) in self.db.execute(
-                "SELECT DISTINCT t.record_digest FROM terms t JOIN records r ON "
+    def _children(self, digests: Sequence[str]) -> dict[str, list[str]]:
+        """parent digest -> the records resting on it (``run_closed`` records left out)."""
+        out: dict[str, list[str]] = {d: list(self.fresh.children.get(d, [])) for d in digests}
+        for start in range(0, len(digests), 500):
+            part = list(digests[start : start + 500])
+            marks = ", ".join("?" * len(part))
+            for parent, child in self.db.execute(
+                "SELECT DISTINCT t.value, t.record_digest FROM terms t JOIN records r ON "
                 "r.path = t.path AND r.record_digest = t.record_digest WHERE t.field = 'parent' "
-                "AND t.value = ? AND r.kind != 'run_closed' AND t.path IN (SELECT path FROM given)",
-                (digest,),
-            )
-        ]
-        return [*stored, *self.fresh.children.get(digest, [])]
+                f"AND t.value IN ({marks}) AND r.kind != 'run_closed' "
+                "AND t.path IN (SELECT path FROM given)",
+                part,
+            ):
+                out[parent].append(child)
+        return out
 
     def walk(self, starts: Sequence[str], direction: str) -> IndexedResult:
-        """Breadth-first from ``starts`` over stored and fresh records."""
+        """Breadth-first from ``starts`` over stored and fresh records, one level at a time
+        (one query per level and 500 records)."""
         depth = {s: 0 for s in starts}
         rows = self._rows(list(starts))
-        queue = deque(starts)
+        level = list(starts)
         unknown: list[tuple[str, str]] = []
-        while queue:
-            digest = queue.popleft()
+        while level:
             if direction == "descendants":
-                nexts = self._children(digest)
+                nexts = self._children(level)
             else:
-                nexts = self._parents(digest, rows)
-            new = [d for d in nexts if d not in depth]
-            rows.update(self._rows([d for d in new if d not in rows]))
-            for other in new:
-                if other not in rows and other not in self.fresh.items:
-                    if (digest, other) not in unknown:
-                        unknown.append((digest, other))
-                    continue
-                if other not in depth:
-                    depth[other] = depth[digest] + 1
-                    queue.append(other)
+                nexts = {d: self._parents(d, rows) for d in level}
+            wanted = sorted({o for os in nexts.values() for o in os if o not in rows})
+            rows.update(self._rows(wanted))
+            following = []
+            for digest in level:
+                for other in nexts[digest]:
+                    if other not in rows and other not in self.fresh.items:
+                        if (digest, other) not in unknown:
+                            unknown.append((digest, other))
+                    elif other not in depth:
+                        depth[other] = depth[digest] + 1
+                        following.append(other)
+            level = following
+        missing = sorted(
+            {p for d in depth for p in self._parents(d, rows)}
+            - set(rows) - set(self.fresh.items)
+        )  # fmt: skip
+        rows.update(self._rows(missing))
+        seen = set(unknown)
         for d in depth:
             for parent in self._parents(d, rows):
-                if parent not in rows and parent not in self.fresh.items:
-                    rows.update(self._rows([parent]))
-                    if parent not in rows and (d, parent) not in unknown:
-                        unknown.append((d, parent))
+                known = parent in rows or parent in self.fresh.items
+                if not known and (d, parent) not in seen:
+                    seen.add((d, parent))
+                    unknown.append((d, parent))
         records = [self._node(d, n, rows) for d, n in depth.items()]
         records.sort(key=lambda r: (r["depth"], str(r["time"]), r["index"]))
         return IndexedResult(direction, list(starts), records, unknown, self.runs)
