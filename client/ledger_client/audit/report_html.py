@@ -58,7 +58,7 @@ td.w{color:#8a5a00;font-weight:600}
 td.nw{white-space:nowrap} code{font-size:11px} .legend span{display:inline-block;margin-right:14px}
 svg text{font:11px sans-serif} .graph{overflow-x:auto;max-width:100%;border:1px solid #eee}
 tr.down td:first-child{border-left:4px solid #f0a35e} td.dec{font-size:11px;min-width:220px}
-td.dec .sel{font-weight:600} td.dec .c{color:#555}
+td.dec .sel{font-weight:600} td.dec .c{color:#555} .wide{overflow-x:auto;max-width:100%}
 """
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
@@ -361,8 +361,8 @@ def _run_section(
         f"{banner}{_checks_list(verdict)}"
         f"{f'<ul class=problems>{problems}</ul>' if problems else ''}"
         f"<h3>Parent graph</h3>{_graph(rows, where)}"
-        f"<h3>Timeline</h3><table><thead><tr>{head}</tr></thead><tbody>"
-        f"{''.join(_row(r, where) for r in rows)}</tbody></table></section>"
+        f'<h3>Timeline</h3><div class="wide"><table><thead><tr>{head}</tr></thead><tbody>'
+        f"{''.join(_row(r, where) for r in rows)}</tbody></table></div></section>"
     )
 
 
