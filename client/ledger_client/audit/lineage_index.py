@@ -142,6 +142,7 @@ class IndexedLineage:
             )
         self.fresh = Lineage(fresh, checker)
         self.runs += [r.to_json_obj() for r in self.fresh.runs]
+        self.given = set(self.stored_paths)
         self.db.execute("CREATE TEMP TABLE IF NOT EXISTS given(path TEXT PRIMARY KEY)")
         self.db.execute("DELETE FROM given")
         self.db.executemany(
@@ -154,12 +155,12 @@ class IndexedLineage:
             part = digests[start : start + 500]
             marks = ", ".join("?" * len(part))
             for row in self.db.execute(
-                f"SELECT {', '.join(_COLUMNS)} FROM records WHERE record_digest IN ({marks}) "
-                "AND path IN (SELECT path FROM given)",
+                f"SELECT {', '.join(_COLUMNS)} FROM records WHERE record_digest IN ({marks})",
                 part,
             ):
                 item = dict(zip(_COLUMNS, row, strict=True))
-                out.setdefault(item["record_digest"], item)
+                if item["path"] in self.given:
+                    out.setdefault(item["record_digest"], item)
         return out
 
     def find(self, given: str) -> str | None:
@@ -198,14 +199,16 @@ class IndexedLineage:
         for start in range(0, len(digests), 500):
             part = list(digests[start : start + 500])
             marks = ", ".join("?" * len(part))
-            for parent, child in self.db.execute(
-                "SELECT DISTINCT t.value, t.record_digest FROM terms t JOIN records r ON "
+            found = set()
+            for parent, child, path in self.db.execute(  # by the parent digest first
+                "SELECT t.value, t.record_digest, t.path FROM terms t CROSS JOIN records r ON "
                 "r.path = t.path AND r.record_digest = t.record_digest WHERE t.field = 'parent' "
-                f"AND t.value IN ({marks}) AND r.kind != 'run_closed' "
-                "AND t.path IN (SELECT path FROM given)",
+                f"AND t.value IN ({marks}) AND r.kind != 'run_closed'",
                 part,
             ):
-                out[parent].append(child)
+                if path in self.given and (parent, child) not in found:
+                    found.add((parent, child))
+                    out[parent].append(child)
         return out
 
     def walk(self, starts: Sequence[str], direction: str) -> IndexedResult:
