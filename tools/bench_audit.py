@@ -212,17 +212,21 @@ def lineage_figures(folder: Path, key: str, db: Path, repeats: int) -> None:
         "ancestors of a last record": ["--from", digest["ancestors"], "--ancestors"],
         "every tainted write (--tainted)": ["--tainted"],
     }
+    startup, startup_cpu, _ = _cli("--help")  # starting Python and the CLI, nothing else
     for name, extra in cases.items():
-        walls = []
+        walls, cpus = [], []
         answer: dict[str, Any] = {}
         for _ in range(repeats):
-            took, _cpu, done = _cli("lineage", *common, *extra)
+            took, cpu, done = _cli("lineage", *common, *extra)
             answer = json.loads(done.stdout)
             walls.append(took)
+            cpus.append(cpu)
         sources = {r["source"] for r in answer["runs"]}
         print(f"  lineage, {name}: median {statistics.median(walls):.2f} s "
-              f"({min(walls):.2f}-{max(walls):.2f}), {len(answer['records'])} records, "
-              f"{len(answer['runs'])} runs, verdicts from {sorted(sources)}")  # fmt: skip
+              f"({min(walls):.2f}-{max(walls):.2f}) wall, {statistics.median(cpus):.2f} s CPU "
+              f"(with {startup:.2f} s wall, {startup_cpu:.2f} s CPU to start the CLI), "
+              f"{len(answer['records'])} records, {len(answer['runs'])} runs, verdicts from "
+              f"{sorted(sources)}")  # fmt: skip
 
 
 def report_figures(folder: Path, key: str, runs: int, repeats: int) -> None:

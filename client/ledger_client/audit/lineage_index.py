@@ -12,7 +12,8 @@ that fails, stored or fresh, makes the answer fail.
 
 The walk reads the index's parent terms (``terms.field = 'parent'``) for the stored runs and
 the loaded records for the fresh ones; the answer has the shape of ``LineageResult.to_json_obj``
-(records with depth, verdicts and their source; unknown parents; runs examined).
+(records with depth, verdicts and their source; unknown parents; runs examined: a run taken
+from the index carries its verdict's ``status``, and its checks in full when it failed).
 """
 
 from __future__ import annotations
@@ -102,6 +103,16 @@ class IndexedResult:
         return out
 
 
+def _status(verdict: str) -> str:
+    """A stored run verdict's status (``failed`` when none was stored)."""
+    if not verdict:
+        return "failed"
+    head = verdict[:40]  # stored as json.dumps({"status": ..., "checks": ...})
+    if head.startswith('{"status": "'):
+        return head[12:].split('"', 1)[0]
+    return str(json.loads(verdict)["status"])
+
+
 class IndexedLineage:
     """The given runs, split into stored (index) and fresh (verified now) (module docstring)."""
 
@@ -130,24 +141,20 @@ class IndexedLineage:
                 fresh.append((str(path), load_run(path)))
                 continue
             self.stored_paths.append(key)
-            verdict = json.loads(known[3]) if known[3] else {"status": "failed", "checks": []}
-            self.runs.append(
-                {
-                    "run_file": str(path),
-                    "run_id": known[4],
-                    "verified": verdict["status"] in ("ok", "warning"),
-                    "source": FROM_INDEX,
-                    "verdict": verdict,
-                }
-            )
+            status = _status(known[3])
+            run: dict[str, Any] = {
+                "run_file": str(path),
+                "run_id": known[4],
+                "verified": status in ("ok", "warning"),
+                "source": FROM_INDEX,
+                "status": status,
+            }
+            if not run["verified"]:  # the checks of a failing run, in full
+                run["verdict"] = json.loads(known[3]) if known[3] else {"status": status}
+            self.runs.append(run)
         self.fresh = Lineage(fresh, checker)
         self.runs += [r.to_json_obj() for r in self.fresh.runs]
         self.given = set(self.stored_paths)
-        self.db.execute("CREATE TEMP TABLE IF NOT EXISTS given(path TEXT PRIMARY KEY)")
-        self.db.execute("DELETE FROM given")
-        self.db.executemany(
-            "INSERT OR IGNORE INTO given VALUES (?)", [(p,) for p in self.stored_paths]
-        )
 
     def _rows(self, digests: Sequence[str]) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
@@ -170,11 +177,12 @@ class IndexedLineage:
             raise FormatError(f"--from {given}: give a digest or at least 8 of its hex digits")
         found = {
             d
-            for (d,) in self.db.execute(
-                "SELECT DISTINCT record_digest FROM records WHERE record_digest >= ? AND "
-                "record_digest < ? AND path IN (SELECT path FROM given) LIMIT 2",
+            for d, path in self.db.execute(
+                "SELECT record_digest, path FROM records WHERE record_digest >= ? AND "
+                "record_digest < ?",
                 (text, text + "g"),
             )
+            if path in self.given
         }
         found |= {d for d in self.fresh.items if d.startswith(text)}
         if len(found) > 1:
@@ -185,11 +193,12 @@ class IndexedLineage:
         marks = ", ".join("?" * len(labels))
         stored = [
             d
-            for (d,) in self.db.execute(
-                f"SELECT DISTINCT record_digest FROM records WHERE trust_label IN ({marks}) "
-                "AND kind = 'memory_write' AND path IN (SELECT path FROM given)",
+            for d, path in self.db.execute(
+                f"SELECT record_digest, path FROM records WHERE trust_label IN ({marks}) "
+                "AND kind = 'memory_write'",
                 list(labels),
             )
+            if path in self.given
         ]
         return sorted({*stored, *self.fresh.tainted_starts(labels)})
 

@@ -265,7 +265,10 @@ def lineage(
             fingerprint = trust_fingerprint(keys, roots, origin, witnesses)
             with AuditIndex(db) as store:
                 indexed = IndexedLineage(
-                    list(run_paths(runs)), store, fingerprint if default_policy else "", checker
+                    [p.resolve() for p in run_paths(runs)],
+                    store,
+                    fingerprint if default_policy else "",
+                    checker,
                 )
                 if tainted:
                     starts = indexed.tainted_starts(labels or ("untrusted",))
