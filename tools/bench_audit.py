@@ -263,6 +263,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path("bench-audit"))
     parser.add_argument("--report-runs", type=int, default=1000)
     parser.add_argument("--skip-index", action="store_true", help="reuse the last index")
+    parser.add_argument("--skip-report", action="store_true", help="no report figures")
     args = parser.parse_args()
     info = generate(args.data, args.runs, args.records, args.runs_per_checkpoint)
     total = args.runs * args.records
@@ -270,7 +271,8 @@ def main() -> None:
     if not args.skip_index:
         index_figures(args, info, db, total)
     lineage_figures(args.data, info["key"], db, args.repeats)
-    report_figures(args.data, info["key"], min(args.report_runs, args.runs), args.repeats)
+    if not args.skip_report:
+        report_figures(args.data, info["key"], min(args.report_runs, args.runs), args.repeats)
 
 
 def index_figures(args: argparse.Namespace, info: dict[str, Any], db: Path, total: int) -> None:

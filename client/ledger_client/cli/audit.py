@@ -265,7 +265,7 @@ def lineage(
             fingerprint = trust_fingerprint(keys, roots, origin, witnesses)
             with AuditIndex(db) as store:
                 indexed = IndexedLineage(
-                    [p.resolve() for p in run_paths(runs)],
+                    list(run_paths([str(Path(r).resolve()) for r in runs])),
                     store,
                     fingerprint if default_policy else "",
                     checker,
