@@ -326,7 +326,8 @@ def _run_section(
     policy: TimePolicy | None,
     where: _Where,
     private: Mapping[str, Sequence[Disclosure]] | None,
-) -> str:
+) -> tuple[str, Verdict]:
+    """The run's section and its verdict."""
     rows = timeline(audit, policy, private)
     verdict = run_checks(audit, [(r.check, r.verdict) for r in rows])
     late = [r for r in rows if (t := r.verdict.named("time")) and t.status == "failed"]
@@ -362,7 +363,8 @@ def _run_section(
         f"{f'<ul class=problems>{problems}</ul>' if problems else ''}"
         f"<h3>Parent graph</h3>{_graph(rows, where)}"
         f'<h3>Timeline</h3><div class="wide"><table><thead><tr>{head}</tr></thead><tbody>'
-        f"{''.join(_row(r, where) for r in rows)}</tbody></table></div></section>"
+        f"{''.join(_row(r, where) for r in rows)}</tbody></table></div></section>",
+        verdict,
     )
 
 
@@ -425,13 +427,18 @@ def render_report(
     witnesses_checked: bool,
     policy: TimePolicy | None = None,
     private: Mapping[str, Sequence[Disclosure]] | None = None,
+    verdicts: dict[int, Verdict] | None = None,
 ) -> str:
     """The whole page for ``runs`` ((file name, audit) pairs) under the time ``policy``;
-    ``private``: the auditor's disclosures (record digest -> disclosures)."""
+    ``private``: the auditor's disclosures (record digest -> disclosures); ``verdicts``, when
+    given, receives each run's verdict by ``id(audit)``."""
     ordered = _ordered(runs)
     where = _where([a for _, a in ordered], {})
-    body = "".join(_run_section(n, a, policy, where, private) for n, a in ordered)
-    summary = _summary([run_verdict(a, policy) for _, a in ordered])
+    sections = [_run_section(n, a, policy, where, private) for n, a in ordered]
+    if verdicts is not None:
+        verdicts.update((id(a), v) for (_, a), (_, v) in zip(ordered, sections, strict=True))
+    body = "".join(html for html, _ in sections)
+    summary = _summary([verdict for _, verdict in sections])
     return _page(_TITLE, _notes(anchors_checked, witnesses_checked), summary, body)
 
 
@@ -449,10 +456,12 @@ def render_pages(
     overview: str,
     policy: TimePolicy | None = None,
     private: Mapping[str, Sequence[Disclosure]] | None = None,
+    verdicts: dict[int, Verdict] | None = None,
 ) -> tuple[str, dict[str, str]]:
     """The overview page (one line per run, in time order, linking its page in the folder
     ``folder`` beside it) and the run pages by file name (each links back to ``overview``,
-    the overview's file name); every page self-contained."""
+    the overview's file name); every page self-contained. ``verdicts`` as for
+    ``render_report``."""
     ordered = _ordered(runs)
     names = {a.run_id or "": f"{folder}/{run_page_name(n)}" for n, (_, a) in enumerate(ordered)}
     pages_of = {run: path.rsplit("/", 1)[-1] for run, path in names.items()}
@@ -460,11 +469,12 @@ def render_pages(
     notes = _notes(anchors_checked, witnesses_checked)
     pages: dict[str, str] = {}
     lines = []
-    verdicts = []
+    shown: list[Verdict] = []
     for n, (name, audit) in enumerate(ordered):
-        verdict = run_verdict(audit, policy)
-        verdicts.append(verdict)
-        section = _run_section(name, audit, policy, where, private)
+        section, verdict = _run_section(name, audit, policy, where, private)
+        shown.append(verdict)
+        if verdicts is not None:
+            verdicts[id(audit)] = verdict
         back = f'<p><a href="../{escape(overview)}">overview of every run</a></p>'
         pages[run_page_name(n)] = _page(
             f"{_TITLE}: run {audit.run_id or '?'}", notes, back, section
@@ -481,4 +491,4 @@ def render_pages(
         "<table><thead><tr><th>#</th><th>run</th><th>agent</th><th>records</th><th>file</th>"
         f"<th>verdict</th></tr></thead><tbody>{''.join(lines)}</tbody></table>"
     )
-    return _page(_TITLE, notes, _summary(verdicts), table), pages
+    return _page(_TITLE, notes, _summary(shown), table), pages

@@ -52,13 +52,14 @@ from ledger_client.audit.index import AuditIndex, CacheSpec
 from ledger_client.audit.lineage import Lineage, LineageResult
 from ledger_client.audit.lineage_index import IndexedLineage
 from ledger_client.audit.parallel import audit_runs
-from ledger_client.audit.report_html import PAGE_RUNS, render_pages, render_report, run_verdict
+from ledger_client.audit.report_html import PAGE_RUNS, render_pages, render_report
 from ledger_client.audit.run_files import run_paths
 from ledger_client.audit.timeline import label_of, timeline
 from ledger_client.audit.verdicts import (
     DEFAULT_MAX_DELAY,
     PENDING,
     TimePolicy,
+    Verdict,
     format_delta,
     run_checks,
 )
@@ -363,7 +364,9 @@ def report(
         )
         paths = list(run_paths(runs))
         audits = audit_runs(paths, spec, workers or os.cpu_count() or 1, checker)
+        found: dict[int, Verdict] = {}
         shared: dict[str, Any] = {
+            "verdicts": found,
             "anchors_checked": bool(checker.tsa_roots),
             "witnesses_checked": bool(witnesses),
             "policy": policy,
@@ -381,7 +384,7 @@ def report(
             for name, page in pages.items():
                 write_file(folder / name, page.encode("utf-8"))
             write_file(target, overview.encode("utf-8"))
-        verdicts = [(a, run_verdict(a, policy)) for _, a in audits]
+        verdicts = [(a, found[id(a)]) for _, a in audits]
         failing = [a.run_id for a, v in verdicts if not v.ok]
         pending = [a.run_id for a, v in verdicts if v.status == PENDING]
         details: dict[str, Any] = {
