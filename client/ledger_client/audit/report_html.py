@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
 
-from ledger.records.commitments import Disclosure
+from ledger.records.commitments import Kept
 from ledger_client.audit.decision import Decision, shown_text
 from ledger_client.audit.graph_layout import BOX_H, BOX_W, layout
 from ledger_client.audit.timeline import TimelineRow, label_of, timeline, trust_of
@@ -325,7 +325,7 @@ def _run_section(
     audit: RunAudit,
     policy: TimePolicy | None,
     where: _Where,
-    private: Mapping[str, Sequence[Disclosure]] | None,
+    private: Mapping[str, Sequence[Kept]] | None,
 ) -> tuple[str, Verdict]:
     """The run's section and its verdict."""
     rows = timeline(audit, policy, private)
@@ -426,7 +426,7 @@ def render_report(
     anchors_checked: bool,
     witnesses_checked: bool,
     policy: TimePolicy | None = None,
-    private: Mapping[str, Sequence[Disclosure]] | None = None,
+    private: Mapping[str, Sequence[Kept]] | None = None,
     verdicts: dict[int, Verdict] | None = None,
 ) -> str:
     """The whole page for ``runs`` ((file name, audit) pairs) under the time ``policy``;
@@ -455,7 +455,7 @@ def render_pages(
     folder: str,
     overview: str,
     policy: TimePolicy | None = None,
-    private: Mapping[str, Sequence[Disclosure]] | None = None,
+    private: Mapping[str, Sequence[Kept]] | None = None,
     verdicts: dict[int, Verdict] | None = None,
 ) -> tuple[str, dict[str, str]]:
     """The overview page (one line per run, in time order, linking its page in the folder

@@ -21,7 +21,7 @@ from cryptography import x509
 from ledger.core.checkpoint import Verifier
 from ledger.core.errors import RecordError
 from ledger.core.jcs import Json
-from ledger.records.commitments import Commitment, Disclosure, check_disclosure_in
+from ledger.records.commitments import Commitment, Kept, check_disclosure_in
 from ledger.records.decision import DecisionRecord
 from ledger.records.links import inferred_parents
 from ledger.records.runs import RunProblem
@@ -98,7 +98,7 @@ def _json(value: object) -> Json:
 
 
 def opened_fields(
-    record_obj: Json, disclosed: Sequence[tuple[str, Any]], private: Sequence[Disclosure] = ()
+    record_obj: Json, disclosed: Sequence[tuple[str, Any]], private: Sequence[Kept] = ()
 ) -> dict[str, Json]:
     """Field path -> value opened by the receipt (``disclosed``, already checked) and by the
     auditor's disclosures file (``private``; each checked against the record, a mismatch
@@ -199,7 +199,7 @@ class TimelineRow:
 def timeline(
     audit: RunAudit,
     policy: TimePolicy | None = None,
-    private: Mapping[str, Sequence[Disclosure]] | None = None,
+    private: Mapping[str, Sequence[Kept]] | None = None,
 ) -> list[TimelineRow]:
     """The rows of one audited run, in log order (``policy``: the auditor's time policy;
     ``private``: the auditor's disclosures by record digest, opening committed values)."""
@@ -277,7 +277,7 @@ def run_timeline(
     witnesses: Sequence[Verifier] = (),
     cache: VerificationCache | None = None,
     policy: TimePolicy | None = None,
-    private: Mapping[str, Sequence[Disclosure]] | None = None,
+    private: Mapping[str, Sequence[Kept]] | None = None,
 ) -> tuple[list[Json], list[str]]:
     """One run's timeline rows as JSON and as a text table (``ledger-verify run --timeline``),
     with the problems ``verify_run`` finds (``problems``: already found by the caller).
