@@ -42,9 +42,14 @@ def _run(*args: str) -> subprocess.CompletedProcess[bytes]:
     return done
 
 
-def dump_dom(page: Path) -> str:
-    """The DOM of ``page`` after Chromium loaded and rendered it."""
-    return _run("--dump-dom", page.resolve().as_uri()).stdout.decode("utf-8")
+# Every host resolves to nothing and every request goes to a closed local port: no network.
+NO_NETWORK = ("--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=http://127.0.0.1:9")
+
+
+def dump_dom(page: Path, *flags: str) -> str:
+    """The DOM of ``page`` after Chromium loaded and rendered it (``flags``: more switches,
+    e.g. ``NO_NETWORK``)."""
+    return _run(*flags, "--dump-dom", page.resolve().as_uri()).stdout.decode("utf-8")
 
 
 def screenshot(page: Path, out: Path, *, width: int = 1400, height: int = 1000) -> Path:

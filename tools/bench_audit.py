@@ -1,4 +1,5 @@
-"""Benchmark: ``ledger-verify index`` over 10,000 runs of 20 records (200,000 receipts).
+"""Benchmark: ``ledger-verify index`` over 10,000 runs of 20 records (200,000 receipts), then
+``lineage --db`` over them and ``report`` over 1,000 of them.
 
     python tools/bench_audit.py --runs 10000 --records 20 --repeats 3 --data bench-audit
 
@@ -10,7 +11,14 @@ that closed its batch) and a real RFC 3161 token per checkpoint from a generated
 times ``ledger-verify index DIR --db FILE --key VKEY --tsa-root PEM`` (a subprocess, a fresh
 database each time), and once more on the unchanged folder (the incremental pass), and prints
 the median and range of ``--repeats`` runs with the index's counts (distinct checkpoints and
-tokens verified, which show the verification shared across runs).
+tokens verified, which show the verification shared across runs). Records carry what the index
+now holds (model, OpenTelemetry ids, token usage, cost, tags, evidence).
+
+Then ``ledger-verify lineage DIR --db FILE`` (stored verdicts; a subprocess, so the figure
+includes starting Python) for the descendants of a run's first record, the ancestors of a run's
+last record, and every tainted write (``--tainted``); and ``ledger-verify report`` over the
+first ``--report-runs`` run files (paged: the overview and one page per run), with the size of
+the largest page.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -33,10 +42,13 @@ from ledger.core.types import encode_leaf
 from ledger.records.commitments import commit
 from ledger.records.decision import (
     ConstraintCheck,
+    Cost,
     DecisionRecord,
     MemoryWrite,
+    OtelContext,
     ParameterConstruction,
     ToolCall,
+    Usage,
     new_record_id,
     record_digest,
 )
@@ -63,16 +75,22 @@ def _body(run: str, run_no: int, count: int) -> list[DecisionRecord]:
                         trust_label="untrusted" if run_no % 10 == 0 else "trusted"),
             ConstraintCheck(constraint_id="policy", passed=step % 7 != 0),
         )[kind]  # fmt: skip
+        trace = hashlib.sha256(run.encode()).hexdigest()
         out.append(
             DecisionRecord(
                 record_id=new_record_id(now_ms=T0 + run_no * 100 + step),
                 run_id=run,
                 step=step,
-                time="2026-06-01T12:00:00.000Z",
+                time="2026-05-28T20:26:39.000Z",  # just before T0: the log's leaf times
                 agent=f"agent-{run_no % 7}",
                 parent_digests=parents,
-                parameters={"q": committed} if kind != 2 else {},
+                parameters={"q": committed, "tags": ["bench", f"t{step % 3}"]} if kind != 2 else {},
                 payload=payload,
+                model=f"model-{run_no % 3}",
+                otel=OtelContext(trace_id=trace[:32], span_id=trace[32:40] + f"{step:08x}"),
+                evidence={"prompt": hashlib.sha256(f"{run_no}/{step}".encode()).hexdigest()},
+                usage=Usage(input_tokens=100 + step, output_tokens=20),
+                cost=Cost(amount=f"0.00{step % 9 + 1}", currency="USD"),
             )
         )
     return out
@@ -92,7 +110,8 @@ def _levels(hashes: list[bytes]) -> list[list[bytes]]:
 def generate(folder: Path, runs: int, per_run: int, per_checkpoint: int) -> dict[str, Any]:
     """Write the run files, ``root.pem`` and ``manifest.json``; reuse them when they match."""
     manifest = folder / "manifest.json"
-    wanted = {"runs": runs, "records": per_run, "runs_per_checkpoint": per_checkpoint}
+    wanted = {"runs": runs, "records": per_run, "runs_per_checkpoint": per_checkpoint,
+              "content": 3}  # fmt: skip
     if manifest.is_file() and json.loads(manifest.read_text())["params"] == wanted:
         return dict(json.loads(manifest.read_text()))
     started = time.perf_counter()
@@ -165,6 +184,76 @@ def index_once(folder: Path, key: str, db: Path) -> tuple[float, dict[str, Any]]
     return took, answer
 
 
+def _cli(*args: str) -> tuple[float, float, subprocess.CompletedProcess[str]]:
+    """``ledger-verify ARGS`` as a subprocess: (wall seconds, CPU seconds, the result)."""
+    command = [sys.executable, "-c", "from ledger_client.cli.main import main; main()", *args]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    took = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return took, cpu, done
+
+
+def lineage_figures(folder: Path, key: str, db: Path, repeats: int) -> None:
+    """``lineage --db``: descendants of a first record, ancestors of a last, --tainted."""
+    first_run = sorted((folder / "runs").iterdir())[0].read_text().splitlines()
+    first = json.loads(first_run[0])["record"]
+    last = json.loads(first_run[-2])["record"]
+    digest = {
+        "descendants": record_digest(DecisionRecord.from_json_obj(first)).hex(),
+        "ancestors": record_digest(DecisionRecord.from_json_obj(last)).hex(),
+    }
+    common = [str(folder / "runs"), "--key", key, "--tsa-root", str(folder / "root.pem"),
+              "--db", str(db), "--json"]  # fmt: skip
+    cases = {
+        "descendants of a first record": ["--from", digest["descendants"]],
+        "ancestors of a last record": ["--from", digest["ancestors"], "--ancestors"],
+        "every tainted write (--tainted)": ["--tainted"],
+    }
+    startup, startup_cpu, _ = _cli("--help")  # starting Python and the CLI, nothing else
+    for name, extra in cases.items():
+        walls, cpus = [], []
+        answer: dict[str, Any] = {}
+        for _ in range(repeats):
+            took, cpu, done = _cli("lineage", *common, *extra)
+            answer = json.loads(done.stdout)
+            walls.append(took)
+            cpus.append(cpu)
+        sources = {r["source"] for r in answer["runs"]}
+        print(f"  lineage, {name}: median {statistics.median(walls):.2f} s "
+              f"({min(walls):.2f}-{max(walls):.2f}) wall, {statistics.median(cpus):.2f} s CPU "
+              f"(with {startup:.2f} s wall, {startup_cpu:.2f} s CPU to start the CLI), "
+              f"{len(answer['records'])} records, {len(answer['runs'])} runs, verdicts from "
+              f"{sorted(sources)}")  # fmt: skip
+
+
+def report_figures(folder: Path, key: str, runs: int, repeats: int) -> None:
+    """``report`` over the first ``runs`` run files: time and the largest page."""
+    subset = folder / f"runs-{runs}"
+    if not subset.is_dir():
+        subset.mkdir()
+        for path in sorted((folder / "runs").iterdir())[:runs]:
+            os.link(path, subset / path.name)
+    out = folder / "report" / "report.html"
+    out.parent.mkdir(exist_ok=True)
+    walls, cpus = [], []
+    for _ in range(repeats):
+        took, cpu, done = _cli("report", str(subset), "--key", key, "--tsa-root",
+                               str(folder / "root.pem"), "--html", str(out))  # fmt: skip
+        if done.returncode not in (0, 1):
+            raise SystemExit(f"report failed: {done.stdout}{done.stderr}")
+        walls.append(took)
+        cpus.append(cpu)
+    pages = [out, *(out.parent / "report-runs").iterdir()]
+    largest = max(p.stat().st_size for p in pages)
+    print(f"  report, {runs} runs: median {statistics.median(walls):.1f} s "
+          f"({min(walls):.1f}-{max(walls):.1f}), CPU {statistics.median(cpus):.1f} s, "
+          f"{len(pages)} pages, largest {largest / 1e6:.2f} MB, overview "
+          f"{out.stat().st_size / 1e6:.2f} MB")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10_000)
@@ -172,13 +261,24 @@ def main() -> None:
     parser.add_argument("--runs-per-checkpoint", type=int, default=500)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--data", type=Path, default=Path("bench-audit"))
+    parser.add_argument("--report-runs", type=int, default=1000)
+    parser.add_argument("--skip-index", action="store_true", help="reuse the last index")
+    parser.add_argument("--skip-report", action="store_true", help="no report figures")
     args = parser.parse_args()
     info = generate(args.data, args.runs, args.records, args.runs_per_checkpoint)
     total = args.runs * args.records
+    db = args.data / "audit.sqlite"
+    if not args.skip_index:
+        index_figures(args, info, db, total)
+    lineage_figures(args.data, info["key"], db, args.repeats)
+    if not args.skip_report:
+        report_figures(args.data, info["key"], min(args.report_runs, args.runs), args.repeats)
+
+
+def index_figures(args: argparse.Namespace, info: dict[str, Any], db: Path, total: int) -> None:
     full, again, cpu = [], [], []
     answer: dict[str, Any] = {}
     for _ in range(args.repeats):
-        db = args.data / "audit.sqlite"
         for stale in args.data.glob("audit.sqlite*"):
             stale.unlink()
         took, answer = index_once(args.data, info["key"], db)
@@ -193,7 +293,8 @@ def main() -> None:
           f"{statistics.median(cpu) / total * 1e6:.0f} us per receipt")  # fmt: skip
     print(f"  incremental: median {statistics.median(again):.2f} s (nothing changed)")
     print(f"  checkpoints verified: {answer['checkpoints']}, tokens verified: {answer['tokens']}, "
-          f"runs not verified: {answer['failed_runs']}")  # fmt: skip
+          f"runs not verified: {answer['failed_runs']}, "
+          f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
 
 
 if __name__ == "__main__":

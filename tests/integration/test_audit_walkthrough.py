@@ -30,10 +30,13 @@ def block(marker: str) -> str:
 
 
 def timeline_rows(out: str) -> list[list[str]]:
-    """The cells of the first ``--timeline`` table in ``out`` (cells are 2+ spaces apart)."""
+    """The cells of the first ``--timeline`` table in ``out`` (cells are 2+ spaces apart; the
+    indented lines under a row say what the record decided)."""
     lines = out[out.index("timeline:") :].splitlines()[2:]
     rows = []
     for line in lines:
+        if line.startswith("      "):
+            continue
         if not line[:1].isdigit():
             break
         rows.append(re.split(r"  +", line.strip()))

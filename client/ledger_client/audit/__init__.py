@@ -1,11 +1,13 @@
-"""Auditing many runs offline: per-record checks shared across runs, lineage, timelines,
-reports and an index.
+"""Auditing many runs offline: per-record checks shared across runs, lineage, timelines, reports
+and an index.
 
 Owns: ``verify`` (per-record verification with shared checks), the verdict model every view
-renders (``verdicts``), ``lineage``, ``timeline``,
-``report_html``, the SQLite index (``index``), finding run files (``run_files``) and reading
-them for the index (``load``).
+renders (``verdicts``), what a record decided (``decision``), ``lineage``, ``timeline``,
+``report_html`` with its graph layout (``graph_layout``), exports (``export``: OTLP/JSON,
+PROV-JSON), checking many run files in worker processes (``parallel``), the SQLite index
+(``index``), finding run files (``run_files``) and reading them for the index (``load``).
 
 May import: ``ledger.core``, ``ledger.timestamp``, ``ledger.records``, ``ledger.fileio``,
-``ledger_client.receipts``; libraries ``cryptography``, ``sqlite3``.
+``ledger_client.receipts``; libraries ``cryptography``, ``grandalf`` (the report's graph
+layout), ``sqlite3``.
 """

@@ -32,9 +32,11 @@ lineage) as the other views show it. An index made before these columns existed 
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,28 +46,49 @@ from cryptography import x509
 
 from ledger.core.checkpoint import CosignatureVerifier
 from ledger.core.errors import FormatError, UnsupportedSchemaError
+from ledger.core.jcs import canonical_bytes
 from ledger.core.note import Ed25519Verifier
-from ledger_client.audit.timeline import label_of, outcome_of, timeline, trust_of
-from ledger_client.audit.verify import RunAudit, audit_run
+from ledger.records.commitments import Commitment
+from ledger.records.decision import DecisionRecord
+from ledger_client.audit.decision import plain_strings, tags_of, usage_of
+from ledger_client.audit.timeline import TimelineRow, label_of, outcome_of, timeline, trust_of
+from ledger_client.audit.verdicts import run_checks, time_json
+from ledger_client.audit.verify import audit_run
 from ledger_client.receipts.run_load import load_run
 from ledger_client.receipts.verify import ReceiptChecker
 
-__all__ = ["SCHEMA", "AuditIndex", "CacheSpec", "IndexStats"]
+__all__ = [
+    "DIGEST_KINDS",
+    "GROUPS",
+    "SCHEMA",
+    "TERM_KINDS",
+    "AuditIndex",
+    "CacheSpec",
+    "IndexStats",
+    "content_digest",
+    "record_terms",
+]
 
 _BATCH = 256  # files per transaction
+_MIN_CONTENT = 8  # plain strings this long or longer are found by their content
 _CHUNK = 16  # files per task sent to a worker process
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS files(
   path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, run_id TEXT,
-  agent TEXT, records INTEGER NOT NULL, verified INTEGER NOT NULL, problems INTEGER NOT NULL);
+  agent TEXT, records INTEGER NOT NULL, verified INTEGER NOT NULL, problems INTEGER NOT NULL,
+  file_hash TEXT NOT NULL, verdict TEXT);
 CREATE TABLE IF NOT EXISTS records(
   path TEXT NOT NULL, run_id TEXT NOT NULL, agent TEXT NOT NULL, step INTEGER NOT NULL,
   kind TEXT NOT NULL, tool TEXT, label TEXT NOT NULL, time TEXT NOT NULL,
   logged_at_ms INTEGER, log_index INTEGER NOT NULL, record_digest TEXT NOT NULL,
   trust_label TEXT, outcome TEXT, verified INTEGER NOT NULL, why_not TEXT,
-  parents TEXT NOT NULL, time_difference_ms INTEGER, verdict TEXT NOT NULL);
+  parents TEXT NOT NULL, time_difference_ms INTEGER, verdict TEXT NOT NULL, model TEXT,
+  trace_id TEXT, span_id TEXT, tokens INTEGER, cost REAL, cost_currency TEXT, duration_ms INTEGER,
+  file_hash TEXT);
+CREATE TABLE IF NOT EXISTS terms(
+  path TEXT NOT NULL, record_digest TEXT NOT NULL, field TEXT NOT NULL, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS problems(
   path TEXT NOT NULL, run_id TEXT, code TEXT NOT NULL, step INTEGER, record_digest TEXT,
   message TEXT NOT NULL);
@@ -76,12 +99,19 @@ CREATE INDEX IF NOT EXISTS records_kind ON records(kind, tool);
 CREATE INDEX IF NOT EXISTS records_time ON records(logged_at_ms);
 CREATE INDEX IF NOT EXISTS records_digest ON records(record_digest);
 CREATE INDEX IF NOT EXISTS problems_path ON problems(path);
+CREATE INDEX IF NOT EXISTS terms_value ON terms(value, field);
+CREATE INDEX IF NOT EXISTS terms_path ON terms(path);
+CREATE INDEX IF NOT EXISTS files_hash ON files(file_hash);
 """
 _RECORD_COLUMNS = (
     "path", "run_id", "agent", "step", "kind", "tool", "label", "time", "logged_at_ms",
     "log_index", "record_digest", "trust_label", "outcome", "verified", "why_not", "parents",
-    "time_difference_ms", "verdict",
+    "time_difference_ms", "verdict", "model", "trace_id", "span_id", "tokens", "cost",
+    "cost_currency", "duration_ms", "file_hash",
 )  # fmt: skip
+# The kinds of term a record is found by (``terms.field``), as ``query`` names them.
+DIGEST_KINDS = ("record", "parent", "evidence", "input", "output", "commitment")
+TERM_KINDS = (*DIGEST_KINDS, "param", "tag", "model", "agent", "trace", "span", "content")
 
 
 @dataclass(slots=True)
@@ -134,6 +164,7 @@ class _Done:
     file_row: tuple[Any, ...]
     records: list[tuple[Any, ...]]
     problems: list[tuple[Any, ...]]
+    terms: list[tuple[str, str, str, str]]
     ok: bool
     readable: bool
     checks: tuple[int, int]  # checkpoints and tokens verified for this file
@@ -152,36 +183,110 @@ def _audit_file(job: tuple[str, int, int]) -> _Done:
     stats = checker.cache.stats
     before = (stats["checkpoints"], stats["tokens"])
     try:
+        file_hash = hashlib.sha256(Path(key).read_bytes()).hexdigest()
         audit = audit_run(load_run(key), checker)
     except (FormatError, OSError) as exc:
         code = "unsupported_schema_version" if isinstance(exc, UnsupportedSchemaError) else None
         problem = (key, None, code or "unreadable", None, None, str(exc))
-        row: tuple[Any, ...] = (key, size, mtime_ns, None, None, 0, 0, 1)
-        return _Done(key, size, mtime_ns, row, [], [problem], False, False, (0, 0))
+        row: tuple[Any, ...] = (key, size, mtime_ns, None, None, 0, 0, 1, "", None)
+        return _Done(key, size, mtime_ns, row, [], [problem], [], False, False, (0, 0))
     used = (stats["checkpoints"] - before[0], stats["tokens"] - before[1])
+    rows = timeline(audit)
+    verdict = run_checks(audit, [(r.check, r.verdict) for r in rows])
     row = (key, size, mtime_ns, audit.run_id, audit.agent, len(audit.checks), int(audit.ok),
-           len(audit.problems))  # fmt: skip
+           len(audit.problems), file_hash, json.dumps(verdict.to_json_obj()))  # fmt: skip
     problems = [
         (key, audit.run_id, p.code, p.step, p.record_digest, p.message) for p, _ in audit.problems
     ]
-    return _Done(key, size, mtime_ns, row, _record_rows(key, audit), problems, audit.ok, True, used)
+    records, terms = _record_rows(key, rows, file_hash)
+    return _Done(
+        key, size, mtime_ns, row, records, problems, terms, audit.ok, True, used
+    )  # fmt: skip
 
 
-def _record_rows(key: str, audit: RunAudit) -> list[tuple[Any, ...]]:
-    rows = []
-    for row in timeline(audit):
+def _record_rows(
+    key: str, rows: Sequence[TimelineRow], file_hash: str
+) -> tuple[list[tuple[Any, ...]], list[tuple[str, str, str, str]]]:
+    records = []
+    terms: list[tuple[str, str, str, str]] = []
+    for row in rows:
         record, check = row.check.record, row.check
-        rows.append(
+        tokens, cost, currency, duration = usage_of(record)
+        otel = record.otel
+        records.append(
             (
                 key, record.run_id, record.agent, record.step, record.kind,
                 getattr(record.payload, "tool", None), label_of(record), record.time,
                 check.logged_at_ms, check.index, check.digest, trust_of(record),
                 outcome_of(record), int(row.verified), row.why_not,
-                json.dumps(list(record.parent_digests)), row.to_json_obj()["time_difference_ms"],
-                json.dumps(row.verdict.to_json_obj()),
+                json.dumps(list(record.parent_digests)),
+                time_json(record, check.logged_at_ms)["difference_ms"],
+                json.dumps(row.verdict.to_json_obj()), record.model,
+                otel.trace_id if otel else None, otel.span_id if otel else None,
+                tokens, cost, currency, duration, file_hash,
             )
         )  # fmt: skip
-    return rows
+        terms += [(key, check.digest, f, v) for f, v in record_terms(record, check.digest)]
+    return records, terms
+
+
+def _commitments(value: object) -> Iterator[str]:
+    if isinstance(value, Commitment):
+        yield value.digest.hex()
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _commitments(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _commitments(item)
+
+
+def _scalar(value: object) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool | int | float):
+        return json.dumps(value)
+    return None
+
+
+def record_terms(record: DecisionRecord, digest: str) -> list[tuple[str, str]]:
+    """(kind, value) of every term the record is found by (module docstring)."""
+    out = [("record", digest)]
+    out += [("parent", p) for p in record.parent_digests]
+    out += [("evidence", d) for d in record.evidence.values()]
+    payload = record.payload
+    out += [("input", d) for d in getattr(payload, "inputs_used", ())]
+    out += [("output", d) for d in getattr(payload, "outputs_generated", ())]
+    values = (
+        record.parameters, [c.action for c in record.candidates], record.expected_outcome,
+        record.actual_outcome, getattr(payload, "value", None), getattr(payload, "steps", None),
+    )  # fmt: skip
+    out += [("commitment", c) for c in _commitments(values)]
+    for name, value in [*record.parameters.items(), *record.model_parameters.items()]:
+        shown = _scalar(value)
+        if shown is not None:
+            out.append(("param", f"{name}={shown}"))
+    out += [("tag", t) for t in tags_of(record)]
+    if record.model:
+        out.append(("model", record.model))
+    if record.otel is not None:
+        out += [("trace", record.otel.trace_id), ("span", record.otel.span_id)]
+    texts = plain_strings(values[:5])  # plain strings only: commitments hide their content
+    out += [("content", content_digest(t)) for t in texts if len(t) >= _MIN_CONTENT]
+    for whole in (record.actual_outcome, record.expected_outcome):
+        if whole is not None and not isinstance(whole, str) and not _has_commitment(whole):
+            out.append(("content", content_digest(whole)))
+    return out
+
+
+def _has_commitment(value: object) -> bool:
+    return next(_commitments(value), None) is not None
+
+
+def content_digest(value: object) -> str:
+    """SHA-256 of the RFC 8785 bytes of a JSON value: the SDK's digest of a captured value
+    (``ledger_client.sdk.capture.content_digest``) for plain JSON."""
+    return hashlib.sha256(canonical_bytes(value)).hexdigest()
 
 
 class AuditIndex:
@@ -189,17 +294,21 @@ class AuditIndex:
 
     def __init__(self, db: str | Path) -> None:
         try:
+            if str(db) != ":memory:":  # private to the auditor: created 0600 (owner only)
+                os.close(os.open(db, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
             self.db = sqlite3.connect(str(db), isolation_level=None)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(SCHEMA)
             columns = {r[1] for r in self.db.execute("PRAGMA table_info(records)")}
-            if "verdict" not in columns:  # made by an older verifier: rebuilt
-                for table in ("files", "records", "problems", "meta"):
-                    self.db.execute(f"DROP TABLE {table}")
+            if "cost_currency" not in columns:  # made by an older verifier: rebuilt
+                for table in ("files", "records", "problems", "meta", "terms"):
+                    self.db.execute(f"DROP TABLE IF EXISTS {table}")
                 self.db.executescript(SCHEMA)
         except sqlite3.DatabaseError as exc:
             raise FormatError(f"{db}: not an audit index ({exc})") from None
+        except OSError as exc:
+            raise FormatError(f"{db}: cannot open ({exc.strerror})") from None
 
     def __enter__(self) -> AuditIndex:
         return self
@@ -212,7 +321,7 @@ class AuditIndex:
         if row is not None and row[0] == fingerprint:
             return
         with _Transaction(self.db):
-            for table in ("files", "records", "problems"):
+            for table in ("files", "records", "problems", "terms"):
                 self.db.execute(f"DELETE FROM {table}")
             self.db.execute("INSERT OR REPLACE INTO meta VALUES ('settings', ?)", (fingerprint,))
 
@@ -269,10 +378,11 @@ class AuditIndex:
         if not self.db.in_transaction:
             self.db.execute("BEGIN")
         self._delete(done.key)
-        self.db.execute("INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?)", done.file_row)
+        self.db.execute("INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", done.file_row)
         marks = ", ".join("?" * len(_RECORD_COLUMNS))
         self.db.executemany(f"INSERT INTO records VALUES ({marks})", done.records)
         self.db.executemany("INSERT INTO problems VALUES (?, ?, ?, ?, ?, ?)", done.problems)
+        self.db.executemany("INSERT INTO terms VALUES (?, ?, ?, ?)", done.terms)
         if commit:
             self.db.execute("COMMIT")
         stats.indexed += done.readable
@@ -283,28 +393,85 @@ class AuditIndex:
         verified["tokens"] += done.checks[1]
 
     def _delete(self, path: str) -> None:
-        for table in ("files", "records", "problems"):
+        for table in ("files", "records", "problems", "terms"):
             self.db.execute(f"DELETE FROM {table} WHERE path = ?", (path,))
 
     def query(
         self, where: Sequence[tuple[str, Sequence[object]]], limit: int
     ) -> list[dict[str, Any]]:
-        """Records matching every ``(SQL condition, its ? values)``, oldest first."""
-        clause = " AND ".join(cond for cond, _ in where) or "1"
-        values = [value for _, group in where for value in group]
+        """Records matching every ``(SQL condition, its ? values)``, oldest first; a record in
+        several files (copies of one run) is one row, ``copies`` naming how many files hold it
+        (``path`` the first)."""
+        clause, values = _where(where)
         cursor = self.db.execute(
-            f"SELECT {', '.join(_RECORD_COLUMNS)} FROM records WHERE {clause} "
-            "ORDER BY logged_at_ms, log_index LIMIT ?",
+            f"SELECT {', '.join(_RECORD_COLUMNS)}, COUNT(DISTINCT path) FROM records "
+            f"WHERE {clause} GROUP BY record_digest ORDER BY logged_at_ms, log_index LIMIT ?",
             [*values, limit],
         )
         out = []
         for row in cursor:
-            item = dict(zip(_RECORD_COLUMNS, row, strict=True))
+            item = dict(zip((*_RECORD_COLUMNS, "copies"), row, strict=True))
             item["verified"] = bool(item["verified"])
             item["parents"] = json.loads(item["parents"])
             item["verdict"] = json.loads(item["verdict"])
             out.append(item)
         return out
+
+    def count_by(
+        self, where: Sequence[tuple[str, Sequence[object]]], by: str
+    ) -> list[dict[str, Any]]:
+        """Matching records (each once, copies of a run counted once) grouped by ``by`` (a
+        ``GROUPS`` name): per group the records, runs, and the token, cost and duration sums."""
+        clause, values = _where(where)
+        if by == "tag":
+            source = (
+                f"SELECT r.*, t.value AS tag FROM (SELECT * FROM records WHERE {clause} "
+                "GROUP BY record_digest) r JOIN terms t ON t.record_digest = r.record_digest "
+                "AND t.field = 'tag' GROUP BY r.record_digest, t.value"
+            )
+            key = "tag"
+        else:
+            key = GROUPS[by]
+            source = f"SELECT * FROM records WHERE {clause} GROUP BY record_digest"
+        cursor = self.db.execute(
+            f"SELECT {key}, COUNT(*), COUNT(DISTINCT run_id), SUM(tokens), SUM(cost), "
+            f"GROUP_CONCAT(DISTINCT cost_currency), SUM(duration_ms) FROM ({source}) "
+            "GROUP BY 1 ORDER BY 2 DESC, 1",
+            values,
+        )
+        return [
+            {"value": v, "records": n, "runs": runs, "tokens": tokens,
+             "cost": None if cost is None else round(cost, 9), "currency": currency,
+             "duration_ms": ms}
+            for v, n, runs, tokens, cost, currency, ms in cursor
+        ]  # fmt: skip
+
+    def stored_runs(self, fingerprint: str) -> dict[str, tuple[str, int, int, str, str | None]]:
+        """path -> (file hash, size, mtime_ns, run verdict JSON, run id) of the files indexed
+        under the trust inputs ``fingerprint`` (empty when the index was made under others)."""
+        row = self.db.execute("SELECT value FROM meta WHERE key = 'settings'").fetchone()
+        if row is None or row[0] != fingerprint:
+            return {}
+        return {
+            path: (file_hash, size, mtime, verdict or "", run_id)
+            for path, file_hash, size, mtime, verdict, run_id in self.db.execute(
+                "SELECT path, file_hash, size, mtime_ns, verdict, run_id FROM files "
+                "WHERE file_hash != ''"
+            )
+        }
+
+
+# ``query --count-by`` names -> the records column they group by.
+GROUPS = {
+    "agent": "agent", "model": "model", "kind": "kind", "tool": "tool", "outcome": "outcome",
+    "run": "run_id", "status": "verified", "trust": "trust_label", "tag": "tag",
+    "trace": "trace_id",
+}  # fmt: skip
+
+
+def _where(where: Sequence[tuple[str, Sequence[object]]]) -> tuple[str, list[object]]:
+    clause = " AND ".join(cond for cond, _ in where) or "1"
+    return clause, [value for _, group in where for value in group]
 
 
 class _Transaction:

@@ -238,7 +238,7 @@ class Lineage:
             for p in self.items[d][0].record.parent_digests
             if p not in self.items and (d, p) not in unknown
         ]
-        nodes = [self._node(d, n) for d, n in sorted(depth.items(), key=self._order)]
+        nodes = [self.node(d, n) for d, n in sorted(depth.items(), key=self._order)]
         return LineageResult(
             direction=direction,
             start=tuple(starts),
@@ -251,7 +251,8 @@ class Lineage:
         item = self.items[pair[0]][0]
         return (pair[1], item.record.time, item.receipt.index)
 
-    def _node(self, digest: str, depth: int) -> LineageNode:
+    def node(self, digest: str, depth: int) -> LineageNode:
+        """The record ``digest`` at ``depth`` with its checks and parent-order problems."""
         item, run_file = self.items[digest]
         row = self.rows[digest]
         problems = []

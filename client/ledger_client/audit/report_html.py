@@ -1,29 +1,44 @@
-"""``ledger-verify report``: one self-contained HTML page for auditors.
+"""``ledger-verify report``: self-contained HTML pages for auditors.
 
-Pure: builds a string (the CLI writes it). docs/design.md "Receipts" and "Decision record (v1)".
-The page has no script, no external asset and a Content-Security-Policy that forbids every
-fetch (``default-src 'none'``), so opening it contacts nothing. For each run: a verdict banner,
-the problems ``ledger-verify run`` finds (highlighted), the parent graph as inline SVG (one box
-per record, laid out by depth in the graph, coloured by verdict; untrusted memory writes
-outlined), and the timeline (``ledger_client.audit.timeline``) with each record's verification
-status part by part: record digest, checkpoint signature, inclusion proof, witnesses, anchor and its
-time, plus the values disclosed in the receipts. Each record shows the agent's claimed time
-beside the log's leaf time and their difference, and its verdict (``ledger_client.audit.verdicts``)
-with every warning (``late by Δ``, ``inputs not linked``); each run lists its own checks
-(receipts, run, time, lineage) with where each verdict came from. Parents the record labels as
-inferred are marked ``(inferred)`` and drawn dashed. Every text from the files is HTML-escaped.
+Pure: builds strings (the CLI writes them). Runs are ordered by time (the log's time of their
+first record). Up to ``PAGE_RUNS`` runs make one page (``render_report``); more make an overview
+page listing every run with its verdict and linking one page per run (``render_pages``), so no
+page grows with the number of runs. docs/design.md "Receipts" and "Decision record (v1)". The
+page has no script, no external asset and a Content-Security-Policy that forbids every fetch
+(``default-src 'none'``), so opening it contacts nothing. For each run: a verdict banner, the
+problems ``ledger-verify run`` finds (highlighted), the parent graph as inline SVG (one box per
+record, laid out by ``audit.graph_layout`` so that no edge passes under a box, coloured by
+verdict; untrusted memory writes outlined and every record resting on one, in any run,
+highlighted as tainted; a parent in another run drawn as its own box linking to that run; a wide
+graph scrolls), what each record decided (``audit.decision``: candidates, scores and ranks, the
+selection and why, expected and actual outcome and its status, evidence digests, model,
+duration, tokens, cost; committed values shown as ``committed`` unless the auditor's disclosures
+file opens them), and the timeline (``ledger_client.audit.timeline``) with each record's
+verification status part by part: record digest, checkpoint signature, inclusion proof,
+witnesses, anchor and its time, plus the values disclosed in the receipts. Each record shows the
+agent's claimed time beside the log's leaf time and their difference, and its verdict
+(``ledger_client.audit.verdicts``) with every warning (``late by Δ``, ``inputs not linked``);
+each run lists its own checks (receipts, run, time, lineage) with where each verdict came from.
+Parents the record labels as inferred are marked ``(inferred)`` and drawn dashed. Every text
+from the files is HTML-escaped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from html import escape
 
+from ledger.records.commitments import Kept
+from ledger_client.audit.decision import Decision, shown_text
+from ledger_client.audit.graph_layout import BOX_H, BOX_W, layout
 from ledger_client.audit.timeline import TimelineRow, label_of, timeline, trust_of
 from ledger_client.audit.verdicts import PENDING, TimePolicy, Verdict, run_checks, time_text
-from ledger_client.audit.verify import RunAudit
+from ledger_client.audit.verify import RunAudit, iso_ms
 
-__all__ = ["render_report"]
+__all__ = ["PAGE_RUNS", "render_pages", "render_report", "run_verdict"]
+
+PAGE_RUNS = 20  # more runs than this: an overview page and one page per run
 
 _CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#1b1f24;background:#fff}
@@ -41,7 +56,9 @@ tr.taint td:first-child{border-left:4px solid #e36209}
 td.v{color:#10591c} td.x{color:#b71c1c;font-weight:600} td.n{color:#777}
 td.w{color:#8a5a00;font-weight:600}
 td.nw{white-space:nowrap} code{font-size:11px} .legend span{display:inline-block;margin-right:14px}
-svg text{font:11px sans-serif}
+svg text{font:11px sans-serif} .graph{overflow-x:auto;max-width:100%;border:1px solid #eee}
+tr.down td:first-child{border-left:4px solid #f0a35e} td.dec{font-size:11px;min-width:220px}
+td.dec .sel{font-weight:600} td.dec .c{color:#555} .wide{overflow-x:auto;max-width:100%}
 """
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
@@ -53,60 +70,145 @@ def _status_cell(status: str) -> str:
     return f'<td class="{css}">{escape(status.replace("_", " "))}</td>'
 
 
-def _depths(rows: Sequence[TimelineRow]) -> dict[str, int]:
-    """Longest distance from a root of the run's parent graph (external parents ignored)."""
-    depth: dict[str, int] = {}
-    for row in sorted(rows, key=lambda r: r.check.record.step):
-        inside = [depth[d] for d, step in row.parents if step is not None and d in depth]
-        depth[row.check.digest] = 1 + max(inside) if inside else 0
-    return depth
+@dataclass(frozen=True, slots=True)
+class _Where:
+    """Where each record of every run is drawn: digest -> (run id, step, link target), and
+    the digests tainted (an untrusted memory write, or resting on one, across runs)."""
+
+    runs: dict[str, tuple[str, int, str]] = field(default_factory=dict)
+    tainted: frozenset[str] = frozenset()
 
 
-def _graph(rows: Sequence[TimelineRow]) -> str:
-    depth = _depths(rows)
-    columns: dict[int, int] = {}
-    place: dict[str, tuple[int, int]] = {}
-    for row in sorted(rows, key=lambda r: r.check.record.step):
-        d = depth[row.check.digest]
-        place[row.check.digest] = (20 + d * 190, 20 + columns.get(d, 0) * 56)
-        columns[d] = columns.get(d, 0) + 1
-    width = 40 + (max(depth.values(), default=0) + 1) * 190
-    height = 40 + max(columns.values(), default=1) * 56
+def _where(audits: Sequence[RunAudit], href: Mapping[str, str]) -> _Where:
+    runs: dict[str, tuple[str, int, str]] = {}
+    children: dict[str, list[str]] = {}
+    sources = []
+    for audit in audits:
+        target = href.get(audit.run_id or "", "")
+        for c in audit.checks:
+            runs.setdefault(c.digest, (audit.run_id or "?", c.record.step, target))
+            if c.record.kind == "run_closed":
+                continue
+            for parent in c.record.parent_digests:
+                children.setdefault(parent, []).append(c.digest)
+            if trust_of(c.record) == "untrusted":
+                sources.append(c.digest)
+    tainted = set(sources)
+    todo = list(sources)
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in tainted:
+                tainted.add(child)
+                todo.append(child)
+    return _Where(runs, frozenset(tainted))
+
+
+def _graph(rows: Sequence[TimelineRow], where: _Where) -> str:
+    ids = [r.check.digest for r in rows]
+    inside = set(ids)
+    external = sorted({d for r in rows for d, _ in r.parents if d not in inside})
+    edges = [(d, r.check.digest) for r in rows for d, _ in r.parents]
+    drawn = layout([*ids, *external], edges)
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        'role="img" aria-label="parent graph"><defs><marker id="a" viewBox="0 0 10 10" '
+        f'<div class="graph"><svg xmlns="http://www.w3.org/2000/svg" '
+        f'width="{drawn.width:.0f}" height="{drawn.height:.0f}" role="img" '
+        'aria-label="parent graph"><defs><marker id="a" viewBox="0 0 10 10" '
         'refX="10" refY="5" markerWidth="6" markerHeight="6" orient="auto">'
         '<path d="M0,0L10,5L0,10z" fill="#57606a"/></marker></defs>'
     ]
-    for row in rows:
-        x, y = place[row.check.digest]
-        for parent, _ in row.parents:
-            if parent in place:
-                px, py = place[parent]
-                dash = ' stroke-dasharray="5,4"' if parent in row.inferred else ""
-                parts.append(
-                    f'<line x1="{px + 160}" y1="{py + 20}" x2="{x}" y2="{y + 20}" '
-                    f'stroke="#57606a"{dash} marker-end="url(#a)"/>'
-                )
-    for row in rows:
-        parts.append(_graph_node(row, *place[row.check.digest]))
-    parts.append("</svg>")
+    by_digest = {r.check.digest: r for r in rows}
+    for (parent, child), points in zip(edges, drawn.edges, strict=True):
+        dash = ' stroke-dasharray="5,4"' if parent in by_digest[child].inferred else ""
+        colour = "#e36209" if parent in where.tainted else "#57606a"
+        path = "M" + " L".join(f"{x:.1f},{y:.1f}" for x, y in points)
+        parts.append(
+            f'<path class="edge" data-from="{parent}" data-to="{child}" d="{path}" '
+            f'fill="none" stroke="{colour}" stroke-width="1.5"{dash} marker-end="url(#a)"/>'
+        )
+    for digest in ids:
+        parts.append(_graph_node(by_digest[digest], *drawn.boxes[digest], where))
+    for digest in external:
+        parts.append(_external_node(digest, *drawn.boxes[digest], where))
+    parts.append("</svg></div>")
     return "".join(parts)
 
 
-def _graph_node(row: TimelineRow, x: int, y: int) -> str:
+def _graph_node(row: TimelineRow, x: float, y: float, where: _Where) -> str:
     record = row.check.record
     fill = "#fde2e1" if not row.verified else "#fff4c2" if row.warnings else "#dff5e1"
-    stroke = "#e36209" if trust_of(record) == "untrusted" else "#57606a"
-    external = sum(1 for _, step in row.parents if step is None)
-    note = f" +{external} ext" if external else ""
+    untrusted = trust_of(record) == "untrusted"
+    stroke = "#e36209" if untrusted or row.check.digest in where.tainted else "#57606a"
+    note = " tainted" if row.check.digest in where.tainted and not untrusted else ""
     title = escape(f"{record.kind} {label_of(record)} {row.check.digest}")
     return (
-        f'<g><title>{title}</title><rect x="{x}" y="{y}" width="160" height="40" rx="6" '
+        f'<g class="node" data-digest="{row.check.digest}"><title>{title}</title>'
+        f'<rect x="{x:.1f}" y="{y:.1f}" width="{BOX_W}" height="{BOX_H}" rx="6" '
         f'fill="{fill}" stroke="{stroke}" stroke-width="2"/>'
-        f'<text x="{x + 8}" y="{y + 16}">#{record.step} {escape(record.kind)}{note}</text>'
-        f'<text x="{x + 8}" y="{y + 32}">{escape(label_of(record)[:26])}</text></g>'
+        f'<text x="{x + 8:.1f}" y="{y + 16:.1f}">#{record.step} {escape(record.kind)}'
+        f"{note}</text>"
+        f'<text x="{x + 8:.1f}" y="{y + 32:.1f}">{escape(label_of(record)[:26])}</text></g>'
     )
+
+
+def _external_node(digest: str, x: float, y: float, where: _Where) -> str:
+    run, step, target = where.runs.get(digest, ("", -1, ""))
+    text = f"run {run[:13]} #{step}" if run else f"ext:{digest[:12]} (not given)"
+    stroke = "#e36209" if digest in where.tainted else "#0969da"
+    box = (
+        f'<g class="node ext" data-digest="{digest}"><title>parent in another run: '
+        f"{escape(digest)}</title>"
+        f'<rect x="{x:.1f}" y="{y:.1f}" width="{BOX_W}" height="{BOX_H}" rx="6" '
+        f'fill="#ddf4ff" stroke="{stroke}" stroke-width="2" stroke-dasharray="3,2"/>'
+        f'<text x="{x + 8:.1f}" y="{y + 16:.1f}">{escape(text)}</text>'
+        f'<text x="{x + 8:.1f}" y="{y + 32:.1f}">{digest[:16]}</text></g>'
+    )
+    if not run:
+        return box
+    return f'<a href="{escape(target)}#r-{digest[:16]}">{box}</a>'
+
+
+def _decision_cell(decision: Decision | None) -> str:
+    if decision is None:
+        return '<td class="dec n">-</td>'
+    parts = []
+    if decision.model:
+        parts.append(f"model <b>{escape(decision.model)}</b>")
+    for c in decision.candidates:
+        line = (
+            f"{escape(str(c['id']))} rank {escape(str(c['rank']))} score "
+            f"{escape(str(c['score']))}: {escape(shown_text(c['action'], 60))}"
+        )
+        parts.append(f'<span class="{"sel" if c["selected"] else "c"}">'
+                     f"{'selected ' if c['selected'] else ''}{line}</span>")  # fmt: skip
+    if decision.selected is not None:
+        parts.append(f"selected <b>{escape(decision.selected)}</b>: {escape(decision.why or '')}")
+    if decision.expected is not None:
+        parts.append(f"expected {escape(shown_text(decision.expected))}")
+    if decision.actual is not None:
+        parts.append(f"actual {escape(shown_text(decision.actual))}")
+    if decision.status is not None:
+        parts.append(f"outcome <b>{escape(decision.status)}</b>")
+    parts += [
+        f"evidence {escape(name)} <code>{escape(d[:16])}</code>"
+        for name, d in sorted(decision.evidence.items())
+    ]
+    parts += [f"input <code>{d[:16]}</code>" for d in decision.inputs]
+    parts += [f"output <code>{d[:16]}</code>" for d in decision.outputs]
+    parts += [
+        f"{escape(k)} = {escape(shown_text(v, 60))}" for k, v in sorted(decision.parameters.items())
+    ]
+    for name, value in (
+        ("duration", None if decision.duration_ms is None else f"{decision.duration_ms} ms"),
+        ("tokens", decision.tokens),
+        ("cost", decision.cost),
+    ):
+        if value is not None:
+            parts.append(f"{name} {escape(str(value))}")
+    model = decision.capture.get("model_parameters")
+    if isinstance(model, dict) and model:
+        shown = ", ".join(f"{k}={shown_text(v, 30)}" for k, v in sorted(model.items()))
+        parts.append(f"model parameters {escape(shown)}")
+    return f'<td class="dec">{"<br>".join(parts) or "-"}</td>'
 
 
 def _disclosed(row: TimelineRow) -> str:
@@ -126,11 +228,36 @@ def _short(value: object) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def _row(row: TimelineRow) -> str:
+def _parents_cell(row: TimelineRow, where: _Where) -> str:
+    if not row.parents:
+        return "<td>-</td>"
+    out = []
+    for digest, step in row.parents:
+        mark = " (inferred)" if digest in row.inferred else ""
+        if step is not None:
+            out.append(f'<a href="#r-{digest[:16]}">#{step}</a>{mark}')
+            continue
+        run, other, target = where.runs.get(digest, ("", -1, ""))
+        if run:
+            out.append(
+                f'<a href="{escape(target)}#r-{digest[:16]}">run {escape(run[:13])} '
+                f"#{other}</a>{mark}"
+            )
+        else:
+            out.append(f"ext:{digest[:12]}{mark}")
+    return f"<td>{', '.join(out)}</td>"
+
+
+def _row(row: TimelineRow, where: _Where) -> str:
     c, record = row.check, row.check.record
+    untrusted = trust_of(record) == "untrusted"
     classes = " ".join(
         name
-        for name, on in (("fail", not row.verified), ("taint", trust_of(record) == "untrusted"))
+        for name, on in (
+            ("fail", not row.verified),
+            ("taint", untrusted),
+            ("down", c.digest in where.tainted and not untrusted),
+        )
         if on
     )
     anchor = c.anchor + (f" {c.anchored_at_text}" if c.anchored_at_text else "")
@@ -140,7 +267,9 @@ def _row(row: TimelineRow) -> str:
     elif warned:
         verdict = f'<td class="w">verified, warning: {escape(warned)}</td>'
     else:
-        verdict = '<td class="v">verified</td>'
+        verdict = '<td class="v">verified'
+    checks = " &middot; ".join(f"{escape(k.name)} {escape(k.status)}" for k in row.verdict.checks)
+    verdict = verdict.replace("</td>", "") + f'<br><span class="meta">{checks}</span></td>'
 
     cells = [
         f"<td>{record.step}</td>",
@@ -150,7 +279,7 @@ def _row(row: TimelineRow) -> str:
         f'<td class="nw">{escape(record.kind)}</td>',
         f"<td>{escape(label_of(record))}</td>",
         f"<td>{escape(trust_of(record) or '')}</td>",
-        f"<td>{escape(row.parent_text() or '-')}</td>",
+        _parents_cell(row, where),
         f"<td>{c.index}</td>",
         _status_cell(c.record_status),
         _status_cell(c.checkpoint),
@@ -158,19 +287,20 @@ def _row(row: TimelineRow) -> str:
         _status_cell(c.witnesses),
         _status_cell(anchor),
         _disclosed(row),
+        _decision_cell(row.decision),
         verdict,
     ]
     return f'<tr class="{classes}" id="r-{c.digest[:16]}">{"".join(cells)}</tr>'
 
 
 def _log_time(row: TimelineRow) -> str:
-    value = row.to_json_obj()["logged_at"]
-    return str(value) if value else "?"
+    return iso_ms(row.check.logged_at_ms) or "?"
 
 
 _HEADER = (
     "step", "time", "kind", "tool / decision", "trust", "parents", "log index", "record",
-    "checkpoint signature", "inclusion", "witnesses", "anchor", "disclosed", "verdict",
+    "checkpoint signature", "inclusion", "witnesses", "anchor", "disclosed", "decision",
+    "verdict",
 )  # fmt: skip
 
 
@@ -190,8 +320,15 @@ def _checks_list(verdict: Verdict) -> str:
     return f'<ul class="checks">{items}</ul>'
 
 
-def _run_section(name: str, audit: RunAudit, policy: TimePolicy | None) -> str:
-    rows = timeline(audit, policy)
+def _run_section(
+    name: str,
+    audit: RunAudit,
+    policy: TimePolicy | None,
+    where: _Where,
+    private: Mapping[str, Sequence[Kept]] | None,
+) -> tuple[str, Verdict]:
+    """The run's section and its verdict."""
+    rows = timeline(audit, policy, private)
     verdict = run_checks(audit, [(r.check, r.verdict) for r in rows])
     late = [r for r in rows if (t := r.verdict.named("time")) and t.status == "failed"]
     bad = len(audit.problems) + len(late)
@@ -218,15 +355,69 @@ def _run_section(name: str, audit: RunAudit, policy: TimePolicy | None) -> str:
     external = ", ".join(d[:16] for d in audit.external_parents)
     head = "".join(f"<th>{h}</th>" for h in _HEADER)
     return (
-        f'<section class="run"><h2>Run {escape(audit.run_id or "?")}</h2>'
+        f'<section class="run" id="run-{escape(audit.run_id or "")}">'
+        f"<h2>Run {escape(audit.run_id or '?')}</h2>"
         f'<div class="meta">file {escape(name)} &middot; agent {escape(audit.agent or "?")}'
         f"{f' &middot; parents in other runs: {escape(external)}' if external else ''}</div>"
         f"{banner}{_checks_list(verdict)}"
         f"{f'<ul class=problems>{problems}</ul>' if problems else ''}"
-        f"<h3>Parent graph</h3>{_graph(rows)}"
-        f"<h3>Timeline</h3><table><thead><tr>{head}</tr></thead><tbody>"
-        f"{''.join(_row(r) for r in rows)}</tbody></table></section>"
+        f"<h3>Parent graph</h3>{_graph(rows, where)}"
+        f'<h3>Timeline</h3><div class="wide"><table><thead><tr>{head}</tr></thead><tbody>'
+        f"{''.join(_row(r, where) for r in rows)}</tbody></table></div></section>",
+        verdict,
     )
+
+
+def _started(audit: RunAudit) -> tuple[int, str]:
+    """When a run started: the log's time of its first record (then the claimed time)."""
+    logged = [c.logged_at_ms for c in audit.checks if c.logged_at_ms is not None]
+    claimed = min((c.record.time for c in audit.checks), default="")
+    return (min(logged) if logged else 2**62, claimed)
+
+
+def _ordered(runs: Sequence[tuple[str, RunAudit]]) -> list[tuple[str, RunAudit]]:
+    return sorted(runs, key=lambda pair: (_started(pair[1]), pair[0]))
+
+
+def _page(title: str, notes: list[str], summary: str, body: str) -> str:
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
+        f"<title>{escape(title)}</title>"
+        f"<style>{_CSS}</style></head><body>"
+        f"<h1>{escape(title)}</h1>"
+        f'<div class="meta">{escape("; ".join(notes)) or "anchors and witnesses checked"}</div>'
+        f"{summary}"
+        '<div class="legend meta"><span>green: verified</span><span>red: not verified</span>'
+        "<span>orange outline: untrusted memory write, and (tainted) every record resting on "
+        "one</span><span>yellow: verified with a warning</span>"
+        "<span>blue dashed box: a parent in another run (a link to it)</span>"
+        "<span>#n: parent at step n; ext: parent in another run; (inferred), dashed: a link "
+        "the SDK inferred by content match</span></div>"
+        f"{body}</body></html>\n"
+    )
+
+
+def _summary(verdicts: Sequence[Verdict]) -> str:
+    failing = sum(1 for v in verdicts if not v.ok)
+    pending = sum(1 for v in verdicts if v.status == PENDING)
+    if failing and failing == pending:
+        return f'<div class="banner pend">{pending} of {len(verdicts)} run(s) anchors pending</div>'
+    if failing:
+        return f'<div class="banner bad">{failing} of {len(verdicts)} run(s) NOT verified</div>'
+    return f'<div class="banner ok">all {len(verdicts)} run(s) verified</div>'
+
+
+def _notes(anchors_checked: bool, witnesses_checked: bool) -> list[str]:
+    notes = []
+    if not anchors_checked:
+        notes.append("anchors not checked (no --tsa-root given)")
+    if not witnesses_checked:
+        notes.append("witness cosignatures not checked (no --witness key given)")
+    return notes
+
+
+_TITLE = "Decision Ledger audit report"
 
 
 def render_report(
@@ -235,36 +426,69 @@ def render_report(
     anchors_checked: bool,
     witnesses_checked: bool,
     policy: TimePolicy | None = None,
+    private: Mapping[str, Sequence[Kept]] | None = None,
+    verdicts: dict[int, Verdict] | None = None,
 ) -> str:
-    """The whole page for ``runs`` ((file name, audit) pairs) under the time ``policy``."""
-    failing = sum(1 for _, audit in runs if not run_verdict(audit, policy).ok)
-    pending = sum(1 for _, audit in runs if run_verdict(audit, policy).status == PENDING)
-    summary = (
-        f'<div class="banner ok">all {len(runs)} run(s) verified</div>'
-        if not failing
-        else f'<div class="banner bad">{failing} of {len(runs)} run(s) NOT verified</div>'
-    )
-    if failing and failing == pending:
-        summary = f'<div class="banner pend">{pending} of {len(runs)} run(s) anchors pending</div>'
+    """The whole page for ``runs`` ((file name, audit) pairs) under the time ``policy``;
+    ``private``: the auditor's disclosures (record digest -> disclosures); ``verdicts``, when
+    given, receives each run's verdict by ``id(audit)``."""
+    ordered = _ordered(runs)
+    where = _where([a for _, a in ordered], {})
+    sections = [_run_section(n, a, policy, where, private) for n, a in ordered]
+    if verdicts is not None:
+        verdicts.update((id(a), v) for (_, a), (_, v) in zip(ordered, sections, strict=True))
+    body = "".join(html for html, _ in sections)
+    summary = _summary([verdict for _, verdict in sections])
+    return _page(_TITLE, _notes(anchors_checked, witnesses_checked), summary, body)
 
-    notes = []
-    if not anchors_checked:
-        notes.append("anchors not checked (no --tsa-root given)")
-    if not witnesses_checked:
-        notes.append("witness cosignatures not checked (no --witness key given)")
-    return (
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
-        "<title>Decision Ledger audit report</title>"
-        f"<style>{_CSS}</style></head><body>"
-        "<h1>Decision Ledger audit report</h1>"
-        f'<div class="meta">{escape("; ".join(notes)) or "anchors and witnesses checked"}</div>'
-        f"{summary}"
-        '<div class="legend meta"><span>green: verified</span><span>red: not verified</span>'
-        "<span>orange outline: untrusted memory write</span>"
-        "<span>yellow: verified with a warning</span>"
-        "<span>#n: parent at step n; ext: parent in another run; (inferred), dashed: a link "
-        "the SDK inferred by content match</span></div>"
-        f"{''.join(_run_section(name, audit, policy) for name, audit in runs)}"
-        "</body></html>\n"
+
+def run_page_name(number: int) -> str:
+    """The file name of the ``number``-th run's page (beside the overview's folder)."""
+    return f"run-{number:05d}.html"
+
+
+def render_pages(
+    runs: Sequence[tuple[str, RunAudit]],
+    *,
+    anchors_checked: bool,
+    witnesses_checked: bool,
+    folder: str,
+    overview: str,
+    policy: TimePolicy | None = None,
+    private: Mapping[str, Sequence[Kept]] | None = None,
+    verdicts: dict[int, Verdict] | None = None,
+) -> tuple[str, dict[str, str]]:
+    """The overview page (one line per run, in time order, linking its page in the folder
+    ``folder`` beside it) and the run pages by file name (each links back to ``overview``,
+    the overview's file name); every page self-contained. ``verdicts`` as for
+    ``render_report``."""
+    ordered = _ordered(runs)
+    names = {a.run_id or "": f"{folder}/{run_page_name(n)}" for n, (_, a) in enumerate(ordered)}
+    pages_of = {run: path.rsplit("/", 1)[-1] for run, path in names.items()}
+    where = _where([a for _, a in ordered], pages_of)
+    notes = _notes(anchors_checked, witnesses_checked)
+    pages: dict[str, str] = {}
+    lines = []
+    shown: list[Verdict] = []
+    for n, (name, audit) in enumerate(ordered):
+        section, verdict = _run_section(name, audit, policy, where, private)
+        shown.append(verdict)
+        if verdicts is not None:
+            verdicts[id(audit)] = verdict
+        back = f'<p><a href="../{escape(overview)}">overview of every run</a></p>'
+        pages[run_page_name(n)] = _page(
+            f"{_TITLE}: run {audit.run_id or '?'}", notes, back, section
+        )
+        css = "v" if verdict.ok else "x"
+        lines.append(
+            f'<tr><td>{n + 1}</td><td><a href="{escape(names[audit.run_id or ""])}">'
+            f"{escape(audit.run_id or '?')}</a></td><td>{escape(audit.agent or '?')}</td>"
+            f"<td>{len(audit.checks)}</td><td>{escape(name)}</td>"
+            f'<td class="{css}">{escape(verdict.status)}'
+            f"{escape(': ' + '; '.join(verdict.notes())) if verdict.notes() else ''}</td></tr>"
+        )
+    table = (
+        "<table><thead><tr><th>#</th><th>run</th><th>agent</th><th>records</th><th>file</th>"
+        f"<th>verdict</th></tr></thead><tbody>{''.join(lines)}</tbody></table>"
     )
+    return _page(_TITLE, notes, _summary(shown), table), pages

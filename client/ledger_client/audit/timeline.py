@@ -12,17 +12,20 @@ and ``--json``), ``ledger-verify report`` (HTML) and the index (``ledger_client.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from cryptography import x509
 
 from ledger.core.checkpoint import Verifier
+from ledger.core.errors import RecordError
 from ledger.core.jcs import Json
+from ledger.records.commitments import Commitment, Kept, check_disclosure_in
 from ledger.records.decision import DecisionRecord
 from ledger.records.links import inferred_parents
 from ledger.records.runs import RunProblem
+from ledger_client.audit.decision import Decision, decision_of, outcome_status
 from ledger_client.audit.verdicts import (
     TimePolicy,
     Verdict,
@@ -39,6 +42,7 @@ __all__ = [
     "TimelineRow",
     "format_timeline",
     "label_of",
+    "opened_fields",
     "outcome_of",
     "run_timeline",
     "timeline",
@@ -76,13 +80,37 @@ def trust_of(record: DecisionRecord) -> str | None:
 
 
 def outcome_of(record: DecisionRecord) -> str | None:
-    """``error:<type>`` for a failed decision, ``passed``/``failed`` for a constraint check."""
-    outcome = record.actual_outcome
-    if isinstance(outcome, dict) and isinstance(outcome.get("error"), str):
-        return f"error:{outcome['error']}"
-    if record.kind == "constraint_check":
-        return "passed" if getattr(record.payload, "passed", False) else "failed"
-    return None
+    """The outcome status (``decision.outcome_status``): ``error:<type>`` for a failed
+    decision, ``passed``/``failed`` for a constraint check, ``met``/``not met``, ``committed``,
+    an outcome's ``status`` or short outcome string (``schema_mismatch``)."""
+    return outcome_status(record, _json(record.expected_outcome), _json(record.actual_outcome))
+
+
+def _json(value: object) -> Json:
+    """A record value as JSON (commitments as their record form)."""
+    if isinstance(value, Commitment):
+        return value.to_json_obj()  # type: ignore[return-value]
+    if isinstance(value, dict):
+        return {k: _json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json(v) for v in value]
+    return value  # type: ignore[return-value]
+
+
+def opened_fields(
+    record_obj: Json, disclosed: Sequence[tuple[str, Any]], private: Sequence[Kept] = ()
+) -> dict[str, Json]:
+    """Field path -> value opened by the receipt (``disclosed``, already checked) and by the
+    auditor's disclosures file (``private``; each checked against the record, a mismatch
+    left closed)."""
+    opened: dict[str, Json] = {path: value for path, value in disclosed}
+    for item in private:
+        try:
+            check_disclosure_in(record_obj, item)
+        except RecordError:
+            continue
+        opened[item.field_path] = item.value
+    return opened
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,6 +122,13 @@ class TimelineRow:
     problems: tuple[str, ...]  # "code: message" of run problems naming this record
     verdict: Verdict
     inferred: tuple[str, ...] = ()  # parents the record labels as inferred (content match)
+    opened: Mapping[str, Json] | None = None  # field path -> value its disclosures open
+
+    @property
+    def decision(self) -> Decision:
+        """What the record decided (``audit.decision``), committed values opened by
+        ``opened``."""
+        return decision_of(self.check.record, self.opened)
 
     @property
     def verified(self) -> bool:
@@ -157,12 +192,19 @@ class TimelineRow:
                 "anchored_at": c.anchored_at_text,
             },
             "disclosed": [{"field_path": p, "value": v} for p, v in c.disclosed],
+            "decision": self.decision.to_json_obj(),
         }
 
 
-def timeline(audit: RunAudit, policy: TimePolicy | None = None) -> list[TimelineRow]:
-    """The rows of one audited run, in log order (``policy``: the auditor's time policy)."""
+def timeline(
+    audit: RunAudit,
+    policy: TimePolicy | None = None,
+    private: Mapping[str, Sequence[Kept]] | None = None,
+) -> list[TimelineRow]:
+    """The rows of one audited run, in log order (``policy``: the auditor's time policy;
+    ``private``: the auditor's disclosures by record digest, opening committed values)."""
     policy = TimePolicy() if policy is None else policy
+    private = private or {}
     step_of = {c.digest: c.record.step for c in audit.checks}
     rows = []
     for check in audit.checks:
@@ -174,9 +216,20 @@ def timeline(audit: RunAudit, policy: TimePolicy | None = None) -> list[Timeline
         parents = tuple((d, step_of.get(d)) for d in check.record.parent_digests)
         verdict = record_verdict(check, problems, policy, step_of)
         inferred = tuple(inferred_parents(check.record))
+        extra = private.get(check.digest, ())
+        opened = (
+            opened_fields(check.record.to_json_obj(), check.disclosed, extra)
+            if extra or check.disclosed
+            else None
+        )
         rows.append(
             TimelineRow(
-                check=check, parents=parents, problems=problems, verdict=verdict, inferred=inferred
+                check=check,
+                parents=parents,
+                problems=problems,
+                verdict=verdict,
+                inferred=inferred,
+                opened=opened,
             )
         )
     return rows
@@ -205,10 +258,13 @@ def format_timeline(rows: list[TimelineRow]) -> list[str]:
         for r in rows
     ]
     widths = [max(len(row[i]) for row in table) for i in range(len(_HEAD) - 1)]
-    return [
-        "  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
-        for row in table
-    ]
+    out = []
+    for n, row in enumerate(table):
+        cells = zip(row[:-1], widths, strict=True)
+        out.append("  ".join(cell.ljust(w) for cell, w in cells) + "  " + row[-1])
+        if n:
+            out += [f"      {line}" for line in rows[n - 1].decision.lines()]
+    return out
 
 
 def run_timeline(
@@ -221,6 +277,7 @@ def run_timeline(
     witnesses: Sequence[Verifier] = (),
     cache: VerificationCache | None = None,
     policy: TimePolicy | None = None,
+    private: Mapping[str, Sequence[Kept]] | None = None,
 ) -> tuple[list[Json], list[str]]:
     """One run's timeline rows as JSON and as a text table (``ledger-verify run --timeline``),
     with the problems ``verify_run`` finds (``problems``: already found by the caller).
@@ -232,5 +289,5 @@ def run_timeline(
     checker = ReceiptChecker(
         verifiers, tsa_roots=roots, origin=origin, witnesses=witnesses, cache=cache
     )
-    rows = timeline(audit_run(items, checker, run_problems=problems), policy)
+    rows = timeline(audit_run(items, checker, run_problems=problems), policy, private)
     return [r.to_json_obj() for r in rows], ["timeline:", *format_timeline(rows)]

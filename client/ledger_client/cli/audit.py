@@ -9,6 +9,9 @@
   ``--from`` digest is in none of the files ("source not found").
 * ``report RUNS... --key VKEY --html OUT.html``: one self-contained HTML page
   (``ledger_client.audit.report_html``). Exit 1 when a run is not verified (the page is written).
+* ``export RUN --key VKEY --format otlp|prov --out FILE``: the run, each record with its
+  verdict, as OTLP/JSON (the body of ``POST /v1/traces``) or W3C PROV-JSON
+  (``ledger_client.audit.export``). Exit 1 when the run is not verified (the file is written).
 * ``disclose RECEIPT --path P [--path P ...] --out R2 [--disclosures FILE] [--digest HEX]``:
   a receipt that opens exactly the paths ``P`` (``Receipt.disclose``), the values taken from
   the SDK's private disclosures file (default: beside a run file, ``<run>.disclosures.jsonl``).
@@ -24,7 +27,9 @@ every subcommand (``clikit.outcome``).
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -34,17 +39,30 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import click
+from cryptography.hazmat.primitives.serialization import Encoding
 
 from ledger.core.checkpoint import CosignatureVerifier
 from ledger.core.errors import FormatError
 from ledger.core.jcs import Json, canonical_bytes, loads_strict
 from ledger.core.limits import MAX_ITEM_BYTES
+from ledger.fileio.durable import write_file
 from ledger.records.decision import DecisionRecord, record_digest
+from ledger_client.audit.export import otlp_json, prov_json
+from ledger_client.audit.index import AuditIndex, CacheSpec
 from ledger_client.audit.lineage import Lineage, LineageResult
-from ledger_client.audit.report_html import render_report, run_verdict
+from ledger_client.audit.lineage_index import IndexedLineage
+from ledger_client.audit.parallel import audit_runs
+from ledger_client.audit.report_html import PAGE_RUNS, render_pages, render_report
 from ledger_client.audit.run_files import run_paths
-from ledger_client.audit.timeline import label_of
-from ledger_client.audit.verdicts import DEFAULT_MAX_DELAY, PENDING, TimePolicy, format_delta
+from ledger_client.audit.timeline import label_of, timeline
+from ledger_client.audit.verdicts import (
+    DEFAULT_MAX_DELAY,
+    PENDING,
+    TimePolicy,
+    Verdict,
+    format_delta,
+    run_checks,
+)
 from ledger_client.audit.verify import audit_as_run
 from ledger_client.cli.anchor import load_certificates
 from ledger_client.cli.notes import read_input
@@ -63,6 +81,7 @@ from ledger_client.receipts.verify import ReceiptChecker
 __all__ = [
     "COMMANDS",
     "disclose",
+    "export",
     "lineage",
     "make_checker",
     "parse_duration",
@@ -143,6 +162,14 @@ def make_checker(
     )
 
 
+def trust_fingerprint(
+    keys: Sequence[str], roots: Sequence[str], origin: str | None, witnesses: Sequence[str]
+) -> str:
+    """The trust inputs an index was made with (``index``), as ``lineage --db`` compares them."""
+    text = repr([tuple(sorted(keys)), tuple(roots), origin, tuple(witnesses)])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def _fail(
     check: str,
     as_json: bool,
@@ -202,6 +229,11 @@ def _lineage_lines(result: LineageResult) -> list[str]:
 @click.option("--tainted", is_flag=True, help="start from every untrusted memory write")
 @click.option("--label", "labels", multiple=True, metavar="LABEL",
               help="trust label counted as tainted (default: untrusted); repeat")  # fmt: skip
+@click.option(
+    "--db",
+    metavar="FILE",
+    help="an audit index: its stored verdicts for unchanged runs, the rest verified now",
+)
 @time_policy_options
 @json_option
 def lineage(
@@ -214,6 +246,7 @@ def lineage(
     direction: str,
     tainted: bool,
     labels: tuple[str, ...],
+    db: str | None,
     max_delay: str | None,
     late: str | None,
     as_json: bool,
@@ -226,6 +259,38 @@ def lineage(
             raise click.BadParameter("give exactly one of --from DIGEST and --tainted")
         policy = time_policy(max_delay, late)
         checker = make_checker(keys, roots, origin, witnesses)
+        if db is not None:
+            if not Path(db).is_file():
+                raise FormatError(f"--db {db}: no such index (make one with `ledger-verify index`)")
+            default_policy = max_delay is None and late is None  # what the index stored under
+            fingerprint = trust_fingerprint(keys, roots, origin, witnesses)
+            with AuditIndex(db) as store:
+                indexed = IndexedLineage(
+                    list(run_paths([str(Path(r).resolve()) for r in runs])),
+                    store,
+                    fingerprint if default_policy else "",
+                    checker,
+                )
+                if tainted:
+                    starts = indexed.tainted_starts(labels or ("untrusted",))
+                else:
+                    assert start is not None
+                    found = indexed.find(start)
+                    if found is None:
+                        summary = f"source not found: {start} is in none of the given runs"
+                        details = {**indexed.walk([], direction).to_json_obj(), "source": start}
+                        _fail("lineage", as_json, summary, details, [])
+                    starts = [found]
+                answer = indexed.walk(starts, direction)
+            details, lines = answer.to_json_obj(), answer.lines()
+            if not answer.ok:
+                bad = sum(1 for r in answer.records if not r["verified"])
+                summary = (
+                    f"{len(answer.failed_runs)} run(s) not verified, {bad} record(s) not "
+                    f"verified, {len(answer.unknown)} unknown parent(s)"
+                )
+                _fail("lineage", as_json, summary, details, lines)
+            return Outcome("lineage", details, lines)
         graph = Lineage(((str(p), load_run(p)) for p in run_paths(runs)), checker, policy=policy)
         if tainted:
             result = graph.walk(graph.tainted_starts(labels or ("untrusted",)), "descendants")
@@ -261,6 +326,14 @@ def lineage(
 @click.argument("runs", nargs=-1, required=True, metavar="RUNS...")
 @verification_options
 @click.option("--html", "out", required=True, metavar="OUT.html", help="where to write the page")
+@click.option(
+    "--disclosures",
+    "private_file",
+    metavar="FILE",
+    help="the auditor's disclosures file: shows the committed values it opens",
+)
+@click.option("--workers", type=click.IntRange(0, 64), default=0,
+              help="processes checking run files (default 0: one per core)")  # fmt: skip
 @time_policy_options
 @json_option
 def report(
@@ -270,22 +343,48 @@ def report(
     origin: str | None,
     witnesses: tuple[str, ...],
     out: str,
+    private_file: str | None,
+    workers: int,
     max_delay: str | None,
     late: str | None,
     as_json: bool,
 ) -> None:
-    """Write one self-contained HTML page: timeline, parent graph, checks, problems."""
+    """Write self-contained HTML: timeline, decisions, parent graph, checks, problems (more
+    than 20 runs: an overview page and one page per run in OUT-runs/)."""
 
     def check() -> Outcome:
         policy = time_policy(max_delay, late)
         checker = make_checker(keys, roots, origin, witnesses)
-        audits = [(str(p), audit_as_run(load_run(p), checker)) for p in run_paths(runs)]
-        page = render_report(
-            audits, anchors_checked=bool(checker.tsa_roots), witnesses_checked=bool(witnesses),
-            policy=policy,
-        )  # fmt: skip
-        Path(out).write_text(page, encoding="utf-8")
-        verdicts = [(a, run_verdict(a, policy)) for _, a in audits]
+        private = load_private_disclosures(private_file) if private_file else None
+        spec = CacheSpec(
+            keys=tuple(keys),
+            roots_der=tuple(c.public_bytes(Encoding.DER) for c in checker.tsa_roots),
+            origin=origin,
+            witnesses=tuple(witnesses),
+        )
+        paths = list(run_paths(runs))
+        audits = audit_runs(paths, spec, workers or os.cpu_count() or 1, checker)
+        found: dict[int, Verdict] = {}
+        shared: dict[str, Any] = {
+            "verdicts": found,
+            "anchors_checked": bool(checker.tsa_roots),
+            "witnesses_checked": bool(witnesses),
+            "policy": policy,
+            "private": private,
+        }
+        target = Path(out)
+        if len(audits) <= PAGE_RUNS:
+            write_file(target, render_report(audits, **shared).encode("utf-8"))
+        else:
+            folder = target.with_name(target.stem + "-runs")
+            folder.mkdir(parents=True, exist_ok=True)
+            overview, pages = render_pages(
+                audits, folder=folder.name, overview=target.name, **shared
+            )
+            for name, page in pages.items():
+                write_file(folder / name, page.encode("utf-8"))
+            write_file(target, overview.encode("utf-8"))
+        verdicts = [(a, found[id(a)]) for _, a in audits]
         failing = [a.run_id for a, v in verdicts if not v.ok]
         pending = [a.run_id for a, v in verdicts if v.status == PENDING]
         details: dict[str, Any] = {
@@ -305,6 +404,52 @@ def report(
         return Outcome("report", details, lines)
 
     finish("report", as_json, check)
+
+
+@click.command("export")
+@click.argument("run_file", metavar="RUN")
+@verification_options
+@click.option("--format", "form", type=click.Choice(["otlp", "prov"]), required=True,
+              help="otlp: OTLP/JSON (POST /v1/traces body); prov: W3C PROV-JSON")  # fmt: skip
+@click.option("--out", required=True, metavar="FILE", help="where to write the JSON")
+@time_policy_options
+@json_option
+def export(
+    run_file: str,
+    keys: tuple[str, ...],
+    roots: tuple[str, ...],
+    origin: str | None,
+    witnesses: tuple[str, ...],
+    form: str,
+    out: str,
+    max_delay: str | None,
+    late: str | None,
+    as_json: bool,
+) -> None:
+    """Export a verified run, each record with its verdict, as OTLP/JSON or PROV-JSON."""
+
+    def check() -> Outcome:
+        policy = time_policy(max_delay, late)
+        checker = make_checker(keys, roots, origin, witnesses)
+        audit = audit_as_run(load_run(run_file), checker)
+        rows = timeline(audit, policy)
+        doc = otlp_json(rows) if form == "otlp" else prov_json(rows)
+        write_file(Path(out), json.dumps(doc, indent=1).encode("utf-8") + b"\n")
+        verdict = run_checks(audit, [(r.check, r.verdict) for r in rows])
+        details: dict[str, Any] = {
+            "out": out,
+            "format": form,
+            "records": len(rows),
+            "run_id": audit.run_id,
+            "verdict": verdict.to_json_obj(),
+        }
+        lines = [f"wrote {out}: {len(rows)} record(s) of run {audit.run_id} as {form}"]
+        if not verdict.ok:
+            _fail("export", as_json, "run not verified (exported with its verdicts)", details,
+                  lines)  # fmt: skip
+        return Outcome("export", details, lines)
+
+    finish("export", as_json, check)
 
 
 # --- disclose ---------------------------------------------------------------------------------
@@ -374,4 +519,4 @@ def disclose(
     finish("disclose", as_json, check)
 
 
-COMMANDS = (lineage, report, disclose)
+COMMANDS = (lineage, report, export, disclose)

@@ -8,11 +8,19 @@
   [--until T] [--trust LABEL] [--outcome O] [--status verified|failed] [--limit N] [--json]``:
   matching records, oldest first (by the log's time), as a table or one JSON object. Times are
   RFC 3339 (``2026-11-30T08:00:00Z``) and compare with the log's time from the leaf.
+  Also by what a record carries: ``--digest HEX [--digest-kind record|parent|evidence|input|
+  output|commitment]``, ``--param NAME=VALUE``, ``--tag``, ``--model``, ``--trace-id``,
+  ``--span-id``; by content: ``--text TEXT`` or ``--file F`` (its digests as the SDK takes
+  them, matched against inputs, outputs, evidence and plain values; with ``--disclosures FILE``
+  also the committed values that file opens to it). A record held by several files (copies of
+  one run) is one row with ``copies``. ``--count-by agent|model|kind|tool|outcome|run|status|
+  trust|tag|trace``: counts per group with token, cost and duration sums.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 from datetime import timedelta
@@ -24,19 +32,15 @@ from cryptography.hazmat.primitives.serialization import Encoding
 
 from ledger.core.errors import FormatError
 from ledger.core.timefmt import parse_rfc3339
-from ledger_client.audit.index import AuditIndex, CacheSpec
+from ledger_client.audit.index import DIGEST_KINDS, GROUPS, AuditIndex, CacheSpec, content_digest
 from ledger_client.audit.run_files import run_paths
 from ledger_client.audit.verdicts import format_delta
 from ledger_client.audit.verify import iso_ms
-from ledger_client.cli.audit import make_checker, verification_options
+from ledger_client.cli.audit import make_checker, trust_fingerprint, verification_options
 from ledger_client.clikit.outcome import Outcome, finish, json_option
+from ledger_client.receipts.disclose import load_private_disclosures
 
 __all__ = ["COMMANDS", "index", "query"]
-
-
-def _fingerprint(*groups: tuple[str, ...] | str | None) -> str:
-    text = repr([g for g in groups])
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _progress(total: int) -> Any:
@@ -77,7 +81,7 @@ def index(
             stats, verified = store.index(
                 paths,
                 spec,
-                fingerprint=_fingerprint(tuple(sorted(keys)), tuple(roots), origin, witnesses),
+                fingerprint=trust_fingerprint(keys, roots, origin, witnesses),
                 workers=workers or os.cpu_count() or 1,
                 progress=_progress(len(paths)),
             )
@@ -118,7 +122,87 @@ def _filters(options: dict[str, Any]) -> list[tuple[str, list[object]]]:
             where.append((cond, [_time_ms(options[name], f"--{name}")]))
     if options["status"] is not None:
         where.append(("verified = ?", [int(options["status"] == "verified")]))
+    for name, column in (("model", "model"), ("trace_id", "trace_id"), ("span_id", "span_id")):
+        if options[name] is not None:
+            where.append((f"{column} = ?", [options[name].lower() if "_id" in name else
+                                            options[name]]))  # fmt: skip
+    terms: list[tuple[tuple[str, ...], list[str]]] = []
+    if options["digest"] is not None:
+        kinds: tuple[str, ...] = (
+            (options["digest_kind"],) if options["digest_kind"] else DIGEST_KINDS
+        )
+        terms.append((kinds, [_hex(options["digest"])]))
+    for param in options["param"]:
+        name, sep, _ = param.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"--param {param!r}: give NAME=VALUE")
+        terms.append((("param",), [param]))
+    terms += [(("tag",), [tag]) for tag in options["tag"]]
+    content = _content(options)
+    if content is not None:
+        terms.append(content)
+    for kinds, values in terms:
+        marks = ", ".join("?" * len(kinds))
+        wanted = ", ".join("?" * len(values))
+        where.append(
+            (
+                f"record_digest IN (SELECT record_digest FROM terms WHERE field IN ({marks}) "
+                f"AND value IN ({wanted}))",
+                [*kinds, *values],
+            )
+        )
     return where
+
+
+_CONTENT_KINDS = ("input", "output", "evidence", "content")
+
+
+def _hex(text: str) -> str:
+    value = text.strip().lower().removeprefix("sha256:")
+    if len(value) != 64 or set(value) - set("0123456789abcdef"):
+        raise click.BadParameter(f"--digest {text!r}: give 64 hex digits")
+    return value
+
+
+def _content(options: dict[str, Any]) -> tuple[tuple[str, ...], list[str]] | None:
+    """Terms finding ``--text`` or ``--file`` content: its digests as the SDK takes them
+    (the canonical JSON of the text, of the file's text and of its JSON value, and the raw
+    bytes), and with ``--disclosures`` the commitments the auditor's file opens to it."""
+    text, path = options["text"], options["file"]
+    if text is None and path is None:
+        if options["disclosures"] is not None:
+            raise click.BadParameter("--disclosures: give --text or --file to look for")
+        return None
+    if text is not None and path is not None:
+        raise click.BadParameter("--text and --file: give one")
+    raw = text.encode("utf-8") if text is not None else Path(path).read_bytes()
+    values: list[Any] = []
+    try:
+        decoded = raw.decode("utf-8")
+        values.append(decoded)
+        if path is not None:
+            values.append(json.loads(decoded))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        pass
+    digests = {hashlib.sha256(raw).hexdigest()}
+    for value in values:
+        try:
+            digests.add(content_digest(value))
+        except (TypeError, ValueError):
+            continue
+    kinds: tuple[str, ...] = _CONTENT_KINDS
+    if options["disclosures"] is not None:
+        private = load_private_disclosures(options["disclosures"])
+        opened = [
+            d.commitment().digest.hex()
+            for ds in private.values()
+            for d in ds
+            if any(d.value == v for v in values)
+        ]
+        if opened:
+            digests.update(opened)
+            kinds = (*kinds, "commitment")
+    return kinds, sorted(digests)
 
 
 _COLUMNS = ("logged_at", "claimed", "log-agent", "agent", "run_id", "step", "kind",
@@ -137,6 +221,17 @@ def _verified(row: dict[str, Any]) -> str:
         return f"NO: {(row['why_not'] or '')[:60]}"
     warned = [c["message"] for c in row["verdict"]["checks"] if c["status"] == "warning"]
     return f"yes (warning: {'; '.join(warned)})" if warned else "yes"
+
+
+def _groups(by: str, groups: list[dict[str, Any]]) -> list[str]:
+    head = (by, "records", "runs", "tokens", "cost", "currency", "duration_ms")
+    cells = [head] + [
+        tuple("-" if g[k] is None else str(g[k]) for k in ("value", *head[1:])) for g in groups
+    ]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
+    return [f"{len(groups)} group(s)"] + [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    ]
 
 
 def _table(rows: list[dict[str, Any]]) -> list[str]:
@@ -167,6 +262,33 @@ def _table(rows: list[dict[str, Any]]) -> list[str]:
 @click.option("--outcome", help="passed, failed, or error (any error) / error:TYPE")
 @click.option("--status", type=click.Choice(["verified", "failed"]), help="verification status")
 @click.option(
+    "--digest", metavar="HEX", help="a digest the record carries (any kind, or --digest-kind)"
+)
+@click.option("--digest-kind", type=click.Choice(DIGEST_KINDS), help="which digest --digest is")
+@click.option(
+    "--param", multiple=True, metavar="NAME=VALUE", help="a plain parameter value; repeat"
+)
+@click.option("--tag", multiple=True, metavar="TAG", help="a tag the record carries; repeat")
+@click.option("--model", help="the model named by the record")
+@click.option("--trace-id", "trace_id", metavar="HEX", help="OpenTelemetry trace id (32 hex)")
+@click.option("--span-id", "span_id", metavar="HEX", help="OpenTelemetry span id (16 hex)")
+@click.option(
+    "--text", metavar="TEXT", help="records whose input, output, evidence or value is this text"
+)
+@click.option("--file", type=click.Path(exists=True, dir_okay=False), help="... or this file")
+@click.option(
+    "--disclosures",
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="FILE",
+    help="the auditor's disclosures file: --text/--file also find committed values",
+)
+@click.option(
+    "--count-by",
+    "count_by",
+    type=click.Choice(sorted(GROUPS)),
+    help="count matching records by this, with token, cost and duration sums",
+)
+@click.option(
     "--limit",
     type=click.IntRange(1, 1_000_000),
     default=1000,
@@ -180,8 +302,13 @@ def query(db: str, limit: int, as_json: bool, **options: Any) -> None:
     def check() -> Outcome:
         if not Path(db).is_file():
             raise FormatError(f"--db {db}: no such index (make one with `ledger-verify index`)")
+        by = options.pop("count_by")
         with AuditIndex(db) as store:
-            rows = store.query(_filters(options), limit)
+            where = _filters(options)
+            if by is not None:
+                groups = store.count_by(where, by)
+                return Outcome("query", {"count_by": by, "groups": groups}, _groups(by, groups))
+            rows = store.query(where, limit)
         details: dict[str, Any] = {"count": len(rows), "records": rows}
         lines = [f"{len(rows)} record(s)", *(_table(rows) if rows else [])]
         return Outcome("query", details, lines)

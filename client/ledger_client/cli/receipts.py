@@ -66,7 +66,11 @@ from ledger_client.cli.notes import (
 from ledger_client.clikit.errors import EXIT_PENDING
 from ledger_client.clikit.keys import log_verifiers, witness_options, witness_policy
 from ledger_client.clikit.outcome import EXIT_INVALID, Outcome, finish, json_option
-from ledger_client.receipts.disclose import describe_disclosures, disclosed_values
+from ledger_client.receipts.disclose import (
+    describe_disclosures,
+    disclosed_values,
+    load_private_disclosures,
+)
 from ledger_client.receipts.receipt import Receipt
 from ledger_client.receipts.run_load import load_run
 from ledger_client.receipts.run_verify import ANCHORS_PENDING, RunItem, RunVerdict, verify_run
@@ -285,6 +289,12 @@ def _fail(as_json: bool, details: dict[str, Json], lines: list[str]) -> NoReturn
 @click.option("--origin", metavar="ORIGIN", help=_ORIGIN_HELP)
 @witness_options
 @click.option("--timeline", is_flag=True, help="one row per record (ledger_client.audit.timeline)")
+@click.option(
+    "--disclosures",
+    "private_file",
+    metavar="FILE",
+    help="with --timeline: the auditor's disclosures file (shows committed values it opens)",
+)
 @time_policy_options
 @json_option
 def run(
@@ -295,6 +305,7 @@ def run(
     witnesses: tuple[str, ...],
     min_witnesses: int | None,
     timeline: bool,
+    private_file: str | None,
     max_delay: str | None,
     late: str | None,
     as_json: bool,
@@ -325,6 +336,7 @@ def run(
             details["timeline"], rows = run_timeline(
                 items, verifiers, trusted, origin, problems=verdict.problems, witnesses=wits,
                 cache=checker.cache, policy=policy,
+                private=load_private_disclosures(private_file) if private_file else None,
             )  # fmt: skip
             lines += rows
         if not verdict.ok or late_problems:

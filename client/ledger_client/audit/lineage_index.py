@@ -1,0 +1,294 @@
+"""Lineage over an audit index: the stored verdicts of unchanged runs, the rest verified now.
+
+docs/auditing.md "Lineage at scale". ``ledger-verify lineage RUNS... --db audit.sqlite`` answers
+as ``audit.lineage`` does, without reading every run file again: a run file the index holds
+for the same trust inputs (the fingerprint of keys, TSA roots, origin and witnesses the index
+was made with, under the default time policy) and the same content is taken with the verdicts
+the index stored for it (``source: index``). The same content means: the same path, size and
+modification time as when indexed (the index's own rule for "unchanged"), or else the same
+SHA-256 file hash as an indexed file (a copy). Every other run given is verified now as
+``audit.lineage`` verifies it (``source: verified now``). Nothing given is left unchecked: a run
+that fails, stored or fresh, makes the answer fail.
+
+The walk reads the index's parent terms (``terms.field = 'parent'``) for the stored runs and
+the loaded records for the fresh ones; the answer has the shape of ``LineageResult.to_json_obj``
+(records with depth, verdicts and their source; unknown parents; runs examined: a run taken
+from the index carries its verdict's ``status``, and its checks in full when it failed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ledger.core.errors import FormatError
+from ledger_client.audit.index import AuditIndex
+from ledger_client.audit.lineage import Lineage
+from ledger_client.audit.verdicts import FROM_INDEX
+from ledger_client.audit.verify import iso_ms
+from ledger_client.receipts.run_load import load_run
+from ledger_client.receipts.verify import ReceiptChecker
+
+__all__ = ["IndexedLineage", "IndexedResult"]
+
+_COLUMNS = (
+    "path", "run_id", "agent", "step", "kind", "label", "trust_label", "time", "logged_at_ms",
+    "log_index", "record_digest", "parents", "time_difference_ms", "verified", "why_not",
+    "verdict",
+)  # fmt: skip
+
+
+@dataclass(slots=True)
+class IndexedResult:
+    """The answer (``LineageResult``'s JSON shape) and whether it passed."""
+
+    direction: str
+    start: list[str]
+    records: list[dict[str, Any]] = field(default_factory=list)
+    unknown: list[tuple[str, str]] = field(default_factory=list)
+    runs: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def failed_runs(self) -> list[str]:
+        return [str(r["run_file"]) for r in self.runs if not r["verified"]]
+
+    @property
+    def ok(self) -> bool:
+        return (
+            all(r["verified"] for r in self.records) and not self.unknown and not self.failed_runs
+        )
+
+    def to_json_obj(self) -> dict[str, Any]:
+        return {
+            "direction": self.direction,
+            "start": list(self.start),
+            "records": list(self.records),
+            "unknown_parents": [{"child": c, "parent": p} for c, p in self.unknown],
+            "verified": sum(1 for r in self.records if r["verified"]),
+            "runs": list(self.runs),
+            "failed_runs": self.failed_runs,
+            "not_linked": [
+                r["record_digest"]
+                for r in self.records
+                if any(
+                    c["name"] == "lineage" and c["status"] == "warning"
+                    for c in r["verdict"]["checks"]
+                )
+            ],
+        }
+
+    def lines(self) -> list[str]:
+        stored = sum(1 for r in self.runs if r["source"] == FROM_INDEX)
+        out = [
+            f"runs examined: {len(self.runs)} ({len(self.failed_runs)} not verified; "
+            f"{stored} from the index, {len(self.runs) - stored} verified now)",
+            *(f"  run {r['run_id']} ({r['run_file']}): NOT VERIFIED [{r['source']}]"
+              for r in self.runs if not r["verified"]),
+            f"{self.direction} of {', '.join(s[:16] for s in self.start) or 'nothing'}:",
+        ]  # fmt: skip
+        for r in self.records:
+            state = "yes" if r["verified"] else f"NO: {r['why_not']}"
+            out.append(
+                f"  [{r['depth']}] {r['kind']} {r['label'] or ''} (step {r['step']}, run "
+                f"{r['run_id']}, agent {r['agent']}) logged {r['logged_at']} index {r['index']} "
+                f"{str(r['record_digest'])[:16]}: {state} [{r['source']}]"
+            )
+        out += [
+            f"  unknown parent {p} of {c[:16]}: in none of the given runs" for c, p in self.unknown
+        ]
+        return out
+
+
+def _status(verdict: str) -> str:
+    """A stored run verdict's status (``failed`` when none was stored)."""
+    if not verdict:
+        return "failed"
+    head = verdict[:40]  # stored as json.dumps({"status": ..., "checks": ...})
+    if head.startswith('{"status": "'):
+        return head[12:].split('"', 1)[0]
+    return str(json.loads(verdict)["status"])
+
+
+class IndexedLineage:
+    """The given runs, split into stored (index) and fresh (verified now) (module docstring)."""
+
+    def __init__(
+        self,
+        paths: Sequence[Path],
+        store: AuditIndex,
+        fingerprint: str,
+        checker: ReceiptChecker,
+    ) -> None:
+        self.db = store.db
+        stored = store.stored_runs(fingerprint)
+        by_hash = {h: p for p, (h, *_) in stored.items()}
+        self.runs: list[dict[str, Any]] = []
+        self.stored_paths: list[str] = []
+        fresh: list[tuple[str, Any]] = []
+        for path in paths:
+            key = str(path)
+            info = path.stat()
+            known = stored.get(key)
+            if known is None or (known[1], known[2]) != (info.st_size, info.st_mtime_ns):
+                digest = hashlib.sha256(path.read_bytes()).hexdigest()
+                key = by_hash.get(digest, "")
+                known = stored.get(key) if key else None
+            if known is None:
+                fresh.append((str(path), load_run(path)))
+                continue
+            self.stored_paths.append(key)
+            status = _status(known[3])
+            run: dict[str, Any] = {
+                "run_file": str(path),
+                "run_id": known[4],
+                "verified": status in ("ok", "warning"),
+                "source": FROM_INDEX,
+                "status": status,
+            }
+            if not run["verified"]:  # the checks of a failing run, in full
+                run["verdict"] = json.loads(known[3]) if known[3] else {"status": status}
+            self.runs.append(run)
+        self.fresh = Lineage(fresh, checker)
+        self.runs += [r.to_json_obj() for r in self.fresh.runs]
+        self.given = set(self.stored_paths)
+
+    def _rows(self, digests: Sequence[str]) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(digests), 500):
+            part = digests[start : start + 500]
+            marks = ", ".join("?" * len(part))
+            for row in self.db.execute(
+                f"SELECT {', '.join(_COLUMNS)} FROM records WHERE record_digest IN ({marks})",
+                part,
+            ):
+                item = dict(zip(_COLUMNS, row, strict=True))
+                if item["path"] in self.given:
+                    out.setdefault(item["record_digest"], item)
+        return out
+
+    def find(self, given: str) -> str | None:
+        """A full digest from hex or a unique prefix of at least 8 hex digits."""
+        text = given.strip().lower()
+        if len(text) < 8 or set(text) - set("0123456789abcdef"):
+            raise FormatError(f"--from {given}: give a digest or at least 8 of its hex digits")
+        found = {
+            d
+            for d, path in self.db.execute(
+                "SELECT record_digest, path FROM records WHERE record_digest >= ? AND "
+                "record_digest < ?",
+                (text, text + "g"),
+            )
+            if path in self.given
+        }
+        found |= {d for d in self.fresh.items if d.startswith(text)}
+        if len(found) > 1:
+            raise FormatError(f"--from {given}: {len(found)} records with this digest prefix")
+        return next(iter(found), None)
+
+    def tainted_starts(self, labels: Sequence[str]) -> list[str]:
+        marks = ", ".join("?" * len(labels))
+        stored = [
+            d
+            for d, path in self.db.execute(
+                f"SELECT record_digest, path FROM records WHERE trust_label IN ({marks}) "
+                "AND kind = 'memory_write'",
+                list(labels),
+            )
+            if path in self.given
+        ]
+        return sorted({*stored, *self.fresh.tainted_starts(labels)})
+
+    def _children(self, digests: Sequence[str]) -> dict[str, list[str]]:
+        """parent digest -> the records resting on it (``run_closed`` records left out)."""
+        out: dict[str, list[str]] = {d: list(self.fresh.children.get(d, [])) for d in digests}
+        for start in range(0, len(digests), 500):
+            part = list(digests[start : start + 500])
+            marks = ", ".join("?" * len(part))
+            found = set()
+            for parent, child, path in self.db.execute(  # by the parent digest first
+                "SELECT t.value, t.record_digest, t.path FROM terms t CROSS JOIN records r ON "
+                "r.path = t.path AND r.record_digest = t.record_digest WHERE t.field = 'parent' "
+                f"AND t.value IN ({marks}) AND r.kind != 'run_closed'",
+                part,
+            ):
+                if path in self.given and (parent, child) not in found:
+                    found.add((parent, child))
+                    out[parent].append(child)
+        return out
+
+    def walk(self, starts: Sequence[str], direction: str) -> IndexedResult:
+        """Breadth-first from ``starts`` over stored and fresh records, one level at a time
+        (one query per level and 500 records)."""
+        depth = {s: 0 for s in starts}
+        rows = self._rows(list(starts))
+        level = list(starts)
+        unknown: list[tuple[str, str]] = []
+        while level:
+            if direction == "descendants":
+                nexts = self._children(level)
+            else:
+                nexts = {d: self._parents(d, rows) for d in level}
+            wanted = sorted({o for os in nexts.values() for o in os if o not in rows})
+            rows.update(self._rows(wanted))
+            following = []
+            for digest in level:
+                for other in nexts[digest]:
+                    if other not in rows and other not in self.fresh.items:
+                        if (digest, other) not in unknown:
+                            unknown.append((digest, other))
+                    elif other not in depth:
+                        depth[other] = depth[digest] + 1
+                        following.append(other)
+            level = following
+        missing = sorted(
+            {p for d in depth for p in self._parents(d, rows)}
+            - set(rows) - set(self.fresh.items)
+        )  # fmt: skip
+        rows.update(self._rows(missing))
+        seen = set(unknown)
+        for d in depth:
+            for parent in self._parents(d, rows):
+                known = parent in rows or parent in self.fresh.items
+                if not known and (d, parent) not in seen:
+                    seen.add((d, parent))
+                    unknown.append((d, parent))
+        records = [self._node(d, n, rows) for d, n in depth.items()]
+        records.sort(key=lambda r: (r["depth"], str(r["time"]), r["index"]))
+        return IndexedResult(direction, list(starts), records, unknown, self.runs)
+
+    def _parents(self, digest: str, rows: dict[str, dict[str, Any]]) -> list[str]:
+        if digest in rows:
+            return list(json.loads(rows[digest]["parents"]))
+        item = self.fresh.items.get(digest)
+        return list(item[0].record.parent_digests) if item else []
+
+    def _node(self, digest: str, depth: int, rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        if digest in self.fresh.items:
+            return self.fresh.node(digest, depth).to_json_obj()
+        row = rows[digest]
+        verdict = json.loads(row["verdict"])
+        return {
+            "record_digest": digest,
+            "depth": depth,
+            "kind": row["kind"],
+            "step": row["step"],
+            "run_id": row["run_id"],
+            "run_file": row["path"],
+            "agent": row["agent"],
+            "label": row["label"],
+            "trust_label": row["trust_label"],
+            "time": row["time"],
+            "logged_at": iso_ms(row["logged_at_ms"]),
+            "index": row["log_index"],
+            "time_difference_ms": row["time_difference_ms"],
+            "parents": json.loads(row["parents"]),
+            "verified": bool(row["verified"]),
+            "why_not": row["why_not"],
+            "warnings": [c["message"] for c in verdict["checks"] if c["status"] == "warning"],
+            "verdict": verdict,
+            "source": FROM_INDEX,
+        }

@@ -1,0 +1,44 @@
+"""Checking many run files in worker processes, for the views that read them all.
+
+``audit_runs(paths, spec, workers)`` reads and checks each run file as ``ledger-verify run``
+does (``audit.verify.audit_as_run``) in ``workers`` processes, each with its own checker and
+verification cache (``audit.index.CacheSpec``, as the index uses them), and returns the
+``(file name, RunAudit)`` pairs in the order given. A file that cannot be read raises its
+``FormatError`` as the single-process path does. Used by ``ledger-verify report``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from ledger_client.audit.index import CacheSpec
+from ledger_client.audit.verify import RunAudit, audit_as_run
+from ledger_client.receipts.run_load import load_run
+from ledger_client.receipts.verify import ReceiptChecker
+
+__all__ = ["audit_runs"]
+
+_CHUNK = 8  # files per task
+_CHECKER: list[ReceiptChecker] = []
+
+
+def _start(spec: CacheSpec) -> None:
+    _CHECKER[:] = [spec.build()]
+
+
+def _one(path: str) -> tuple[str, RunAudit]:
+    return path, audit_as_run(load_run(path), _CHECKER[0])
+
+
+def audit_runs(
+    paths: Sequence[Path], spec: CacheSpec, workers: int, checker: ReceiptChecker | None = None
+) -> list[tuple[str, RunAudit]]:
+    """Every run file checked (module docstring); ``checker``: the one to use in-process."""
+    names = [str(p) for p in paths]
+    if workers <= 1 or len(names) < 4 * _CHUNK:
+        local = checker or spec.build()
+        return [(name, audit_as_run(load_run(name), local)) for name in names]
+    with ProcessPoolExecutor(workers, initializer=_start, initargs=(spec,)) as pool:
+        return list(pool.map(_one, names, chunksize=_CHUNK))

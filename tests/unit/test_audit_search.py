@@ -1,0 +1,169 @@
+"""``ledger-verify query`` finds records by what they carry and by content: each digest kind,
+parameter, tag, model, trace id, disclosed text; a digest of another kind or other content
+finds nothing. Copies of a run are one run; ``--count-by`` counts; the index is 0600."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from ledger.records.commitments import Commitment
+from ledger.records.decision import record_digest
+from ledger_client.cli.main import main
+from ledger_client.sdk.capture import content_digest
+from tests.decision_world import (
+    DECIDE,
+    FINAL_TEXT,
+    PROMPT,
+    QUERY_TEXT,
+    SECRET_ACTION,
+    TRACE,
+    Runs,
+    build,
+    write,
+)
+
+
+@pytest.fixture(scope="module")
+def world() -> Runs:
+    return build()
+
+
+@pytest.fixture(scope="module")
+def indexed(world: Runs, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("search")
+    files = write(folder / "runs", world)
+    shutil.copy(files["decide"], folder / "runs" / "decide-copy.jsonl")  # a copy of one run
+    db = folder / "audit.sqlite"
+    result = CliRunner().invoke(
+        main, ["index", str(folder / "runs"), "--db", str(db), "--key",
+               world.world.key.key_string(), "--workers", "1", "--json"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return {**files, "db": db}
+
+
+def _query(indexed: dict[str, Path], *args: str) -> dict[str, Any]:
+    result = CliRunner().invoke(main, ["query", "--db", str(indexed["db"]), "--json", *args])
+    assert result.exit_code == 0, result.output
+    answer: dict[str, Any] = json.loads(result.output)
+    return answer
+
+
+def _steps(indexed: dict[str, Path], *args: str) -> list[tuple[str, int]]:
+    return [(r["run_id"], r["step"]) for r in _query(indexed, *args)["records"]]
+
+
+def test_the_index_is_private(indexed: dict[str, Path]) -> None:
+    assert stat.S_IMODE(indexed["db"].stat().st_mode) == 0o600
+
+
+def test_found_by_each_digest_kind(world: Runs, indexed: dict[str, Path]) -> None:
+    select, call = world.runs[DECIDE][0], world.runs[DECIDE][1]
+    query = select.parameters["query"]
+    assert isinstance(query, Commitment)
+    cases = {
+        "record": (record_digest(call).hex(), [(DECIDE, 1)]),
+        "parent": (record_digest(select).hex(), [(DECIDE, 1)]),
+        "evidence": (PROMPT, [(DECIDE, 0)]),
+        "input": (content_digest({"order": 5531}), [(DECIDE, 1)]),
+        "output": (content_digest(FINAL_TEXT), [(DECIDE, 1)]),
+        "commitment": (query.digest.hex(), [(DECIDE, 0)]),
+    }
+    for kind, (digest, expected) in cases.items():
+        assert _steps(indexed, "--digest", digest, "--digest-kind", kind) == expected, kind
+        assert expected[0] in _steps(indexed, "--digest", digest), kind  # any kind
+    # a digest of another kind finds nothing
+    assert _steps(indexed, "--digest", PROMPT, "--digest-kind", "output") == []
+    assert _steps(indexed, "--digest", content_digest(FINAL_TEXT), "--digest-kind", "input") == []
+    assert _steps(indexed, "--digest", "ab" * 32) == []
+
+
+def test_found_by_parameter_tag_model_trace_and_outcome(indexed: dict[str, Path]) -> None:
+    assert _steps(indexed, "--param", "temperature=0.2") == [(DECIDE, 0)]
+    assert _steps(indexed, "--param", "temperature=0.3") == []
+    assert _steps(indexed, "--param", "top_p=0.9") == [(DECIDE, 0)]  # a model parameter
+    assert _steps(indexed, "--tag", "billing") == [(DECIDE, 0)]
+    assert _steps(indexed, "--tag", "billing", "--tag", "staging") == []
+    assert _steps(indexed, "--model", "gpt-test-1") == [(DECIDE, 0), (DECIDE, 1)]
+    assert _steps(indexed, "--trace-id", TRACE.upper()) == [(DECIDE, 0), (DECIDE, 1)]
+    assert _steps(indexed, "--trace-id", "0" * 31 + "1") == []
+    assert _steps(indexed, "--outcome", "schema_mismatch") == [(DECIDE, 0)]
+
+
+def test_found_by_content(indexed: dict[str, Path], tmp_path: Path) -> None:
+    assert _steps(indexed, "--text", FINAL_TEXT) == [(DECIDE, 1)]  # final text -> its record
+    answer = tmp_path / "answer.txt"
+    answer.write_text(FINAL_TEXT)
+    assert _steps(indexed, "--file", str(answer)) == [(DECIDE, 1)]
+    assert _steps(indexed, "--text", FINAL_TEXT + ".") == []
+    # committed: not found by content, unless the auditor's disclosures file opens it
+    assert _steps(indexed, "--text", QUERY_TEXT) == []
+    private = str(indexed["private"])
+    assert _steps(indexed, "--text", QUERY_TEXT, "--disclosures", private) == [(DECIDE, 0)]
+    assert _steps(indexed, "--text", SECRET_ACTION, "--disclosures", private) == [(DECIDE, 0)]
+    assert _steps(indexed, "--text", "not disclosed", "--disclosures", private) == []
+
+
+def test_copies_of_a_run_are_one_run_and_counted_once(indexed: dict[str, Path]) -> None:
+    rows = _query(indexed, "--run", DECIDE)["records"]
+    assert len(rows) == 5 and all(r["copies"] == 2 for r in rows)
+    groups = _query(indexed, "--count-by", "run")["groups"]
+    assert {g["value"]: (g["records"], g["runs"]) for g in groups}[DECIDE] == (5, 1)
+    by_model = {g["value"]: g for g in _query(indexed, "--count-by", "model")["groups"]}
+    model = by_model["gpt-test-1"]  # copies counted once: 2 records, not 4
+    assert (model["records"], model["tokens"], model["cost"], model["currency"]) == (
+        2, 1620, 0.0175, "USD"
+    )  # fmt: skip
+    assert model["duration_ms"] == 1250
+    by_tag = _query(indexed, "--count-by", "tag")["groups"]
+    assert [(g["value"], g["records"]) for g in by_tag] == [("billing", 1), ("prod", 1)]
+
+
+def test_bad_input_is_one_line(indexed: dict[str, Path]) -> None:
+    for args in (["--digest", "xyz"], ["--param", "novalue"], ["--disclosures",
+                 str(indexed["private"])]):  # fmt: skip
+        result = CliRunner().invoke(main, ["query", "--db", str(indexed["db"]), *args])
+        assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+
+
+def _lineage(*args: str) -> tuple[int, dict[str, Any]]:
+    result = CliRunner().invoke(main, ["lineage", *args, "--json"])
+    return result.exit_code, json.loads(result.output)
+
+
+def test_lineage_uses_stored_verdicts_and_verifies_the_rest(
+    world: Runs, indexed: dict[str, Path], tmp_path: Path
+) -> None:
+    key = world.world.key.key_string()
+    runs = indexed["decide"].parent
+    start = record_digest(world.runs[DECIDE][0]).hex()
+    code, plain = _lineage(str(runs), "--key", key, "--from", start)
+    assert code == 0
+    code, stored = _lineage(str(runs), "--key", key, "--from", start, "--db", str(indexed["db"]))
+    assert code == 0, stored
+    assert {r["record_digest"] for r in stored["records"]} == {
+        r["record_digest"] for r in plain["records"]
+    }
+    assert {r["source"] for r in stored["records"]} == {"index"}
+    assert {r["source"] for r in stored["runs"]} == {"index"}
+    # a copy elsewhere is the same file hash: stored; a run not in the index: verified now
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy(indexed["decide"], other / "moved.jsonl")
+    fresh = json.loads(indexed["chain"].read_text().splitlines()[0])
+    (other / "fresh.jsonl").write_text(json.dumps(fresh) + "\n")
+    code, mixed = _lineage(str(other), "--key", key, "--from", start, "--db", str(indexed["db"]))
+    sources = {Path(r["run_file"]).name: r["source"] for r in mixed["runs"]}
+    assert sources == {"moved.jsonl": "index", "fresh.jsonl": "verified now"}
+    assert code == 1 and mixed["failed_runs"] == [str(other / "fresh.jsonl")]  # not complete
+    # other trust inputs: nothing is taken from the index
+    code, again = _lineage(str(runs), "--key", key, "--from", start, "--db", str(indexed["db"]),
+                           "--max-delay", "2h")  # fmt: skip
+    assert {r["source"] for r in again["runs"]} == {"verified now"}
