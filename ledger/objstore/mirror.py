@@ -287,7 +287,7 @@ def _run(store: Any, publisher: Any) -> None:
             store.catch_up()
             if waiting:
                 found = [store.get_checkpoint(s) for s in sorted(waiting)]
-                result = publisher.update([c for c in found if c is not None])
+                result = publisher.update([c for c in found if c is not None], coalesce=True)
                 now = time.time()
                 lags = [now - t for s, t in waiting.items() if s <= result.size]
                 waiting = {s: t for s, t in waiting.items() if s > result.size}
