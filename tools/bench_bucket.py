@@ -6,7 +6,8 @@ In one run, on the same machine:
   on a fresh server in mirror mode (``--object-store-url``): records/s, the server process's
   CPU, and records per server CPU second, on vs off; beside it the CPU per entry of the upload
   client (the mirror child process, boto3) and of SeaweedFS;
-* the mirror lag under that load: a probe polls the server's ``/checkpoint`` and the bucket's
+* the mirror lag under that load (and again under B2 paced at half that rate, open loop): a
+  probe polls the server's ``/checkpoint`` and the bucket's
   (anonymously, over HTTP) and records, for each new size the server served, the time until the
   bucket's checkpoint reached it; the rate the bucket absorbed meanwhile (its checkpoint size
   grown over the window) is stated beside it;
@@ -42,6 +43,7 @@ __all__ = ["b13_bucket"]
 BUCKET = "ledger"
 PREFIX = "bench"
 LAG_POLL_S = 0.005
+PACED = 0.5  # the paced B2 after the flat-out one: this fraction of the flat-out rate
 NAN = float("nan")
 
 
@@ -114,10 +116,14 @@ def _cpu(pid: int | None) -> float:
     return NAN if pid is None else proc_sample(pid).cpu_s
 
 
-def _b2(bench: Bench, server: BenchServer, pids: dict[str, int | None]) -> dict[str, float]:
-    """B2 load on ``server``: records/s and the CPU seconds of each process in ``pids``."""
+def _b2(
+    bench: Bench, server: BenchServer, pids: dict[str, int | None], rate: float = 0.0
+) -> dict[str, float]:
+    """B2 load on ``server`` (flat out, or paced at ``rate`` records/s in all): records/s and
+    the CPU seconds of each process in ``pids``."""
     plan = bench.plan
-    tasks = [bench._task("append", server, seed=k, threads=4, batch=1_000) for k in range(2)]
+    tasks = [bench._task("append", server, seed=k, threads=4, batch=1_000, rate=rate / 2)
+             for k in range(2)]  # fmt: skip
     start = bench.pool.launch(tasks)
     begin = start + plan.warm_s
     sleep_until(begin)
@@ -126,7 +132,11 @@ def _b2(bench: Bench, server: BenchServer, pids: dict[str, int | None]) -> dict[
     after = {name: _cpu(pid) for name, pid in pids.items()}
     outs: list[Outcome] = bench.pool.collect(len(tasks), plan.duration_s + 60)
     records = sum(o.records for o in outs)
-    figures = {"records_per_s": records / plan.duration_s, "records": float(records)}
+    figures = {
+        "records_per_s": records / plan.duration_s,
+        "records": float(records),
+        "client_cores": sum(o.cpu_s for o in outs) / (plan.warm_s + plan.duration_s),
+    }
     for name in pids:
         figures[f"{name}_cpu_s"] = after[name] - before[name]
     return figures
@@ -201,6 +211,10 @@ def b13_bucket(bench: Bench, run: int) -> dict[str, float]:
                     while probe.bucket_size < size and time.monotonic() - drain < 120:
                         time.sleep(0.01)
                     drain_s = time.monotonic() - drain
+                    paced_rate = PACED * with_mirror["records_per_s"]
+                    probe.lags_ms.clear()
+                    paced = _b2(bench, on, {}, rate=paced_rate)
+                    paced_lags = list(probe.lags_ms)
                 bucket_size = size
                 bucket_gets, weed_cpu = _gets(bench, on, public, bucket_size, weed.proc.pid)
                 server_gets, server_cpu = _gets(bench, on, on.tiles_url, bucket_size, on.pid)
@@ -230,6 +244,10 @@ def b13_bucket(bench: Bench, run: int) -> dict[str, float]:
         "lag_p99_ms": percentile(lags, 99),
         "lag_samples": float(len(lags)),
         "drain_s": drain_s,
+        "on_client_cores": with_mirror["client_cores"],
+        "paced_records_per_s": paced["records_per_s"],
+        "paced_lag_p50_ms": percentile(paced_lags, 50),
+        "paced_lag_p99_ms": percentile(paced_lags, 99),
         "bucket_gets_per_s": bucket_gets,
         "bucket_gets_per_cpu_s": bucket_gets * bench.plan.duration_s / weed_cpu,
         "endpoint_gets_per_s": server_gets,

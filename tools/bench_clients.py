@@ -45,6 +45,7 @@ class Task:
     url: str = ""  # tiles (B11): the tlog-tiles base URL to GET from
     rpc: str = ""  # raw: the LedgerService method ("AppendPacked" or "AppendRecords")
     requests: int = 0  # raw: distinct requests encoded before the start (then reused)
+    rate: float = 0.0  # append: records/s this process offers (0: as fast as it can)
 
 
 @dataclass(slots=True)

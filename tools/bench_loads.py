@@ -94,7 +94,15 @@ def _timed(task: Task, window: Window, call: Call) -> Outcome:
 
 
 def _append(task: Task, remote: RemoteLog, window: Window) -> Outcome:
+    """B2; with ``task.rate``, calls start on a fixed schedule (open loop) at that rate."""
+    lock = threading.Lock()
+    due = [window.start]
+
     def call(rng: random.Random) -> int:
+        if task.rate > 0:
+            with lock:
+                at = due[0] = max(due[0], time.monotonic() - 1.0) + task.batch / task.rate
+            sleep_until(at)
         remote.append(fresh_digests(task.batch))
         return task.batch
 

@@ -7,5 +7,5 @@ the C2SP tlog-tiles publisher (``publisher``), the conditional-write conformance
 (``mirror``, spawned as ``python -m ledger.objstore.mirror``).
 
 May import: ``ledger.core``, ``ledger.store``; libraries ``boto3``, ``botocore``,
-``prometheus_client``, ``subprocess``.
+``prometheus_client``, ``subprocess``, ``urllib3`` (botocore's own HTTP pool).
 """

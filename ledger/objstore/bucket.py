@@ -21,11 +21,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import boto3
+import botocore.auth
+import botocore.awsrequest
 import botocore.config
 import botocore.exceptions
+import urllib3
 
+from ledger.core.backoff import Backoff, retry
 from ledger.core.errors import FormatError, StorageError, StoreUnreachableError
 
 __all__ = ["Bucket", "BucketAddress", "StoredObject"]
@@ -33,6 +38,15 @@ __all__ = ["Bucket", "BucketAddress", "StoredObject"]
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.\-_]{1,254}$")
 _EXISTS = {"PreconditionFailed", "412", "ConditionalRequestConflict", "409"}
 _MISSING = {"NoSuchKey", "404", "NotFound"}
+_XML_FIELD = re.compile(rb"<(Code|Message)>([^<]{0,300})</")
+
+
+class _Exists(Exception):
+    """A conditional PUT answered 412 (or the 409 of a racing conditional write)."""
+
+
+class _Transient(Exception):
+    """A PUT answered 5xx/429 or not at all: tried again (``Bucket._put``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,6 +122,23 @@ class Bucket:
         self._client: Any = session.client(
             "s3", endpoint_url=address.endpoint or None, config=config
         )
+        # PUTs (the publisher's hot path) skip botocore's request pipeline (events, endpoint
+        # rules, serializing, parsing: ~2/3 of its ~1.8 ms of CPU per PUT here): the same
+        # path-style URL and headers, signed by botocore's own SigV4 signer with the
+        # credentials found the usual way, over a urllib3 pool of ``connections`` kept warm.
+        credentials = session.get_credentials()
+        self._signer = (
+            None
+            if credentials is None
+            else botocore.auth.S3SigV4Auth(credentials, "s3", address.region)
+        )
+        self._base = f"{self._client.meta.endpoint_url.rstrip('/')}/{quote(address.bucket)}/"
+        self._http = urllib3.PoolManager(
+            maxsize=max(1, connections),
+            timeout=urllib3.Timeout(connect=timeout_s, read=timeout_s),
+            retries=False,
+        )
+        self._attempts = max(1, attempts)
 
     def key(self, name: str) -> str:
         """The object key of ``name`` (a path of the C2SP layout) under the prefix."""
@@ -131,6 +162,53 @@ class Bucket:
         return code if code and not code.isdigit() else str(status)
 
     def _put(self, name: str, body: bytes, headers: dict[str, str], **condition: str) -> str:
+        if self._signer is None:
+            return self._put_boto(name, body, headers, **condition)
+        fields = {
+            "Content-Type": headers.get("Content-Type", "application/octet-stream"),
+            "Cache-Control": headers.get("Cache-Control", ""),
+            **({"Content-Encoding": headers["Content-Encoding"]}
+               if "Content-Encoding" in headers else {}),
+            **({"If-None-Match": condition["IfNoneMatch"]} if "IfNoneMatch" in condition else {}),
+            **({"If-Match": condition["IfMatch"]} if "IfMatch" in condition else {}),
+        }  # fmt: skip
+        url = self._base + quote(self.key(name), safe="/~")
+        try:
+            return retry(
+                lambda: self._send(url, name, body, fields),
+                backoff=Backoff.doubling(0.05, 1.0),
+                retry_on=lambda exc: isinstance(exc, _Transient),
+                attempts=self._attempts,
+            )
+        except _Transient as exc:
+            raise StoreUnreachableError(f"{self.address.url}{name}: {exc}") from None
+
+    def _send(self, url: str, name: str, body: bytes, fields: dict[str, str]) -> str:
+        """One signed PUT: the ETag; ``_Exists`` on 412/409, ``_Transient`` to try again."""
+        assert self._signer is not None
+        request = botocore.awsrequest.AWSRequest(method="PUT", url=url, data=body, headers=fields)
+        self._signer.add_auth(request)
+        try:
+            response = self._http.request(
+                "PUT", url, body=body, headers=dict(request.headers.items()), retries=False
+            )
+        except urllib3.exceptions.HTTPError as exc:
+            raise _Transient(str(exc)) from None
+        status = response.status
+        if 200 <= status < 300:
+            return str(response.headers.get("ETag", ""))
+        found = dict(_XML_FIELD.findall(response.data))
+        code = found.get(b"Code", b"").decode("utf-8", "replace") or str(status)
+        text = f"{self.address.url}{name}: {code} {found.get(b'Message', b'').decode()}".rstrip()
+        if status in (412, 409):
+            raise _Exists(text)
+        if status >= 500 or status == 429:
+            raise _Transient(text)
+        if status in (401, 403):
+            raise StoreUnreachableError(text)
+        raise StorageError(text)
+
+    def _put_boto(self, name: str, body: bytes, headers: dict[str, str], **condition: str) -> str:
         response = self._client.put_object(
             Bucket=self.address.bucket,
             Key=self.key(name),
@@ -147,6 +225,8 @@ class Bucket:
         """Create ``name`` unless it exists (``If-None-Match: *``): whether this call did."""
         try:
             self._put(name, body, headers, IfNoneMatch="*")
+        except _Exists:
+            return False
         except botocore.exceptions.ClientError as exc:
             if self._code(exc) in _EXISTS:
                 return False
@@ -160,6 +240,8 @@ class Bucket:
         None when another write came first."""
         try:
             return self._put(name, body, headers, IfMatch=etag)
+        except _Exists:
+            return None
         except botocore.exceptions.ClientError as exc:
             if self._code(exc) in _EXISTS:
                 return None
@@ -171,6 +253,8 @@ class Bucket:
         """Write ``name`` whatever it holds (markers and indexes only, never the log)."""
         try:
             return self._put(name, body, headers)
+        except _Exists as exc:
+            raise StorageError(str(exc)) from None
         except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
             raise self._fail(name, exc) from None
 

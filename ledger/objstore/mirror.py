@@ -100,7 +100,7 @@ class BucketMirror:
         cmd = [sys.executable, "-m", "ledger.objstore.mirror", str(db_dir), str(secondary_dir),
                origin, url, endpoint, region]  # fmt: skip
         self.state = MirrorState(url=url)
-        self.on_change = on_change  # called on the reader thread after each report
+        self.on_change = on_change  # called on the reader thread when ``healthy`` changes
         self._proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
         )
@@ -144,6 +144,7 @@ class BucketMirror:
             except json.JSONDecodeError:
                 continue
             state = self.state
+            was = state.healthy
             if "published" in report:
                 state.published_size = int(report["published"])
                 for lag in report.get("lags", []):
@@ -158,8 +159,8 @@ class BucketMirror:
             elif "stopped" in report:
                 state.stopped = str(report["stopped"])
                 _log.error("PUBLISHING TO %s STOPPED: %s", state.url, state.stopped)
-            if self.on_change is not None:
-                self.on_change(state)
+            if self.on_change is not None and state.healthy != was:
+                self.on_change(state)  # not per update: the server's loop has appends to do
 
     def collect(self) -> Iterable[Any]:
         """``/metrics``: ``ledger_bucket_*``."""
@@ -287,7 +288,7 @@ def _run(store: Any, publisher: Any) -> None:
             store.catch_up()
             if waiting:
                 found = [store.get_checkpoint(s) for s in sorted(waiting)]
-                result = publisher.update([c for c in found if c is not None])
+                result = publisher.update([c for c in found if c is not None], coalesce=True)
                 now = time.time()
                 lags = [now - t for s, t in waiting.items() if s <= result.size]
                 waiting = {s: t for s, t in waiting.items() if s > result.size}

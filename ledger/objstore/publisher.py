@@ -31,6 +31,10 @@ bucket alone.
 Superseded partial tiles are kept, as the mirror folder keeps them: a reader holding an older
 checkpoint still finds its tree (C2SP tlog-tiles lets a log delete them once the full tile
 exists; clients fall back to the full tile). Deleting them is left to a bucket lifecycle rule.
+The mirror coalesces (``update(coalesce=True)``): of the checkpoints pending when a sweep starts
+only the newest gets partial tiles, the others only their ``checkpoints/<size>`` note, which
+saves ~4 objects per checkpoint; a size that gets anchors later gets its partial tiles first
+(``publish_anchors``), since receipts fetched from the bucket are of the anchored size.
 
 Before anything, the bucket must have passed ``ledger objstore check``
 (``ledger.objstore.conformance``): the first ``update`` reads the marker it leaves
@@ -141,6 +145,7 @@ class BucketPublisher:
         self._note = ""
         self._notes_sent: dict[int, str] = {}
         self._anchors_sent: dict[int, bytes] = {}
+        self._edges: set[int] = set()  # sizes whose partial tiles are in the bucket
         self.stopped: ObjectConflictError | None = None
         self._conforming = False  # the bucket's conformance marker was read and passed
 
@@ -225,18 +230,26 @@ class BucketPublisher:
     # --- publishing ---------------------------------------------------------------------------
 
     def update(
-        self, checkpoints: Sequence[PublishedCheckpoint], progress: Progress | None = None
+        self,
+        checkpoints: Sequence[PublishedCheckpoint],
+        progress: Progress | None = None,
+        *,
+        coalesce: bool = False,
     ) -> Published:
         """Publish ``checkpoints`` (module docstring); raises ObjectConflictError on a conflict
         (and refuses every later update), StoreUnreachableError when the store does not answer
-        (a later update retries from the bucket's checkpoint)."""
+        (a later update retries from the bucket's checkpoint).
+
+        ``coalesce`` (the mirror): only the newest checkpoint's tree gets tiles, so the partial
+        tiles of the intermediate sizes are never uploaded (their notes still are; a reader
+        holding one reads the newest partial tile, or the full one, and cuts it)."""
         if self.stopped is not None:
             raise self.stopped
         if not self._conforming:
             self.require_conforming()
             self._conforming = True
         try:
-            return self._update(checkpoints, progress)
+            return self._update(checkpoints, progress, coalesce)
         except ObjectConflictError as exc:
             self.stopped = exc
             _log.error("PUBLISHING STOPPED: %s", exc)
@@ -246,7 +259,7 @@ class BucketPublisher:
             raise
 
     def _update(
-        self, checkpoints: Sequence[PublishedCheckpoint], progress: Progress | None
+        self, checkpoints: Sequence[PublishedCheckpoint], progress: Progress | None, coalesce: bool
     ) -> Published:
         start = size = self.published_size()
         todo = sorted({c.size: c for c in checkpoints if c.size > size}.values(), key=_size)
@@ -254,9 +267,10 @@ class BucketPublisher:
             raise StorageError(f"a checkpoint of another origin for the bucket of {self._origin}")
         created = existing = 0
         jobs: list[tuple[tiles.TileID, int]] = []
-        for checkpoint in todo:  # every checkpoint's new tiles, uploaded in one parallel sweep
+        for checkpoint in todo[-1:] if coalesce else todo:  # new tiles, in one parallel sweep
             jobs += [(t, checkpoint.size) for t in tiles.new_tiles(size, checkpoint.size)]
             size = checkpoint.size
+            self._edges.add(size)
         notes = [self._pool.submit(self.publish_note, c) for c in todo]  # beside the tiles
         for made in self._pool.map(lambda job: self._put_tile(*job), jobs):
             created += made
@@ -365,6 +379,7 @@ class BucketPublisher:
             ).encode()  # fmt: skip
             if self._anchors_sent.get(size) == body:
                 continue
+            self._put_edge(size)  # receipts from the bucket read the tree of that size
             name = f"anchors/{size}"
             if not self.bucket.create(name, body, _JSON):
                 stored = self.bucket.get(name)
@@ -376,6 +391,18 @@ class BucketPublisher:
             newest = max(self._anchors_sent)
             self.bucket.put("anchors/latest", str(newest).encode(), _LATEST)
         return written
+
+    def _put_edge(self, size: int) -> None:
+        """The partial tiles of the tree of ``size`` (a size ``update(coalesce=True)`` gave no
+        tiles of its own), create-only like every tile."""
+        if size in self._edges:
+            return
+        edge = [(t, size) for t in tiles.tiles_for_size(size) if not t.full]
+        for _ in self._pool.map(lambda job: self._put_tile(*job), edge):
+            pass
+        self._edges.add(size)
+        if len(self._edges) > 4096:
+            self._edges.discard(min(self._edges))
 
 
 def _content(stored: StoredObject) -> bytes:

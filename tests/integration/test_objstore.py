@@ -12,6 +12,7 @@ import pytest
 
 from ledger.core import tiles
 from ledger.core.errors import NonConformingStoreError, ObjectConflictError
+from ledger.core.types import Anchor
 from ledger.objstore.bucket import Bucket, BucketAddress
 from ledger.objstore.conformance import check_store
 from ledger.objstore.publisher import CHECKPOINT_CACHE, TILE_CACHE, BucketPublisher
@@ -120,3 +121,29 @@ def test_a_bucket_with_another_root_is_refused(seaweed: Seaweed) -> None:
     cp = other.grow(20)
     with pytest.raises(ObjectConflictError, match="another history"):
         other.publisher(_address(seaweed, "logs/fork")).update([cp])
+
+
+def test_coalesced_update_skips_intermediate_partial_tiles(seaweed: Seaweed) -> None:
+    """The mirror's sweep: only the newest pending checkpoint gets partial tiles; every note is
+    published; a size anchored later gets its own partial tiles before its anchors."""
+    check_store(_address(seaweed, "logs/coalesce"), rounds=1, writers=8)
+    log = MemoryLog(ORIGIN)
+    publisher = _publisher(seaweed, log, "logs/coalesce")
+    first, middle, last = log.grow(10), log.grow(20), log.grow(5)
+    done = publisher.update([first, middle, last], coalesce=True)
+    assert done.size == last.size
+    base = seaweed.public_url("ledger", "logs/coalesce")
+    bucket = Bucket(_address(seaweed, "logs/coalesce"))
+    assert bucket.get("tile/0/000.p/35") is not None
+    assert bucket.get("tile/0/000.p/10") is None and bucket.get("tile/entries/000.p/30") is None
+    for cp in (first, middle, last):  # every checkpoint's note is there
+        with urllib.request.urlopen(base + f"checkpoints/{cp.size}") as response:
+            assert response.read().decode() == cp.note
+    client = TileClient(base)
+    assert client.checkpoint([log.signer.verifier()], origin=ORIGIN).checkpoint.size == 35
+    assert client.root(35) == log.log.root_at(35)
+    log.store.put_anchor(Anchor(size=10, tsa="tsa.test", token=b"opaque", gen_time_ms=1))
+    assert publisher.publish_anchors([10]) == 1
+    assert bucket.get("tile/0/000.p/10") is not None
+    assert bucket.get("tile/entries/000.p/10") is not None
+    assert TileClient(base).root(10) == log.log.root_at(10)
