@@ -3,7 +3,8 @@
 Owns: the record dataclasses, validator, digests and record ids (``decision``, its public names
 re-exported here), salted commitments and selective disclosure (``commitments``), run-level
 checks and ``run_closed`` (``runs``), how a record labels inferred parent links (``links``),
-and the JSON schemas (``schemas/``, package data).
+agent signatures and chain tags and beacons (``agent``), and the JSON schemas (``schemas/``,
+package data).
 
 May import: ``ledger.core``.
 """

@@ -78,7 +78,9 @@ from ledger.records.commitments import (
 )
 
 __all__ = [
+    "AGENT_FIELDS",
     "CANDIDATE_FIELDS",
+    "CHAIN_FIELDS",
     "COST_FIELDS",
     "FIELDS_SINCE",
     "KINDS",
@@ -92,8 +94,11 @@ __all__ = [
     "SCHEMA_V1",
     "SCHEMA_V2",
     "SCHEMA_VERSION",
+    "SIGNATURE_FIELDS",
     "USAGE_FIELDS",
+    "AgentSignature",
     "Candidate",
+    "ChainLink",
     "ConstraintCheck",
     "Cost",
     "DecisionRecord",
@@ -118,7 +123,7 @@ __all__ = [
     "verify_disclosure",
 ]
 
-SCHEMA_VERSION = 2  # the newest record schema this code reads and writes (docs/formats.md)
+SCHEMA_VERSION = 3  # the newest record schema this code reads and writes (docs/formats.md)
 SCHEMA_PREFIX = "ledger.decision/v"  # the ``schema`` member is SCHEMA_PREFIX + version
 SCHEMA_V1 = "ledger.decision/v1"
 SCHEMA_V2 = "ledger.decision/v2"
@@ -147,13 +152,19 @@ RECORD_FIELDS = (
     "usage",
     "cost",
     "model_parameters",
+    "chain",
+    "signature",
 )
+# issue 26: the agent's chain position and its signature (docs/formats.md "Agent signatures")
+AGENT_FIELDS = ("chain", "signature")
 # The schema version that added each member: a record of version N has exactly the members
 # added at N or before. An issue that adds a member bumps SCHEMA_VERSION and lists it here.
 FIELDS_SINCE: Mapping[str, int] = {
     **dict.fromkeys(RECORD_FIELDS[: RECORD_FIELDS.index("payload") + 1], 1),
     # v2 (issue 25): when the step ran, what it consumed and cost, how the model was set
     **dict.fromkeys(("started_at", "ended_at", "usage", "cost", "model_parameters"), 2),
+    # v3 (issue 26): the agent's chain position and its signature
+    **dict.fromkeys(AGENT_FIELDS, 3),
 }
 PER_LEAF_SINCE = 2  # per-leaf (sha256-tree:) commitments and committed reasons: from v2 on
 USAGE_FIELDS = ("input_tokens", "output_tokens", "total_tokens")
@@ -161,6 +172,8 @@ COST_FIELDS = ("amount", "currency")
 CANDIDATE_FIELDS = ("id", "action", "score", "rank")
 OTEL_FIELDS = ("trace_id", "span_id")
 RUN_STEP_FIELDS = ("step", "record_digest")
+CHAIN_FIELDS = ("id", "seq", "tag", "genesis")
+SIGNATURE_FIELDS = ("key", "key_id", "sig")
 
 _SCHEMA_NAME = re.compile(re.escape(SCHEMA_PREFIX) + r"([1-9][0-9]{0,8})")
 _UUID7 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
@@ -168,6 +181,9 @@ _DIGEST = re.compile(r"[0-9a-f]{64}")
 _DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
 _AMOUNT = re.compile(r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
 _CURRENCY = re.compile(r"[A-Z]{3}")
+_HEX32 = re.compile(r"[0-9a-f]{32}")
+_KEY_ID = re.compile(r"[0-9a-f]{8}")
+_SIG_B64 = re.compile(r"[A-Za-z0-9+/]{86}==")
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
 _SPAN_ID = re.compile(r"[0-9a-f]{16}")
 _RFC3339 = re.compile(
@@ -236,6 +252,35 @@ class RunStep:
 
     def to_json_obj(self) -> dict[str, object]:
         return {"step": self.step, "record_digest": self.record_digest}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChainLink:
+    """A run's place in its agent's chain (on the run's first record only): the chain ``id``
+    (32 hex), the run's sequence number ``seq``, the public ``tag`` HMAC(chain key, seq)
+    truncated to 16 bytes (32 hex) and, on the chain's first run (seq 0), why it started
+    (``genesis``). docs/formats.md "Agent chains"."""
+
+    id: str
+    seq: int
+    tag: str
+    genesis: str | None = None
+
+    def to_json_obj(self) -> dict[str, object]:
+        return {"id": self.id, "seq": self.seq, "tag": self.tag, "genesis": self.genesis}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentSignature:
+    """The agent's Ed25519 signature of the record: key name, 4-byte key ID (8 hex) and the
+    base64 signature (``ledger.records.agent``)."""
+
+    key: str
+    key_id: str
+    sig: str
+
+    def to_json_obj(self) -> dict[str, object]:
+        return {"key": self.key, "key_id": self.key_id, "sig": self.sig}
 
 
 class _Payload:
@@ -395,6 +440,8 @@ class DecisionRecord:
     usage: Usage | None = None
     cost: Cost | None = None
     model_parameters: Mapping[str, JsonValue] = field(default_factory=dict)
+    chain: ChainLink | None = None
+    signature: AgentSignature | None = None
     schema: str = SCHEMA_CURRENT
 
     def __post_init__(self) -> None:
@@ -521,6 +568,28 @@ def _otel(value: Json, path: str) -> OtelContext:
     )
 
 
+def _chain(value: Json, path: str) -> ChainLink:
+    obj = read_object(value, path, CHAIN_FIELDS)
+    link = ChainLink(
+        id=read_matching(_HEX32, "32 lowercase hex digits")(obj["id"], f"{path}.id"),
+        seq=read_int(obj["seq"], f"{path}.seq", minimum=0),
+        tag=read_matching(_HEX32, "32 lowercase hex digits")(obj["tag"], f"{path}.tag"),
+        genesis=read_optional(read_text)(obj["genesis"], f"{path}.genesis"),
+    )
+    if (link.seq == 0) != (link.genesis is not None):
+        raise InvalidRecordError(f"{path}.genesis", "a chain's run 0 (and only it) has a genesis")
+    return link
+
+
+def _signature(value: Json, path: str) -> AgentSignature:
+    obj = read_object(value, path, SIGNATURE_FIELDS)
+    return AgentSignature(
+        key=read_text(obj["key"], f"{path}.key"),
+        key_id=read_matching(_KEY_ID, "8 lowercase hex digits")(obj["key_id"], f"{path}.key_id"),
+        sig=read_matching(_SIG_B64, "a base64 Ed25519 signature")(obj["sig"], f"{path}.sig"),
+    )
+
+
 def _candidate(value: Json, path: str) -> Candidate:
     obj = read_object(value, path, CANDIDATE_FIELDS)
     return Candidate(
@@ -625,6 +694,8 @@ _FIELD_READERS: Mapping[str, Reader] = {
     "usage": read_optional(_usage),
     "cost": read_optional(_cost),
     "model_parameters": _model_parameters,
+    "chain": read_optional(_chain),
+    "signature": read_optional(_signature),
 }
 # The value a member added after v1 takes in a record of an earlier version (which lacks it).
 _LATER_DEFAULTS: Mapping[str, object] = {
@@ -633,6 +704,8 @@ _LATER_DEFAULTS: Mapping[str, object] = {
     "usage": None,
     "cost": None,
     "model_parameters": {},
+    "chain": None,
+    "signature": None,
 }
 
 
@@ -726,6 +799,8 @@ def _check_cross_field(args: Mapping[str, Any]) -> None:
     payload = args["payload"]
     if isinstance(payload, ToolSelection) and not candidates:
         raise InvalidRecordError("candidates", "a tool_selection has at least one candidate")
+    if args["chain"] is not None and args["step"] != 0:
+        raise InvalidRecordError("chain", "only a run's first record (step 0) has a chain link")
     if isinstance(payload, RunClosed) and payload.steps and payload.steps[-1].step >= args["step"]:
         raise InvalidRecordError("step", "a run_closed record comes after every step it lists")
     started, ended = args["started_at"], args["ended_at"]

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from ledger.records.decision import record_digest
+from ledger.records.decision import SCHEMA_VERSION, record_digest
 from ledger_client.cli.main import main
 from ledger_client.receipts.receipt import Receipt
 from tests import processes
@@ -262,16 +262,21 @@ def test_unanchored_run_is_anchors_pending_never_ok_nor_invalid(tmp_path: Path) 
     assert code == 3 and out["status"] == "anchors_pending" and "no anchor yet" in out["error"]
 
 
+NEWER = SCHEMA_VERSION + 1  # a version this code does not read
+
+
 def test_newer_schema_version_is_unsupported_not_altered(tmp_path: Path) -> None:
     entries = items()
-    entries[1]["record"] = {**entries[1]["record"], "schema": "ledger.decision/v3", "new": 1}
+    entries[1]["record"] = {**entries[1]["record"], "schema": f"ledger.decision/v{NEWER}", "new": 1}
     code, out = invoke_json("run", jsonl(tmp_path, entries), "--key", key())
     assert code == 4 and out["valid"] is False, out
-    assert out["status"] == "unsupported_schema_version" and out["schema_version"] == 3
-    assert out["error"].startswith("run.jsonl:2: unsupported schema version 3")
+    assert out["status"] == "unsupported_schema_version" and out["schema_version"] == NEWER
+    assert out["error"].startswith(f"run.jsonl:2: unsupported schema version {NEWER}")
     assert out["error"].endswith("upgrade ledger-verify")
     code, text = invoke("run", jsonl(tmp_path, entries), "--key", key())
-    assert code == 4 and text.startswith("UNSUPPORTED: run.jsonl:2: unsupported schema version 3")
+    assert code == 4 and text.startswith(
+        f"UNSUPPORTED: run.jsonl:2: unsupported schema version {NEWER}"
+    )
     assert "altered" not in text and "INVALID" not in text
     # the index lists the file with its own problem, never as altered
     (tmp_path / "runs").mkdir()
@@ -281,7 +286,7 @@ def test_newer_schema_version_is_unsupported_not_altered(tmp_path: Path) -> None
     with sqlite3.connect(db) as conn:
         found = conn.execute("SELECT code, message FROM problems").fetchall()
     assert [code for code, _ in found] == ["unsupported_schema_version"]
-    assert "unsupported schema version 3" in found[0][1]
+    assert f"unsupported schema version {NEWER}" in found[0][1]
     newer = {**world().receipt(5, 9).to_json_obj(), "receipt": "decision-ledger/receipt/v3"}
     path = write(tmp_path, "r3.json", json.dumps(newer))
     code, out = invoke_json("receipt", path, "--key", key())

@@ -276,26 +276,30 @@ def test_tlog_proof_export() -> None:
 # --- the published JSON Schema --------------------------------------------------------------------
 
 
-def load_schemas() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+def load_schemas() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
     folder = resources.files("ledger.records").joinpath("schemas")
     receipt = json.loads(folder.joinpath("receipt-v1.schema.json").read_text())
-    v1 = json.loads(folder.joinpath("decision-record-v1.schema.json").read_text())
-    v2 = json.loads(folder.joinpath("decision-record-v2.schema.json").read_text())
-    return receipt, v1, v2
+    v1, v2, v3 = (
+        json.loads(folder.joinpath(f"decision-record-v{n}.schema.json").read_text())
+        for n in (1, 2, 3)
+    )
+    return receipt, v1, v2, v3
 
 
 def merged_schema() -> dict[str, Any]:
-    """The receipt schema with both record schemas resolvable by their $id, for the evaluator
-    (the evaluator resolves "#/$defs/..." at the root: v2's definitions include v1's)."""
-    receipt, v1, v2 = load_schemas()
-    assert not set(receipt["$defs"]) & set(v2["$defs"])
-    assert set(v1["$defs"]) <= set(v2["$defs"])
-    receipt["$defs"] = {**receipt["$defs"], **v2["$defs"], v1["$id"]: v1, v2["$id"]: v2}
+    """The receipt schema with every record schema resolvable by its $id, for the evaluator
+    (the evaluator resolves "#/$defs/..." at the root: each version's definitions include the
+    earlier ones')."""
+    receipt, v1, v2, v3 = load_schemas()
+    assert not set(receipt["$defs"]) & set(v3["$defs"])
+    assert set(v1["$defs"]) <= set(v2["$defs"]) <= set(v3["$defs"])
+    ids = {v["$id"]: v for v in (v1, v2, v3)}
+    receipt["$defs"] = {**receipt["$defs"], **v3["$defs"], **ids}
     return receipt
 
 
 def test_schema_file_matches_the_module() -> None:
-    schema, record, v2 = load_schemas()
+    schema, record, v2, v3 = load_schemas()
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert tuple(schema["required"]) == RECEIPT_FIELDS == tuple(schema["properties"])
     assert schema["additionalProperties"] is False
@@ -304,6 +308,7 @@ def test_schema_file_matches_the_module() -> None:
     assert tuple(schema["$defs"]["previous"]["required"]) == PREVIOUS_FIELDS
     assert record["$id"] in json.dumps(schema["properties"]["record"])
     assert v2["$id"] in json.dumps(schema["properties"]["record"])
+    assert v3["$id"] in json.dumps(schema["properties"]["record"])
 
 
 def test_schema_agrees_with_the_parser() -> None:

@@ -38,7 +38,6 @@ from ledger.records.decision import (
     RECORD_FIELDS,
     RUN_STEP_FIELDS,
     SCHEMA_V1,
-    SCHEMA_V2,
     Candidate,
     ConstraintCheck,
     Cost,
@@ -469,8 +468,10 @@ def test_every_top_level_field_changes_the_digest() -> None:
         "usage": {"input_tokens": 812, "output_tokens": None, "total_tokens": 876},
         "cost": {"amount": "0.0043", "currency": "USD"},
         "model_parameters": {"temperature": 0.3},
+        "signature": {"key": "agent-a", "key_id": "0a0b0c0d", "sig": "A" * 86 + "=="},
     }
-    assert set(changes) | {"schema", "kind", "payload"} == set(RECORD_FIELDS)
+    # chain: only on step 0 (test_agent_chain.py changes it there)
+    assert set(changes) | {"schema", "kind", "payload", "chain"} == set(RECORD_FIELDS)
     digests = {record_digest(base)}
     for name, value in changes.items():
         digests.add(record_digest(DecisionRecord.from_json_obj({**obj, name: value})))
@@ -648,7 +649,7 @@ def test_valid_edge_values_are_accepted() -> None:
 # --- the published JSON Schema --------------------------------------------------------------------
 
 
-def load_schema(version: int = 2) -> dict[str, Any]:
+def load_schema(version: int = records.SCHEMA_VERSION) -> dict[str, Any]:
     text = (
         resources.files("ledger.records")
         .joinpath(f"schemas/decision-record-v{version}.schema.json")
@@ -665,9 +666,11 @@ def test_schema_file_matches_the_module() -> None:
     assert tuple(schema["required"]) == RECORD_FIELDS
     assert tuple(schema["properties"]) == RECORD_FIELDS
     assert schema["additionalProperties"] is False
-    assert schema["properties"]["schema"] == {"const": SCHEMA_V2}
+    assert schema["properties"]["schema"] == {"const": records.SCHEMA_CURRENT}
     assert tuple(defs["usage"]["required"]) == records.USAGE_FIELDS
     assert tuple(defs["cost"]["required"]) == records.COST_FIELDS
+    assert tuple(defs["chain"]["required"]) == records.CHAIN_FIELDS
+    assert tuple(defs["signature"]["required"]) == records.SIGNATURE_FIELDS
     assert tuple(schema["properties"]["kind"]["enum"]) == KINDS
     for kind in KINDS:
         payload = defs[f"payload_{kind}"]
@@ -723,8 +726,8 @@ def test_schema_refuses_what_the_validator_refuses(
 
 def test_the_standard_validator_of_the_http_append_agrees_with_the_module() -> None:
     """``POST /append`` checks records with ``jsonschema`` against the published files: it
-    accepts every record ``ledger.records`` accepts (v1 and v2) and refuses every invalid one
-    the schema can express, naming the record's path and the schema's."""
+    accepts every record ``ledger.records`` accepts (v1 to the current) and refuses every
+    invalid one the schema can express, naming the record's path and the schema's."""
     from ledger.http.append import schema_problem
 
     for record in [full_record(), *one_of_each_kind(), disclosed_record()[0], v1_record()]:
@@ -732,7 +735,8 @@ def test_the_standard_validator_of_the_http_append_agrees_with_the_module() -> N
     for field, change in SCHEMA_EXPRESSIBLE:
         problem = schema_problem(mutated(change))
         assert problem is not None, field
-        assert problem.startswith("$") and "(schema decision-record-v2.schema.json#/" in problem
+        current = f"(schema decision-record-v{records.SCHEMA_VERSION}.schema.json#/"
+        assert problem.startswith("$") and current in problem
     v2_in_v1 = {**v1_record().to_json_obj(), "usage": None}
     problem = schema_problem(v2_in_v1)
     assert problem is not None and "decision-record-v1.schema.json#/additionalProperties" in problem
@@ -909,10 +913,10 @@ def test_pure_modules_import_no_service_code() -> None:
 # --- schema versions (docs/formats.md "Schema versions") -----------------------------------------
 
 
-def test_current_records_are_version_two_and_the_schema_file_says_so() -> None:
-    assert records.SCHEMA_VERSION == 2 and records.SCHEMA_CURRENT == SCHEMA_V2
-    assert records.schema_version(full_record().schema) == 2
-    assert records.record_fields(2) == RECORD_FIELDS
+def test_current_records_are_version_three_and_the_schema_file_says_so() -> None:
+    assert records.SCHEMA_VERSION == 3 and records.SCHEMA_CURRENT == "ledger.decision/v3"
+    assert records.schema_version(full_record().schema) == 3
+    assert records.record_fields(3) == RECORD_FIELDS
     assert records.record_fields(1) == RECORD_FIELDS[: RECORD_FIELDS.index("payload") + 1]
     assert {n for n, v in records.FIELDS_SINCE.items() if v == 2} == {
         "started_at",
@@ -921,9 +925,10 @@ def test_current_records_are_version_two_and_the_schema_file_says_so() -> None:
         "cost",
         "model_parameters",
     }
+    assert {n for n, v in records.FIELDS_SINCE.items() if v == 3} == set(records.AGENT_FIELDS)
     assert set(records.FIELDS_SINCE) == set(RECORD_FIELDS)
     assert max(records.FIELDS_SINCE.values()) == records.SCHEMA_VERSION
-    schema = load_schema()
+    schema = load_schema(records.SCHEMA_VERSION)
     assert schema["properties"]["schema"] == {"const": records.SCHEMA_CURRENT}
     assert schema["$id"].endswith(f":v{records.SCHEMA_VERSION}")
     assert f"schema version {records.SCHEMA_VERSION}" in schema["description"]
@@ -932,12 +937,12 @@ def test_current_records_are_version_two_and_the_schema_file_says_so() -> None:
 
 
 def test_a_newer_version_is_unsupported_never_invalid() -> None:
-    newer = {**full_record().to_json_obj(), "schema": "ledger.decision/v3", "derived_by": "x"}
+    newer = {**full_record().to_json_obj(), "schema": "ledger.decision/v4", "derived_by": "x"}
     with pytest.raises(UnsupportedSchemaError) as caught:
         DecisionRecord.from_json_obj(newer)
     assert not isinstance(caught.value, InvalidRecordError)
-    assert caught.value.version == 3
-    assert "unsupported schema version 3" in str(caught.value)
+    assert caught.value.version == 4
+    assert "unsupported schema version 4" in str(caught.value)
     assert "upgrade ledger-verify" in str(caught.value)
     far = {**full_record().to_json_obj(), "schema": "ledger.decision/v123456789"}
     with pytest.raises(UnsupportedSchemaError, match="version 123456789"):

@@ -19,6 +19,13 @@ Two record checks are made here from the record and the log's leaf alone:
   names no parent is ``inputs not linked`` (a warning: the SDK could not follow its data, or
   the agent dropped its links; nothing else can tell which); parents the record labels as
   inferred (``ledger.records.links.inferred_parents``) are named in the message.
+* ``signature_check``: the agent's signature (``ledger.records.agent``): ``ok`` when it is a
+  valid signature by one of the auditor's agent keys (``TimePolicy.agent_keys``), ``failed``
+  when the record is unsigned, signed by another key or badly signed; without agent keys it
+  is ``not-checked`` and names the key the record claims.
+* ``chain_check``: a run's first record's place in its agent's chain (``chain C #n``, or
+  ``chain C started/restarted: reason`` for run 0); gaps and forks need the log's tiles
+  (``ledger_client.audit.chain``: ``ledger-verify chain``), which give the run its verdict.
 """
 
 from __future__ import annotations
@@ -28,7 +35,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from ledger.core.jcs import Json
+from ledger.core.note import Ed25519Verifier
 from ledger.core.timefmt import from_epoch_ms, parse_rfc3339, rfc3339_millis
+from ledger.records.agent import verify_record_signature
 from ledger.records.decision import DecisionRecord
 from ledger.records.links import inferred_parents, takes_inputs
 from ledger.timestamp.policy import DEFAULT_SKEW
@@ -48,11 +57,14 @@ __all__ = [
     "Check",
     "TimePolicy",
     "Verdict",
+    "chain_check",
+    "chain_position",
     "format_delta",
     "lineage_check",
     "receipt_check",
     "record_verdict",
     "run_checks",
+    "signature_check",
     "time_check",
     "time_json",
     "time_text",
@@ -126,11 +138,13 @@ class Verdict:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TimePolicy:
     """The auditor's time policy: ``skew`` (log clock vs agent clock), ``max_delay`` (a
-    claimed time this much before the leaf time is late) and whether late fails."""
+    claimed time this much before the leaf time is late) and whether late fails; and the
+    agent keys the auditor trusts (``agent_keys``: every record must be signed by one)."""
 
     skew: timedelta = DEFAULT_SKEW
     max_delay: timedelta = DEFAULT_MAX_DELAY
     late_fails: bool = False
+    agent_keys: tuple[Ed25519Verifier, ...] = ()
 
 
 def format_delta(delta: timedelta) -> str:
@@ -225,6 +239,39 @@ def lineage_check(record: DecisionRecord, step_of: dict[str, int] | None = None)
     return Check(name="lineage", status=OK)
 
 
+def signature_check(record: DecisionRecord, keys: Sequence[Ed25519Verifier]) -> Check:
+    """The agent's signature (module docstring)."""
+    signature = record.signature
+    if not keys:
+        claimed = "unsigned" if signature is None else f"by {signature.key}+{signature.key_id}"
+        return Check(name="signature", status=NOT_CHECKED, message=f"{claimed} (no agent key)")
+    problem, key = verify_record_signature(record, keys)
+    if problem is not None:
+        return Check(name="signature", status=FAILED, message=problem)
+    assert signature is not None and key is not None
+    return Check(name="signature", status=OK, message=f"by {signature.key}+{signature.key_id}")
+
+
+def chain_position(record: DecisionRecord) -> str | None:
+    """``chain 1a2b3c4d #17`` (or ``... #0 started: reason``) for a run's first record."""
+    link = record.chain
+    if link is None:
+        return None
+    text = f"chain {link.id[:8]} #{link.seq}"
+    return text if link.genesis is None else f"{text} started: {link.genesis}"
+
+
+def chain_check(record: DecisionRecord) -> Check | None:
+    """A run's first record's chain position, not checked against the log (module docstring);
+    None for a record that is not a run's first."""
+    if record.step != 0:
+        return None
+    where = chain_position(record)
+    if where is None:
+        return Check(name="chain", status=NOT_CHECKED, message="no chain link")
+    return Check(name="chain", status=NOT_CHECKED, message=f"{where} (gaps: ledger-verify chain)")
+
+
 def receipt_check(check: RecordCheck) -> Check:
     """The receipt's parts (record digest, leaf, checkpoint, inclusion, anchors) as one check."""
     if check.error is not None:
@@ -248,21 +295,29 @@ def record_verdict(
         if problems
         else Check(name="run", status=OK)
     )
+    chain = chain_check(check.record)
     return Verdict(
         checks=(
             receipt_check(check),
             run,
             time_check(check.record, check.logged_at_ms, policy),
             lineage_check(check.record, step_of),
+            signature_check(check.record, policy.agent_keys),
+            *(() if chain is None else (chain,)),
         )
     )
 
 
 def run_checks(
-    audit: RunAudit, records: Sequence[tuple[RecordCheck, Verdict]], *, examined: str = ""
+    audit: RunAudit,
+    records: Sequence[tuple[RecordCheck, Verdict]],
+    *,
+    examined: str = "",
+    chain: Check | None = None,
 ) -> Verdict:
     """One run's checks from its records' verdicts: receipts, completeness and order (the
-    run problems), time and lineage."""
+    run problems), time, lineage, the agent's signatures and the run's chain position
+    (``chain``: the verdict ``ledger_client.audit.chain`` gave it, when the tiles were read)."""
     bad = [c for c, _ in records if c.error is not None]
     waiting = [c for c in bad if c.anchor == ANCHOR_PENDING]
     receipts = Check(
@@ -278,7 +333,39 @@ def run_checks(
         status=(PENDING if only_pending else FAILED) if audit.problems else OK,
         message=f"{len(audit.problems)} problem(s): {', '.join(codes)}" if codes else "complete",
     )
-    return Verdict(checks=(receipts, run, _summary(records, "time"), _summary(records, "lineage")))
+    if chain is None:
+        first = next((v.named("chain") for _, v in records if v.named("chain")), None)
+        chain = first or Check(name="chain", status=NOT_CHECKED, message="no first record")
+    return Verdict(
+        checks=(
+            receipts,
+            run,
+            _summary(records, "time"),
+            _summary(records, "lineage"),
+            _signatures(records),
+            chain,
+        )
+    )
+
+
+def _signatures(records: Sequence[tuple[RecordCheck, Verdict]]) -> Check:
+    """The run's signature check: every record's, summarised."""
+    found = [(c, v.named("signature")) for c, v in records]
+    checks = [(c, k) for c, k in found if k is not None]
+    bad = [(c, k) for c, k in checks if k.status == FAILED]
+    if bad:
+        steps = ", ".join(f"#{c.record.step}" for c, _ in bad)
+        return Check(name="signature", status=FAILED, message=f"{bad[0][1].message} at {steps}")
+    keys = sorted({k.message.split(" (", 1)[0] for _, k in checks})
+    if checks and all(k.status == OK for _, k in checks):
+        return Check(
+            name="signature",
+            status=OK,
+            message=f"{len(checks)} signed {keys[0]}"
+            if len(keys) == 1
+            else f"{len(checks)} signed by {len(keys)} keys",
+        )
+    return Check(name="signature", status=NOT_CHECKED, message=", ".join(keys))
 
 
 def _summary(records: Sequence[tuple[RecordCheck, Verdict]], name: str) -> Check:

@@ -64,6 +64,7 @@ from ledger_client.audit.verdicts import (
     run_checks,
 )
 from ledger_client.audit.verify import audit_as_run
+from ledger_client.cli.agent import agent_verifiers
 from ledger_client.cli.anchor import load_certificates
 from ledger_client.cli.notes import read_input
 from ledger_client.clikit.errors import EXIT_PENDING
@@ -127,7 +128,12 @@ def parse_duration(text: str, what: str) -> timedelta:
 
 
 def time_policy_options(fn: click.decorators.FC) -> click.decorators.FC:
-    """``--max-delay`` and ``--late`` (module docstring)."""
+    """``--max-delay``, ``--late`` (module docstring) and ``--agent-key`` (repeatable: every
+    record must be signed by one of them; docs/formats.md "Agent signatures")."""
+    fn = click.option(
+        "--agent-key", "agent_keys", multiple=True, metavar="VKEY",
+        help="agent key: every record must carry its signature; repeat (rotation)",
+    )(fn)  # fmt: skip
     fn = click.option(
         "--late", type=click.Choice(["warn", "fail"]), default=None,
         help="a late record: a warning or a failure (default: fail when --max-delay is given)",
@@ -139,11 +145,14 @@ def time_policy_options(fn: click.decorators.FC) -> click.decorators.FC:
     )(fn)  # fmt: skip
 
 
-def time_policy(max_delay: str | None, late: str | None) -> TimePolicy:
-    """The auditor's time policy from ``--max-delay`` and ``--late``."""
+def time_policy(
+    max_delay: str | None, late: str | None, agent_keys: Sequence[str] = ()
+) -> TimePolicy:
+    """The auditor's policy from ``--max-delay``, ``--late`` and ``--agent-key``."""
     delay = DEFAULT_MAX_DELAY if max_delay is None else parse_duration(max_delay, "--max-delay")
     fails = (max_delay is not None) if late is None else late == "fail"
-    return TimePolicy(max_delay=delay, late_fails=fails)
+    agents = agent_verifiers(agent_keys)
+    return TimePolicy(max_delay=delay, late_fails=fails, agent_keys=agents)
 
 
 def make_checker(
@@ -249,6 +258,7 @@ def lineage(
     db: str | None,
     max_delay: str | None,
     late: str | None,
+    agent_keys: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Check every run given, then walk the parent graph from a record (or every tainted
@@ -257,7 +267,7 @@ def lineage(
     def check() -> Outcome:
         if (start is None) == (not tainted):
             raise click.BadParameter("give exactly one of --from DIGEST and --tainted")
-        policy = time_policy(max_delay, late)
+        policy = time_policy(max_delay, late, agent_keys)
         checker = make_checker(keys, roots, origin, witnesses)
         if db is not None:
             if not Path(db).is_file():
@@ -347,13 +357,14 @@ def report(
     workers: int,
     max_delay: str | None,
     late: str | None,
+    agent_keys: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Write self-contained HTML: timeline, decisions, parent graph, checks, problems (more
     than 20 runs: an overview page and one page per run in OUT-runs/)."""
 
     def check() -> Outcome:
-        policy = time_policy(max_delay, late)
+        policy = time_policy(max_delay, late, agent_keys)
         checker = make_checker(keys, roots, origin, witnesses)
         private = load_private_disclosures(private_file) if private_file else None
         spec = CacheSpec(
@@ -424,12 +435,13 @@ def export(
     out: str,
     max_delay: str | None,
     late: str | None,
+    agent_keys: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Export a verified run, each record with its verdict, as OTLP/JSON or PROV-JSON."""
 
     def check() -> Outcome:
-        policy = time_policy(max_delay, late)
+        policy = time_policy(max_delay, late, agent_keys)
         checker = make_checker(keys, roots, origin, witnesses)
         audit = audit_as_run(load_run(run_file), checker)
         rows = timeline(audit, policy)

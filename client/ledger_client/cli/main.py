@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import click
 
+from ledger_client.cli import agent as cli_agent
 from ledger_client.cli import anchor as cli_anchor
 from ledger_client.cli import audit as cli_audit
 from ledger_client.cli import index as cli_index
@@ -41,5 +42,6 @@ for _command in (
     cli_tiles.receipt_upgrade,
     *cli_audit.COMMANDS,
     *cli_index.COMMANDS,
+    *cli_agent.COMMANDS,
 ):
     main.add_command(_command)

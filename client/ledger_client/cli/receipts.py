@@ -23,6 +23,10 @@
   ``--max-delay`` before it is "late by Δ", a warning or, under ``--late fail`` (the default
   when ``--max-delay`` is given), a failure. A record that took inputs but names no parent is
   reported "inputs not linked" (a warning). ``--json`` has each record's ``verdict``.
+  ``--agent-key VKEY`` (repeatable, for rotation): every record must carry a valid agent
+  signature by one of the keys (``signature`` problems otherwise; docs/formats.md "Agent
+  signatures"); an agent key named like the origin, a log key or a witness is refused. The
+  run's first record's chain position is shown (``ledger-verify chain`` checks it).
 
 With ``--tsa-root``, a run whose receipts all verify but some carry no anchor yet (fetched
 before the log's next scheduled anchor) is "anchors pending", exit 3: never OK, never invalid
@@ -53,10 +57,13 @@ from ledger_client.audit.verdicts import (
     WARNING,
     TimePolicy,
     Verdict,
+    chain_check,
     lineage_check,
+    signature_check,
     time_check,
     time_json,
 )
+from ledger_client.cli.agent import refuse_confusable
 from ledger_client.cli.anchor import load_certificates
 from ledger_client.cli.audit import time_policy, time_policy_options
 from ledger_client.cli.notes import (
@@ -215,8 +222,8 @@ def _describe_run(verdict: RunVerdict) -> list[str]:
 def _record_checks(
     verdict: RunVerdict, items: Sequence[RunItem], policy: TimePolicy
 ) -> tuple[list[Json], list[str], list[Json]]:
-    """Each record's time and lineage checks (JSON), their text lines, and the time failures
-    as problems (``postdated``, ``late``)."""
+    """Each record's time, lineage, signature and chain checks (JSON), their text lines, and
+    the failures as problems (``postdated``, ``late``, ``signature``)."""
     by_digest = {item.digest: item for item in items}
     step_of = {item.digest: item.record.step for item in items}
     out: list[Json] = []
@@ -227,10 +234,13 @@ def _record_checks(
         if item is None:
             continue
         record = item.record
+        chain = chain_check(record)
         checks = Verdict(
             checks=(
                 time_check(record, result.logged_at_ms, policy),
                 lineage_check(record, step_of),
+                signature_check(record, policy.agent_keys),
+                *(() if chain is None else (chain,)),
             )
         )
         times = time_json(record, result.logged_at_ms)
@@ -248,8 +258,9 @@ def _record_checks(
         for check in checks.checks:
             if check.status in (WARNING, FAILED):
                 lines.append(f"  {check.name}: step {record.step} [{item.source}]: {check.message}")
-            if check.status == FAILED and check.name == "time":
+            if check.status == FAILED and check.name in ("time", "signature"):
                 code = "postdated" if check.message.startswith("postdated") else "late"
+                code = "signature" if check.name == "signature" else code
                 problems.append(
                     {
                         "code": code, "message": check.message, "step": record.step,
@@ -258,6 +269,24 @@ def _record_checks(
                     }
                 )  # fmt: skip
     return out, lines, problems
+
+
+def _agent_summary(items: Sequence[RunItem], policy: TimePolicy) -> tuple[Json, list[str]]:
+    """Who signed the run (the first record's claim, checked with ``--agent-key``) and its
+    chain position (``chain C #n``; ``ledger-verify chain`` checks it against the log)."""
+    first = next((item.record for item in items if item.record.step == 0), None)
+    if first is None:
+        return None, []
+    signature = signature_check(first, policy.agent_keys)
+    chain = chain_check(first)
+    summary: dict[str, Json] = {
+        "signature": signature.to_json_obj(),
+        "chain": None if first.chain is None else first.chain.to_json_obj(),  # type: ignore[dict-item]
+    }
+    lines = [f"agent:         {first.agent}, signature {signature.message or signature.status}"]
+    if chain is not None:
+        lines.append(f"chain:         {chain.message}")
+    return summary, lines
 
 
 def _fail(as_json: bool, details: dict[str, Json], lines: list[str]) -> NoReturn:
@@ -308,14 +337,17 @@ def run(
     private_file: str | None,
     max_delay: str | None,
     late: str | None,
+    agent_keys: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Check a run (folder of *.json or JSON-lines of {record, receipt}): complete, in order."""
 
     def check() -> Outcome:
-        policy = time_policy(max_delay, late)
         verifiers, trusted = log_verifiers(keys), _roots(roots)
         wits, required = witness_policy(witnesses, min_witnesses)
+        policy = time_policy(max_delay, late, agent_keys)
+        names = [k.name for k in verifiers]
+        refuse_confusable(policy.agent_keys, origin, names, [w.name for w in wits])
         items = load_run(path)
         checker = ReceiptChecker(
             verifiers,
@@ -332,6 +364,8 @@ def run(
         assert isinstance(problems, list)
         problems += late_problems
         lines += notes
+        details["agent"], agent_lines = _agent_summary(items, policy)
+        lines[2:2] = agent_lines
         if timeline:
             details["timeline"], rows = run_timeline(
                 items, verifiers, trusted, origin, problems=verdict.problems, witnesses=wits,

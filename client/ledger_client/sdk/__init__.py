@@ -1,11 +1,12 @@
 """The agent SDK: ``LedgerClient``, ``@decision``, ``ledger_run`` and their helpers.
 
 Owns: the clients (``client``), the run context and decorators (``context``, ``decorators``),
-captured values, the field classification and links (``capture``, ``classify``, ``links``),
-the run context in threads and child processes (``propagate``), the durable spool and the
-background sender (``spool``, ``spool_format``, ``sender``), run files (``run_file``) and the
-SDK's errors (``errors``). The public names are re-exported here lazily (PEP 562), so
-importing one SDK module (the spool, a run file) does not load grpc.
+captured values, the field classification and links (``capture``, ``classify``, ``links``), the
+run context in threads and child processes (``propagate``), the durable spool and the
+background sender (``spool``, ``spool_format``, ``sender``), run files (``run_file``), the
+agent key and chain state (``agent``) and the SDK's errors (``errors``). The public names are
+re-exported here lazily (PEP 562), so importing one SDK module (the spool, a run file) does not
+load grpc.
 
 May import: ``ledger.core``, ``ledger.records``, ``ledger.fileio``, ``ledger_client.receipts``,
 ``ledger_client.remote``; library ``multiprocessing`` (child processes joining a run).

@@ -28,6 +28,10 @@ Witnesses: ``LedgerClient(..., witnesses=[VKEY, ...], min_witnesses=K)`` makes `
 ``append`` return only receipts whose checkpoint carries K valid cosignatures of those witnesses
 (c2sp.org/tlog-cosignature; ``receipt_fetch.witnessed_receipt``), waiting for them until the
 timeout.
+
+Agent identity: ``LedgerClient(..., agent_key=KEYFILE, chain=STATEFILE)`` signs every record
+with the agent's Ed25519 key and numbers the agent's runs in a chain whose openings are
+findable in the public log (``ledger_client.sdk.agent``; docs/formats.md "Agent chains").
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ from ledger_client.receipts.receipt import Receipt
 from ledger_client.remote.connection import Connection
 from ledger_client.remote.log import RemoteLog
 from ledger_client.remote.receipt_fetch import count_cosignatures, fetch_receipts, witnessed_receipt
+from ledger_client.sdk.agent import AgentIdentity
 from ledger_client.sdk.capture import Capture, content_digest, jsonable
 from ledger_client.sdk.context import (
     ContextThreadPoolExecutor,
@@ -130,6 +135,9 @@ class LedgerClient:
     ``wait_anchor``: seconds to wait for an anchored checkpoint before a receipt is returned
     (None: receipts as soon as a checkpoint covers the record; module docstring).
     ``connect``: builds the ``RemoteLog`` (tests).
+    ``agent_key``: the agent's private key file: every record is signed; ``chain``: the
+    agent's chain state file (runs numbered, openings logged as beacons); ``chain_genesis``:
+    the reason a new chain names when the state file is missing (``sdk.agent``).
     """
 
     def __init__(
@@ -147,7 +155,15 @@ class LedgerClient:
         witnesses: Sequence[str] = (),
         min_witnesses: int | None = None,
         wait_anchor: float | None = None,
+        agent_key: str | Path | None = None,
+        chain: str | Path | None = None,
+        chain_genesis: str | None = None,
     ) -> None:
+        if chain is not None and agent_key is None:
+            raise ValueError("a chain needs an agent_key")
+        self.agent = (
+            None if agent_key is None else AgentIdentity(agent_key, chain, genesis=chain_genesis)
+        )
         if wait_anchor is not None and wait_anchor < 0:
             raise ValueError(f"wait_anchor {wait_anchor} must be >= 0 seconds")
         self.wait_anchor = wait_anchor
@@ -181,7 +197,18 @@ class LedgerClient:
         """Records spooled and not yet acknowledged by the log."""
         return self.sender.pending
 
+    def seal(self, record: DecisionRecord) -> DecisionRecord:
+        """``record`` signed by the agent key (a run's first record also opens the run in the
+        agent's chain, its beacons spooled first); unchanged without ``agent_key``."""
+        if self.agent is None or record.signature is not None:
+            return record
+        return self.agent.seal(record, self._spool_beacon)
+
+    def _spool_beacon(self, digest: bytes) -> None:
+        self.sender.put(SpoolItem(digest, b""))
+
     def _item(self, record: DecisionRecord, disclosures: Sequence[Kept]) -> SpoolItem:
+        record = self.seal(record)
         record_json = record.to_json().encode("utf-8")
         _check_size("record", record_json)
         if disclosures:

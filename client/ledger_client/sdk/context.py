@@ -265,6 +265,7 @@ class Run:
             payload=payload,
             **fields,
         )
+        record = _sealed(self.sink, record)
         digest = self.sink.submit(record, disclosures=disclosures)
         entry = RunEntry(record, digest, disclosures)
         self._entries.append(entry)
@@ -292,6 +293,7 @@ class Run:
                 self.run_id, steps, agent=self.agent, time=rfc3339(self._clock()),
                 parent_digests=parents, model=self.model,
             )  # fmt: skip
+            record = _sealed(self.sink, record)
             self.closed = RunEntry(record, self.sink.submit(record))
         _forget(self)
         self.values.clear()
@@ -388,6 +390,13 @@ class Run:
             if e.disclosures
         ]
         return _write_private(Path(path), lines) if lines else None
+
+
+def _sealed(sink: RecordSink, record: DecisionRecord) -> DecisionRecord:
+    """The record as the sink will log it: signed, when the client holds an agent key
+    (``LedgerClient.seal``), so the run keeps the record whose digest is logged."""
+    seal: Callable[[DecisionRecord], DecisionRecord] | None = getattr(sink, "seal", None)
+    return record if seal is None else seal(record)
 
 
 def _write_private(target: Path, lines: list[bytes]) -> Path:

@@ -77,6 +77,8 @@ def spooled_run(spool: str | Path, run_id: str | None = None) -> list[RunLine]:
         raise FormatError(str(exc)) from None
     lines = []
     for item in [*acked, *pending]:
+        if not item.record_json:
+            continue  # a chain beacon: a digest logged with no record (sdk.agent)
         try:
             record = DecisionRecord.from_json(item.record_json)
         except InvalidRecordError as exc:

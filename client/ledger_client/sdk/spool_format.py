@@ -38,7 +38,9 @@ _FRAMING = 9 + 32  # type, length, CRC and the digest that starts an 'R' or 'D' 
 
 @dataclass(frozen=True, slots=True)
 class SpoolItem:
-    """One spooled record: digest, canonical JSON, and (only if asked) its disclosures."""
+    """One spooled record: digest, canonical JSON, and (only if asked) its disclosures.
+    An empty ``record_json`` is a chain beacon: a digest logged with no record
+    (``ledger_client.sdk.agent``)."""
 
     digest: bytes
     record_json: bytes
