@@ -257,8 +257,11 @@ def _run_check(
         return Check(name="chain", status=WARNING, message=f"{where}: chain restarted")
     gaps = _gaps_in(report, link.id)
     if gaps:
+        named = "; ".join(str(g["message"]) for g in report.gaps if g["chain"] == link.id)
         return Check(
-            name="chain", status=FAILED, message=f"{where} of {head}: {gaps} run(s) withheld"
+            name="chain",
+            status=FAILED,
+            message=f"{where} of {head}: {gaps} run(s) withheld: {named}",
         )
     return Check(name="chain", status=OK, message=f"{where} of {head}")
 

@@ -52,7 +52,7 @@ from ledger.records.commitments import Commitment
 from ledger.records.decision import DecisionRecord
 from ledger_client.audit.decision import plain_strings, tags_of, usage_of
 from ledger_client.audit.timeline import TimelineRow, label_of, outcome_of, timeline, trust_of
-from ledger_client.audit.verdicts import run_checks, time_json
+from ledger_client.audit.verdicts import Check, TimePolicy, run_checks, time_json
 from ledger_client.audit.verify import audit_run
 from ledger_client.receipts.run_load import load_run
 from ledger_client.receipts.verify import ReceiptChecker
@@ -171,10 +171,14 @@ class _Done:
 
 
 _CHECKER: list[ReceiptChecker] = []  # the worker's checker and cache (one per process)
+_POLICY: list[TimePolicy] = [TimePolicy()]  # the worker's policy (agent keys, chain verdicts)
 
 
-def _start_worker(spec: CacheSpec) -> None:
+def _start_worker(spec: CacheSpec, trust: tuple[tuple[str, ...], Mapping[str, Check]]) -> None:
+    """``trust``: the agent keys (vkey strings: picklable) and the chain verdicts by run id."""
     _CHECKER[:] = [spec.build()]
+    agents = tuple(Ed25519Verifier.from_key_string(k) for k in trust[0])
+    _POLICY[:] = [TimePolicy(agent_keys=agents, chains=dict(trust[1]))]
 
 
 def _audit_file(job: tuple[str, int, int]) -> _Done:
@@ -191,7 +195,7 @@ def _audit_file(job: tuple[str, int, int]) -> _Done:
         row: tuple[Any, ...] = (key, size, mtime_ns, None, None, 0, 0, 1, "", None)
         return _Done(key, size, mtime_ns, row, [], [problem], [], False, False, (0, 0))
     used = (stats["checkpoints"] - before[0], stats["tokens"] - before[1])
-    rows = timeline(audit)
+    rows = timeline(audit, _POLICY[0])
     verdict = run_checks(audit, [(r.check, r.verdict) for r in rows])
     row = (key, size, mtime_ns, audit.run_id, audit.agent, len(audit.checks), int(audit.ok),
            len(audit.problems), file_hash, json.dumps(verdict.to_json_obj()))  # fmt: skip
@@ -333,9 +337,14 @@ class AuditIndex:
         fingerprint: str,
         workers: int = 1,
         progress: Callable[[int], None] | None = None,
+        agent_keys: Sequence[str] = (),
+        chains: Mapping[str, Check] | None = None,
     ) -> tuple[IndexStats, dict[str, int]]:
         """Verify and index ``runs`` (module docstring) with ``workers`` processes; the stats
-        and how many distinct checkpoints and tokens were verified."""
+        and how many distinct checkpoints and tokens were verified. ``agent_keys`` (vkeys) and
+        ``chains`` (run id -> chain check, ``ledger_client.audit.chain``) go into the stored
+        verdicts; ``fingerprint`` must cover them."""
+        trust = (tuple(agent_keys), dict(chains or {}))
         self._settings(fingerprint)
         stats = IndexStats()
         known = {
@@ -350,7 +359,7 @@ class AuditIndex:
             else:
                 todo.append((str(path), stat.st_size, stat.st_mtime_ns))
         verified = {"checkpoints": 0, "tokens": 0}
-        for n, done in enumerate(self._audit(todo, spec, workers), 1):
+        for n, done in enumerate(self._audit(todo, spec, workers, trust), 1):
             self._store(done, stats, verified, commit=n % _BATCH == 0 or n == len(todo))
             if progress is not None:
                 progress(stats.skipped + n)
@@ -363,13 +372,18 @@ class AuditIndex:
         return stats, verified
 
     def _audit(
-        self, todo: list[tuple[str, int, int]], spec: CacheSpec, workers: int
+        self,
+        todo: list[tuple[str, int, int]],
+        spec: CacheSpec,
+        workers: int,
+        trust: tuple[tuple[str, ...], Mapping[str, Check]],
     ) -> Iterator[_Done]:
         if workers <= 1 or len(todo) < 2 * _CHUNK:
-            _start_worker(spec)
+            _start_worker(spec, trust)
             yield from map(_audit_file, todo)
             return
-        with ProcessPoolExecutor(workers, initializer=_start_worker, initargs=(spec,)) as pool:
+        initargs = (spec, trust)
+        with ProcessPoolExecutor(workers, initializer=_start_worker, initargs=initargs) as pool:
             yield from pool.map(_audit_file, todo, chunksize=_CHUNK)
 
     def _store(

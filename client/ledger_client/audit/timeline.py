@@ -27,8 +27,10 @@ from ledger.records.links import inferred_parents
 from ledger.records.runs import RunProblem
 from ledger_client.audit.decision import Decision, decision_of, outcome_status
 from ledger_client.audit.verdicts import (
+    NOT_CHECKED,
     TimePolicy,
     Verdict,
+    chain_position,
     record_verdict,
     time_json,
     time_text,
@@ -236,8 +238,21 @@ def timeline(
 
 
 _HEAD = (
-    "step", "time", "logged", "log-agent", "kind", "tool/decision", "parents", "index", "verified",
+    "step", "time", "logged", "log-agent", "kind", "tool/decision", "parents", "index",
+    "key/chain", "verified",
 )  # fmt: skip
+
+
+def key_chain_text(row: TimelineRow) -> str:
+    """The agent key that signed the record (``unsigned``) and, on a run's first record, its
+    chain position and chain verdict (``chain 1a2b3c4d #3 ok``)."""
+    record = row.check.record
+    signed = "unsigned" if record.signature is None else record.signature.key
+    chain = row.verdict.named("chain")
+    where = chain_position(record)
+    if where is None:
+        return signed
+    return f"{signed}, {where} {chain.status if chain is not None else NOT_CHECKED}"
 
 
 def format_timeline(rows: list[TimelineRow]) -> list[str]:
@@ -253,6 +268,7 @@ def format_timeline(rows: list[TimelineRow]) -> list[str]:
             label_of(r.check.record)[:40],
             r.parent_text() or "-",
             str(r.check.index),
+            key_chain_text(r),
             r.verdict_text(),
         )
         for r in rows

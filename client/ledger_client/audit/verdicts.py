@@ -25,12 +25,13 @@ Two record checks are made here from the record and the log's leaf alone:
   is ``not-checked`` and names the key the record claims.
 * ``chain_check``: a run's first record's place in its agent's chain (``chain C #n``, or
   ``chain C started/restarted: reason`` for run 0); gaps and forks need the log's tiles
-  (``ledger_client.audit.chain``: ``ledger-verify chain``), which give the run its verdict.
+  (``ledger_client.audit.chain``: ``ledger-verify chain``, or ``--tiles``/``--chain-key`` on
+  ``run``, ``report`` and ``index``), which give the run its verdict (``TimePolicy.chains``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -139,12 +140,15 @@ class Verdict:
 class TimePolicy:
     """The auditor's time policy: ``skew`` (log clock vs agent clock), ``max_delay`` (a
     claimed time this much before the leaf time is late) and whether late fails; and the
-    agent keys the auditor trusts (``agent_keys``: every record must be signed by one)."""
+    agent keys the auditor trusts (``agent_keys``: every record must be signed by one); and
+    the chain verdicts the log's tiles gave the presented runs (``chains``: run id -> check,
+    from ``ledger_client.audit.chain``; empty when the tiles were not read)."""
 
     skew: timedelta = DEFAULT_SKEW
     max_delay: timedelta = DEFAULT_MAX_DELAY
     late_fails: bool = False
     agent_keys: tuple[Ed25519Verifier, ...] = ()
+    chains: Mapping[str, Check] = field(default_factory=dict)
 
 
 def format_delta(delta: timedelta) -> str:
@@ -261,11 +265,15 @@ def chain_position(record: DecisionRecord) -> str | None:
     return text if link.genesis is None else f"{text} started: {link.genesis}"
 
 
-def chain_check(record: DecisionRecord) -> Check | None:
-    """A run's first record's chain position, not checked against the log (module docstring);
-    None for a record that is not a run's first."""
+def chain_check(record: DecisionRecord, policy: TimePolicy | None = None) -> Check | None:
+    """A run's first record's chain position: the verdict the log's tiles gave it
+    (``policy.chains``) or, without them, not checked (module docstring); None for a record
+    that is not a run's first."""
     if record.step != 0:
         return None
+    scanned = None if policy is None else policy.chains.get(record.run_id)
+    if scanned is not None:
+        return scanned
     where = chain_position(record)
     if where is None:
         return Check(name="chain", status=NOT_CHECKED, message="no chain link")
@@ -295,7 +303,7 @@ def record_verdict(
         if problems
         else Check(name="run", status=OK)
     )
-    chain = chain_check(check.record)
+    chain = chain_check(check.record, policy)
     return Verdict(
         checks=(
             receipt_check(check),

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import click
@@ -33,12 +33,13 @@ from ledger.core.types import decode_leaf
 from ledger.fileio.keys import load_signer, write_signer
 from ledger.records.agent import agent_chain_key, verify_record_signature
 from ledger.records.decision import DecisionRecord
-from ledger_client.audit.chain import ChainRun, scan_chains
+from ledger_client.audit.chain import ChainReport, ChainRun, scan_chains
+from ledger_client.audit.verdicts import Check
 from ledger_client.clikit.keys import log_verifiers, witness_options, witness_policy
 from ledger_client.clikit.outcome import EXIT_INVALID, Outcome, finish, json_option
 from ledger_client.receipts.receipt import Receipt
 
-__all__ = ["COMMANDS", "agent_verifiers", "refuse_confusable"]
+__all__ = ["COMMANDS", "agent_verifiers", "chain_options", "chain_verdicts", "refuse_confusable"]
 
 
 def agent_verifiers(texts: Sequence[str]) -> tuple[Ed25519Verifier, ...]:
@@ -236,6 +237,46 @@ def _invalid(as_json: bool, details: dict[str, Json], lines: list[str]) -> None:
     else:
         click.echo("\n".join([f"INVALID: {summary}", *lines]), err=True)
     sys.exit(EXIT_INVALID)
+
+
+def chain_options(fn: Callable[..., None]) -> Callable[..., None]:
+    """``--tiles URL`` and ``--chain-key HEX`` for ``run``, ``report`` and ``index``: the
+    presented runs' chain verdicts from the log's tiles (``chain_verdicts``)."""
+    fn = click.option(
+        "--chain-key", "chain_key", metavar="HEX", default=None,
+        help="the agent's chain key: with --tiles, find withheld runs, forks and restarts",
+    )(fn)  # fmt: skip
+    return click.option(
+        "--tiles", "tiles", metavar="URL", default=None,
+        help="the log's C2SP tlog-tiles base URL (with --chain-key)",
+    )(fn)  # fmt: skip
+
+
+def chain_verdicts(
+    paths: Sequence[str],
+    tiles: str | None,
+    chain_key: str | None,
+    keys: Sequence[str],
+    origin: str | None,
+    *,
+    timeout: float = 30.0,
+) -> tuple[dict[str, Check], ChainReport | None, int | None]:
+    """Each presented run's chain check (run id -> check), the scan's report and the tree
+    size read, from the log's tiles (``--tiles``/``--chain-key``; both or neither)."""
+    if tiles is None and chain_key is None:
+        return {}, None, None
+    if tiles is None or chain_key is None:
+        raise click.BadParameter("--tiles and --chain-key go together")
+    from ledger_client.remote.tiles import TileClient
+
+    secret = _chain_key(chain_key)
+    runs = presented_runs(paths)
+    client = TileClient(tiles, timeout=timeout)
+    size = client.checkpoint(log_verifiers(keys), origin=origin).checkpoint.size
+    leaves = client.leaves(0, size, size)
+    entries = ((i, decode_leaf(i, leaf).record_digest) for i, leaf in enumerate(leaves))
+    report = scan_chains(entries, secret, [r for r, _ in runs])
+    return dict(report.run_checks), report, size
 
 
 COMMANDS = (agent_key, chain)

@@ -64,7 +64,7 @@ from ledger_client.audit.verdicts import (
     run_checks,
 )
 from ledger_client.audit.verify import audit_as_run
-from ledger_client.cli.agent import agent_verifiers
+from ledger_client.cli.agent import agent_verifiers, chain_options, chain_verdicts
 from ledger_client.cli.anchor import load_certificates
 from ledger_client.cli.notes import read_input
 from ledger_client.clikit.errors import EXIT_PENDING
@@ -172,11 +172,21 @@ def make_checker(
 
 
 def trust_fingerprint(
-    keys: Sequence[str], roots: Sequence[str], origin: str | None, witnesses: Sequence[str]
+    keys: Sequence[str],
+    roots: Sequence[str],
+    origin: str | None,
+    witnesses: Sequence[str],
+    *,
+    agent_keys: Sequence[str] = (),
+    chain: tuple[str, str, int] | None = None,
 ) -> str:
-    """The trust inputs an index was made with (``index``), as ``lineage --db`` compares them."""
-    text = repr([tuple(sorted(keys)), tuple(roots), origin, tuple(witnesses)])
-    return hashlib.sha256(text.encode()).hexdigest()
+    """The trust inputs an index was made with (``index``), as ``lineage --db`` compares them:
+    with the agent keys and, when the tiles were read, the chain key, the tiles URL and the
+    tree size scanned (a grown log can show a gap an unchanged file did not)."""
+    trust: list[object] = [tuple(sorted(keys)), tuple(roots), origin, tuple(witnesses)]
+    if agent_keys or chain is not None:
+        trust += [tuple(sorted(a.strip() for a in agent_keys)), chain]
+    return hashlib.sha256(repr(trust).encode()).hexdigest()
 
 
 def _fail(
@@ -273,7 +283,7 @@ def lineage(
             if not Path(db).is_file():
                 raise FormatError(f"--db {db}: no such index (make one with `ledger-verify index`)")
             default_policy = max_delay is None and late is None  # what the index stored under
-            fingerprint = trust_fingerprint(keys, roots, origin, witnesses)
+            fingerprint = trust_fingerprint(keys, roots, origin, witnesses, agent_keys=agent_keys)
             with AuditIndex(db) as store:
                 indexed = IndexedLineage(
                     list(run_paths([str(Path(r).resolve()) for r in runs])),
@@ -345,6 +355,7 @@ def lineage(
 @click.option("--workers", type=click.IntRange(0, 64), default=0,
               help="processes checking run files (default 0: one per core)")  # fmt: skip
 @time_policy_options
+@chain_options
 @json_option
 def report(
     runs: tuple[str, ...],
@@ -358,6 +369,8 @@ def report(
     max_delay: str | None,
     late: str | None,
     agent_keys: tuple[str, ...],
+    tiles: str | None,
+    chain_key: str | None,
     as_json: bool,
 ) -> None:
     """Write self-contained HTML: timeline, decisions, parent graph, checks, problems (more
@@ -374,6 +387,8 @@ def report(
             witnesses=tuple(witnesses),
         )
         paths = list(run_paths(runs))
+        chains, scan, size = chain_verdicts([str(p) for p in paths], tiles, chain_key, keys, origin)
+        policy = replace(policy, chains=chains)
         audits = audit_runs(paths, spec, workers or os.cpu_count() or 1, checker)
         found: dict[int, Verdict] = {}
         shared: dict[str, Any] = {
@@ -406,6 +421,9 @@ def report(
             "verdicts": [{"run_id": a.run_id, **v.to_json_obj()} for a, v in verdicts],
         }
         lines = [f"wrote {out}: {len(audits)} run(s), {len(failing)} not verified"]
+        if scan is not None:
+            details["chain_scan"] = {"tree_size": size, **scan.to_json_obj()}
+            lines += ["chains (from the log's tiles):", *scan.lines()]
         if failing and len(pending) == len(failing):
             summary = f"{len(pending)} run(s) anchors pending (nothing else failed)"
             _fail("report", as_json, summary, {**details, "status": "anchors_pending"}, lines,

@@ -36,6 +36,12 @@ from ledger_client.audit.index import DIGEST_KINDS, GROUPS, AuditIndex, CacheSpe
 from ledger_client.audit.run_files import run_paths
 from ledger_client.audit.verdicts import format_delta
 from ledger_client.audit.verify import iso_ms
+from ledger_client.cli.agent import (
+    agent_verifiers,
+    chain_options,
+    chain_verdicts,
+    refuse_confusable,
+)
 from ledger_client.cli.audit import make_checker, trust_fingerprint, verification_options
 from ledger_client.clikit.outcome import Outcome, finish, json_option
 from ledger_client.receipts.disclose import load_private_disclosures
@@ -55,6 +61,9 @@ def _progress(total: int) -> Any:
 @verification_options
 @click.option("--workers", type=click.IntRange(0, 64), default=0,
               help="processes verifying files (default 0: one per core)")  # fmt: skip
+@click.option("--agent-key", "agent_keys", multiple=True, metavar="VKEY",
+              help="agent key: every record must be signed by one; repeat")  # fmt: skip
+@chain_options
 @json_option
 def index(
     dirs: tuple[str, ...],
@@ -64,6 +73,9 @@ def index(
     origin: str | None,
     witnesses: tuple[str, ...],
     workers: int,
+    agent_keys: tuple[str, ...],
+    tiles: str | None,
+    chain_key: str | None,
     as_json: bool,
 ) -> None:
     """Verify and index the run files under DIR into an SQLite database (incrementally)."""
@@ -76,14 +88,25 @@ def index(
             origin=origin,
             witnesses=tuple(witnesses),
         )
+        agents = agent_verifiers(agent_keys)
+        refuse_confusable(agents, origin, [k.split("+", 1)[0] for k in keys], [
+            w.split("+", 1)[0] for w in witnesses])  # fmt: skip
         paths = [p.resolve() for p in run_paths(dirs)]
+        chains, scan, size = chain_verdicts([str(p) for p in paths], tiles, chain_key, keys, origin)
+        scanned = None if tiles is None or chain_key is None or size is None else (
+            chain_key.strip().lower(), tiles, size)  # fmt: skip
+        fingerprint = trust_fingerprint(
+            keys, roots, origin, witnesses, agent_keys=agent_keys, chain=scanned
+        )
         with AuditIndex(db) as store:
             stats, verified = store.index(
                 paths,
                 spec,
-                fingerprint=trust_fingerprint(keys, roots, origin, witnesses),
+                fingerprint=fingerprint,
                 workers=workers or os.cpu_count() or 1,
                 progress=_progress(len(paths)),
+                agent_keys=agent_keys,
+                chains=chains,
             )
         details: dict[str, Any] = {**stats.to_json_obj(), "db": db, **verified}
         lines = [
@@ -93,6 +116,9 @@ def index(
             f"distinct checkpoints verified: {verified['checkpoints']}, "
             f"anchor tokens verified: {verified['tokens']}",
         ]
+        if scan is not None:
+            details["chain_scan"] = {"tree_size": size, **scan.to_json_obj()}
+            lines += ["chains (from the log's tiles):", *scan.lines()]
         return Outcome("index", details, lines)
 
     finish("index", as_json, check)

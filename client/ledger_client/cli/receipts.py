@@ -26,7 +26,11 @@
   ``--agent-key VKEY`` (repeatable, for rotation): every record must carry a valid agent
   signature by one of the keys (``signature`` problems otherwise; docs/formats.md "Agent
   signatures"); an agent key named like the origin, a log key or a witness is refused. The
-  run's first record's chain position is shown (``ledger-verify chain`` checks it).
+  run's first record's chain position is shown; with ``--tiles URL --chain-key HEX`` it is
+  checked against the log (``ledger_client.audit.chain``: runs of its chain opened in the log
+  and not presented are a ``chain`` problem, "run #n of chain C was opened at index i and is
+  not among the files"; forks and unlogged openings fail too, "not closed" and "chain
+  restarted" are warnings) and ``--json`` gains ``chain_scan``.
 
 With ``--tsa-root``, a run whose receipts all verify but some carry no anchor yet (fetched
 before the log's next scheduled anchor) is "anchors pending", exit 3: never OK, never invalid
@@ -42,6 +46,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import NoReturn
 
@@ -63,7 +68,7 @@ from ledger_client.audit.verdicts import (
     time_check,
     time_json,
 )
-from ledger_client.cli.agent import refuse_confusable
+from ledger_client.cli.agent import chain_options, chain_verdicts, refuse_confusable
 from ledger_client.cli.anchor import load_certificates
 from ledger_client.cli.audit import time_policy, time_policy_options
 from ledger_client.cli.notes import (
@@ -234,7 +239,7 @@ def _record_checks(
         if item is None:
             continue
         record = item.record
-        chain = chain_check(record)
+        chain = chain_check(record, policy)
         checks = Verdict(
             checks=(
                 time_check(record, result.logged_at_ms, policy),
@@ -258,9 +263,9 @@ def _record_checks(
         for check in checks.checks:
             if check.status in (WARNING, FAILED):
                 lines.append(f"  {check.name}: step {record.step} [{item.source}]: {check.message}")
-            if check.status == FAILED and check.name in ("time", "signature"):
+            if check.status == FAILED and check.name in ("time", "signature", "chain"):
                 code = "postdated" if check.message.startswith("postdated") else "late"
-                code = "signature" if check.name == "signature" else code
+                code = check.name if check.name in ("signature", "chain") else code
                 problems.append(
                     {
                         "code": code, "message": check.message, "step": record.step,
@@ -278,7 +283,7 @@ def _agent_summary(items: Sequence[RunItem], policy: TimePolicy) -> tuple[Json, 
     if first is None:
         return None, []
     signature = signature_check(first, policy.agent_keys)
-    chain = chain_check(first)
+    chain = chain_check(first, policy)
     summary: dict[str, Json] = {
         "signature": signature.to_json_obj(),
         "chain": None if first.chain is None else first.chain.to_json_obj(),  # type: ignore[dict-item]
@@ -325,6 +330,7 @@ def _fail(as_json: bool, details: dict[str, Json], lines: list[str]) -> NoReturn
     help="with --timeline: the auditor's disclosures file (shows committed values it opens)",
 )
 @time_policy_options
+@chain_options
 @json_option
 def run(
     path: str,
@@ -338,6 +344,8 @@ def run(
     max_delay: str | None,
     late: str | None,
     agent_keys: tuple[str, ...],
+    tiles: str | None,
+    chain_key: str | None,
     as_json: bool,
 ) -> None:
     """Check a run (folder of *.json or JSON-lines of {record, receipt}): complete, in order."""
@@ -349,6 +357,8 @@ def run(
         names = [k.name for k in verifiers]
         refuse_confusable(policy.agent_keys, origin, names, [w.name for w in wits])
         items = load_run(path)
+        chains, scan, size = chain_verdicts([path], tiles, chain_key, keys, origin)
+        policy = replace(policy, chains=chains)
         checker = ReceiptChecker(
             verifiers,
             tsa_roots=trusted,
@@ -366,6 +376,9 @@ def run(
         lines += notes
         details["agent"], agent_lines = _agent_summary(items, policy)
         lines[2:2] = agent_lines
+        if scan is not None:
+            details["chain_scan"] = {"tree_size": size, **scan.to_json_obj()}
+            lines += ["chains (from the log's tiles):", *scan.lines()]
         if timeline:
             details["timeline"], rows = run_timeline(
                 items, verifiers, trusted, origin, problems=verdict.problems, witnesses=wits,
