@@ -58,7 +58,8 @@ def test_timeline_rows_text_and_json(files: dict[str, Path]) -> None:
     assert anchored_at.endswith("Z") and rows[0]["index"] == 2
     code, text = invoke(*args, "--timeline")
     assert code == 0 and "step  time" in text and "tool/decision" in text
-    assert re.search(r"\n4 +\S+ +\S+ +\+2 s +tool_call +refund +#3, #2 +6 +unsigned +yes\n", text), text
+    row = r"\n4 +\S+ +\S+ +\+2 s +tool_call +refund +#3, #2 +6 +unsigned +yes\n"
+    assert re.search(row, text), text
 
 
 def test_timeline_names_what_failed(files: dict[str, Path]) -> None:
