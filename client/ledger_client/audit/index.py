@@ -27,7 +27,8 @@ time_difference_ms, verdict)`` and ``problems(path, run_id, code, step, record_d
 message)``. ``time`` is the agent's claimed time, ``logged_at_ms`` the log's leaf time and
 ``time_difference_ms`` the second minus the first; ``verdict`` is the record's verdict
 (``ledger_client.audit.verdicts``, JSON: receipt, run, time under the default time policy,
-lineage) as the other views show it. An index made before these columns existed is rebuilt.
+lineage, signature with the given agent keys, chain with the given chain verdicts) as the other
+views show it. An index made before these columns existed is rebuilt.
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@
   ``--from`` digest is in none of the files ("source not found").
 * ``report RUNS... --key VKEY --html OUT.html``: one self-contained HTML page
   (``ledger_client.audit.report_html``). Exit 1 when a run is not verified (the page is written).
+  ``--tiles URL --chain-key HEX``: each run's chain check from the log's tiles (withheld runs,
+  forks, restarts; ``ledger_client.cli.agent.chain_verdicts``), ``chain_scan`` in ``--json``.
 * ``export RUN --key VKEY --format otlp|prov --out FILE``: the run, each record with its
   verdict, as OTLP/JSON (the body of ``POST /v1/traces``) or W3C PROV-JSON
   (``ledger_client.audit.export``). Exit 1 when the run is not verified (the file is written).

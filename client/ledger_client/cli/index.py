@@ -3,7 +3,9 @@
 * ``index DIR... --db audit.sqlite --key VKEY [--tsa-root PEM ...]``: verify and index every
   run file under DIR (``ledger_client.audit.index``; incremental). Prints what it did; exit 0
   even when some runs fail verification (the index records why; query ``--status failed``),
-  2 on bad input.
+  2 on bad input. ``--agent-key VKEY`` (repeatable) checks every record's signature and
+  ``--tiles URL --chain-key HEX`` each run's place in its agent's chain
+  (``ledger_client.audit.chain``); both go into the stored verdicts and the trust inputs.
 * ``query --db audit.sqlite [--agent A] [--run R] [--kind K] [--tool T] [--since T]
   [--until T] [--trust LABEL] [--outcome O] [--status verified|failed] [--limit N] [--json]``:
   matching records, oldest first (by the log's time), as a table or one JSON object. Times are
