@@ -260,9 +260,11 @@ def chain_verdicts(
     origin: str | None,
     *,
     timeout: float = 30.0,
+    skip_unreadable: bool = False,
 ) -> tuple[dict[str, Check], ChainReport | None, int | None]:
     """Each presented run's chain check (run id -> check), the scan's report and the tree
-    size read, from the log's tiles (``--tiles``/``--chain-key``; both or neither)."""
+    size read, from the log's tiles (``--tiles``/``--chain-key``; both or neither).
+    ``skip_unreadable``: a file that does not load is left out (``index`` records it)."""
     if tiles is None and chain_key is None:
         return {}, None, None
     if tiles is None or chain_key is None:
@@ -270,7 +272,15 @@ def chain_verdicts(
     from ledger_client.remote.tiles import TileClient
 
     secret = _chain_key(chain_key)
-    runs = presented_runs(paths)
+    if skip_unreadable:
+        runs = []
+        for path in paths:
+            try:
+                runs += presented_runs([path])
+            except (FormatError, OSError):
+                continue
+    else:
+        runs = presented_runs(paths)
     client = TileClient(tiles, timeout=timeout)
     size = client.checkpoint(log_verifiers(keys), origin=origin).checkpoint.size
     leaves = client.leaves(0, size, size)

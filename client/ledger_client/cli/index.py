@@ -94,7 +94,9 @@ def index(
         refuse_confusable(agents, origin, [k.split("+", 1)[0] for k in keys], [
             w.split("+", 1)[0] for w in witnesses])  # fmt: skip
         paths = [p.resolve() for p in run_paths(dirs)]
-        chains, scan, size = chain_verdicts([str(p) for p in paths], tiles, chain_key, keys, origin)
+        chains, scan, size = chain_verdicts(
+            [str(p) for p in paths], tiles, chain_key, keys, origin, skip_unreadable=True
+        )
         scanned = None if tiles is None or chain_key is None or size is None else (
             chain_key.strip().lower(), tiles, size)  # fmt: skip
         fingerprint = trust_fingerprint(
