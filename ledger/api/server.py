@@ -218,7 +218,8 @@ class BoundedMemory(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
             context.set_trailing_metadata(wire.retry_trailer(exc))
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
         try:
-            raw = await asyncio.wait_for(context.read(), self._read_timeout_s)
+            async with asyncio.timeout(self._read_timeout_s):  # no task per message
+                raw = await context.read()
         except TimeoutError:
             self._budget.give(self._reserve)
             await context.abort(

@@ -71,7 +71,8 @@ class StreamReader:
 
     async def _next(self) -> bytes | None:
         try:
-            raw = await asyncio.wait_for(anext(self._raw), self._idle_s)
+            async with asyncio.timeout(self._idle_s):  # wait_for would start a task per message
+                raw = await anext(self._raw)
         except StopAsyncIteration:
             return None
         except TimeoutError:
