@@ -222,6 +222,9 @@ def canonical_bytes(obj: object, *, path: str = "", safe_numbers: bool = False) 
     ``InvalidRecordError`` naming the offending field otherwise.
     """
     plain = to_plain(obj, path, safe_numbers=safe_numbers)
+    fast = _fast_canonical(plain)
+    if fast is not None:
+        return fast
     try:
         return bytes(rfc8785.dumps(plain))
     except rfc8785.CanonicalizationError as exc:  # pragma: no cover - to_plain checks first
@@ -230,7 +233,46 @@ def canonical_bytes(obj: object, *, path: str = "", safe_numbers: bool = False) 
 
 def canonical_plain(plain: Json) -> bytes:
     """RFC 8785 bytes of a value ``to_plain`` already returned (skips checking it again)."""
-    return bytes(rfc8785.dumps(plain))
+    fast = _fast_canonical(plain)
+    return fast if fast is not None else bytes(rfc8785.dumps(plain))
+
+
+_LAST_BMP = "\uffff"
+
+
+def _json_compatible(value: object) -> bool:
+    """Whether ``json.dumps(sort_keys=True, ensure_ascii=False)`` writes ``value`` exactly as
+    RFC 8785 does: no floats (ECMAScript number form differs), integers in the safe range,
+    and object keys within the Basic Multilingual Plane (code point order is then UTF-16
+    code unit order, RFC 8785 §3.2.3). Strings escape alike (RFC 8785 §3.2.2.2: ``\\b \\t
+    \\n \\f \\r``, other controls ``\\u00xx`` in lower case, ``"`` and ``\\``)."""
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return True
+    if kind is int:
+        return -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER  # type: ignore[operator]
+    if kind is dict:
+        for key, item in value.items():  # type: ignore[attr-defined]
+            if type(key) is not str or not (key.isascii() or max(key) <= _LAST_BMP):
+                return False
+            if not _json_compatible(item):
+                return False
+        return True
+    if kind is list:
+        return all(_json_compatible(item) for item in value)  # type: ignore[attr-defined]
+    return False
+
+
+def _fast_canonical(plain: Json) -> bytes | None:
+    """RFC 8785 bytes through the C JSON encoder when that is exact (``_json_compatible``);
+    None: use the full canonicalizer (floats, supplementary-plane keys, lone surrogates)."""
+    if not _json_compatible(plain):
+        return None
+    text = json.dumps(plain, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: the canonicalizer names the problem
+        return None
 
 
 # --- strict parsing ------------------------------------------------------------------------------
