@@ -9,5 +9,6 @@ PROV-JSON), checking many run files in worker processes (``parallel``), the SQLi
 
 May import: ``ledger.core``, ``ledger.timestamp``, ``ledger.records``, ``ledger.fileio``,
 ``ledger_client.receipts``; libraries ``cryptography``, ``grandalf`` (the report's graph
-layout), ``sqlite3``.
+layout), ``sqlite3``, ``multiprocessing`` (the fork start method for the report's page
+renderers).
 """
