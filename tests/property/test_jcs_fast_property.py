@@ -8,7 +8,15 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.core.jcs import MAX_SAFE_INTEGER, Json, canonical_bytes, canonical_plain
+from ledger.core.errors import InvalidRecordError
+from ledger.core.jcs import (
+    MAX_SAFE_INTEGER,
+    Json,
+    _to_plain,
+    canonical_bytes,
+    canonical_plain,
+    to_plain,
+)
 
 _TEXT = st.text(
     alphabet=st.characters(exclude_categories=["Cs"]),  # no lone surrogates
@@ -49,3 +57,32 @@ def test_keys_sort_by_utf16_code_units_not_code_points() -> None:
 def test_controls_and_quotes_escape_as_rfc8785_says() -> None:
     value: Json = {"k": '\x00\x1f\b\t\n\f\r"\\\x7f\u2028'}
     assert canonical_plain(value) == bytes(rfc8785.dumps(value))
+
+
+_ANY_SCALARS = st.one_of(
+    _SCALARS,
+    st.integers(),  # outside the safe range too
+    st.floats(),  # NaN and infinities too
+    st.text(max_size=4),  # lone surrogates too
+)
+_ANY = st.recursive(
+    _ANY_SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(st.one_of(_KEYS, st.integers(0, 3)), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_ANY, st.booleans())
+def test_to_plain_fast_path_answers_as_the_checking_path(value: object, safe: bool) -> None:
+    def answer(fn: object) -> object:
+        try:
+            return ("ok", fn(value, "", safe_numbers=safe))  # type: ignore[operator]
+        except InvalidRecordError as exc:
+            return ("error", str(exc))
+
+    assert answer(to_plain) == answer(_to_plain)
