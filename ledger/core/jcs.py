@@ -179,7 +179,62 @@ def to_plain(value: object, path: str = "", *, safe_numbers: bool = False, depth
 
     Tuples become lists; objects with a ``to_json_obj()`` method are converted through it.
     Raises ``InvalidRecordError`` naming the first offending field path.
+
+    Fast first (``_plain_fast``: exact built-in types, no field paths built); anything it does
+    not take (a problem, a subclass, an unusual type) is done again here, which names the field.
     """
+    try:
+        return _plain_fast(value, safe_numbers, depth)
+    except (_NotFast, UnicodeEncodeError):
+        return _to_plain(value, path, safe_numbers=safe_numbers, depth=depth)
+
+
+class _NotFast(Exception):
+    """``_plain_fast`` leaves this value to ``_to_plain``."""
+
+
+_SIMPLE = (int, float, str, list, tuple, Mapping)
+
+
+def _plain_fast(value: object, safe_numbers: bool, depth: int) -> Json:
+    """``_to_plain`` for exact ``dict``/``list``/``tuple``/``str``/``int``/``float``/``bool``/
+    ``None`` and objects with ``to_json_obj``; raises ``_NotFast`` (or ``UnicodeEncodeError``
+    for a lone surrogate) where ``_to_plain`` would raise or convert a subclass."""
+    if depth > MAX_DEPTH:
+        raise _NotFast
+    kind = type(value)
+    if kind is str:
+        if not value.isascii():  # type: ignore[attr-defined]
+            value.encode("utf-8")  # type: ignore[attr-defined]
+        return value  # type: ignore[return-value]
+    if kind is dict:
+        out: dict[str, Json] = {}
+        for key, item in value.items():  # type: ignore[attr-defined]
+            if type(key) is not str:
+                raise _NotFast
+            if not key.isascii():
+                key.encode("utf-8")
+            out[key] = _plain_fast(item, safe_numbers, depth + 1)
+        return out
+    if kind is list or kind is tuple:
+        return [_plain_fast(item, safe_numbers, depth + 1) for item in value]  # type: ignore[attr-defined]
+    if value is None or kind is bool:
+        return value  # type: ignore[return-value]
+    if kind is int:
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:  # type: ignore[operator]
+            return value  # type: ignore[return-value]
+        raise _NotFast
+    if kind is float:
+        if math.isfinite(value) and not (safe_numbers and abs(value) > MAX_SAFE_INTEGER):  # type: ignore[arg-type]
+            return value  # type: ignore[return-value]
+        raise _NotFast
+    convert = getattr(value, "to_json_obj", None)
+    if callable(convert) and not isinstance(value, _SIMPLE):
+        return _plain_fast(convert(), safe_numbers, depth)
+    raise _NotFast
+
+
+def _to_plain(value: object, path: str = "", *, safe_numbers: bool = False, depth: int = 0) -> Json:
     if depth > MAX_DEPTH:
         raise InvalidRecordError(_name(path), f"nested deeper than {MAX_DEPTH} levels")
     if value is None or isinstance(value, bool):
@@ -192,14 +247,14 @@ def to_plain(value: object, path: str = "", *, safe_numbers: bool = False, depth
         return _check_text(value, path)
     if isinstance(value, list | tuple):
         return [
-            to_plain(item, index_path(path, i), safe_numbers=safe_numbers, depth=depth + 1)
+            _to_plain(item, index_path(path, i), safe_numbers=safe_numbers, depth=depth + 1)
             for i, item in enumerate(value)
         ]
     if isinstance(value, Mapping):
         return _plain_object(value, path, safe_numbers, depth)
     convert = getattr(value, "to_json_obj", None)
     if callable(convert):
-        return to_plain(convert(), path, safe_numbers=safe_numbers, depth=depth)
+        return _to_plain(convert(), path, safe_numbers=safe_numbers, depth=depth)
     raise InvalidRecordError(_name(path), f"{type(value).__name__} is not a JSON value")
 
 
@@ -211,7 +266,7 @@ def _plain_object(
         if not isinstance(key, str):
             raise InvalidRecordError(_name(path), f"object key {key!r} is not a string")
         here = child_path(path, _check_text(key, path))
-        out[key] = to_plain(item, here, safe_numbers=safe_numbers, depth=depth + 1)
+        out[key] = _to_plain(item, here, safe_numbers=safe_numbers, depth=depth + 1)
     return out
 
 
@@ -222,6 +277,9 @@ def canonical_bytes(obj: object, *, path: str = "", safe_numbers: bool = False) 
     ``InvalidRecordError`` naming the offending field otherwise.
     """
     plain = to_plain(obj, path, safe_numbers=safe_numbers)
+    fast = _fast_canonical(plain)
+    if fast is not None:
+        return fast
     try:
         return bytes(rfc8785.dumps(plain))
     except rfc8785.CanonicalizationError as exc:  # pragma: no cover - to_plain checks first
@@ -230,7 +288,46 @@ def canonical_bytes(obj: object, *, path: str = "", safe_numbers: bool = False) 
 
 def canonical_plain(plain: Json) -> bytes:
     """RFC 8785 bytes of a value ``to_plain`` already returned (skips checking it again)."""
-    return bytes(rfc8785.dumps(plain))
+    fast = _fast_canonical(plain)
+    return fast if fast is not None else bytes(rfc8785.dumps(plain))
+
+
+_LAST_BMP = "\uffff"
+
+
+def _json_compatible(value: object) -> bool:
+    """Whether ``json.dumps(sort_keys=True, ensure_ascii=False)`` writes ``value`` exactly as
+    RFC 8785 does: no floats (ECMAScript number form differs), integers in the safe range,
+    and object keys within the Basic Multilingual Plane (code point order is then UTF-16
+    code unit order, RFC 8785 §3.2.3). Strings escape alike (RFC 8785 §3.2.2.2: ``\\b \\t
+    \\n \\f \\r``, other controls ``\\u00xx`` in lower case, ``"`` and ``\\``)."""
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return True
+    if kind is int:
+        return -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER  # type: ignore[operator]
+    if kind is dict:
+        for key, item in value.items():  # type: ignore[attr-defined]
+            if type(key) is not str or not (key.isascii() or max(key) <= _LAST_BMP):
+                return False
+            if not _json_compatible(item):
+                return False
+        return True
+    if kind is list:
+        return all(_json_compatible(item) for item in value)  # type: ignore[attr-defined]
+    return False
+
+
+def _fast_canonical(plain: Json) -> bytes | None:
+    """RFC 8785 bytes through the C JSON encoder when that is exact (``_json_compatible``);
+    None: use the full canonicalizer (floats, supplementary-plane keys, lone surrogates)."""
+    if not _json_compatible(plain):
+        return None
+    text = json.dumps(plain, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: the canonicalizer names the problem
+        return None
 
 
 # --- strict parsing ------------------------------------------------------------------------------

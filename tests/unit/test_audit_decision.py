@@ -6,6 +6,7 @@ its content only with the auditor's disclosures file. Runs from ``tests/decision
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from ledger_client.audit.parallel import map_forked
 from ledger_client.cli.main import main
 from tests.decision_world import (
     DECIDE,
@@ -166,3 +168,27 @@ def test_runs_are_ordered_by_time_and_many_runs_are_paged(
     assert len(pages) == 21 and overview.count('href="all-runs/run-') == 21
     assert "schema_mismatch" in pages[0].read_text() and "schema_mismatch" not in overview
     assert 'href="../all.html"' in pages[0].read_text()
+
+
+def test_run_pages_rendered_in_worker_processes_are_the_same_pages(
+    world: Runs, files: dict[str, Path], tmp_path: Path
+) -> None:
+    many = tmp_path / "many"
+    many.mkdir()
+    for n in range(40):  # enough runs for the pages to be rendered by forked workers
+        shutil.copy(files["fan" if n % 2 else "decide"], many / f"copy-{n:02d}.jsonl")
+    one = _report(world, tmp_path / "one.html", many, extra=("--workers", "1"))
+    two = _report(world, tmp_path / "two.html", many, extra=("--workers", "2"))
+    assert one.replace("one-runs/", "two-runs/") == two
+    pages_one = sorted((tmp_path / "one-runs").iterdir())
+    pages_two = sorted((tmp_path / "two-runs").iterdir())
+    assert len(pages_one) == len(pages_two) == 40
+    for a, b in zip(pages_one, pages_two, strict=True):
+        assert a.read_text().replace("one.html", "two.html") == b.read_text()
+
+
+def test_map_forked_keeps_order_and_uses_other_processes() -> None:
+    here = os.getpid()
+    got = map_forked(lambda n: (n * n, os.getpid()), 100, 2)
+    assert [v for v, _ in got] == [n * n for n in range(100)]
+    assert {pid for _, pid in got} - {here}  # computed in forked workers

@@ -113,7 +113,8 @@ RULES: Mapping[str, Rule] = {
         "multiprocessing",  # propagate: a child process joins its parent's run
     ),
     "ledger_client.audit": rule(
-        f"{PURE} ledger.fileio ledger_client.receipts", "cryptography grandalf sqlite3"
+        f"{PURE} ledger.fileio ledger_client.receipts",
+        "cryptography grandalf sqlite3 multiprocessing",  # parallel: forked report renderers
     ),
     "ledger_client.clikit": rule("ledger.core ledger_client.remote.connection", "click"),
     "ledger_client.cli": rule(

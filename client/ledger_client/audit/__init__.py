@@ -10,5 +10,6 @@ worker processes (``parallel``), the SQLite index (``index``), finding run files
 
 May import: ``ledger.core``, ``ledger.timestamp``, ``ledger.records``, ``ledger.fileio``,
 ``ledger_client.receipts``; libraries ``cryptography``, ``grandalf`` (the report's graph
-layout), ``sqlite3``.
+layout), ``sqlite3``, ``multiprocessing`` (the fork start method for the report's page
+renderers).
 """

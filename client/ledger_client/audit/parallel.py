@@ -5,23 +5,33 @@ does (``audit.verify.audit_as_run``) in ``workers`` processes, each with its own
 verification cache (``audit.index.CacheSpec``, as the index uses them), and returns the
 ``(file name, RunAudit)`` pairs in the order given. A file that cannot be read raises its
 ``FormatError`` as the single-process path does. Used by ``ledger-verify report``.
+
+``map_forked(fn, count, workers)`` is ``[fn(n) for n in range(count)]`` computed in ``workers``
+forked processes: they inherit ``fn`` and everything it reads (the report's audits) from this
+process, so only the numbers and the results cross between processes. The report renders its
+per-run pages with it. Where ``fork`` is not available, or for few items, it runs here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import multiprocessing
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any, TypeVar
 
 from ledger_client.audit.index import CacheSpec
 from ledger_client.audit.verify import RunAudit, audit_as_run
 from ledger_client.receipts.run_load import load_run
 from ledger_client.receipts.verify import ReceiptChecker
 
-__all__ = ["audit_runs"]
+T = TypeVar("T")
+
+__all__ = ["audit_runs", "map_forked"]
 
 _CHUNK = 8  # files per task
 _CHECKER: list[ReceiptChecker] = []
+_FORKED: list[Callable[[int], Any]] = []  # the function map_forked's workers inherit
 
 
 def _start(spec: CacheSpec) -> None:
@@ -42,3 +52,21 @@ def audit_runs(
         return [(name, audit_as_run(load_run(name), local)) for name in names]
     with ProcessPoolExecutor(workers, initializer=_start, initargs=(spec,)) as pool:
         return list(pool.map(_one, names, chunksize=_CHUNK))
+
+
+def _call_forked(n: int) -> Any:
+    return _FORKED[0](n)
+
+
+def map_forked(fn: Callable[[int], T], count: int, workers: int) -> list[T]:
+    """``[fn(n) for n in range(count)]``, in forked worker processes (module docstring)."""
+    methods = multiprocessing.get_all_start_methods()
+    if workers <= 1 or count < 4 * _CHUNK or "fork" not in methods:
+        return [fn(n) for n in range(count)]
+    _FORKED[:] = [fn]
+    try:
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+            return list(pool.map(_call_forked, range(count), chunksize=_CHUNK))
+    finally:
+        _FORKED.clear()

@@ -25,7 +25,7 @@ from the files is HTML-escaped.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
 
@@ -442,6 +442,12 @@ def render_report(
     return _page(_TITLE, _notes(anchors_checked, witnesses_checked), summary, body)
 
 
+def _in_order(
+    section: Callable[[int], tuple[str, Verdict]], count: int
+) -> list[tuple[str, Verdict]]:
+    return [section(n) for n in range(count)]
+
+
 def run_page_name(number: int) -> str:
     """The file name of the ``number``-th run's page (beside the overview's folder)."""
     return f"run-{number:05d}.html"
@@ -457,11 +463,15 @@ def render_pages(
     policy: TimePolicy | None = None,
     private: Mapping[str, Sequence[Kept]] | None = None,
     verdicts: dict[int, Verdict] | None = None,
+    map_runs: Callable[[Callable[[int], tuple[str, Verdict]], int], list[tuple[str, Verdict]]]
+    | None = None,
 ) -> tuple[str, dict[str, str]]:
     """The overview page (one line per run, in time order, linking its page in the folder
     ``folder`` beside it) and the run pages by file name (each links back to ``overview``,
     the overview's file name); every page self-contained. ``verdicts`` as for
-    ``render_report``."""
+    ``render_report``. ``map_runs(section, count)``: ``[section(n) for n in range(count)]``,
+    in order (the default), or the same computed elsewhere (``audit.parallel.map_forked``:
+    in worker processes)."""
     ordered = _ordered(runs)
     names = {a.run_id or "": f"{folder}/{run_page_name(n)}" for n, (_, a) in enumerate(ordered)}
     pages_of = {run: path.rsplit("/", 1)[-1] for run, path in names.items()}
@@ -470,8 +480,13 @@ def render_pages(
     pages: dict[str, str] = {}
     lines = []
     shown: list[Verdict] = []
-    for n, (name, audit) in enumerate(ordered):
-        section, verdict = _run_section(name, audit, policy, where, private)
+
+    def section_of(n: int) -> tuple[str, Verdict]:
+        name, audit = ordered[n]
+        return _run_section(name, audit, policy, where, private)
+
+    every = (map_runs or _in_order)(section_of, len(ordered))
+    for n, ((name, audit), (section, verdict)) in enumerate(zip(ordered, every, strict=True)):
         shown.append(verdict)
         if verdicts is not None:
             verdicts[id(audit)] = verdict

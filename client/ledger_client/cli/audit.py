@@ -53,7 +53,7 @@ from ledger_client.audit.export import otlp_json, prov_json
 from ledger_client.audit.index import AuditIndex, CacheSpec
 from ledger_client.audit.lineage import Lineage, LineageResult
 from ledger_client.audit.lineage_index import IndexedLineage
-from ledger_client.audit.parallel import audit_runs
+from ledger_client.audit.parallel import audit_runs, map_forked
 from ledger_client.audit.report_html import PAGE_RUNS, render_pages, render_report
 from ledger_client.audit.run_files import run_paths
 from ledger_client.audit.timeline import label_of, timeline
@@ -391,7 +391,8 @@ def report(
         paths = list(run_paths(runs))
         chains, scan, size = chain_verdicts([str(p) for p in paths], tiles, chain_key, keys, origin)
         policy = replace(policy, chains=chains)
-        audits = audit_runs(paths, spec, workers or os.cpu_count() or 1, checker)
+        processes = workers or os.cpu_count() or 1
+        audits = audit_runs(paths, spec, processes, checker)
         found: dict[int, Verdict] = {}
         shared: dict[str, Any] = {
             "verdicts": found,
@@ -407,8 +408,9 @@ def report(
             folder = target.with_name(target.stem + "-runs")
             folder.mkdir(parents=True, exist_ok=True)
             overview, pages = render_pages(
-                audits, folder=folder.name, overview=target.name, **shared
-            )
+                audits, folder=folder.name, overview=target.name, **shared,
+                map_runs=lambda section, count: map_forked(section, count, processes),
+            )  # fmt: skip
             for name, page in pages.items():
                 write_file(folder / name, page.encode("utf-8"))
             write_file(target, overview.encode("utf-8"))
