@@ -26,6 +26,8 @@ from ledger.core.errors import (
     NotYetPublishedError,
     OutOfRangeError,
     ReadOnlyError,
+    StoreUnreachableError,
+    WriterFencedError,
 )
 from ledger.core.limits import HASH_SIZE, MAX_ANCHORED_SIZES, MAX_GROUP, MAX_PAGE
 from ledger.core.packed import PackedResult, check_packed
@@ -44,7 +46,7 @@ from ledger.log import selfcheck
 from ledger.log.clock import BoundedClock
 from ledger.log.highwater import AckedSize, HighWaterMark, MarkState
 from ledger.log.integrator import Integrator
-from ledger.log.publisher import Publisher
+from ledger.log.publisher import Gate, Publisher
 from ledger.log.recovery import check_against_mark, leave_read_only
 from ledger.log.sequencer import PackedSequenced, Sequencer, validate_items
 from ledger.store.contract import Store, TreeState
@@ -70,6 +72,7 @@ class Log:
         max_batch: int = MAX_GROUP,
         mark: HighWaterMark | None = None,
         acked: AckedSize | None = None,
+        gate: Gate | None = None,
     ) -> None:
         self._store = store
         self._lock = threading.Lock()
@@ -87,7 +90,12 @@ class Log:
             check_leaves=self._check_leaves,
         )
         self._publisher = Publisher(
-            store=store, signer=signer, origin=origin, mark=mark, check=self._check_extends
+            store=store,
+            signer=signer,
+            origin=origin,
+            mark=mark,
+            check=self._check_extends,
+            gate=gate,
         )
         self._roots = selfcheck.RootCheck(store.get_nodes)
         self._check_recovered(state)
@@ -246,6 +254,11 @@ class Log:
             except DataLossError as exc:
                 self._set_failure(exc)
                 raise
+            except WriterFencedError as exc:
+                self._set_failure(exc)  # another writer holds the bucket: stop sequencing
+                raise
+            except StoreUnreachableError:
+                raise  # primary mode, bucket away: nothing signed leaves; the next publish retries
             except Exception as exc:
                 self._set_failure(exc)
                 raise LogFailedError(
