@@ -283,6 +283,42 @@ class Log:
             self._restored = self._unconfirmed = None
             return published
 
+    def follow(self, leaves: Sequence[bytes], checkpoint: PublishedCheckpoint) -> None:
+        """Primary mode (a standby following the bucket, or a writer rebuilding its cache):
+        append ``leaves`` verbatim after the tree and adopt ``checkpoint`` (its signature
+        verified by the caller) once they rebuild its root; DataLossError when they do not."""
+        with self._lock:
+            self._raise_if_failed()
+            if not leaves and checkpoint.size <= self.size:  # entries past it: never acked
+                if self.root_at(checkpoint.size) != checkpoint.root_hash:
+                    raise DataLossError(
+                        f"follow: this data dir's root at size {checkpoint.size} is not the "
+                        "bucket's: it holds another history; move it away to rebuild it"
+                    )
+                latest = self._publisher.latest
+                if latest is None or latest.size < checkpoint.size:
+                    if self._mark is not None:
+                        self._mark.write(MarkState(checkpoint=checkpoint))
+                    self._publisher.adopt(checkpoint)
+                return
+            if checkpoint.size != self.size + len(leaves):
+                raise InvalidArgumentError(
+                    f"follow: {len(leaves)} leaves after size {self.size} do not reach "
+                    f"{checkpoint.size}"
+                )
+            trial = self._integrator.compact.copy()
+            trial.extend([merkle.leaf_hash(leaf) for leaf in leaves], with_leaves=False)
+            if trial.root() != checkpoint.root_hash:
+                raise DataLossError(
+                    f"follow: the bucket's leaves rebuild root {trial.root().hex()} at size "
+                    f"{checkpoint.size}, its checkpoint says {checkpoint.root_hash.hex()}"
+                )
+            if leaves:
+                self.commit_leaves(self.size, leaves)
+            if self._mark is not None:
+                self._mark.write(MarkState(checkpoint=checkpoint))
+            self._publisher.adopt(checkpoint)
+
     def commit_leaves(self, start: int, leaves: Sequence[bytes]) -> None:
         """Commit leaves at ``start`` exactly as given (catch-up, under the lock)."""
         sequenced = self._sequencer.sequence_leaves(start, leaves)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -61,11 +62,14 @@ from ledger.store.tile_reader import TileReader
 __all__ = [
     "LOCK_KEY",
     "STAGING_PREFIX",
+    "LeaseKeeper",
     "LockState",
     "LockWatcher",
     "PrimaryBucket",
     "decode_staging",
     "encode_staging",
+    "public_checkpoint",
+    "read_leaves",
     "staging_name",
 ]
 
@@ -176,6 +180,7 @@ class PrimaryBucket:
         self._origin = origin
         self.writer = writer
         self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="ledger-primary")
+        self._swapping = threading.Lock()  # commit and renew (the lease thread) never overlap
         self._etag: str | None = None  # of the lock as this writer last wrote or read it
         self.state: LockState | None = None
         self.fenced: WriterFencedError | None = None
@@ -249,6 +254,10 @@ class PrimaryBucket:
         """Stage, swap, copy (module docstring) for the signed ``published`` whose tree extends
         the locked one of size ``previous``. After it returns the checkpoint may leave the
         process; any exception means it must not."""
+        with self._swapping:
+            self._commit(previous, published)
+
+    def _commit(self, previous: int, published: PublishedCheckpoint) -> None:
         if self.fenced is not None:
             raise self.fenced
         if self.state is None or self.state.size != previous:
@@ -280,11 +289,12 @@ class PrimaryBucket:
 
     def renew(self) -> None:
         """Renew the lease: swap the same state with the next term."""
-        if self.fenced is not None:
-            raise self.fenced
-        if self.state is None:
-            raise StorageError("primary mode: renew before the lock was taken")
-        self._swap(replace(self.state, term=self.state.term + 1))
+        with self._swapping:
+            if self.fenced is not None:
+                raise self.fenced
+            if self.state is None:
+                raise StorageError("primary mode: renew before the lock was taken")
+            self._swap(replace(self.state, term=self.state.term + 1))
 
     def _swap(self, mine: LockState) -> None:
         if self._etag is None:
@@ -364,6 +374,69 @@ def _note_size(body: bytes) -> int:
     return int(lines[1]) if len(lines) > 2 and lines[1].isdigit() else 0
 
 
+def read_leaves(bucket: Bucket, start: int, size: int) -> list[bytes]:
+    """Leaves ``start..size-1`` from the public entry bundles of the tree of ``size`` (a
+    standby following the bucket; a writer rebuilding its local cache)."""
+    out: list[bytes] = []
+    for index in range(start // tiles.TILE_WIDTH, -(-size // tiles.TILE_WIDTH)):
+        width = tiles.tile_width(0, index, size)
+        tile = tiles.TileID(level=0, index=index, width=width, entries=True)
+        stored = bucket.get(tile.path)
+        if stored is None:
+            raise StorageError(f"{bucket.address.url}{tile.path}: missing below the checkpoint")
+        data = stored.body
+        if stored.content_encoding.lower() == "gzip" or data[:2] == b"\x1f\x8b":
+            data = tiles.gunzip_bundle(data)
+        leaves = tiles.decode_entry_bundle(data, width)
+        base = index * tiles.TILE_WIDTH
+        out += leaves[max(0, start - base) :]
+    return out
+
+
+def public_checkpoint(bucket: Bucket) -> str | None:
+    """The bucket's public ``checkpoint`` note (None: none yet)."""
+    stored = bucket.get("checkpoint")
+    return None if stored is None else stored.body.decode("utf-8", "replace")
+
+
+class LeaseKeeper:
+    """The active writer's lease: ``renew`` every ``lease_s / 3`` on a thread of its own;
+    ``on_fenced`` is told once when a renewal finds another writer (the caller halts the log).
+    A renewal the store does not answer is retried at the next tick: the lease may lapse, and
+    then the next commit's swap is what fails."""
+
+    def __init__(
+        self,
+        primary: PrimaryBucket,
+        *,
+        lease_s: float,
+        on_fenced: Callable[[WriterFencedError], None],
+    ) -> None:
+        self._primary = primary
+        self._every = max(0.05, lease_s / 3)
+        self._on_fenced = on_fenced
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ledger-lease", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every):
+            try:
+                self._primary.renew()
+            except WriterFencedError as exc:
+                self._on_fenced(exc)
+                return
+            except LedgerError as exc:
+                _log.warning("lease renewal: %s", exc)
+
+
 class LockWatcher:
     """A standby's view of the lock: the lease lapsed when the lock's ETag has not changed for
     ``lease_s`` by this process's monotonic clock (module docstring)."""
@@ -393,8 +466,6 @@ class LockWatcher:
 
     def wait_lapsed(self, *, interval: float, stop: Callable[[], bool] | None = None) -> None:
         """Poll every ``interval`` until the lease lapses (or ``stop()`` is true)."""
-        import threading
-
         pause = threading.Event()
         while not (stop is not None and stop()):
             try:

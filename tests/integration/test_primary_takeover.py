@@ -1,0 +1,92 @@
+"""Primary mode with real processes over a real SeaweedFS: kill -9 of the active writer under
+append load (the standby takes over, nothing acknowledged is lost, one root per size), and a
+writer SIGSTOPped past its lease that wakes after the takeover and stops before acknowledging."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from ledger.core.errors import LedgerError
+from ledger_client.remote.log import RemoteLog
+from tests import processes
+from tests.objstore_world import Seaweed
+from tests.primary_world import LEASE_S, Load, Pair, bucket_root_at, wait_acked
+from tests.waits import wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def _check_no_loss(pair: Pair, address: str, acked: dict[bytes, int]) -> None:
+    """Every acknowledged digest is in the serving writer's tree at its index, below the
+    bucket's checkpoint."""
+    size, _ = pair.bucket_checkpoint()
+    client = RemoteLog(address, timeout=30)
+    try:
+        for digest, index in acked.items():
+            assert index < size
+            assert client.entry(digest).index == index
+    finally:
+        client.close()
+
+
+def test_kill_9_under_load_the_standby_takes_over(seaweed: Seaweed, tmp_path: Path) -> None:
+    pair = Pair(seaweed, tmp_path, "t/kill")
+    active = pair.start("a")
+    standby = pair.standby("b")
+    load = Load(active.address)
+    try:
+        wait_acked(load, 200)
+        assert not standby.done()  # it follows; it takes no appends while the lease is live
+        active.kill()
+        killed = time.monotonic()
+        load.stop()
+        b = standby.result(timeout=60)
+        took = time.monotonic() - killed
+        assert took < LEASE_S + 10
+        acked = dict(load.acked)
+        more = Load(b.address)  # the client moves to the writer that serves
+        wait_acked(more, 100)
+        more.stop()
+        _check_no_loss(pair, b.address, {**acked, **more.acked})
+        size, root = pair.bucket_checkpoint()
+        assert bucket_root_at(pair, size) == root
+        b.terminate()
+    finally:
+        load.stop()
+        pair.close()
+
+
+def test_a_writer_stopped_past_its_lease_wakes_fenced(seaweed: Seaweed, tmp_path: Path) -> None:
+    pair = Pair(seaweed, tmp_path, "t/stop")
+    active = pair.start("a")
+    standby = pair.standby("b")
+    client = RemoteLog(active.address, timeout=10)
+    try:
+        for _ in range(5):
+            client.append([os.urandom(32) for _ in range(4)])
+        active.proc.send_signal(signal.SIGSTOP)
+        b = standby.result(timeout=60)  # the lease lapsed: the standby took the lock
+        after = RemoteLog(b.address, timeout=10)
+        taken = after.append([os.urandom(32)]).results[0].index
+        active.proc.send_signal(signal.SIGCONT)
+        with pytest.raises(LedgerError):  # its next conditional write fails: nothing acked
+            client.append([os.urandom(32)])
+        size, root = pair.bucket_checkpoint()
+        assert size > taken and bucket_root_at(pair, size) == root
+        # The stale writer says why it stopped.
+        wait_until(
+            lambda: "FENCED" in active.log_path.read_text() or "fenced" in
+            active.log_path.read_text(), timeout=30, what="the stale writer's fence line",
+        )  # fmt: skip
+        after.close()
+        b.terminate()
+        active.kill()
+    finally:
+        client.close()
+        pair.close()
+        processes.reap()
