@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -39,6 +40,10 @@ class Pair:
         write_signer(self.key, self.signer)
         self._pool = ThreadPoolExecutor(2)
 
+    def args(self, writer: str) -> list[str]:
+        """``ledger serve`` flags of a primary-mode writer named ``writer`` on this bucket."""
+        return self._args(writer)
+
     def _args(self, writer: str) -> list[str]:
         return [
             "--object-store-url", f"s3://ledger/{self.prefix}",
@@ -57,6 +62,10 @@ class Pair:
         return self._pool.submit(
             ServerProcess, self.root / name, self.key, *self._args(name), "--standby"
         )
+
+    def submit(self, fn: Callable[..., ServerProcess], *args: object) -> Future[ServerProcess]:
+        """``fn(*args)`` on a thread (a standby's ready line comes only at the takeover)."""
+        return self._pool.submit(fn, *args)
 
     def bucket_checkpoint(self) -> tuple[int, bytes]:
         stored = self.bucket.get("checkpoint")

@@ -99,6 +99,7 @@ class PrimaryMode:
                     "--standby to take over when its lease lapses"
                 ) from None
             if state is None:
+                self.catch_up(log, None)  # an empty bucket and a data dir that published: refused
                 state = self.primary.acquire()
         self.catch_up(log, state)
 

@@ -14,6 +14,7 @@ import pytest
 from ledger.core.errors import LedgerError
 from ledger_client.remote.log import RemoteLog
 from tests import processes
+from tests.harness import ServerProcess
 from tests.objstore_world import Seaweed
 from tests.primary_world import LEASE_S, Load, Pair, bucket_root_at, wait_acked
 from tests.waits import wait_until
@@ -90,3 +91,57 @@ def test_a_writer_stopped_past_its_lease_wakes_fenced(seaweed: Seaweed, tmp_path
         client.close()
         pair.close()
         processes.reap()
+
+
+def _guide_config(name: str, pair: Pair) -> str:
+    """The operator guide's TOML block after ``<!-- primary-setup: NAME -->``, pointed at the
+    test's bucket (the guide's text otherwise as written)."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "operating.md").read_text()
+    block = text.split(f"<!-- primary-setup: {name} -->\n```toml\n", 1)[1].split("```", 1)[0]
+    block = block.replace("s3://my-log-bucket/ledger", f"s3://ledger/{pair.prefix}")
+    block = block.replace("https://s3.example.net", pair.seaweed.endpoint)
+    return block.replace("lease_s = 10", f"lease_s = {LEASE_S}")
+
+
+def test_the_operator_guides_two_machine_setup(seaweed: Seaweed, tmp_path: Path) -> None:
+    pair = Pair(seaweed, tmp_path, "t/guide")
+    files = {}
+    for name in ("active", "standby"):
+        files[name] = tmp_path / f"{name}.toml"
+        files[name].write_text(_guide_config(name, pair))
+    active = ServerProcess(tmp_path / "a", pair.key, "--config", str(files["active"]))
+    standby = pair.submit(
+        ServerProcess, tmp_path / "b", pair.key, "--config", str(files["standby"]), "--standby"
+    )
+    client = RemoteLog(active.address, timeout=10)
+    try:
+        first = [os.urandom(32) for _ in range(50)]
+        acked = {d: r.index for d, r in zip(first, client.append(first).results, strict=True)}
+        active.kill()
+        b = standby.result(timeout=60)
+        _check_no_loss(pair, b.address, acked)
+        again = RemoteLog(b.address, timeout=10)
+        # A spool's re-send during the failover: the same index, never a second one.
+        assert [r.index for r in again.append(first).results] == [acked[d] for d in first]
+        lock = pair.bucket.get(".ledger/lock")
+        assert lock is not None and b'"writer": "machine-b"' in lock.body
+        again.close()
+        b.terminate()
+    finally:
+        client.close()
+        pair.close()
+
+
+def test_a_bucket_older_than_the_local_mark_is_refused(seaweed: Seaweed, tmp_path: Path) -> None:
+    pair = Pair(seaweed, tmp_path, "t/old")
+    active = pair.start("a")
+    client = RemoteLog(active.address, timeout=10)
+    client.append([os.urandom(32) for _ in range(20)])
+    client.close()
+    assert active.terminate() == 0
+    fresh = Pair(seaweed, tmp_path / "fresh", "t/old-copy")  # an empty (older) bucket
+    fresh.key.write_bytes(pair.key.read_bytes())
+    with pytest.raises(RuntimeError, match="older than the local mark"):
+        ServerProcess(tmp_path / "a", pair.key, *fresh.args("a"))
+    pair.close()
+    fresh.close()
