@@ -16,6 +16,7 @@ import contextlib
 import logging
 import signal
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,7 @@ from ledger.http.metrics import MetricsServer, add_metrics_route, start_metrics_
 from ledger.http.mirror_process import MirrorProcess
 from ledger.http.tiles import TilesServer, start_tiles_server
 from ledger.log.anchoring import Anchorer, AnchorSchedule, TsaTarget
+from ledger.log.clock import BoundedClock
 from ledger.log.evidence import Evidence
 from ledger.log.facade import Log
 from ledger.log.highwater import AckedSize, HighWaterMark, acked_path
@@ -283,6 +285,14 @@ def _warn_unconfigured_witnesses(settings: Settings) -> None:
         )
 
 
+def _skewed_clock(offset_ms: int) -> BoundedClock | None:
+    """The log's clock with its wall clock moved by ``offset_ms`` (``[log] clock_offset_ms``,
+    for clock-skew fault tests); None (the default clock) without an offset."""
+    if not offset_ms:
+        return None
+    return BoundedClock(wall_ms=lambda: time.time_ns() // 1_000_000 + offset_ms)
+
+
 def _start_mirror(settings: Settings) -> MirrorProcess | None:
     if settings.tiles_dir is None:
         return None
@@ -457,6 +467,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
             mark=mark,
             acked=acked,
             gate=None if primary is None else primary.primary.commit,
+            clock_ms=_skewed_clock(settings.clock_offset_ms),
         )
         mark.reserve()  # the writer's files stay open: no append needs a new descriptor
         acked.reserve()

@@ -304,6 +304,9 @@ class Settings(BaseSettings):
         10.0, gt=0.2, le=3600, description="primary mode: lease a standby waits out (s)"
     )
     standby: bool = Field(False, description="primary mode: follow the bucket, take over later")
+    clock_offset_ms: int = Field(
+        0, ge=-86_400_000, le=86_400_000, description="fault tests: skew this server's wall clock"
+    )
     witnesses: tuple[WitnessTarget, ...] = Field((), description="witnesses asked to cosign")
     witness_quorum: int = Field(
         0, ge=0, le=64, description="cosignatures a checkpoint needs (0: every witness)"
@@ -472,6 +475,7 @@ TABLES: dict[str, dict[str, str]] = {
         "key_file": "key_file",
         "mark_file": "mark_file",
         "checkpoint_interval_ms": "checkpoint_interval_ms",
+        "clock_offset_ms": "clock_offset_ms",
     },
     "server": {
         "listen": "listen",

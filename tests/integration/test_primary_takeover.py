@@ -145,3 +145,35 @@ def test_a_bucket_older_than_the_local_mark_is_refused(seaweed: Seaweed, tmp_pat
         ServerProcess(tmp_path / "a", pair.key, *fresh.args("a"))
     pair.close()
     fresh.close()
+
+
+@pytest.mark.parametrize("skew_ms", [30_000, -30_000])
+def test_a_standby_with_a_skewed_clock_takes_over(
+    seaweed: Seaweed, tmp_path: Path, skew_ms: int
+) -> None:
+    pair = Pair(seaweed, tmp_path, f"t/skew{skew_ms}")
+    active = pair.start("a")
+    skewed = tmp_path / "skewed.toml"
+    skewed.write_text(f"[log]\nclock_offset_ms = {skew_ms}\n")
+    standby = pair.submit(
+        ServerProcess, tmp_path / "b", pair.key, *pair.args("b"), "--standby",
+        "--config", str(skewed),
+    )  # fmt: skip
+    client = RemoteLog(active.address, timeout=10)
+    try:
+        first = client.append([os.urandom(32) for _ in range(20)]).results
+        time.sleep(LEASE_S)  # the standby follows for a while with its skewed clock
+        active.kill()
+        killed = time.monotonic()
+        b = standby.result(timeout=60)
+        assert time.monotonic() - killed < LEASE_S + 10  # the lease ignores wall clocks
+        after = RemoteLog(b.address, timeout=10)
+        later = after.append([os.urandom(32) for _ in range(20)]).results
+        times = [r.timestamp_ms for r in first + later]
+        assert times == sorted(times)  # leaf times never go back, whatever the clock says
+        _check_no_loss(pair, b.address, {})
+        after.close()
+        b.terminate()
+    finally:
+        client.close()
+        pair.close()
