@@ -50,6 +50,10 @@ def test_kill_9_under_load_the_standby_takes_over(seaweed: Seaweed, tmp_path: Pa
         took = time.monotonic() - killed
         assert took < LEASE_S + 10
         acked = dict(load.acked)
+        both = RemoteLog(f"{active.address},{b.address}", timeout=10)  # a client given both
+        (moved,) = both.append([os.urandom(32)]).results
+        assert both.address == b.address and moved.index >= len(acked)
+        both.close()
         more = Load(b.address)  # the client moves to the writer that serves
         wait_acked(more, 100)
         more.stop()
