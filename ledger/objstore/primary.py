@@ -464,17 +464,6 @@ class LockWatcher:
             return False
         return now - self._since >= self._lease_s
 
-    def wait_lapsed(self, *, interval: float, stop: Callable[[], bool] | None = None) -> None:
-        """Poll every ``interval`` until the lease lapses (or ``stop()`` is true)."""
-        pause = threading.Event()
-        while not (stop is not None and stop()):
-            try:
-                if self.poll():
-                    return
-            except LedgerError as exc:
-                _log.warning("standby: reading %s: %s", LOCK_KEY, exc)
-            pause.wait(interval)
-
     @property
     def lease_s(self) -> float:
         return self._lease_s
