@@ -15,7 +15,7 @@ from ledger.core.errors import LedgerError
 from ledger.fileio.keys import write_signer
 from ledger.objstore.bucket import Bucket, BucketAddress
 from ledger.objstore.conformance import check_store
-from ledger_client.remote.log import RemoteLog
+from ledger_client.remote.log import RemoteLog, status_name
 from tests.harness import ORIGIN, ServerProcess
 from tests.objstore_world import Seaweed
 from tests.waits import wait_until
@@ -95,6 +95,7 @@ class Load:
         self.acked: dict[bytes, int] = {}
         self.errors = 0
         self.last_error = ""
+        self.statuses: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -109,6 +110,7 @@ class Load:
                 except LedgerError as exc:
                     self.errors += 1
                     self.last_error = str(exc)
+                    self.statuses.add(status_name(exc))
                     self._stop.wait(0.05)
                     continue
                 for digest, result in zip(digests, out.results, strict=True):

@@ -45,6 +45,7 @@ from ledger.store.tile_reader import TileReader
 __all__ = ["PrimaryMode"]
 
 _log = logging.getLogger("ledger.primary")
+BUCKET_TIMEOUT_S = 2.0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -66,7 +67,9 @@ class PrimaryMode:
         )
         reader = TileReader(store=store, published=lambda: None)
         primary = PrimaryBucket(
-            bucket=Bucket(address),
+            # A stalled store fails a commit within ~4 s (UNAVAILABLE), inside a client's
+            # deadline, rather than after botocore's default retries.
+            bucket=Bucket(address, timeout_s=BUCKET_TIMEOUT_S, attempts=2),
             tile_source=reader.read,
             origin=settings.origin,
             writer=settings.object_store_writer or socket.gethostname(),

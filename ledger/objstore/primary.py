@@ -182,6 +182,7 @@ class PrimaryBucket:
         self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="ledger-primary")
         self._swapping = threading.Lock()  # commit and renew (the lease thread) never overlap
         self._etag: str | None = None  # of the lock as this writer last wrote or read it
+        self._unsure: list[bytes] = []  # lock bodies whose swap got no answer (may have landed)
         self.state: LockState | None = None
         self.fenced: WriterFencedError | None = None
         # Copy (create-only with read-back) and checkpoint compare-and-swap: the publisher's.
@@ -260,7 +261,14 @@ class PrimaryBucket:
     def _commit(self, previous: int, published: PublishedCheckpoint) -> None:
         if self.fenced is not None:
             raise self.fenced
-        if self.state is None or self.state.size != previous:
+        # An earlier commit of ours may have landed without its answer (a stalled store): the
+        # lock is then ahead of ``previous``; the tiles still go from ``previous``.
+        landed = (
+            self.state is not None
+            and self.state.writer == self.writer
+            and previous < self.state.size <= published.size
+        )
+        if self.state is None or (self.state.size != previous and not landed):
             raise StorageError(
                 f"primary mode: commit of size {published.size} over {previous}, but the lock "
                 f"is at {None if self.state is None else self.state.size}"
@@ -300,16 +308,35 @@ class PrimaryBucket:
         if self._etag is None:
             raise self._fence("the lock vanished")
         body = mine.encode()
-        etag = self.bucket.swap(LOCK_KEY, body, self._etag, _PRIVATE)
+        try:
+            etag = self.bucket.swap(LOCK_KEY, body, self._etag, _PRIVATE)
+        except LedgerError:
+            self._unsure.append(body)  # it may still land (a stalled store answers later)
+            del self._unsure[:-8]
+            raise
         if etag is None:
             # 412/409: re-read the bucket, never a blind retry.
             stored = self.bucket.get(LOCK_KEY)
-            if stored is None or stored.body != body:
+            if stored is not None and stored.body in self._unsure:
+                # An earlier swap of ours whose answer was lost landed after all: adopt it
+                # (this writer signed it), then try once more against what is stored now.
+                self._etag, self.state = stored.etag, LockState.decode(stored.body)
+                self._unsure.clear()
+                if self.state.size > mine.size:
+                    raise StorageError("primary mode: the lock moved past this commit")
+                mine = replace(mine, term=self.state.term + 1)
+                body = mine.encode()
+                etag = self.bucket.swap(LOCK_KEY, body, self._etag, _PRIVATE)
+                stored = self.bucket.get(LOCK_KEY) if etag is None else None
+            if etag is None and (stored is None or stored.body != body):
                 holder = "nobody" if stored is None else LockState.decode(stored.body).writer
                 raise self._fence(f"the lock changed under this writer (now held by {holder!r})")
-            etag = stored.etag  # our own PUT landed on a retried request
+            if etag is None and stored is not None:
+                etag = stored.etag  # our own PUT landed on a retried request
+        assert etag is not None
         self._etag = etag
         self.state = mine
+        self._unsure.clear()
 
     def _read_etag(self, mine: LockState) -> str:
         stored = self.bucket.get(LOCK_KEY)

@@ -181,3 +181,31 @@ def test_a_standby_with_a_skewed_clock_takes_over(
     finally:
         client.close()
         pair.close()
+
+
+def test_the_bucket_stopped_mid_load(seaweed: Seaweed, tmp_path: Path) -> None:
+    """Appends fail (retryably) while the bucket is stalled, nothing acknowledged is missing from
+    it, and the log resumes by itself when it answers again."""
+    pair = Pair(seaweed, tmp_path, "t/away")
+    active = pair.start("a")
+    load = Load(active.address)
+    try:
+        wait_acked(load, 100)
+        seaweed.proc.send_signal(signal.SIGSTOP)
+        try:
+            errors = load.errors
+            wait_until(lambda: load.errors > errors + 3, timeout=60, what="failing appends")
+            # A stalled store: a commit fails UNAVAILABLE after the bucket's timeouts (2 s x 2),
+            # but calls queued behind it (and behind a stalled lease renewal) reach the
+            # client's 5 s deadline first. Both are retryable; nothing is acknowledged.
+            assert load.statuses <= {"UNAVAILABLE", "DEADLINE_EXCEEDED"}, load.statuses
+            stalled = len(load.acked)
+        finally:
+            seaweed.proc.send_signal(signal.SIGCONT)
+        wait_acked(load, stalled + 100)  # resumed, same process
+        load.stop()
+        _check_no_loss(pair, active.address, dict(load.acked))
+        active.terminate()
+    finally:
+        load.stop()
+        pair.close()
