@@ -63,6 +63,7 @@ is optional (``TABLES`` maps ``table.key`` to a field):
     mode = "mirror"                             # "primary": acknowledged once in the bucket
     writer = ""                                 # primary: name in the lock (default host name)
     lease_s = 10                                # primary: a standby takes over after this
+    standby = false                             # primary: follow, take over (--standby)
 
     [anchor]
     interval_s = 300                            # 0 disables the in-server schedule
@@ -508,6 +509,7 @@ TABLES: dict[str, dict[str, str]] = {
         "mode": "object_store_mode",
         "writer": "object_store_writer",
         "lease_s": "object_store_lease_s",
+        "standby": "standby",
     },
     "witnessing": {
         "quorum": "witness_quorum",
