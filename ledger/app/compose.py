@@ -16,6 +16,7 @@ import contextlib
 import logging
 import signal
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ from ledger.app.preflight import (
     check_mark_location,
     check_plaintext,
 )
+from ledger.app.primary_mode import PrimaryMode
 from ledger.app.settings import Settings, is_loopback, parse_listen
 from ledger.app.trust import backup_trust
 from ledger.app.tsa_setup import TsaSetup, setup_tsas
@@ -46,6 +48,7 @@ from ledger.http.metrics import MetricsServer, add_metrics_route, start_metrics_
 from ledger.http.mirror_process import MirrorProcess
 from ledger.http.tiles import TilesServer, start_tiles_server
 from ledger.log.anchoring import Anchorer, AnchorSchedule, TsaTarget
+from ledger.log.clock import BoundedClock
 from ledger.log.evidence import Evidence
 from ledger.log.facade import Log
 from ledger.log.highwater import AckedSize, HighWaterMark, acked_path
@@ -97,6 +100,7 @@ class App:
     tiles: TilesServer | None = None
     mirror: MirrorProcess | None = None
     bucket: BucketMirror | None = None
+    primary: PrimaryMode | None = None
     key_created: bool = False
     budget: ByteBudget | None = None  # the in-flight byte budget of gRPC and the HTTP append
 
@@ -137,6 +141,8 @@ class App:
         await self.cosigning.stop()
         await self.anchoring.stop()
         await self.service.stop()
+        if self.primary is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.primary.stop)
         if self.mirror is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.mirror.stop)
         if self.bucket is not None:
@@ -281,6 +287,14 @@ def _warn_unconfigured_witnesses(settings: Settings) -> None:
         )
 
 
+def _skewed_clock(offset_ms: int) -> BoundedClock | None:
+    """The log's clock with its wall clock moved by ``offset_ms`` (``[log] clock_offset_ms``,
+    for clock-skew fault tests); None (the default clock) without an offset."""
+    if not offset_ms:
+        return None
+    return BoundedClock(wall_ms=lambda: time.time_ns() // 1_000_000 + offset_ms)
+
+
 def _start_mirror(settings: Settings) -> MirrorProcess | None:
     if settings.tiles_dir is None:
         return None
@@ -295,7 +309,7 @@ def _start_mirror(settings: Settings) -> MirrorProcess | None:
 def _start_bucket(settings: Settings) -> BucketMirror | None:
     """Mirror mode (``ledger.objstore.mirror``): the child checks the store and reads the
     bucket's checkpoint, which the start weighs as evidence."""
-    if not settings.object_store_url:
+    if not settings.object_store_url or settings.object_store_mode == "primary":
         return None
     return BucketMirror(
         db_dir=settings.db_dir,
@@ -448,8 +462,19 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
     bucket: BucketMirror | None = None
     acked = AckedSize(acked_path(settings.high_water_file))
     mark = HighWaterMark(settings.high_water_file)
+    primary: PrimaryMode | None = None
     try:
-        log = Log(store=store, signer=signer, origin=settings.origin, mark=mark, acked=acked)
+        if settings.object_store_url and settings.object_store_mode == "primary":
+            primary = PrimaryMode.open(settings, store, signer.verifier())
+        log = Log(
+            store=store,
+            signer=signer,
+            origin=settings.origin,
+            mark=mark,
+            acked=acked,
+            gate=None if primary is None else primary.primary.commit,
+            clock_ms=_skewed_clock(settings.clock_offset_ms),
+        )
         mark.reserve()  # the writer's files stay open: no append needs a new descriptor
         acked.reserve()
         for warning in mark_warnings:  # once the data dir opened and recovered
@@ -462,6 +487,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
             checkpoint_interval=settings.checkpoint_interval_ms / 1000,
             max_pending=settings.max_pending,
             on_publish=_publish_to(mirror, bucket),
+            ack_on_publish=primary is not None,
         )
         service.observer = metrics
         evidence = Evidence(
@@ -480,14 +506,20 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
                 bucket.state.last_error,
             )
         cosigning = _cosigning(settings, log, evidence)
+        if primary is not None:  # the lock taken, the data dir at the bucket's checkpoint
+            await asyncio.get_running_loop().run_in_executor(None, primary.start, log)
         await _start_check(settings, log, cosigning, evidence)
         await service.start()
+        if primary is not None:
+            primary.keep_lease(log)
         if (latest := log.latest_checkpoint()) is not None:
             for child in (mirror, bucket):
                 if child is not None:
                     child.submit(latest)  # catch up with what was published before this start
         tsas = setup_tsas(settings)
     except BaseException:
+        if primary is not None:
+            primary.stop()
         if mirror is not None:
             mirror.stop()
         if bucket is not None:
@@ -552,6 +584,8 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
             await server.stop(None)
         tsas.close()
         await service.stop()
+        if primary is not None:
+            primary.stop()
         if mirror is not None:
             mirror.stop()
         if bucket is not None:
@@ -581,6 +615,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
         tiles=tiles,
         mirror=mirror,
         bucket=bucket,
+        primary=primary,
         key_created=created,
         budget=limits.budget,
     )

@@ -60,6 +60,10 @@ is optional (``TABLES`` maps ``table.key`` to a field):
     url = "s3://my-log-bucket/ledger"           # credentials: the usual AWS variables/profile
     endpoint = "https://s3.example.net"         # any S3-compatible store; empty for AWS
     region = "us-east-1"
+    mode = "mirror"                             # "primary": acknowledged once in the bucket
+    writer = ""                                 # primary: name in the lock (default host name)
+    lease_s = 10                                # primary: a standby takes over after this
+    standby = false                             # primary: follow, take over (--standby)
 
     [anchor]
     interval_s = 300                            # 0 disables the in-server schedule
@@ -291,6 +295,19 @@ class Settings(BaseSettings):
         "", description="S3-compatible endpoint http(s)://HOST[:PORT] (empty: AWS)"
     )
     object_store_region: str = Field("", description="the bucket's region (empty: us-east-1)")
+    object_store_mode: Literal["mirror", "primary"] = Field(
+        "mirror", description="mirror: local store first; primary: acknowledged once in the bucket"
+    )
+    object_store_writer: str = Field(
+        "", description="primary mode: this writer's name in the lock (empty: host name)"
+    )
+    object_store_lease_s: float = Field(
+        10.0, gt=0.2, le=3600, description="primary mode: lease a standby waits out (s)"
+    )
+    standby: bool = Field(False, description="primary mode: follow the bucket, take over later")
+    clock_offset_ms: int = Field(
+        0, ge=-86_400_000, le=86_400_000, description="fault tests: skew this server's wall clock"
+    )
     witnesses: tuple[WitnessTarget, ...] = Field((), description="witnesses asked to cosign")
     witness_quorum: int = Field(
         0, ge=0, le=64, description="cosignatures a checkpoint needs (0: every witness)"
@@ -459,6 +476,7 @@ TABLES: dict[str, dict[str, str]] = {
         "key_file": "key_file",
         "mark_file": "mark_file",
         "checkpoint_interval_ms": "checkpoint_interval_ms",
+        "clock_offset_ms": "clock_offset_ms",
     },
     "server": {
         "listen": "listen",
@@ -488,6 +506,10 @@ TABLES: dict[str, dict[str, str]] = {
         "url": "object_store_url",
         "endpoint": "object_store_endpoint",
         "region": "object_store_region",
+        "mode": "object_store_mode",
+        "writer": "object_store_writer",
+        "lease_s": "object_store_lease_s",
+        "standby": "standby",
     },
     "witnessing": {
         "quorum": "witness_quorum",

@@ -114,6 +114,11 @@ config_option = click.option(
 @setting_option("--object-store-endpoint", "object_store_endpoint")
 @setting_option("--object-store-region", "object_store_region")
 @setting_option(
+    "--object-store-mode", "object_store_mode", type=click.Choice(["mirror", "primary"])
+)
+@setting_option("--object-store-writer", "object_store_writer")
+@setting_option("--standby/--no-standby", "standby", default=None)
+@setting_option(
     "--witness-start-override/--no-witness-start-override",
     "witness_start_override",
     default=None,

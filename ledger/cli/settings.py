@@ -29,6 +29,7 @@ _SHOWN = {
     "object_store_url": "none: no bucket mirror",
     "object_store_endpoint": "AWS",
     "object_store_region": "us-east-1",
+    "object_store_writer": "the host name",
 }
 FLAGS: dict[str, str] = {}
 """Setting field -> the ``ledger serve`` flag that sets it (errors in flags name the flag)."""

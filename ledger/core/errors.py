@@ -104,6 +104,8 @@ __all__ = [
     "UnsupportedSchemaError",
     "VerificationError",
     "WitnessError",
+    "WriterActiveError",
+    "WriterFencedError",
     "is_resource_shortage",
     "is_retryable",
 ]
@@ -357,6 +359,15 @@ class ObjectConflictError(DataLossError):
 
 class StoreUnreachableError(UnavailableError):
     """An object store did not answer (network, credentials, throttling): publishing waits."""
+
+
+class WriterFencedError(UnavailableError):
+    """Primary mode: the bucket's lock shows another writer (a standby took over, or a second
+    active writer); this one stops sequencing and never acknowledges again (retry elsewhere)."""
+
+
+class WriterActiveError(UnavailableError):
+    """Primary mode: another writer holds a live lease on the bucket's lock; a standby waits."""
 
 
 class NonConformingStoreError(FailedPreconditionError):

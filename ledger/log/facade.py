@@ -26,6 +26,8 @@ from ledger.core.errors import (
     NotYetPublishedError,
     OutOfRangeError,
     ReadOnlyError,
+    StoreUnreachableError,
+    WriterFencedError,
 )
 from ledger.core.limits import HASH_SIZE, MAX_ANCHORED_SIZES, MAX_GROUP, MAX_PAGE
 from ledger.core.packed import PackedResult, check_packed
@@ -44,7 +46,7 @@ from ledger.log import selfcheck
 from ledger.log.clock import BoundedClock
 from ledger.log.highwater import AckedSize, HighWaterMark, MarkState
 from ledger.log.integrator import Integrator
-from ledger.log.publisher import Publisher
+from ledger.log.publisher import Gate, Publisher
 from ledger.log.recovery import check_against_mark, leave_read_only
 from ledger.log.sequencer import PackedSequenced, Sequencer, validate_items
 from ledger.store.contract import Store, TreeState
@@ -70,6 +72,7 @@ class Log:
         max_batch: int = MAX_GROUP,
         mark: HighWaterMark | None = None,
         acked: AckedSize | None = None,
+        gate: Gate | None = None,
     ) -> None:
         self._store = store
         self._lock = threading.Lock()
@@ -87,7 +90,12 @@ class Log:
             check_leaves=self._check_leaves,
         )
         self._publisher = Publisher(
-            store=store, signer=signer, origin=origin, mark=mark, check=self._check_extends
+            store=store,
+            signer=signer,
+            origin=origin,
+            mark=mark,
+            check=self._check_extends,
+            gate=gate,
         )
         self._roots = selfcheck.RootCheck(store.get_nodes)
         self._check_recovered(state)
@@ -246,6 +254,11 @@ class Log:
             except DataLossError as exc:
                 self._set_failure(exc)
                 raise
+            except WriterFencedError as exc:
+                self._set_failure(exc)  # another writer holds the bucket: stop sequencing
+                raise
+            except StoreUnreachableError:
+                raise  # primary mode, bucket away: nothing signed leaves; the next publish retries
             except Exception as exc:
                 self._set_failure(exc)
                 raise LogFailedError(
@@ -269,6 +282,42 @@ class Log:
             self._publisher.adopt(published)
             self._restored = self._unconfirmed = None
             return published
+
+    def follow(self, leaves: Sequence[bytes], checkpoint: PublishedCheckpoint) -> None:
+        """Primary mode (a standby following the bucket, or a writer rebuilding its cache):
+        append ``leaves`` verbatim after the tree and adopt ``checkpoint`` (its signature
+        verified by the caller) once they rebuild its root; DataLossError when they do not."""
+        with self._lock:
+            self._raise_if_failed()
+            if not leaves and checkpoint.size <= self.size:  # entries past it: never acked
+                if self.root_at(checkpoint.size) != checkpoint.root_hash:
+                    raise DataLossError(
+                        f"follow: this data dir's root at size {checkpoint.size} is not the "
+                        "bucket's: it holds another history; move it away to rebuild it"
+                    )
+                latest = self._publisher.latest
+                if latest is None or latest.size < checkpoint.size:
+                    if self._mark is not None:
+                        self._mark.write(MarkState(checkpoint=checkpoint))
+                    self._publisher.adopt(checkpoint)
+                return
+            if checkpoint.size != self.size + len(leaves):
+                raise InvalidArgumentError(
+                    f"follow: {len(leaves)} leaves after size {self.size} do not reach "
+                    f"{checkpoint.size}"
+                )
+            trial = self._integrator.compact.copy()
+            trial.extend([merkle.leaf_hash(leaf) for leaf in leaves], with_leaves=False)
+            if trial.root() != checkpoint.root_hash:
+                raise DataLossError(
+                    f"follow: the bucket's leaves rebuild root {trial.root().hex()} at size "
+                    f"{checkpoint.size}, its checkpoint says {checkpoint.root_hash.hex()}"
+                )
+            if leaves:
+                self.commit_leaves(self.size, leaves)
+            if self._mark is not None:
+                self._mark.write(MarkState(checkpoint=checkpoint))
+            self._publisher.adopt(checkpoint)
 
     def commit_leaves(self, start: int, leaves: Sequence[bytes]) -> None:
         """Commit leaves at ``start`` exactly as given (catch-up, under the lock)."""

@@ -2,7 +2,8 @@
 
 A checkpoint is signed only for a size whose tree is durable and proven (from stored nodes)
 consistent with the previous published one; it is recorded in the high-water mark outside the
-data dir, then stored durably, before anyone sees it; and never for a size smaller than the
+data dir, then stored durably, before anyone sees it (in primary mode the ``gate`` first swaps
+it into the bucket); and never for a size smaller than the
 latest one. The store refuses a second root for a size, so even a bug above cannot make the log
 sign two different roots for one size.
 """
@@ -17,7 +18,11 @@ from ledger.core.types import PublishedCheckpoint
 from ledger.log.highwater import HighWaterMark, MarkState
 from ledger.store.contract import Store
 
-__all__ = ["Publisher"]
+__all__ = ["Gate", "Publisher"]
+
+# Called with the previous published size and a newly signed checkpoint before it is stored or
+# seen; raising keeps the checkpoint in the process (``ledger.objstore.primary``).
+Gate = Callable[[int, PublishedCheckpoint], None]
 
 
 class Publisher:
@@ -31,12 +36,14 @@ class Publisher:
         origin: str,
         mark: HighWaterMark | None = None,
         check: Callable[[PublishedCheckpoint, int, bytes], None] | None = None,
+        gate: Gate | None = None,
     ) -> None:
         self._store = store
         self._signer = signer
         self._origin = origin
         self._mark = mark
         self._check = check or (lambda _old, _size, _root: None)
+        self._gate = gate
         self._latest = store.latest_checkpoint()
         self._latest_lock = threading.Lock()
 
@@ -71,6 +78,10 @@ class Publisher:
             root_hash=root_hash,
             note=sign_checkpoint(body, self._signer),
         )
+        if self._gate is not None:
+            # Primary mode: the checkpoint is swapped into the bucket before it is served,
+            # witnessed, put in receipts or marked; a failed swap keeps it in this process.
+            self._gate(0 if latest is None else latest.size, published)
         if self._mark is not None:
             self._mark.write(MarkState(checkpoint=published))
         self._store.put_checkpoint(published)

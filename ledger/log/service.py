@@ -101,8 +101,13 @@ class LogService:
         group_items: int = 20_000,
         readers: int = 2,
         on_publish: Callable[[PublishedCheckpoint], None] | None = None,
+        ack_on_publish: bool = False,
     ) -> None:
         self.log = log
+        # Primary mode (``ledger.objstore.primary``): a committed group is acknowledged only
+        # once a checkpoint covering it was swapped into the bucket; until then it is held here.
+        self._ack_on_publish = ack_on_publish
+        self._held: list[tuple[int, _Request | _PackedRequest, Any]] = []
         self._on_publish = on_publish  # called on the loop after each publish; must be quick
         self._interval = checkpoint_interval
         self._max_pending = max_pending
@@ -287,6 +292,7 @@ class LogService:
         asyncio.get_running_loop().create_task(self._notify_published())
 
     def _fail_queued(self, error: Exception) -> None:
+        self._release_held(None, error)
         while self._queue:
             request = self._queue.popleft()
             self._queued_items -= request.count
@@ -441,6 +447,10 @@ class LogService:
         if self.observer is not None:
             elapsed = asyncio.get_running_loop().time() - started
             self.observer.on_commit(sum(r.count for r in group), new, elapsed)
+        if self._ack_on_publish:
+            size = self.log.size  # the tree a covering checkpoint must reach
+            self._held += [(size, r, p) for r, p in zip(group, parts, strict=True)]
+            return
         for request, part in zip(group, parts, strict=True):
             if not request.done.done():
                 request.done.set_result(part)
@@ -462,13 +472,37 @@ class LogService:
     async def _publish_once(self) -> None:
         self._dirty = False
         self._last_publish = asyncio.get_running_loop().time()
-        published = await self._run(self.log.publish)
+        try:
+            published = await self._run(self.log.publish)
+        except Exception as exc:
+            self._release_held(None, exc)
+            raise
+        self._release_held(published.size, None)
         if self.observer is not None:
             self.observer.on_publish(published.size)
         async with self._published:
             self._published.notify_all()
         if self._on_publish is not None:
             self._on_publish(published)
+
+    def _release_held(self, size: int | None, error: Exception | None) -> None:
+        """Primary mode: acknowledge the held groups a checkpoint of ``size`` covers, or fail
+        every held group with ``error`` (their entries are committed locally but not stored in
+        the bucket: a retry finds them in the dedup index and waits for the next checkpoint)."""
+        if not self._held:
+            return
+        keep = []
+        for need, request, part in self._held:
+            if request.done.done():
+                continue
+            if error is not None:
+                failure = self._failed_error() if self._failure is not None else error
+                request.done.set_exception(failure)
+            elif size is not None and need <= size:
+                request.done.set_result(part)
+            else:
+                keep.append((need, request, part))
+        self._held = keep
 
     async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
         """Run ``fn`` on the single writer thread (commits and publishes never overlap)."""

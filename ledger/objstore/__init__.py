@@ -3,8 +3,9 @@ GCS through its XML API), so that a bucket, or a CDN in front of it, is the publ
 
 Owns: the bucket client with create-only and compare-and-swap writes (``bucket``, over boto3),
 the C2SP tlog-tiles publisher (``publisher``), the conditional-write conformance check
-(``conformance``, ``ledger objstore check``) and mirror mode beside a running server
-(``mirror``, spawned as ``python -m ledger.objstore.mirror``).
+(``conformance``, ``ledger objstore check``), mirror mode beside a running server
+(``mirror``, spawned as ``python -m ledger.objstore.mirror``) and primary mode, where the bucket
+holds the log (``primary``: staging object, lock swap, copy; the lease and the standby's watch).
 
 May import: ``ledger.core``, ``ledger.store``; libraries ``boto3``, ``botocore``,
 ``prometheus_client``, ``subprocess``, ``urllib3`` (botocore's own HTTP pool).

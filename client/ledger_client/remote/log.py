@@ -98,33 +98,58 @@ class RemoteLog:
 
     def __init__(self, address: str | Connection | None = None, *, timeout: float = 30.0) -> None:
         """``address``: ``host:port`` (token and TLS from the environment, see
-        ``ledger_client.remote.connection``), a ``Connection``, or None for all of it from there."""
+        ``ledger_client.remote.connection``), a ``Connection``, or None for all of it from there.
+
+        Several servers (an active writer and its standbys, ``docs/operating.md`` "Primary mode
+        and a standby (two machines and a bucket)") are given separated by commas: a call that
+        fails UNAVAILABLE (nothing listening, a writer that stopped, a bucket away) moves to the
+        next one and is tried there, each server at most once per call; an append re-sent so
+        keeps its index (the dedup index), and a call every server refused raises the last
+        error."""
         conn = address if isinstance(address, Connection) else Connection.resolve(address)
-        self.address = conn.address
+        self._conn = conn
+        self.addresses = [a.strip() for a in conn.address.split(",") if a.strip()]
+        self._at = 0
+        self.address = self.addresses[0] if self.addresses else conn.address
         self.tls = conn.tls
         self.timeout = timeout
         self._md = () if conn.token is None else (("authorization", f"Bearer {conn.token}"),)
+        self._connect()
+
+    def _connect(self) -> None:
         options = [
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ]
-        if conn.tls:
-            ca, key, chain = conn.read_tls()
+        if self._conn.tls:
+            ca, key, chain = self._conn.read_tls()
             creds = grpc.ssl_channel_credentials(ca, key, chain)
-            self._channel = grpc.secure_channel(conn.address, creds, options=options)
+            self._channel = grpc.secure_channel(self.address, creds, options=options)
         else:
-            self._channel = grpc.insecure_channel(conn.address, options=options)
+            self._channel = grpc.insecure_channel(self.address, options=options)
         self._stub = pb_grpc.LedgerServiceStub(self._channel)  # type: ignore[no-untyped-call]
+
+    def _next_server(self) -> None:
+        self._channel.close()
+        self._at = (self._at + 1) % len(self.addresses)
+        self.address = self.addresses[self._at]
+        self._connect()
 
     @property
     def _opts(self) -> dict[str, Any]:
         return {"timeout": self.timeout, "metadata": self._md}
 
     def _call(self, fn: Callable[[], _T]) -> _T:
-        try:
-            return fn()
-        except grpc.RpcError as exc:
-            raise translate(exc, self.address, tls=self.tls) from None
+        for tries_left in range(len(self.addresses) - 1, -1, -1):
+            try:
+                return fn()
+            except grpc.RpcError as exc:
+                error = translate(exc, self.address, tls=self.tls)
+                code = exc.code() if callable(getattr(exc, "code", None)) else None
+                if tries_left == 0 or code != grpc.StatusCode.UNAVAILABLE:
+                    raise error from None
+                self._next_server()
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     def close(self) -> None:
         """Close the channel."""

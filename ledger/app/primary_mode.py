@@ -1,0 +1,161 @@
+"""Primary mode in the server (``[object_store] mode = "primary"``; ``ledger.objstore.primary``):
+the bucket holds the log, the data dir is a cache and dedup index rebuilt from it.
+
+* ``PrimaryMode.open(settings, store)`` builds the writer's ``PrimaryBucket`` (its ``commit`` is
+  the log's publish gate).
+* ``start(log)``, active: takes the lock (``WriterActiveError`` while another writer's lease is
+  live: start that one with ``--standby``), then ``catch_up``.
+* ``start(log)``, ``--standby``: follows the bucket's public checkpoint into the data dir until
+  the active writer's lease lapses (``LockWatcher``), takes the lock, then ``catch_up``; the gRPC
+  port opens only after, so appends are accepted only once the dedup index covers the bucket's
+  checkpoint and a re-sent record finds its index.
+* ``catch_up``: the bucket's checkpoint is the high-water mark. A data dir behind it is filled
+  from the bucket's entry bundles (leaves checked against the signed root); a data dir holding
+  more entries must hold the bucket's root at the bucket's size (the extra entries were never
+  acknowledged); a local checkpoint larger than the bucket's is refused (an older bucket).
+* The lease keeper renews the lock every ``lease_s / 3``; a renewal that finds another writer
+  halts the log (health NOT_SERVING, with the reason).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from dataclasses import dataclass, field
+
+from ledger.app.settings import Settings
+from ledger.core.checkpoint import open_checkpoint
+from ledger.core.errors import DataLossError, WriterActiveError, WriterFencedError
+from ledger.core.note import Verifier
+from ledger.core.types import PublishedCheckpoint
+from ledger.log.facade import Log
+from ledger.objstore.bucket import Bucket, BucketAddress
+from ledger.objstore.primary import (
+    LeaseKeeper,
+    LockState,
+    LockWatcher,
+    PrimaryBucket,
+    public_checkpoint,
+    read_leaves,
+)
+from ledger.store.contract import Store
+from ledger.store.tile_reader import TileReader
+
+__all__ = ["PrimaryMode"]
+
+_log = logging.getLogger("ledger.primary")
+BUCKET_TIMEOUT_S = 2.0
+
+
+@dataclass(slots=True, kw_only=True)
+class PrimaryMode:
+    """The server's primary-mode parts (module docstring)."""
+
+    settings: Settings
+    primary: PrimaryBucket
+    verifier: Verifier
+    keeper: LeaseKeeper | None = None
+    stopping: threading.Event = field(default_factory=threading.Event)
+
+    @classmethod
+    def open(cls, settings: Settings, store: Store, verifier: Verifier) -> PrimaryMode:
+        address = BucketAddress.parse(
+            settings.object_store_url,
+            endpoint=settings.object_store_endpoint,
+            region=settings.object_store_region,
+        )
+        reader = TileReader(store=store, published=lambda: None)
+        primary = PrimaryBucket(
+            # A stalled store fails a commit within ~4 s (UNAVAILABLE), inside a client's
+            # deadline, rather than after botocore's default retries.
+            bucket=Bucket(address, timeout_s=BUCKET_TIMEOUT_S, attempts=2),
+            tile_source=reader.read,
+            origin=settings.origin,
+            writer=settings.object_store_writer or socket.gethostname(),
+        )
+        return cls(settings=settings, primary=primary, verifier=verifier)
+
+    def start(self, log: Log) -> None:
+        """Take the lock (after waiting out the active writer's lease, ``--standby``) and bring
+        the data dir to the bucket's checkpoint. Blocking: run it off the event loop."""
+        lease_s = self.settings.object_store_lease_s
+        if self.settings.standby:
+            watcher = LockWatcher(self.primary.bucket, lease_s=lease_s)
+            _log.warning(
+                "standby: following %s until the active writer's lease (%g s) lapses",
+                self.primary.bucket.address.url,
+                lease_s,
+            )
+            while not self.stopping.is_set():
+                self._follow(log)
+                if watcher.poll():
+                    break
+                self.stopping.wait(min(1.0, lease_s / 5))
+            state = self.primary.acquire()
+        else:
+            try:
+                state = self.primary.open()
+            except WriterActiveError as exc:
+                raise WriterActiveError(
+                    f"{exc}: another writer is active on this bucket; start this server with "
+                    "--standby to take over when its lease lapses"
+                ) from None
+            if state is None:
+                self.catch_up(log, None)  # an empty bucket and a data dir that published: refused
+                state = self.primary.acquire()
+        self.catch_up(log, state)
+
+    def _follow(self, log: Log) -> None:
+        note = public_checkpoint(self.primary.bucket)
+        if note is None:
+            return
+        checkpoint = self._verified(note)
+        if checkpoint.size > log.size:
+            leaves = read_leaves(self.primary.bucket, log.size, checkpoint.size)
+            log.follow(leaves, checkpoint)
+
+    def catch_up(self, log: Log, state: LockState | None) -> None:
+        """The data dir against the locked checkpoint (module docstring)."""
+        if state is None or not state.size:
+            if log.latest_checkpoint() is not None:
+                raise DataLossError(
+                    f"{self.primary.bucket.address.url} holds no checkpoint but this data dir "
+                    "published one: the bucket is older than the local mark; refusing"
+                )
+            return
+        checkpoint = self._verified(state.note)
+        latest = log.latest_checkpoint()
+        if latest is not None and latest.size > checkpoint.size:
+            raise DataLossError(
+                f"the bucket's checkpoint (size {checkpoint.size}) is older than this data "
+                f"dir's (size {latest.size}): refusing to sign below known evidence"
+            )
+        if log.size < checkpoint.size:
+            leaves = read_leaves(self.primary.bucket, log.size, checkpoint.size)
+            log.follow(leaves, checkpoint)
+        else:
+            log.follow([], checkpoint)
+
+    def _verified(self, note: str) -> PublishedCheckpoint:
+        body = open_checkpoint(note, [self.verifier], origin=self.settings.origin).checkpoint
+        return PublishedCheckpoint(
+            origin=body.origin, size=body.size, root_hash=body.root_hash, note=note
+        )
+
+    def keep_lease(self, log: Log) -> None:
+        """Renew the lease until ``stop``; a fence halts the log."""
+
+        def fenced(exc: WriterFencedError) -> None:
+            log.halt(str(exc))
+
+        self.keeper = LeaseKeeper(
+            self.primary, lease_s=self.settings.object_store_lease_s, on_fenced=fenced
+        )
+        self.keeper.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.keeper is not None:
+            self.keeper.stop()
+        self.primary.close()

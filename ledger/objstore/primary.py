@@ -1,0 +1,496 @@
+"""Primary mode: the bucket is where the log lives; an append is acknowledged only once its
+entry bundle, the tiles and a checkpoint covering it are stored there.
+
+One commit of a new tree (``PrimaryBucket.commit``), after the checkpoint is signed and before
+anyone sees it:
+
+1. **stage**: every tile and entry bundle the new tree has that the previous one did not go into
+   one create-only object ``.ledger/staging/<size>-<root hex>`` (a 412 there is the same tree's
+   staging object: its name fixes the tree, so its content is the same);
+2. **swap**: ``.ledger/lock`` (readers never fetch it) is replaced by ``If-Match`` on the ETag
+   this writer last saw, with the signed note, the staging object's name and this writer's id;
+3. **copy**: the staged objects to their public C2SP paths, create-only (a 412 with other content
+   is ``ObjectConflictError``), ``checkpoints/<size>``, and the public ``checkpoint`` last (by
+   compare-and-swap, never backwards).
+
+Only after step 2 may the caller serve the checkpoint, send it to witnesses, put it in receipts,
+write it to the local mark or acknowledge the appends it covers; a checkpoint whose swap failed
+never leaves the process. A 412 on the lock means "re-read the bucket", never a blind retry: the
+lock as stored is read back; this writer's own body there (a retried PUT that landed) is success,
+anything else is ``WriterFencedError`` (another writer took the lock: stop sequencing).
+
+A writer that starts (``open``) or takes over (``acquire``) first applies the locked checkpoint's
+staging object (step 3 again, idempotent), so a writer killed between swap and copy leaves
+nothing half-published for long.
+
+The lease. The lock object's ETag changes on every commit and on every ``renew`` (a swap of the
+same state; ``lease_s / 3`` apart). A standby (``LockWatcher``) judges a lease lapsed when the ETag
+it sees has not changed for ``lease_s`` **by its own monotonic clock**: no wall clock of either
+machine is compared, so a skewed clock changes nothing. Takeover bound: the active writer's last
+renewal + ``lease_s`` + one poll interval. The lease only decides *when* a standby tries; safety
+comes from the swap: a stale writer that wakes fails its next conditional write and stops before
+acknowledging anything.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+
+from ledger.core import tiles
+from ledger.core.checkpoint import Checkpoint
+from ledger.core.errors import (
+    FormatError,
+    LedgerError,
+    ObjectConflictError,
+    StorageError,
+    WriterActiveError,
+    WriterFencedError,
+)
+from ledger.core.note import SignedNote
+from ledger.core.types import PublishedCheckpoint
+from ledger.objstore.bucket import Bucket
+from ledger.objstore.publisher import CHECKPOINT_CACHE, TILE_CACHE, BucketPublisher
+from ledger.store.contract import MemoryStore
+from ledger.store.tile_reader import TileReader
+
+__all__ = [
+    "LOCK_KEY",
+    "STAGING_PREFIX",
+    "LeaseKeeper",
+    "LockState",
+    "LockWatcher",
+    "PrimaryBucket",
+    "decode_staging",
+    "encode_staging",
+    "public_checkpoint",
+    "read_leaves",
+    "staging_name",
+]
+
+_log = logging.getLogger("ledger.objstore.primary")
+LOCK_KEY = ".ledger/lock"
+STAGING_PREFIX = ".ledger/staging/"
+_MAGIC = b"ledger-staging/v1\n"
+_PRIVATE = {"Content-Type": "application/octet-stream", "Cache-Control": "no-store"}
+_TILE = {"Content-Type": "application/octet-stream", "Cache-Control": TILE_CACHE}
+_BUNDLE = {**_TILE, "Content-Encoding": "gzip"}
+_LATEST = {"Content-Type": "text/plain; charset=utf-8", "Cache-Control": CHECKPOINT_CACHE}
+
+TileSource = Callable[[tiles.TileID, int], bytes]
+
+
+def staging_name(size: int, root_hash: bytes) -> str:
+    """The staging object of the tree of ``size`` with ``root_hash``."""
+    return f"{STAGING_PREFIX}{size}-{root_hash.hex()}"
+
+
+def encode_staging(objects: list[tuple[str, bytes]]) -> bytes:
+    """One staging object: a header line (JSON: each path and length), then the bodies."""
+    header = json.dumps([[path, len(body)] for path, body in objects]).encode()
+    return _MAGIC + header + b"\n" + b"".join(body for _, body in objects)
+
+
+def decode_staging(data: bytes) -> list[tuple[str, bytes]]:
+    """The (path, body) pairs of a staging object; FormatError when it is damaged."""
+    if not data.startswith(_MAGIC):
+        raise FormatError("staging object: not a ledger staging object")
+    header, sep, rest = data[len(_MAGIC) :].partition(b"\n")
+    try:
+        listed = json.loads(header) if sep else None
+    except ValueError:
+        listed = None
+    if not isinstance(listed, list):
+        raise FormatError("staging object: damaged header")
+    out, at = [], 0
+    for item in listed:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)):
+            raise FormatError("staging object: damaged header")
+        path, length = item[0], int(item[1])
+        if at + length > len(rest):
+            raise FormatError("staging object: truncated")
+        out.append((path, rest[at : at + length]))
+        at += length
+    if at != len(rest):
+        raise FormatError("staging object: trailing bytes")
+    return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LockState:
+    """What ``.ledger/lock`` holds: the locked checkpoint (signed note), its staging object and
+    the writer that holds the lock; ``term`` counts renewals (so each renewal changes the body)."""
+
+    writer: str
+    note: str
+    size: int
+    root_hash: bytes
+    staging: str
+    term: int = 0
+
+    def encode(self) -> bytes:
+        return json.dumps(
+            {"writer": self.writer, "note": self.note, "size": self.size,
+             "root": self.root_hash.hex(), "staging": self.staging, "term": self.term},
+            sort_keys=True,
+        ).encode()  # fmt: skip
+
+    @classmethod
+    def decode(cls, data: bytes) -> LockState:
+        try:
+            raw = json.loads(data)
+            return cls(
+                writer=str(raw["writer"]),
+                note=str(raw["note"]),
+                size=int(raw["size"]),
+                root_hash=bytes.fromhex(str(raw["root"])),
+                staging=str(raw["staging"]),
+                term=int(raw.get("term", 0)),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise FormatError(f"{LOCK_KEY}: damaged ({exc})") from None
+
+    @property
+    def checkpoint(self) -> PublishedCheckpoint:
+        body = Checkpoint.from_text(SignedNote.from_text(self.note).text)
+        return PublishedCheckpoint(
+            origin=body.origin, size=body.size, root_hash=body.root_hash, note=self.note
+        )
+
+
+class PrimaryBucket:
+    """The bucket as the log's primary store, for one writer (module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        bucket: Bucket,
+        tile_source: TileSource,
+        origin: str,
+        writer: str,
+        threads: int = 16,
+    ) -> None:
+        self.bucket = bucket
+        self._tiles = tile_source
+        self._origin = origin
+        self.writer = writer
+        self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="ledger-primary")
+        self._swapping = threading.Lock()  # commit and renew (the lease thread) never overlap
+        self._etag: str | None = None  # of the lock as this writer last wrote or read it
+        self._unsure: list[bytes] = []  # lock bodies whose swap got no answer (may have landed)
+        self.state: LockState | None = None
+        self.fenced: WriterFencedError | None = None
+        # Copy (create-only with read-back) and checkpoint compare-and-swap: the publisher's.
+        # (It never reads a local tile here: an empty reader.)
+        empty = TileReader(store=MemoryStore(), published=lambda: None)
+        self._public = BucketPublisher(bucket=bucket, reader=empty, origin=origin)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self._public.close()
+
+    # --- reading the lock -----------------------------------------------------------------
+
+    def read_lock(self) -> LockState | None:
+        """The lock as stored (remembering its ETag); None when the bucket has none yet."""
+        stored = self.bucket.get(LOCK_KEY)
+        if stored is None:
+            self._etag = None
+            return None
+        state = LockState.decode(stored.body)
+        if state.size and state.checkpoint.origin != self._origin:
+            raise ObjectConflictError(
+                f"{self.bucket.address.url}{LOCK_KEY} locks a checkpoint of "
+                f"{state.checkpoint.origin!r}, not {self._origin!r}"
+            )
+        self._etag = stored.etag
+        return state
+
+    def open(self) -> LockState | None:
+        """Start: require a conforming store, read the lock, apply its staging object. Raises
+        ``WriterActiveError`` when the lock names another writer (take over with ``acquire``)."""
+        self._public.require_conforming()
+        state = self.read_lock()
+        if state is not None and state.writer != self.writer:
+            raise WriterActiveError(
+                f"{self.bucket.address.url}{LOCK_KEY} is held by writer {state.writer!r}"
+            )
+        if state is not None:
+            self.apply(state)
+        self.state = state
+        return state
+
+    def acquire(self) -> LockState | None:
+        """Take the lock (a start, or a standby whose watcher saw the lease lapse): a swap that
+        names this writer, then the locked staging object applied. ``WriterFencedError`` when
+        another write came first."""
+        self._public.require_conforming()
+        state = self.read_lock()
+        if state is None:
+            mine = LockState(writer=self.writer, note="", size=0, root_hash=b"", staging="")
+            if not self.bucket.create(LOCK_KEY, mine.encode(), _PRIVATE):
+                raise self._fence("another writer created the lock first")
+            self._etag = self._read_etag(mine)
+            self.state = mine
+            return mine
+        self.apply(state)
+        mine = replace(state, writer=self.writer, term=state.term + 1)
+        self._swap(mine)
+        _log.warning(
+            "took the lock of %s at size %d from writer %r",
+            self.bucket.address.url,
+            state.size,
+            state.writer,
+        )
+        return mine
+
+    # --- committing ------------------------------------------------------------------------
+
+    def commit(self, previous: int, published: PublishedCheckpoint) -> None:
+        """Stage, swap, copy (module docstring) for the signed ``published`` whose tree extends
+        the locked one of size ``previous``. After it returns the checkpoint may leave the
+        process; any exception means it must not."""
+        with self._swapping:
+            self._commit(previous, published)
+
+    def _commit(self, previous: int, published: PublishedCheckpoint) -> None:
+        if self.fenced is not None:
+            raise self.fenced
+        # An earlier commit of ours may have landed without its answer (a stalled store): the
+        # lock is then ahead of ``previous``; the tiles still go from ``previous``.
+        landed = (
+            self.state is not None
+            and self.state.writer == self.writer
+            and previous < self.state.size <= published.size
+        )
+        if self.state is None or (self.state.size != previous and not landed):
+            raise StorageError(
+                f"primary mode: commit of size {published.size} over {previous}, but the lock "
+                f"is at {None if self.state is None else self.state.size}"
+            )
+        jobs = tiles.new_tiles(previous, published.size)
+        bodies = list(self._pool.map(lambda t: self._tiles(t, published.size), jobs))
+        staging = staging_name(published.size, published.root_hash)
+        self.bucket.create(staging, encode_staging(
+            [(t.path, b) for t, b in zip(jobs, bodies, strict=True)]), _PRIVATE)  # fmt: skip
+        mine = LockState(
+            writer=self.writer,
+            note=published.note,
+            size=published.size,
+            root_hash=published.root_hash,
+            staging=staging,
+            term=self.state.term + 1,
+        )
+        old = self.state
+        self._swap(mine)
+        self._copy(mine, dict(zip((t.path for t in jobs), bodies, strict=True)))
+        if old.staging and old.staging != staging:
+            try:
+                self.bucket.delete(old.staging)
+            except LedgerError as exc:  # garbage only: the next start removes nothing else
+                _log.warning("could not delete %s: %s", old.staging, exc)
+
+    def renew(self) -> None:
+        """Renew the lease: swap the same state with the next term."""
+        with self._swapping:
+            if self.fenced is not None:
+                raise self.fenced
+            if self.state is None:
+                raise StorageError("primary mode: renew before the lock was taken")
+            self._swap(replace(self.state, term=self.state.term + 1))
+
+    def _swap(self, mine: LockState) -> None:
+        if self._etag is None:
+            raise self._fence("the lock vanished")
+        body = mine.encode()
+        try:
+            etag = self.bucket.swap(LOCK_KEY, body, self._etag, _PRIVATE)
+        except LedgerError:
+            self._unsure.append(body)  # it may still land (a stalled store answers later)
+            del self._unsure[:-8]
+            raise
+        if etag is None:
+            # 412/409: re-read the bucket, never a blind retry.
+            stored = self.bucket.get(LOCK_KEY)
+            if stored is not None and stored.body in self._unsure:
+                # An earlier swap of ours whose answer was lost landed after all: adopt it
+                # (this writer signed it), then try once more against what is stored now.
+                self._etag, self.state = stored.etag, LockState.decode(stored.body)
+                self._unsure.clear()
+                if self.state.size > mine.size:
+                    raise StorageError("primary mode: the lock moved past this commit")
+                mine = replace(mine, term=self.state.term + 1)
+                body = mine.encode()
+                etag = self.bucket.swap(LOCK_KEY, body, self._etag, _PRIVATE)
+                stored = self.bucket.get(LOCK_KEY) if etag is None else None
+            if etag is None and (stored is None or stored.body != body):
+                holder = "nobody" if stored is None else LockState.decode(stored.body).writer
+                raise self._fence(f"the lock changed under this writer (now held by {holder!r})")
+            if etag is None and stored is not None:
+                etag = stored.etag  # our own PUT landed on a retried request
+        assert etag is not None
+        self._etag = etag
+        self.state = mine
+        self._unsure.clear()
+
+    def _read_etag(self, mine: LockState) -> str:
+        stored = self.bucket.get(LOCK_KEY)
+        if stored is None or stored.body != mine.encode():
+            raise self._fence("the lock changed right after it was created")
+        return stored.etag
+
+    def _fence(self, why: str) -> WriterFencedError:
+        self.fenced = WriterFencedError(
+            f"{self.bucket.address.url}{LOCK_KEY}: {why}; this writer stops sequencing "
+            "(another writer serves the log)"
+        )
+        _log.error("FENCED: %s", self.fenced)
+        return self.fenced
+
+    # --- copying ---------------------------------------------------------------------------
+
+    def apply(self, state: LockState) -> None:
+        """Copy the locked checkpoint's staging object to the public paths (idempotent)."""
+        if not state.size:
+            return
+        public = self.bucket.get("checkpoint")
+        if public is not None and _note_size(public.body) >= state.size:
+            return
+        stored = self.bucket.get(state.staging)
+        if stored is None:
+            raise StorageError(
+                f"{self.bucket.address.url}{state.staging}: the locked checkpoint's staging "
+                "object is missing"
+            )
+        self._copy(state, dict(decode_staging(stored.body)))
+
+    def _copy(self, state: LockState, objects: dict[str, bytes]) -> None:
+        def put(item: tuple[str, bytes]) -> int:
+            path, body = item
+            if path.startswith("tile/entries/"):
+                return self._public._create(path, tiles.gzip_bundle(body), _BUNDLE, body)
+            return self._public._create(path, body, _TILE, body)
+
+        list(self._pool.map(put, objects.items()))
+        checkpoint = state.checkpoint
+        self._public.publish_note(checkpoint)
+        self._put_public_checkpoint(state.note, state.size)
+
+    def _put_public_checkpoint(self, note: str, size: int) -> None:
+        body = note.encode()
+        for _ in range(5):
+            stored = self.bucket.get("checkpoint")
+            if stored is None:
+                if self.bucket.create("checkpoint", body, _LATEST):
+                    return
+                continue
+            if _note_size(stored.body) >= size:
+                return  # never backwards (a later writer got there first)
+            if self.bucket.swap("checkpoint", body, stored.etag, _LATEST) is not None:
+                return
+        raise StorageError(f"{self.bucket.address.url}checkpoint: lost the swap five times")
+
+
+def _note_size(body: bytes) -> int:
+    lines = body.split(b"\n", 2)
+    return int(lines[1]) if len(lines) > 2 and lines[1].isdigit() else 0
+
+
+def read_leaves(bucket: Bucket, start: int, size: int) -> list[bytes]:
+    """Leaves ``start..size-1`` from the public entry bundles of the tree of ``size`` (a
+    standby following the bucket; a writer rebuilding its local cache)."""
+    out: list[bytes] = []
+    for index in range(start // tiles.TILE_WIDTH, -(-size // tiles.TILE_WIDTH)):
+        width = tiles.tile_width(0, index, size)
+        tile = tiles.TileID(level=0, index=index, width=width, entries=True)
+        stored = bucket.get(tile.path)
+        if stored is None:
+            raise StorageError(f"{bucket.address.url}{tile.path}: missing below the checkpoint")
+        data = stored.body
+        if stored.content_encoding.lower() == "gzip" or data[:2] == b"\x1f\x8b":
+            data = tiles.gunzip_bundle(data)
+        leaves = tiles.decode_entry_bundle(data, width)
+        base = index * tiles.TILE_WIDTH
+        out += leaves[max(0, start - base) :]
+    return out
+
+
+def public_checkpoint(bucket: Bucket) -> str | None:
+    """The bucket's public ``checkpoint`` note (None: none yet)."""
+    stored = bucket.get("checkpoint")
+    return None if stored is None else stored.body.decode("utf-8", "replace")
+
+
+class LeaseKeeper:
+    """The active writer's lease: ``renew`` every ``lease_s / 3`` on a thread of its own;
+    ``on_fenced`` is told once when a renewal finds another writer (the caller halts the log).
+    A renewal the store does not answer is retried at the next tick: the lease may lapse, and
+    then the next commit's swap is what fails."""
+
+    def __init__(
+        self,
+        primary: PrimaryBucket,
+        *,
+        lease_s: float,
+        on_fenced: Callable[[WriterFencedError], None],
+    ) -> None:
+        self._primary = primary
+        self._every = max(0.05, lease_s / 3)
+        self._on_fenced = on_fenced
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ledger-lease", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every):
+            try:
+                self._primary.renew()
+            except WriterFencedError as exc:
+                self._on_fenced(exc)
+                return
+            except LedgerError as exc:
+                _log.warning("lease renewal: %s", exc)
+
+
+class LockWatcher:
+    """A standby's view of the lock: the lease lapsed when the lock's ETag has not changed for
+    ``lease_s`` by this process's monotonic clock (module docstring)."""
+
+    def __init__(
+        self, bucket: Bucket, *, lease_s: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._bucket = bucket
+        self._lease_s = lease_s
+        self._clock = clock
+        self._etag: str | None = None
+        self._since = clock()
+        self.state: LockState | None = None
+
+    def poll(self) -> bool:
+        """Read the lock; True when the lease has lapsed (or there is no lock at all)."""
+        stored = self._bucket.get(LOCK_KEY)
+        now = self._clock()
+        if stored is None:
+            self.state = None
+            return True
+        if stored.etag != self._etag:
+            self._etag, self._since = stored.etag, now
+            self.state = LockState.decode(stored.body)
+            return False
+        return now - self._since >= self._lease_s
+
+    @property
+    def lease_s(self) -> float:
+        return self._lease_s

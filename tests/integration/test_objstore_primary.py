@@ -1,0 +1,224 @@
+"""Primary mode against a real SeaweedFS: staging object, lock swap, copy, fencing, a writer that
+applies the locked staging object, acknowledgement only once the bucket holds the checkpoint, and
+a stopped bucket (appends UNAVAILABLE, nothing acknowledged, resumes)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import pytest
+
+from ledger.core import tiles
+from ledger.core.checkpoint import Ed25519Signer
+from ledger.core.errors import (
+    LogFailedError,
+    StoreUnreachableError,
+    UnavailableError,
+    WriterActiveError,
+    WriterFencedError,
+)
+from ledger.core.types import AppendItem, PublishedCheckpoint
+from ledger.log.facade import Log
+from ledger.log.service import LogService
+from ledger.objstore.bucket import Bucket, BucketAddress
+from ledger.objstore.conformance import check_store
+from ledger.objstore.primary import (
+    LOCK_KEY,
+    LockState,
+    LockWatcher,
+    PrimaryBucket,
+    decode_staging,
+    encode_staging,
+    staging_name,
+)
+from ledger.store.contract import MemoryStore
+from ledger.store.tile_reader import TileReader
+from ledger_client.remote.tiles import TileClient
+from tests.objstore_world import Seaweed
+
+pytestmark = pytest.mark.integration
+ORIGIN = "ledger.test/primary"
+
+
+class _Writer:
+    """One writer: its own local store (the cache), a log whose publisher swaps into the bucket."""
+
+    def __init__(
+        self, address: BucketAddress, name: str, signer: Ed25519Signer, **bucket: float
+    ) -> None:
+        self.store = MemoryStore()
+        self.reader = TileReader(store=self.store, published=lambda: None)
+        self.primary = PrimaryBucket(
+            bucket=Bucket(address, **bucket),  # type: ignore[arg-type]
+            tile_source=self.reader.read,
+            origin=ORIGIN,
+            writer=name,
+        )
+        self.log = Log(store=self.store, signer=signer, origin=ORIGIN, gate=self.primary.commit)
+
+    def grow(self, count: int) -> PublishedCheckpoint:
+        self.log.append([AppendItem(os.urandom(32)) for _ in range(count)])
+        return self.log.publish()
+
+
+def _ready(seaweed: Seaweed, prefix: str) -> BucketAddress:
+    address = seaweed.address(prefix)
+    check_store(address, rounds=1, writers=4)
+    return address
+
+
+def test_a_commit_stages_swaps_then_copies(seaweed: Seaweed) -> None:
+    address = _ready(seaweed, "p/commit")
+    signer = Ed25519Signer.generate(ORIGIN)
+    writer = _Writer(address, "a", signer)
+    writer.primary.acquire()
+    for count in (3, 300):
+        cp = writer.grow(count)
+        lock = writer.primary.read_lock()
+        assert lock is not None and lock.note == cp.note and lock.writer == "a"
+        assert lock.staging == staging_name(cp.size, cp.root_hash)
+    bucket = writer.primary.bucket
+    assert lock is not None
+    staged = bucket.get(lock.staging)
+    assert staged is not None
+    paths = [path for path, _ in decode_staging(staged.body)]
+    assert paths == [t.path for t in tiles.new_tiles(3, cp.size)]
+    assert bucket.get(staging_name(3, writer.log.root_at(3))) is None  # the older one is gone
+    client = TileClient(seaweed.public_url("ledger", "p/commit"))
+    verified = client.checkpoint([signer.verifier()], origin=ORIGIN)
+    public = bucket.get("checkpoint")
+    assert public is not None and public.body.decode() == cp.note
+    assert client.root(cp.size) == cp.root_hash and client.root(3) == writer.log.root_at(3)
+    assert client.leaves(0, cp.size, cp.size) == writer.store.get_leaves(range(cp.size))
+    assert verified.checkpoint.size == cp.size
+
+
+def test_a_stale_writer_is_fenced_and_its_checkpoint_never_leaves(seaweed: Seaweed) -> None:
+    address = _ready(seaweed, "p/fence")
+    signer = Ed25519Signer.generate(ORIGIN)
+    old = _Writer(address, "old", signer)
+    old.primary.acquire()
+    first = old.grow(10)
+    new = _Writer(address, "new", signer)
+    with pytest.raises(WriterActiveError):
+        new.primary.open()  # the lock names another writer: a start does not take it
+    new.primary.acquire()  # the standby's takeover once the lease lapsed
+    old.log.append([AppendItem(os.urandom(32)) for _ in range(5)])
+    with pytest.raises(WriterFencedError, match="held by 'new'"):
+        old.log.publish()  # the stale writer wakes: its swap fails, it stops
+    assert old.log.latest_checkpoint() == first  # the signed size-15 note never left
+    assert old.store.get_checkpoint(15) is None
+    assert old.primary.bucket.get(staging_name(15, old.log.root_at(15))) is not None
+    public = old.primary.bucket.get("checkpoint")
+    assert public is not None and public.body.decode() == first.note
+    with pytest.raises(LogFailedError):
+        old.log.append([AppendItem(os.urandom(32))])
+    lock = new.primary.read_lock()
+    assert lock is not None and lock.writer == "new" and lock.size == 10
+
+
+def test_a_writer_that_takes_over_applies_the_locked_staging_object(seaweed: Seaweed) -> None:
+    address = _ready(seaweed, "p/apply")
+    signer = Ed25519Signer.generate(ORIGIN)
+    crashed = _Writer(address, "crashed", signer)
+    crashed.primary.acquire()
+    crashed.grow(4)
+    # What a writer killed between its swap and its copy leaves: a staging object and the lock.
+    crashed.log.append([AppendItem(os.urandom(32)) for _ in range(300)])
+    size, root = crashed.log.size, crashed.log.root_at(crashed.log.size)
+    jobs = tiles.new_tiles(4, size)
+    bucket = crashed.primary.bucket
+    name = staging_name(size, root)
+    assert bucket.create(name, encode_staging([(t.path, crashed.reader.read(t, size))
+                                               for t in jobs]), {})  # fmt: skip
+    from ledger.core.checkpoint import Checkpoint, sign_checkpoint
+
+    note = sign_checkpoint(Checkpoint(origin=ORIGIN, size=size, root_hash=root), signer)
+    stored = bucket.get(LOCK_KEY)
+    assert stored is not None
+    locked = LockState(writer="crashed", note=note, size=size, root_hash=root, staging=name, term=9)
+    assert bucket.swap(LOCK_KEY, locked.encode(), stored.etag, {}) is not None
+    public = bucket.get("checkpoint")
+    assert public is not None and public.body.decode() != note
+    taker = _Writer(address, "taker", signer)
+    state = taker.primary.acquire()
+    assert state is not None and state.size == size and state.writer == "taker"
+    public = bucket.get("checkpoint")
+    assert public is not None and public.body.decode() == note
+    client = TileClient(seaweed.public_url("ledger", "p/apply"))
+    assert client.root(size) == root
+    assert client.leaves(0, size, size) == crashed.store.get_leaves(range(size))
+
+
+def test_the_watcher_sees_a_lapse_only_after_the_lock_stops_changing(seaweed: Seaweed) -> None:
+    address = _ready(seaweed, "p/lease")
+    writer = _Writer(address, "a", Ed25519Signer.generate(ORIGIN))
+    writer.primary.acquire()
+    now = [1000.0]
+    watcher = LockWatcher(Bucket(address), lease_s=5.0, clock=lambda: now[0])
+    assert watcher.poll() is False
+    now[0] += 4.0
+    writer.primary.renew()
+    assert watcher.poll() is False  # renewed: the lease starts again from this poll
+    now[0] += 4.9
+    assert watcher.poll() is False
+    now[0] += 0.2
+    assert watcher.poll() is True
+    # A skewed wall clock is not consulted: only the standby's own monotonic clock moves this.
+
+
+def test_appends_are_acknowledged_only_once_the_bucket_holds_them(seaweed: Seaweed) -> None:
+    address = _ready(seaweed, "p/ack")
+    # Short timeouts, one attempt: a stopped bucket shows within about a second.
+    writer = _Writer(address, "a", Ed25519Signer.generate(ORIGIN), timeout_s=1.0, attempts=1)
+    writer.primary.acquire()
+    service = LogService(writer.log, checkpoint_interval=0.01, ack_on_publish=True)
+    watch = Bucket(address)
+
+    async def run() -> None:
+        await service.start()
+        try:
+            for _ in range(5):
+                results = await asyncio.gather(
+                    *[service.append([AppendItem(os.urandom(32))]) for _ in range(20)]
+                )
+                lock = watch.get(LOCK_KEY)
+                assert lock is not None
+                held = LockState.decode(lock.body).size
+                assert max(r[0].index for r in results) < held  # every ack is in the bucket
+            os.kill(seaweed.proc.pid, signal.SIGSTOP)  # the bucket stops mid-load
+            try:
+                before = writer.log.latest_checkpoint()
+                digest = os.urandom(32)
+                with pytest.raises(UnavailableError):
+                    await service.append([AppendItem(digest)])
+                assert writer.log.failure is None  # waits for the bucket; not failed
+                assert writer.log.latest_checkpoint() == before  # nothing signed left
+            finally:
+                os.kill(seaweed.proc.pid, signal.SIGCONT)
+            (again,) = await service.append([AppendItem(digest)])  # the client's retry
+            lock = watch.get(LOCK_KEY)
+            assert lock is not None and again.index < LockState.decode(lock.body).size
+            assert writer.store.get_leaves(range(again.index, again.index + 1))
+        finally:
+            await service.stop()
+
+    asyncio.run(run())
+
+
+def test_a_store_error_does_not_fail_the_log(seaweed: Seaweed) -> None:
+    """StoreUnreachableError from the gate leaves the log able to publish again."""
+    address = _ready(seaweed, "p/unreachable")
+    writer = _Writer(address, "a", Ed25519Signer.generate(ORIGIN), timeout_s=1.0, attempts=1)
+    writer.primary.acquire()
+    writer.grow(2)
+    os.kill(seaweed.proc.pid, signal.SIGSTOP)
+    try:
+        writer.log.append([AppendItem(os.urandom(32))])
+        with pytest.raises(StoreUnreachableError):
+            writer.log.publish()
+    finally:
+        os.kill(seaweed.proc.pid, signal.SIGCONT)
+    assert writer.log.publish().size == 3
