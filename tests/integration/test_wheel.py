@@ -109,6 +109,7 @@ def test_the_wheel_holds_the_package_data(wheel: Path) -> None:
         "ledger_client/py.typed",
         "ledger/records/schemas/decision-record-v1.schema.json",
         "ledger/records/schemas/decision-record-v2.schema.json",
+        "ledger/records/schemas/decision-record-v3.schema.json",
         "ledger/records/schemas/receipt-v1.schema.json",
         "ledger/v1/ledger_pb2.pyi",
     ):
