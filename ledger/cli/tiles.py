@@ -12,12 +12,19 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from ledger.app.settings import load_settings
+from ledger.app.settings import Settings, load_settings
 from ledger.core.errors import FormatError, LedgerError, StorageError
+
+if TYPE_CHECKING:
+    from ledger.core.types import PublishedCheckpoint
+    from ledger.store.rocks import RocksStore
 
 __all__ = ["tiles_group"]
 
@@ -27,15 +34,12 @@ def tiles_group() -> None:
     """C2SP tlog-tiles: the static mirror."""
 
 
-def _export(data_dir: Path | None, config: Path | None, out: Path) -> tuple[int, int, int]:
-    """Mirror the latest checkpoint into ``out``; return (old size, new size, files written)."""
+@contextmanager
+def _checked_store(settings: Settings) -> Iterator[tuple[RocksStore, PublishedCheckpoint]]:
+    """The stopped log's store and its latest checkpoint, whose root the stored tree matches."""
     from ledger.core import merkle
-    from ledger.core.tiles import new_tiles
-    from ledger.http.mirror import TileMirror
     from ledger.store.rocks import RocksStore
-    from ledger.store.tile_reader import TileReader
 
-    settings = load_settings(config).with_overrides(data_dir=data_dir)
     if not (settings.db_dir / "CURRENT").is_file():
         raise FormatError(f"{settings.data_dir} holds no log (no RocksDB in {settings.db_dir})")
     store = RocksStore(settings.db_dir)
@@ -46,6 +50,19 @@ def _export(data_dir: Path | None, config: Path | None, out: Path) -> tuple[int,
         root = merkle.fold_proof_nodes([merkle.subtree_node(0, latest.size)], store.get_nodes)
         if latest.size and root[0] != latest.root_hash:
             raise StorageError(f"stored tree at size {latest.size} does not match its checkpoint")
+        yield store, latest
+    finally:
+        store.close()
+
+
+def _export(data_dir: Path | None, config: Path | None, out: Path) -> tuple[int, int, int]:
+    """Mirror the latest checkpoint into ``out``; return (old size, new size, files written)."""
+    from ledger.core.tiles import new_tiles
+    from ledger.http.mirror import TileMirror
+    from ledger.store.tile_reader import TileReader
+
+    settings = load_settings(config).with_overrides(data_dir=data_dir)
+    with _checked_store(settings) as (store, latest):
         reader = TileReader(store=store, published=lambda: latest)
         mirror = TileMirror(directory=out, reader=reader, origin=latest.origin)
         old = mirror.mirrored_size()
@@ -55,8 +72,6 @@ def _export(data_dir: Path | None, config: Path | None, out: Path) -> tuple[int,
         with click.progressbar(length=total, label="writing tiles", file=sys.stderr) as bar:
             written = mirror.update([latest], progress=bar.update)
         return old, latest.size, written
-    finally:
-        store.close()
 
 
 def _export_bucket(
@@ -64,25 +79,14 @@ def _export_bucket(
 ) -> tuple[int, int, int]:
     """Publish the latest checkpoint to the bucket; return (old size, new size, objects)."""
     from ledger.cli.objstore import bucket_address
-    from ledger.core import merkle
     from ledger.core.tiles import new_tiles
     from ledger.objstore.bucket import Bucket
     from ledger.objstore.publisher import BucketPublisher
-    from ledger.store.rocks import RocksStore
     from ledger.store.tile_reader import TileReader
 
     settings = load_settings(config).with_overrides(data_dir=data_dir)
     address = bucket_address(config, url, endpoint, region)
-    if not (settings.db_dir / "CURRENT").is_file():
-        raise FormatError(f"{settings.data_dir} holds no log (no RocksDB in {settings.db_dir})")
-    store = RocksStore(settings.db_dir)
-    try:
-        latest = store.latest_checkpoint()
-        if latest is None:
-            raise StorageError(f"{settings.db_dir}: no checkpoint has been published yet")
-        root = merkle.fold_proof_nodes([merkle.subtree_node(0, latest.size)], store.get_nodes)
-        if latest.size and root[0] != latest.root_hash:
-            raise StorageError(f"stored tree at size {latest.size} does not match its checkpoint")
+    with _checked_store(settings) as (store, latest):
         publisher = BucketPublisher(
             bucket=Bucket(address),
             reader=TileReader(store=store, published=lambda: latest),
@@ -104,8 +108,6 @@ def _export_bucket(
         finally:
             publisher.close()
         return old, latest.size, done.created
-    finally:
-        store.close()
 
 
 @tiles_group.command("export")

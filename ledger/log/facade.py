@@ -210,20 +210,27 @@ class Log:
                 return sequenced.results
             nodes, compact = self._integrator.integrate(sequenced.leaf_hashes)
             state = TreeState(compact=compact, last_timestamp_ms=sequenced.last_timestamp_ms)
-            try:
-                self._store.commit(sequenced.batch(nodes, state))
-                if self._acked is not None:  # synced before any append of the group is acked
-                    self._acked.write(sequenced.next_index)
-            except Exception as exc:
-                self._set_failure(exc)
-                raise LogFailedError(
-                    f"the group commit failed ({type(exc).__name__}: {exc}); the log stops "
-                    "appending. Nothing acknowledged is lost: fix the cause (for example free "
-                    "disk space) and restart the server"
-                ) from exc
+            self._commit_group(
+                lambda: self._store.commit(sequenced.batch(nodes, state)), sequenced.next_index
+            )
             self._sequencer.adopt(sequenced)
             self._integrator.adopt(compact)
             return sequenced.results
+
+    def _commit_group(self, commit: Callable[[], None], next_index: int) -> None:
+        """One group commit: ``commit`` (the store's synced write), then the acknowledged size
+        synced before any append of the group is acked; any failure stops the log."""
+        try:
+            commit()
+            if self._acked is not None:
+                self._acked.write(next_index)
+        except Exception as exc:
+            self._set_failure(exc)
+            raise LogFailedError(
+                f"the group commit failed ({type(exc).__name__}: {exc}); the log stops "
+                "appending. Nothing acknowledged is lost: fix the cause (for example free "
+                "disk space) and restart the server"
+            ) from exc
 
     def append_packed(self, digests: bytes) -> PackedResult:
         """``append`` for N x 32 bytes of digests without metadata (``ledger.core.packed``):
@@ -345,17 +352,10 @@ class Log:
                 return sequenced
             rows, compact = self._integrator.integrate_packed(sequenced.leaf_hashes)
             state = TreeState(compact=compact, last_timestamp_ms=sequenced.last_timestamp_ms)
-            try:
-                self._store.commit_packed(sequenced.batch(rows, state))
-                if self._acked is not None:  # synced before any append of the group is acked
-                    self._acked.write(sequenced.next_index)
-            except Exception as exc:
-                self._set_failure(exc)
-                raise LogFailedError(
-                    f"the group commit failed ({type(exc).__name__}: {exc}); the log stops "
-                    "appending. Nothing acknowledged is lost: fix the cause (for example free "
-                    "disk space) and restart the server"
-                ) from exc
+            self._commit_group(
+                lambda: self._store.commit_packed(sequenced.batch(rows, state)),
+                sequenced.next_index,
+            )
             self._sequencer.adopt(sequenced)
             self._integrator.adopt(compact)
             return sequenced
