@@ -29,7 +29,7 @@ from ledger.core.errors import LedgerError, StorageError
 from ledger.core.types import PublishedCheckpoint
 from ledger.store.rocks import RocksStore
 
-__all__ = ["MirrorProcess", "main"]
+__all__ = ["ChildPipe", "MirrorProcess", "main", "stop_child"]
 
 _log = logging.getLogger("ledger.mirror")
 START_TIMEOUT_S = 60.0
@@ -41,22 +41,8 @@ class MirrorProcess:
     def __init__(self, *, db_dir: Path, secondary_dir: Path, directory: Path, origin: str) -> None:
         cmd = [sys.executable, "-m", "ledger.http.mirror_process",
                str(db_dir), str(secondary_dir), str(directory), origin]  # fmt: skip
-        self._proc = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
-        )
-        assert self._proc.stdout is not None
-        ready, _, _ = select.select([self._proc.stdout], [], [], START_TIMEOUT_S)
-        line = self._proc.stdout.readline() if ready else ""
-        try:
-            answer = json.loads(line) if line else {"error": "the tile mirror did not start"}
-        except json.JSONDecodeError:
-            answer = {"error": f"the tile mirror said {line!r}"}
-        if not answer.get("ready"):
-            self.stop()
-            raise StorageError(f"tiles dir {directory}: {answer.get('error')}")
-        assert self._proc.stdin is not None
-        self._stdin = self._proc.stdin.fileno()
-        os.set_blocking(self._stdin, False)  # a stuck child must never block the event loop
+        child = ChildPipe(cmd, "the tile mirror", f"tiles dir {directory}")
+        self._proc, self._stdin = child.proc, child.stdin
 
     def submit(self, checkpoint: PublishedCheckpoint) -> None:
         """Queue a published checkpoint: one non-blocking write of its size to the child's pipe
@@ -73,16 +59,50 @@ class MirrorProcess:
 
     def stop(self, timeout: float = 120.0) -> None:
         """Let the child mirror what it was given, then wait for it to exit."""
-        if self._proc.stdin is not None and not self._proc.stdin.closed:
-            with suppress(OSError):
-                self._proc.stdin.close()
+        stop_child(self._proc, timeout)
+
+
+class ChildPipe:
+    """A mirror child spoken to in JSON lines (the tile mirror here, the bucket mirror of
+    ``ledger.objstore.mirror``): started, its first line read within ``START_TIMEOUT_S``
+    (``{"ready": true, ...}`` or ``{"error": ...}``: then stopped and raised as ``StorageError``
+    prefixed with ``where``), its standard input made non-blocking so that a stuck child never
+    blocks the event loop."""
+
+    def __init__(self, cmd: list[str], name: str, where: str) -> None:
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
+        )
+        assert self.proc.stdout is not None and self.proc.stdin is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], START_TIMEOUT_S)
+        line = self.proc.stdout.readline() if ready else ""
         try:
-            self._proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
-        if self._proc.stdout is not None:
-            self._proc.stdout.close()
+            answer = json.loads(line) if line else {"error": f"{name} did not start"}
+        except json.JSONDecodeError:
+            answer = {"error": f"{name} said {line!r}"}
+        if not isinstance(answer, dict) or not answer.get("ready"):
+            stop_child(self.proc, 120.0)
+            error = answer.get("error") if isinstance(answer, dict) else answer
+            raise StorageError(f"{where}: {error}")
+        self.answer: dict[str, object] = answer
+        self.stdin = self.proc.stdin.fileno()
+        os.set_blocking(self.stdin, False)
+
+
+def stop_child(proc: subprocess.Popen[str], timeout: float) -> None:
+    """Close the child's input (it finishes what it read), wait for it (killed after
+    ``timeout``), close its output."""
+    if proc.stdin is not None and not proc.stdin.closed:
+        with suppress(OSError):
+            proc.stdin.close()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    if proc.stdout is not None:
+        with suppress(OSError, ValueError):
+            proc.stdout.close()
 
 
 # --- the child -----------------------------------------------------------------------------------

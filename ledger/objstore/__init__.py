@@ -7,6 +7,7 @@ the C2SP tlog-tiles publisher (``publisher``), the conditional-write conformance
 (``mirror``, spawned as ``python -m ledger.objstore.mirror``) and primary mode, where the bucket
 holds the log (``primary``: staging object, lock swap, copy; the lease and the standby's watch).
 
-May import: ``ledger.core``, ``ledger.store``; libraries ``boto3``, ``botocore``,
+May import: ``ledger.core``, ``ledger.store``, ``ledger.http`` (the pipe to a mirror child,
+shared with the tile mirror); libraries ``boto3``, ``botocore``,
 ``prometheus_client``, ``subprocess``, ``urllib3`` (botocore's own HTTP pool).
 """

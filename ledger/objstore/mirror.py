@@ -26,12 +26,10 @@ import json
 import logging
 import os
 import select
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,9 +41,9 @@ from ledger.core.errors import (
     LedgerError,
     NonConformingStoreError,
     ObjectConflictError,
-    StorageError,
 )
 from ledger.core.types import PublishedCheckpoint
+from ledger.http.mirror_process import ChildPipe, stop_child
 
 __all__ = ["LAG_BUCKETS", "BucketMirror", "MirrorState", "main"]
 
@@ -101,25 +99,12 @@ class BucketMirror:
                origin, url, endpoint, region]  # fmt: skip
         self.state = MirrorState(url=url)
         self.on_change = on_change  # called on the reader thread when ``healthy`` changes
-        self._proc = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
-        )
-        assert self._proc.stdout is not None
-        ready, _, _ = select.select([self._proc.stdout], [], [], START_TIMEOUT_S)
-        line = self._proc.stdout.readline() if ready else ""
-        try:
-            answer = json.loads(line) if line else {"error": "the bucket mirror did not start"}
-        except json.JSONDecodeError:
-            answer = {"error": f"the bucket mirror said {line!r}"}
-        if not answer.get("ready"):
-            self.stop()
-            raise StorageError(f"object store {url}: {answer.get('error')}")
-        self.start_checkpoint: str | None = answer.get("checkpoint")
+        child = ChildPipe(cmd, "the bucket mirror", f"object store {url}")
+        self._proc, self._stdin, answer = child.proc, child.stdin, child.answer
+        checkpoint = answer.get("checkpoint")
+        self.start_checkpoint: str | None = checkpoint if isinstance(checkpoint, str) else None
         self.state.reachable = bool(answer.get("reachable", True))
         self.state.last_error = str(answer.get("error") or "")
-        assert self._proc.stdin is not None
-        self._stdin = self._proc.stdin.fileno()
-        os.set_blocking(self._stdin, False)  # a stuck child must never block the event loop
         self._reader = threading.Thread(
             target=self._follow, name="ledger-bucket-mirror", daemon=True
         )
@@ -186,17 +171,7 @@ class BucketMirror:
 
     def stop(self, timeout: float = 120.0) -> None:
         """Let the child publish what it was given, then wait for it to exit."""
-        if self._proc.stdin is not None and not self._proc.stdin.closed:
-            with suppress(OSError):
-                self._proc.stdin.close()
-        try:
-            self._proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
-        if self._proc.stdout is not None:
-            with suppress(OSError, ValueError):
-                self._proc.stdout.close()
+        stop_child(self._proc, timeout)
 
 
 # --- the child -----------------------------------------------------------------------------------

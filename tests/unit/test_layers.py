@@ -86,7 +86,8 @@ RULES: Mapping[str, Rule] = {
         "aiohttp jsonschema ssl subprocess",
     ),
     "ledger.objstore": rule(
-        "ledger.core ledger.store", "boto3 botocore prometheus_client subprocess urllib3"
+        "ledger.core ledger.store ledger.http",
+        "boto3 botocore prometheus_client subprocess urllib3",
     ),
     "ledger.ops": rule(
         "ledger.core ledger.timestamp ledger.store ledger.log ledger.fileio", "cryptography"
