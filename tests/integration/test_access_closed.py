@@ -57,6 +57,11 @@ def ledger(*args: str | Path, check: bool = True) -> tuple[int, str, str]:
     return done.returncode, done.stdout, done.stderr
 
 
+# Waiting for the server to accept a token polls every 0.25 s: each refused try counts against
+# the address's failed-authentication throttle (20 a minute), which a 20 ms poll would trip
+# before the server has re-read the tokens file (within a second).
+
+
 def error_of(call: Callable[[], object]) -> LedgerError | None:
     """The error ``call`` raised (None: it succeeded)."""
     try:
@@ -117,7 +122,7 @@ def test_revoking_the_last_token_or_deleting_the_file_keeps_the_log_closed(
             second = new_token(data, "second", "append")
             with client(server.address, second) as writer:
                 wait_until(lambda: error_of(lambda: writer.append([digest(4)])) is None,
-                           timeout=10, what="the second token")  # fmt: skip
+                           timeout=10, interval=0.25, what="the second token")  # fmt: skip
                 (data / "tokens.json").unlink()
                 wait_until(
                     lambda: isinstance(error_of(writer.checkpoint), UnauthenticatedError),
@@ -164,7 +169,7 @@ def test_reopening_is_an_explicit_logged_recorded_command(tmp_path: Path) -> Non
             )
             assert "access open" in err and "back to development use" in err
             wait_until(lambda: error_of(lambda: anonymous.append([digest(11)])) is None,
-                       timeout=10, what="the reopened log")  # fmt: skip
+                       timeout=10, interval=0.25, what="the reopened log")  # fmt: skip
             _, out, _ = ledger("access", "status", "--data-dir", data)
             status = json.loads(out)
             assert status["access"] == "open"
@@ -195,7 +200,7 @@ def test_an_expired_token_is_refused_and_listed_as_expired(tmp_path: Path) -> No
         assert "brief" in listed and "\texpires 20" in listed, listed
         with client(server.address, token) as writer:
             wait_until(lambda: error_of(lambda: writer.append([digest(20)])) is None,
-                       timeout=10, what="the new token")  # fmt: skip
+                       timeout=10, interval=0.25, what="the new token")  # fmt: skip
             expired = wait_until(
                 lambda: isinstance(e := error_of(lambda: writer.append([digest(21)])),
                                    UnauthenticatedError) and e,
@@ -250,7 +255,7 @@ def test_a_backup_restored_elsewhere_stays_closed_and_keeps_its_trust(tmp_path: 
         writer = new_token(data, "writer", "append")
         with client(server.address, writer) as w:
             wait_until(lambda: error_of(lambda: w.append([digest(30)])) is None,
-                       timeout=10, what="the writer's token")  # fmt: skip
+                       timeout=10, interval=0.25, what="the writer's token")  # fmt: skip
             for i in range(31, 40):
                 w.append([digest(i)], wait_for_checkpoint=True)
         with client(server.address, admin) as a:
