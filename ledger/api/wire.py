@@ -115,6 +115,8 @@ STATUS_OF: dict[type[e.LedgerError], grpc.StatusCode] = {
     e.UnavailableError: _S.UNAVAILABLE,
     e.LogFailedError: _S.UNAVAILABLE,
     e.StoreUnreachableError: _S.UNAVAILABLE,
+    e.WriterFencedError: _S.UNAVAILABLE,
+    e.WriterActiveError: _S.UNAVAILABLE,
     e.DeadlineExceededError: _S.DEADLINE_EXCEEDED,
     e.UnimplementedError: _S.UNIMPLEMENTED,
     e.InternalError: _S.INTERNAL,

@@ -86,7 +86,12 @@ def _key_lines(signer: Ed25519Signer) -> Outcome:
 
 @agent_key.command("create")
 @click.argument("name")
-@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="the new agent key file (mode 0600; never overwritten)",
+)
 @json_option
 def create(name: str, out: Path, as_json: bool) -> None:
     """Write a new agent key to OUT (0600, never overwritten); print its verifier and chain
@@ -173,7 +178,12 @@ def _chain_key(text: str) -> bytes:
 @click.option("--chain-key", required=True, metavar="HEX", help="the agent's chain key")
 @click.option("--agent-key", "agent_keys", multiple=True, metavar="VKEY", help="agent key; repeat")
 @witness_options
-@click.option("--timeout", type=click.FloatRange(min=0.0, min_open=True), default=30.0)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.0, min_open=True),
+    default=30.0,
+    help="seconds for each request to the tiles endpoint",
+)
 @json_option
 def chain(
     paths: tuple[str, ...],
