@@ -26,9 +26,10 @@ METHOD = "/ledger.v1.LedgerService/GetInclusionProofs"
 CALLS = 600
 CONNECTIONS = 60
 MESSAGE_BYTES = int(1.8 * (1 << 20))
-# One burst's peak varies by up to ~45 MiB with how many reads happen to overlap (measured);
-# a rise beyond that would be memory kept from the first burst.
-TOLERANCE_MB = 48.0
+# One burst's peak varies with how many reads happen to overlap: up to ~45 MiB on a quiet
+# machine, 50 MiB seen with another test run competing for the CPU; a burst holds ~180 MiB, so
+# a rise beyond 64 MiB would be memory kept from the first burst.
+TOLERANCE_MB = 64.0
 
 
 def padded_read() -> bytes:
