@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from tools.bench_clients import Outcome, sleep_until
 from tools.bench_stats import percentile, proc_sample
-from tools.seaweed import Seaweed, aws_env, run_seaweedfs
+from tools.seaweed import Seaweed, aws_env, checked_bucket, run_seaweedfs
 
 if TYPE_CHECKING:
     from tools.bench_scenarios import Bench
@@ -158,25 +158,7 @@ def _gets(bench: Bench, server: BenchServer, url: str, size: int, pid: int) -> t
 
 def _prepare(weed: Seaweed) -> str:
     """The bucket made, checked (one round), and its ``s3://`` URL."""
-    from ledger.objstore.bucket import Bucket, BucketAddress
-    from ledger.objstore.conformance import check_store
-
-    address = BucketAddress.parse(f"s3://{BUCKET}/{PREFIX}", endpoint=weed.endpoint)
-    bucket = Bucket(address)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            bucket.ensure_bucket()
-            bucket.put(".ledger/probe", b"probe", {})
-            break
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-    report = check_store(address, rounds=1, writers=16)
-    if not report.passed:
-        raise RuntimeError(f"the local SeaweedFS failed the conformance check: {report.detail()}")
-    return address.url
+    return checked_bucket(weed.endpoint, f"s3://{BUCKET}/{PREFIX}", writers=16)
 
 
 def b13_bucket(bench: Bench, run: int) -> dict[str, float]:

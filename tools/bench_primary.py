@@ -23,12 +23,10 @@ import time
 from pathlib import Path
 
 from ledger.core.errors import LedgerError
-from ledger.objstore.bucket import Bucket, BucketAddress
-from ledger.objstore.conformance import check_store
 from ledger_client.remote.log import RemoteLog
 from tools.bench_server import BenchServer, make_key
 from tools.bench_stats import proc_sample
-from tools.seaweed import aws_env, run_seaweedfs
+from tools.seaweed import aws_env, checked_bucket, run_seaweedfs
 
 __all__ = ["main"]
 
@@ -88,26 +86,14 @@ def _load(server: BenchServer, duration: float) -> dict[str, float]:
 def run(duration: float, work: Path) -> dict[str, object]:
     os.environ.update(aws_env())
     with run_seaweedfs(work / "seaweedfs") as seaweed:
-        address = BucketAddress.parse("s3://ledger/bench", endpoint=seaweed.endpoint)
-        bucket = Bucket(address)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                bucket.ensure_bucket()
-                bucket.put(".ledger/probe", b"probe", {})
-                break
-            except LedgerError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-        check_store(address, rounds=1, writers=4)
+        url = checked_bucket(seaweed.endpoint, "s3://ledger/bench", writers=4)
         key = work / "signer.key"
         make_key(key)
         out: dict[str, object] = {"duration_s": duration}
         with BenchServer(work / "local", key) as server:
             out["local"] = _load(server, duration)
         primary = [
-            "--object-store-url", "s3://ledger/bench", "--object-store-endpoint",
+            "--object-store-url", url, "--object-store-endpoint",
             seaweed.endpoint, "--object-store-mode", "primary",
         ]  # fmt: skip
         with BenchServer(work / "primary", key, extra=primary) as server:

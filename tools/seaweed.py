@@ -25,7 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ACCESS_KEY", "SECRET_KEY", "Seaweed", "aws_env", "find_weed", "run_seaweedfs"]
+__all__ = [
+    "ACCESS_KEY",
+    "SECRET_KEY",
+    "Seaweed",
+    "aws_env",
+    "checked_bucket",
+    "find_weed",
+    "run_seaweedfs",
+]
 
 ACCESS_KEY = "ledgertest"
 SECRET_KEY = "ledgertest-secret"  # a local test store's, not a credential of anything real
@@ -129,3 +137,29 @@ def run_seaweedfs(
     finally:
         kill(proc)
         log.close()
+
+
+def checked_bucket(endpoint: str, url: str, *, writers: int) -> str:
+    """The bucket of ``url`` made once the S3 gateway at ``endpoint`` takes writes (within 60 s),
+    then checked with one contended round of conditional writes (``ledger objstore check``);
+    returns ``url``. The benchmarks' set-up; tests use ``tests/objstore_world.py``."""
+    from ledger.core.errors import LedgerError
+    from ledger.objstore.bucket import Bucket, BucketAddress
+    from ledger.objstore.conformance import check_store
+
+    address = BucketAddress.parse(url, endpoint=endpoint)
+    bucket = Bucket(address)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            bucket.ensure_bucket()
+            bucket.put(".ledger/probe", b"probe", {})
+            break
+        except LedgerError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    report = check_store(address, rounds=1, writers=writers)
+    if not report.passed:
+        raise RuntimeError(f"the local SeaweedFS failed the conformance check: {report.detail()}")
+    return address.url

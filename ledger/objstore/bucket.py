@@ -223,23 +223,19 @@ class Bucket:
 
     def create(self, name: str, body: bytes, headers: dict[str, str]) -> bool:
         """Create ``name`` unless it exists (``If-None-Match: *``): whether this call did."""
-        try:
-            self._put(name, body, headers, IfNoneMatch="*")
-        except _Exists:
-            return False
-        except botocore.exceptions.ClientError as exc:
-            if self._code(exc) in _EXISTS:
-                return False
-            raise self._fail(name, exc) from None
-        except botocore.exceptions.BotoCoreError as exc:
-            raise self._fail(name, exc) from None
-        return True
+        return self._conditional(name, body, headers, IfNoneMatch="*") is not None
 
     def swap(self, name: str, body: bytes, etag: str, headers: dict[str, str]) -> str | None:
         """Replace ``name`` only while it is still ``etag`` (``If-Match``): the new ETag, or
         None when another write came first."""
+        return self._conditional(name, body, headers, IfMatch=etag)
+
+    def _conditional(
+        self, name: str, body: bytes, headers: dict[str, str], **condition: str
+    ) -> str | None:
+        """A conditional PUT: the new ETag, or None when the condition failed (412/409)."""
         try:
-            return self._put(name, body, headers, IfMatch=etag)
+            return self._put(name, body, headers, **condition)
         except _Exists:
             return None
         except botocore.exceptions.ClientError as exc:
