@@ -48,6 +48,11 @@ _log = logging.getLogger("ledger.primary")
 BUCKET_TIMEOUT_S = 2.0
 
 
+def poll_interval(lease_s: float) -> float:
+    """How often a standby reads the lock (and follows the bucket) while it waits."""
+    return min(1.0, lease_s / 5)
+
+
 @dataclass(slots=True, kw_only=True)
 class PrimaryMode:
     """The server's primary-mode parts (module docstring)."""
@@ -91,7 +96,13 @@ class PrimaryMode:
                 self._follow(log)
                 if watcher.poll():
                     break
-                self.stopping.wait(min(1.0, lease_s / 5))
+                self.stopping.wait(poll_interval(lease_s))
+            holder = "nobody" if watcher.state is None else repr(watcher.state.writer)
+            _log.warning(
+                "standby: the lease of writer %s lapsed (no lock change for %g s); taking over",
+                holder,
+                lease_s,
+            )
             state = self.primary.acquire()
         else:
             try:
@@ -104,7 +115,14 @@ class PrimaryMode:
             if state is None:
                 self.catch_up(log, None)  # an empty bucket and a data dir that published: refused
                 state = self.primary.acquire()
+        before = log.size
         self.catch_up(log, state)
+        _log.info(
+            "caught up with %s: size %d (%d entries read from the bucket)",
+            self.primary.bucket.address.url,
+            log.size,
+            log.size - before,
+        )
 
     def _follow(self, log: Log) -> None:
         note = public_checkpoint(self.primary.bucket)
