@@ -22,11 +22,18 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ledger.app.settings import Settings
 from ledger.core.checkpoint import open_checkpoint
-from ledger.core.errors import DataLossError, WriterActiveError, WriterFencedError
+from ledger.core.errors import (
+    DataLossError,
+    StoreUnreachableError,
+    WriterActiveError,
+    WriterFencedError,
+)
 from ledger.core.note import Verifier
 from ledger.core.types import PublishedCheckpoint
 from ledger.log.facade import Log
@@ -45,7 +52,12 @@ from ledger.store.tile_reader import TileReader
 __all__ = ["PrimaryMode"]
 
 _log = logging.getLogger("ledger.primary")
-BUCKET_TIMEOUT_S = 2.0
+# Every bucket request on the append path is bounded by BUCKET_TIMEOUT_S (connect, read; a
+# PUT that timed out is not tried again), and after one the gate fails fast (STALL_RETRY_S):
+# an append in a stall fails UNAVAILABLE within about two timeouts (a lease renewal's, then
+# the commit's), well inside a client's usual deadline (5 s or more), never DEADLINE_EXCEEDED.
+BUCKET_TIMEOUT_S = 1.5
+STALL_RETRY_S = 1.0
 
 
 def poll_interval(lease_s: float) -> float:
@@ -62,6 +74,7 @@ class PrimaryMode:
     verifier: Verifier
     keeper: LeaseKeeper | None = None
     stopping: threading.Event = field(default_factory=threading.Event)
+    stall: _Stall = field(default_factory=lambda: _Stall())
 
     @classmethod
     def open(cls, settings: Settings, store: Store, verifier: Verifier) -> PrimaryMode:
@@ -72,9 +85,9 @@ class PrimaryMode:
         )
         reader = TileReader(store=store, published=lambda: None)
         primary = PrimaryBucket(
-            # A stalled store fails a commit within ~4 s (UNAVAILABLE), inside a client's
-            # deadline, rather than after botocore's default retries.
-            bucket=Bucket(address, timeout_s=BUCKET_TIMEOUT_S, attempts=2),
+            # A stalled store fails a commit within one timeout (UNAVAILABLE), inside a
+            # client's deadline, rather than after botocore's default retries.
+            bucket=Bucket(address, timeout_s=BUCKET_TIMEOUT_S, attempts=2, retry_timeouts=False),
             tile_source=reader.read,
             origin=settings.origin,
             writer=settings.object_store_writer or socket.gethostname(),
@@ -161,6 +174,19 @@ class PrimaryMode:
             origin=body.origin, size=body.size, root_hash=body.root_hash, note=note
         )
 
+    def gate(self, previous: int, published: PublishedCheckpoint) -> None:
+        """The log's publish gate: ``PrimaryBucket.commit``, failing fast while the bucket is
+        stalled (``StoreUnreachableError`` naming the bucket: gRPC UNAVAILABLE; nothing leaves
+        the process). One real commit is tried every ``STALL_RETRY_S``; a lease renewal that
+        succeeds ends the stall at once."""
+        self.stall.check(self.primary.bucket.address.url)
+        try:
+            self.primary.commit(previous, published)
+        except StoreUnreachableError as exc:
+            self.stall.began(str(exc))
+            raise
+        self.stall.ended()
+
     def keep_lease(self, log: Log) -> None:
         """Renew the lease until ``stop``; a fence halts the log."""
 
@@ -168,7 +194,10 @@ class PrimaryMode:
             log.halt(str(exc))
 
         self.keeper = LeaseKeeper(
-            self.primary, lease_s=self.settings.object_store_lease_s, on_fenced=fenced
+            self.primary,
+            lease_s=self.settings.object_store_lease_s,
+            on_fenced=fenced,
+            on_renewed=self.stall.ended,
         )
         self.keeper.start()
 
@@ -177,3 +206,44 @@ class PrimaryMode:
         if self.keeper is not None:
             self.keeper.stop()
         self.primary.close()
+
+
+class _Stall:
+    """Whether the bucket stopped answering, and since when (``PrimaryMode.gate``)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._since: float | None = None
+        self._tried = 0.0
+        self._why = ""
+
+    def check(self, url: str) -> None:
+        """Raise while stalled, except once every ``STALL_RETRY_S`` (that call tries)."""
+        with self._lock:
+            if self._since is None:
+                return
+            now = self._clock()
+            if now - self._tried >= STALL_RETRY_S:
+                self._tried = now
+                return
+            raise StoreUnreachableError(
+                f"{url}: the object store has not answered for {now - self._since:.1f} s "
+                f"({self._why}); appends are not acknowledged until it does"
+            )
+
+    def began(self, why: str) -> None:
+        with self._lock:
+            now = self._clock()
+            if self._since is None:
+                self._since = now
+                _log.error("the object store stopped answering: %s", why)
+            self._tried, self._why = now, why
+
+    def ended(self) -> None:
+        with self._lock:
+            if self._since is not None:
+                _log.warning(
+                    "the object store answers again after %.1f s", self._clock() - self._since
+                )
+            self._since = None

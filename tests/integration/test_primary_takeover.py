@@ -195,10 +195,12 @@ def test_the_bucket_stopped_mid_load(seaweed: Seaweed, tmp_path: Path) -> None:
         try:
             errors = load.errors
             wait_until(lambda: load.errors > errors + 3, timeout=60, what="failing appends")
-            # A stalled store: a commit fails UNAVAILABLE after the bucket's timeouts (2 s x 2),
-            # but calls queued behind it (and behind a stalled lease renewal) reach the
-            # client's 5 s deadline first. Both are retryable; nothing is acknowledged.
-            assert load.statuses <= {"UNAVAILABLE", "DEADLINE_EXCEEDED"}, load.statuses
+            # A stalled store: every bucket request is bounded and the gate then fails fast,
+            # so the client (5 s deadline) sees UNAVAILABLE naming the bucket, never
+            # DEADLINE_EXCEEDED; nothing is acknowledged.
+            time.sleep(3 * LEASE_S)  # a stall longer than the lease renewals' period
+            assert load.statuses == {"UNAVAILABLE"}, (load.statuses, load.last_error)
+            assert "s3://ledger/t/away" in load.last_error
             stalled = len(load.acked)
         finally:
             seaweed.proc.send_signal(signal.SIGCONT)
