@@ -13,8 +13,11 @@ the bucket holds the log, the data dir is a cache and dedup index rebuilt from i
   from the bucket's entry bundles (leaves checked against the signed root); a data dir holding
   more entries must hold the bucket's root at the bucket's size (the extra entries were never
   acknowledged); a local checkpoint larger than the bucket's is refused (an older bucket).
+* ``weigh_witnesses``, after the witnesses' start check (start and takeover): a witness at a
+  size larger than the bucket's checkpoint halts the log (one witness is enough here).
 * The lease keeper renews the lock every ``lease_s / 3``; a renewal that finds another writer
   halts the log (health NOT_SERVING, with the reason).
+* ``gate`` (the log's publish gate) fails fast while the bucket is stalled (``STALL_RETRY_S``).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ledger.app.settings import Settings
@@ -37,6 +40,7 @@ from ledger.core.errors import (
 from ledger.core.note import Verifier
 from ledger.core.types import PublishedCheckpoint
 from ledger.log.facade import Log
+from ledger.log.witnessing import WitnessStatus
 from ledger.objstore.bucket import Bucket, BucketAddress
 from ledger.objstore.primary import (
     LeaseKeeper,
@@ -167,6 +171,28 @@ class PrimaryMode:
             log.follow(leaves, checkpoint)
         else:
             log.follow([], checkpoint)
+
+    def weigh_witnesses(self, log: Log, witnesses: Sequence[WitnessStatus]) -> None:
+        """After the start check (start and takeover): halt when any witness holds a size
+        larger than the bucket's checkpoint (as it answered the start check, or as this data
+        dir last heard it). In primary mode one witness is enough, not a quorum: a witness only
+        holds checkpoints this log signed, each swapped into the bucket before it left the
+        writer, so a bucket below one was rolled back (restored from an older copy, or another
+        store) and continuing it would sign a second root at sizes the witness holds."""
+        latest = log.latest_checkpoint()
+        size = 0 if latest is None else latest.size
+        ahead = [w for w in witnesses if w.witness_size > size]
+        if not ahead or log.halted is not None:
+            return
+        top = max(ahead, key=lambda w: w.witness_size)
+        reason = (
+            f"the bucket's checkpoint {self.primary.bucket.address.url} (size {size}) is older "
+            f"than witness {top.name}'s (size {top.witness_size}): the bucket was rolled back; "
+            "refusing to sign below known evidence. The log serves reads but signs and appends "
+            "nothing: put back the bucket's objects from a copy that holds the witness's size"
+        )
+        if log.halt(reason):
+            _log.error("HALTED: %s", reason)
 
     def _verified(self, note: str) -> PublishedCheckpoint:
         body = open_checkpoint(note, [self.verifier], origin=self.settings.origin).checkpoint
