@@ -144,7 +144,7 @@ def run(rounds: int, lease_s: float, work: Path, *, wait_standby: bool = True) -
                 if not _wait(grown, 60):
                     raise RuntimeError(f"round {n}: no appends acknowledged")
                 log_path = work / f"w{n + 1}.server.log"
-                followed = wait_standby and _wait(partial(_following, log_path), 120)
+                followed = wait_standby and _wait(partial(_following, log_path, standby), 120)
                 active.proc.kill()
                 active.proc.wait(timeout=30)
                 killed, killed_wall = time.monotonic(), time.time()
@@ -195,8 +195,11 @@ _PHASE_LINES = (
 )
 
 
-def _following(log_path: Path) -> bool:
-    """The standby reads the lock (its first poll is done)."""
+def _following(log_path: Path, standby: Future[BenchServer]) -> bool:
+    """The standby caught up with the bucket once and watches the lock (its first poll), or
+    it is already serving."""
+    if standby.done():
+        return True
     try:
         return "standby: following" in log_path.read_text()
     except OSError:

@@ -104,15 +104,20 @@ class PrimaryMode:
         lease_s = self.settings.object_store_lease_s
         if self.settings.standby:
             watcher = LockWatcher(self.primary.bucket, lease_s=lease_s)
-            _log.warning(
-                "standby: following %s until the active writer's lease (%g s) lapses",
-                self.primary.bucket.address.url,
-                lease_s,
-            )
+            first = True
             while not self.stopping.is_set():
                 self._follow(log)
                 if watcher.poll():
                     break
+                if first:  # the data dir caught up once and the lease is being watched
+                    first = False
+                    _log.warning(
+                        "standby: following %s at size %d until writer %r's lease (%g s) lapses",
+                        self.primary.bucket.address.url,
+                        log.size,
+                        "?" if watcher.state is None else watcher.state.writer,
+                        lease_s,
+                    )
                 self.stopping.wait(poll_interval(lease_s))
             holder = "nobody" if watcher.state is None else repr(watcher.state.writer)
             _log.warning(
