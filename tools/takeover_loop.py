@@ -1,11 +1,16 @@
 """Repeated kill -9 takeovers in primary mode over a local SeaweedFS (issue 28).
 
-    .venv/bin/python -m tools.takeover_loop --rounds 50 [--lease-s 2] [--json]
+    .venv/bin/python -m tools.takeover_loop --rounds 50 [--lease-s 2] [--json] [--no-wait-standby]
 
 An active ``ledger serve`` (primary mode) and a ``--standby`` (each its own data dir, one
 bucket) run under an append load (8 digests per call, ``wait_for_checkpoint``, two client
-threads). Each round: wait for some acknowledged appends, kill -9 the active, time until the
-standby prints its ``serving`` line (the takeover), move the load to it, start a fresh standby.
+threads). Each round: wait for some acknowledged appends and for the standby to follow the
+bucket (its ``standby: following`` line; ``--no-wait-standby`` kills at once, so a standby still
+starting up counts its start-up and a full lease from its first read of the lock), kill -9 the
+active, time until the standby prints its ``serving`` line (the takeover), move the load to it,
+start a fresh standby. Each takeover is split into phases from the standby's log lines:
+``detect`` (kill to the lease seen lapsed), ``lock`` (the lock swapped), ``catch_up`` (the data
+dir at the bucket's checkpoint) and ``open`` (the rest of the start, to the serving line).
 At the end it checks: every acknowledged digest is in the final writer's tree at the index it
 was given (0 lost), and every checkpoint any writer served (the notes the load received) has
 the bucket's root at its size (``checkpoints/<size>``, the one the lock swapped in). Prints
@@ -24,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 from ledger.core.checkpoint import open_checkpoint
@@ -101,7 +107,7 @@ def _wait(predicate: Callable[[], bool], timeout: float) -> bool:
     return True
 
 
-def run(rounds: int, lease_s: float, work: Path) -> dict[str, object]:
+def run(rounds: int, lease_s: float, work: Path, *, wait_standby: bool = True) -> dict[str, object]:
     os.environ.update(aws_env())
     os.environ["LEDGER_OBJECT_STORE_LEASE_S"] = str(lease_s)
     with run_seaweedfs(work / "seaweedfs") as seaweed:
@@ -127,6 +133,7 @@ def run(rounds: int, lease_s: float, work: Path) -> dict[str, object]:
         target = [active.address]
         load = _Load(target)
         takeovers: list[float] = []
+        phases: dict[str, list[float]] = {}
         try:
             for n in range(rounds):
                 base = load.count()
@@ -136,15 +143,23 @@ def run(rounds: int, lease_s: float, work: Path) -> dict[str, object]:
 
                 if not _wait(grown, 60):
                     raise RuntimeError(f"round {n}: no appends acknowledged")
+                log_path = work / f"w{n + 1}.server.log"
+                followed = wait_standby and _wait(partial(_following, log_path, standby), 120)
                 active.proc.kill()
                 active.proc.wait(timeout=30)
-                killed = time.monotonic()
+                killed, killed_wall = time.monotonic(), time.time()
                 active.stop()
                 active = standby.result(timeout=120)
+                served = time.time()
                 takeovers.append(time.monotonic() - killed)
+                phase = _phases(log_path, killed_wall, served)
+                for name, value in phase.items():
+                    phases.setdefault(name, []).append(value)
                 target[0] = active.address
                 standby = pool.submit(writer, n + 2, True)
-                print(f"round {n + 1}: takeover {takeovers[-1]:.2f} s, acked {load.count()}",
+                print(f"round {n + 1}: takeover {takeovers[-1]:.2f} s "
+                      f"({' '.join(f'{k} {v:.2f}' for k, v in phase.items())}; standby "
+                      f"{'following' if followed else 'maybe starting'}), acked {load.count()}",
                       file=sys.stderr)  # fmt: skip
             base = load.count()
             _wait(lambda: load.count() >= base + 40, 60)
@@ -165,7 +180,56 @@ def run(rounds: int, lease_s: float, work: Path) -> dict[str, object]:
             "takeover_p50_s": round(statistics.median(takeovers), 3),
             "takeover_p99_s": round(_percentile(takeovers, 0.99), 3),
             "takeover_max_s": round(max(takeovers), 3),
+            "phases_p50_p99_s": {
+                name: [round(statistics.median(v), 3), round(_percentile(v, 0.99), 3)]
+                for name, v in phases.items()
+            },
         }
+
+
+# The standby's log lines that end each phase of a takeover (``ledger.app.primary_mode``).
+_PHASE_LINES = (
+    ("detect", "lapsed"),  # kill -> the lease seen lapsed (lease_s + the poll)
+    ("lock", "took the lock"),  # -> the lock swapped to the standby
+    ("catch_up", "caught up with"),  # -> the data dir at the bucket's checkpoint
+)
+
+
+def _following(log_path: Path, standby: Future[BenchServer]) -> bool:
+    """The standby caught up with the bucket once and watches the lock (its first poll), or
+    it is already serving."""
+    if standby.done():
+        return True
+    try:
+        return "standby: following" in log_path.read_text()
+    except OSError:
+        return False
+
+
+def _stamp(line: str) -> float | None:
+    """The wall time of a text log line (``2026-12-01 18:20:01,123 LEVEL ...``)."""
+    try:
+        day, clock = line.split(" ", 2)[:2]
+        whole, ms = clock.split(",")
+        at = time.strptime(f"{day} {whole}", "%Y-%m-%d %H:%M:%S")
+    except ValueError:
+        return None
+    return time.mktime(at) + int(ms) / 1000
+
+
+def _phases(log_path: Path, killed: float, served: float) -> dict[str, float]:
+    """Seconds spent in each phase of one takeover (``_PHASE_LINES``; ``open``: from the
+    catch-up to the serving line, i.e. the rest of the server's start)."""
+    lines = log_path.read_text().splitlines()
+    out: dict[str, float] = {}
+    last = killed
+    for name, marker in _PHASE_LINES:
+        at = next((_stamp(x) for x in lines if marker in x), None)
+        if at is not None:
+            out[name] = max(0.0, at - last)
+            last = at
+    out["open"] = max(0.0, served - last)
+    return out
 
 
 def _stop_pending(standby: Future[BenchServer]) -> None:
@@ -217,9 +281,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=50)
     parser.add_argument("--lease-s", type=float, default=2.0)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--no-wait-standby",
+        action="store_true",
+        help="kill the active without waiting for the new standby to follow the bucket",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="takeover-") as tmp:
-        result = run(args.rounds, args.lease_s, Path(tmp))
+        result = run(args.rounds, args.lease_s, Path(tmp), wait_standby=not args.no_wait_standby)
     print(json.dumps(result) if args.json else "\n".join(f"{k}: {v}" for k, v in result.items()))
     return 1 if result["lost"] or result["second_roots"] else 0
 

@@ -472,7 +472,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
             origin=settings.origin,
             mark=mark,
             acked=acked,
-            gate=None if primary is None else primary.primary.commit,
+            gate=None if primary is None else primary.gate,
             clock_ms=_skewed_clock(settings.clock_offset_ms),
         )
         mark.reserve()  # the writer's files stay open: no append needs a new descriptor
@@ -509,6 +509,8 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
         if primary is not None:  # the lock taken, the data dir at the bucket's checkpoint
             await asyncio.get_running_loop().run_in_executor(None, primary.start, log)
         await _start_check(settings, log, cosigning, evidence)
+        if primary is not None:  # a bucket older than a witness's size is refused
+            primary.weigh_witnesses(log, cosigning.status)
         await service.start()
         if primary is not None:
             primary.keep_lease(log)

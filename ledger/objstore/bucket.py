@@ -13,7 +13,10 @@
 * ``Bucket.get(key)``: ``StoredObject`` (bytes as stored, ETag, Content-Encoding) or ``None``.
 * A store that does not answer, or refuses the credentials, raises ``StoreUnreachableError``;
   a 5xx or a dropped connection is retried by botocore first (a create-only PUT whose first try
-  landed then answers 412 with the same content: the publisher treats that as done).
+  landed then answers 412 with the same content: the publisher treats that as done). Every
+  request is bounded by ``timeout_s`` (connect and read); ``retry_timeouts=False`` (primary
+  mode) fails a PUT that timed out at once rather than trying again, so a stalled store costs
+  one timeout, not ``attempts`` of them.
 """
 
 from __future__ import annotations
@@ -103,8 +106,11 @@ class Bucket:
         connections: int = 16,
         timeout_s: float = 10.0,
         attempts: int = 3,
+        retry_timeouts: bool = True,
     ) -> None:
         self.address = address
+        self.timeout_s = timeout_s
+        self._retry_timeouts = retry_timeouts
         config = botocore.config.Config(
             region_name=address.region,
             max_pool_connections=max(1, connections),
@@ -192,6 +198,13 @@ class Bucket:
             response = self._http.request(
                 "PUT", url, body=body, headers=dict(request.headers.items()), retries=False
             )
+        except urllib3.exceptions.TimeoutError as exc:
+            if self._retry_timeouts:
+                raise _Transient(str(exc)) from None
+            raise StoreUnreachableError(  # a stalled store: fail now, within one timeout
+                f"{self.address.url}{name}: the object store did not answer within "
+                f"{self.timeout_s:g} s"
+            ) from None
         except urllib3.exceptions.HTTPError as exc:
             raise _Transient(str(exc)) from None
         status = response.status

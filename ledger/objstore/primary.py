@@ -428,7 +428,8 @@ def public_checkpoint(bucket: Bucket) -> str | None:
 
 class LeaseKeeper:
     """The active writer's lease: ``renew`` every ``lease_s / 3`` on a thread of its own;
-    ``on_fenced`` is told once when a renewal finds another writer (the caller halts the log).
+    ``on_fenced`` is told once when a renewal finds another writer (the caller halts the log),
+    ``on_renewed`` after each renewal the store answered (the bucket is reachable).
     A renewal the store does not answer is retried at the next tick: the lease may lapse, and
     then the next commit's swap is what fails."""
 
@@ -438,10 +439,12 @@ class LeaseKeeper:
         *,
         lease_s: float,
         on_fenced: Callable[[WriterFencedError], None],
+        on_renewed: Callable[[], None] = lambda: None,
     ) -> None:
         self._primary = primary
         self._every = max(0.05, lease_s / 3)
         self._on_fenced = on_fenced
+        self._on_renewed = on_renewed
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ledger-lease", daemon=True)
 
@@ -462,6 +465,8 @@ class LeaseKeeper:
                 return
             except LedgerError as exc:
                 _log.warning("lease renewal: %s", exc)
+                continue
+            self._on_renewed()
 
 
 class LockWatcher:

@@ -4,6 +4,7 @@ writer SIGSTOPped past its lease that wakes after the takeover and stops before 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -18,6 +19,7 @@ from tests.harness import ServerProcess
 from tests.objstore_world import Seaweed
 from tests.primary_world import LEASE_S, Load, Pair, bucket_root_at, wait_acked
 from tests.waits import wait_until
+from tests.witness_harness import WitnessProcess, make_witness_key
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -195,10 +197,12 @@ def test_the_bucket_stopped_mid_load(seaweed: Seaweed, tmp_path: Path) -> None:
         try:
             errors = load.errors
             wait_until(lambda: load.errors > errors + 3, timeout=60, what="failing appends")
-            # A stalled store: a commit fails UNAVAILABLE after the bucket's timeouts (2 s x 2),
-            # but calls queued behind it (and behind a stalled lease renewal) reach the
-            # client's 5 s deadline first. Both are retryable; nothing is acknowledged.
-            assert load.statuses <= {"UNAVAILABLE", "DEADLINE_EXCEEDED"}, load.statuses
+            # A stalled store: every bucket request is bounded and the gate then fails fast,
+            # so the client (5 s deadline) sees UNAVAILABLE naming the bucket, never
+            # DEADLINE_EXCEEDED; nothing is acknowledged.
+            time.sleep(3 * LEASE_S)  # a stall longer than the lease renewals' period
+            assert load.statuses == {"UNAVAILABLE"}, (load.statuses, load.last_error)
+            assert "s3://ledger/t/away" in load.last_error
             stalled = len(load.acked)
         finally:
             seaweed.proc.send_signal(signal.SIGCONT)
@@ -208,4 +212,66 @@ def test_the_bucket_stopped_mid_load(seaweed: Seaweed, tmp_path: Path) -> None:
         active.terminate()
     finally:
         load.stop()
+        pair.close()
+
+
+def _cosigned(data_dir: Path, name: str) -> int:
+    """The size witness ``name`` last cosigned, as the writer's ``witnesses.json`` says."""
+    try:
+        doc = json.loads((data_dir / "witnesses.json").read_text())
+    except (OSError, ValueError):
+        return 0
+    return next((w["cosigned_size"] or 0 for w in doc["witnesses"] if w["name"] == name), 0)
+
+
+def test_a_bucket_older_than_a_witness_is_refused_at_takeover(
+    seaweed: Seaweed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bucket rolled back below what one witness (of a quorum of two) cosigned: the writer
+    that takes it over halts before signing anything (an alert would let it sign a second
+    root at the witness's size)."""
+    monkeypatch.setenv("LEDGER_OBJECT_STORE_LEASE_S", str(LEASE_S))
+    pair = Pair(seaweed, tmp_path, "t/witness")
+    log_key = pair.signer.verifier().key_string()
+    keys = [make_witness_key(tmp_path, f"w{i}.test") for i in range(2)]
+    witnesses = [WitnessProcess(k, tmp_path / f"w{i}", [log_key]) for i, (k, _) in enumerate(keys)]
+    config = tmp_path / "witnesses.toml"
+    config.write_text("[witnessing]\nquorum = 2\nstart_timeout_s = 5\n\n" + "".join(
+        f'[[witness]]\nname = "w{i}"\nurl = "{w.url}"\nkey = "{keys[i][1]}"\ntimeout_s = 3\n\n'
+        for i, w in enumerate(witnesses)))  # fmt: skip
+    active = ServerProcess(tmp_path / "a", pair.key, *pair.args("a"), "--config", str(config))
+    client = RemoteLog(active.address, timeout=10)
+    try:
+        client.append([os.urandom(32) for _ in range(10)], wait_for_checkpoint=True)
+        old = {name: pair.bucket.get(name) for name in (".ledger/lock", "checkpoint")}
+        assert pair.bucket_checkpoint()[0] == 10
+        witnesses[1].stop(signal.SIGKILL)  # w1 misses what follows
+        client.append([os.urandom(32) for _ in range(15)], wait_for_checkpoint=True)
+        wait_until(lambda: _cosigned(tmp_path / "a", "w0") == 25, timeout=30,
+                   what="w0's cosignature of size 25")  # fmt: skip
+        client.close()
+        assert active.terminate() == 0
+        for name, stored in old.items():  # the bucket restored from a copy taken at size 10
+            assert stored is not None
+            pair.bucket.put(name, stored.body, {"Content-Type": "text/plain"})
+        witnesses[1] = WitnessProcess(
+            keys[1][0], tmp_path / "w1", [log_key], witnesses[1].address
+        )  # w1 is back, at 10: it agrees with the bucket; w0 holds 25
+
+        taker = ServerProcess(
+            tmp_path / "c", pair.key, *pair.args("c"), "--standby", "--config", str(config)
+        )  # a standby with its own data dir: it follows the bucket to 10 and takes the lock
+        after = RemoteLog(taker.address, timeout=10)
+        with pytest.raises(LedgerError, match=r"older than witness w0's \(size 25\)"):
+            after.append([os.urandom(32)])
+        after.close()
+        assert pair.bucket_checkpoint()[0] == 10  # nothing signed over the rolled-back bucket
+        assert "HALTED" in taker.log_path.read_text()
+        assert "s3://ledger/t/witness" in taker.log_path.read_text()
+        taker.terminate()
+    finally:
+        client.close()
+        for w in witnesses:
+            if w.proc.poll() is None:
+                w.stop()
         pair.close()
