@@ -172,6 +172,8 @@ class BoundedMemory(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         self._reserve = limits.max_request_bytes
         self._read_limit = limits.max_read_request_bytes
         self._read_timeout_s = limits.idle_s
+        # per method: the handler continued to and its wrapped form (built once, not per call)
+        self._wrapped: dict[str, tuple[Any, Any]] = {}
 
     async def intercept_service(
         self,
@@ -181,7 +183,16 @@ class BoundedMemory(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         handler = await continuation(details)
         if handler is None:
             return None
-        name = str(details.method).rpartition("/")[2]
+        method = str(details.method)
+        known = self._wrapped.get(method)
+        if known is not None and known[0] is handler:
+            return known[1]
+        wrapped = self._wrap(method, handler)
+        self._wrapped[method] = (handler, wrapped)
+        return wrapped
+
+    def _wrap(self, method: str, handler: Any) -> Any:
+        name = method.rpartition("/")[2]
         call = _Call(
             limit=self._reserve if name in _LARGE_REQUESTS else self._read_limit,
             decode=handler.request_deserializer or (lambda raw: raw),
@@ -209,9 +220,10 @@ class BoundedMemory(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
 
     async def _read(
         self, context: Context, call: _Call, deadline: ReadDeadline | None = None
-    ) -> Any:
-        """The next request message decoded, or None at the half-close. ``_reserve`` bytes are
-        held while it is read, then its size (the caller gives that back). A message over
+    ) -> tuple[Any, int]:
+        """The next request message decoded and its size, or (None, 0) at the half-close.
+        ``_reserve`` bytes are held while it is read, then its size (the caller gives that
+        back). A message over
         ``call.limit`` is dropped before anything else refers to it (a handler's frame kept
         alive by the abort's traceback would keep it in memory). A read that takes longer than
         the read timeout ends the call: UNAVAILABLE, or with ``deadline`` (a stream's one timer,
@@ -250,7 +262,7 @@ class BoundedMemory(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
             raise
         if raw is grpc.aio.EOF:  # type: ignore[attr-defined]
             budget.give(self._reserve)
-            return None
+            return None, 0
         size = len(raw)
         budget.give(self._reserve - size)
         if size > call.limit:
@@ -260,22 +272,21 @@ class BoundedMemory(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 f"a request of {size} bytes is over this method's limit of {call.limit} bytes",
             )
-        call.size = size
-        return call.decode(raw)
+        return call.decode(raw), size
 
-    async def _single(self, context: Context, call: _Call) -> Any:
-        request = await self._read(context, call)
+    async def _single(self, context: Context, call: _Call) -> tuple[Any, int]:
+        request, size = await self._read(context, call)
         if request is None:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no request message")
-        return request
+        return request, size
 
     def _one_in(self, behaviour: Any, call: _Call, encode: Any) -> Any:
         async def run(_requests: Any, context: Context) -> Any:
-            request = await self._single(context, call)
+            request, held = await self._single(context, call)
             try:
                 answer = encode(await behaviour(request, context))
             finally:
-                self._budget.give(call.size)
+                self._budget.give(held)
             size = len(answer)
             if call.must_send:
                 self._budget.force(size)  # the write is done: its answer is counted, never refused
@@ -292,8 +303,8 @@ class BoundedMemory(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
 
     def _one_in_many_out(self, behaviour: Any, call: _Call) -> Any:
         async def single(context: Context) -> Any:
-            request = await self._single(context, call)
-            self._budget.give(call.size)
+            request, held = await self._single(context, call)
+            self._budget.give(held)
             return request
 
         if inspect.iscoroutinefunction(behaviour):  # writes with context.write (health Watch)
@@ -314,8 +325,11 @@ class BoundedMemory(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         (a stream consumer ends in order on it; ``_many_in_many_out`` maps it to UNAVAILABLE)."""
         deadline = ReadDeadline(self._read_timeout_s)
         try:
-            while (request := await self._read(context, call, deadline)) is not None:
-                self._budget.give(call.size)  # the consumer holds what it keeps
+            while True:
+                request, size = await self._read(context, call, deadline)
+                if request is None:
+                    return
+                self._budget.give(size)  # the consumer holds what it keeps
                 yield request
         finally:
             deadline.close()
@@ -343,14 +357,13 @@ class BoundedMemory(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         return run
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Call:
-    """One method's read rules (and, per call, the size of the message last read)."""
+    """One method's read rules."""
 
     limit: int
     decode: Callable[[bytes], Any]
     must_send: bool
-    size: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
