@@ -13,7 +13,7 @@ min-max, next to the exact command and the date. Scenarios and targets:
     B2  AppendPacked, 1,000 per call, 8 in flight         >= 150,000 records/s durable;
         (and AppendRecords of the same shape)             >= 0.8 of the synced-write bound
         the synced-write bound: the log's write batches alone, synced, same run
-    B3  one streaming append, batched acks                >= 0.6 of the aio stream ceiling (C)
+    B3  one streaming append, batched acks                >= 0.8 of the aio stream ceiling (C)
     C   the benchmark's own ceiling: a trivial grpc.aio server (tools/bench_ceiling.py) under
         the B1, B2 and B3 loads, same run; B1/B2/B3 as fractions of it, in total and per
         server core                                       client ceiling >= 3 x B2
