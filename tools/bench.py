@@ -13,7 +13,7 @@ min-max, next to the exact command and the date. Scenarios and targets:
     B2  AppendPacked, 1,000 per call, 8 in flight         >= 150,000 records/s durable;
         (and AppendRecords of the same shape)             >= 0.8 of the synced-write bound
         the synced-write bound: the log's write batches alone, synced, same run
-    B3  one streaming append, batched acks                >= 0.6 of the aio stream ceiling (C)
+    B3  one streaming append, batched acks                >= 0.8 of the aio stream ceiling (C)
     C   the benchmark's own ceiling: a trivial grpc.aio server (tools/bench_ceiling.py) under
         the B1, B2 and B3 loads, same run; B1/B2/B3 as fractions of it, in total and per
         server core                                       client ceiling >= 3 x B2
@@ -35,7 +35,9 @@ min-max, next to the exact command and the date. Scenarios and targets:
 
 ``--quick`` shrinks everything (20k/40k-entry logs, 2 s windows, 20k B9 leaves, 1 run) for a
 smoke test.
-``--only B1,B5`` picks scenarios. ``--profile DIR`` runs every server under cProfile (one
+``--only B1,B5`` picks scenarios. ``--server-python OTHER/.venv/bin/python`` serves with
+another checkout's code under this load generator (before/after comparisons, e.g. B5/B6 against
+the commit before issue 23). ``--profile DIR`` runs every server under cProfile (one
 profile per thread, see ``tools/bench_profiled.py``) and writes ``DIR/summary.txt``; its figures
 are distorted by the profiler. Progress goes to stderr; the Markdown report (or with ``--json``
 the JSON one) to stdout. Exit status: 0 done, 1 a sampled proof failed to verify, 2 usage.
@@ -83,6 +85,11 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--segment", type=int, help="entries per fill segment (B5/B6 at 2)")
     parser.add_argument("--profile", type=Path, help="profile the servers into this folder")
     parser.add_argument("--work-dir", type=Path, help="where temporary data dirs go")
+    parser.add_argument(
+        "--server-python",
+        help="the interpreter that runs `ledger serve` (default: this one); another checkout's "
+        "venv runs that checkout's server under this load generator (an A/B)",
+    )
     parser.add_argument("--json", action="store_true", help="print the JSON report")
     args = parser.parse_args(argv)
     only = {s.strip().upper() for s in args.only.split(",") if s.strip()}
@@ -119,7 +126,7 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def _header(plan: Plan, profiled: bool) -> dict[str, Any]:
+def _header(plan: Plan, profiled: bool, server_python: str) -> dict[str, Any]:
     notes = [
         "clients (separate processes: pre-encoded grpc.aio requests for B1/B2/B4 and the "
         "ceilings, RemoteLog for the rest) and the server share this machine's CPUs; figures "
@@ -139,6 +146,7 @@ def _header(plan: Plan, profiled: bool) -> dict[str, Any]:
         "load_average_at_start": list(os.getloadavg()),
         "plan": plain,
         "profiled": profiled,
+        "server_python": server_python,
         "notes": notes,
     }
 
@@ -160,7 +168,7 @@ def _failed_proofs(report: dict[str, Any]) -> bool:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run the benchmark; write and return the report."""
     plan = make_plan(args)
-    header = _header(plan, args.profile is not None)
+    header = _header(plan, args.profile is not None, args.server_python or sys.executable)
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="ledger-bench-", dir=args.work_dir))
@@ -168,6 +176,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     runs: list[RunFigures] = []
     try:
         bench = Bench(plan, pool, work, args.profile)
+        if args.server_python:
+            bench.server_python = args.server_python
         for n in range(1, plan.runs + 1):
             runs.append(bench.run(n))
             _write(args.out, build_report(runs, header))  # keep what is done so far

@@ -23,6 +23,7 @@ from typing import Any
 
 import grpc
 
+from ledger.core.errors import LedgerError
 from ledger.core.limits import MAX_MESSAGE_BYTES
 from ledger.core.types import ConsistencyProof, InclusionProof
 from ledger.v1 import ledger_pb2 as pb
@@ -51,7 +52,7 @@ def _timed_thread(call: Call, window: Window, rng: random.Random) -> Outcome:
     while (t0 := time.monotonic()) < window.end:
         try:
             n = call(rng)
-        except grpc.RpcError as exc:
+        except (grpc.RpcError, LedgerError) as exc:  # RemoteLog raises LedgerError: count it too
             out.error(exc)
             time.sleep(RETRY_PAUSE_S)
             continue

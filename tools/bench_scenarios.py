@@ -107,6 +107,7 @@ class Bench:
         self.pool = pool
         self.work = work
         self.profile_dir = profile_dir
+        self.server_python = sys.executable  # the interpreter (and so the code) of the server
 
     def wants(self, *ids: str) -> bool:
         """Whether any of ``ids`` is selected."""
@@ -119,7 +120,14 @@ class Bench:
         key = data_dir.with_name(data_dir.name + ".key")
         if not key.exists():
             make_key(key)
-        return BenchServer(data_dir, key, profile_dir=self.profile_dir, label=label, extra=extra)
+        return BenchServer(
+            data_dir,
+            key,
+            profile_dir=self.profile_dir,
+            label=label,
+            extra=extra,
+            python=self.server_python,
+        )
 
     @contextmanager
     def _fresh_server(self, run: int, label: str) -> Iterator[BenchServer]:

@@ -55,12 +55,13 @@ class BenchServer:
         profile_dir: Path | None = None,
         label: str = "",
         extra: Sequence[str] = (),
+        python: str = sys.executable,
     ) -> None:
         args = [*_serve_args(data_dir, key_file), *extra]
         if profile_dir is None:
-            cmd = [sys.executable, "-m", "ledger", *args]
+            cmd = [python, "-P", "-m", "ledger", *args]  # -P: the code ``python`` installs, not ./
         else:
-            cmd = [sys.executable, str(PROFILER), str(profile_dir), label or "server", *args]
+            cmd = [python, str(PROFILER), str(profile_dir), label or "server", *args]
         self.log_path = data_dir.with_name(data_dir.name + ".server.log")
         self._log_file = self.log_path.open("w")
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}

@@ -67,6 +67,8 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         self._policy = policy
         self._limiter = limiter
         self._metrics = metrics
+        # per method: the handler continued to and its wrapped form (built once, not per call)
+        self._wrapped: dict[str, tuple[Handler, Handler]] = {}
 
     async def intercept_service(
         self,
@@ -79,6 +81,14 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         if handler is None:
             return handler
         method: str = details.method
+        known = self._wrapped.get(method)
+        if known is not None and known[0] is handler:
+            return known[1]
+        wrapped = self._wrap(method, handler)
+        self._wrapped[method] = (handler, wrapped)
+        return wrapped
+
+    def _wrap(self, method: str, handler: Handler) -> Handler:
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
                 self._unary(method, handler.unary_unary),

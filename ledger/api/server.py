@@ -26,13 +26,14 @@ from grpc_reflection.v1alpha import reflection
 from ledger.api import wire
 from ledger.api.auth import ADMIN_METHODS, APPEND_METHODS
 from ledger.api.budget import DEFAULT_BUDGET_BYTES, ByteBudget
-from ledger.api.streams import DEFAULT_IDLE_S, StreamReader
+from ledger.api.streams import DEFAULT_IDLE_S, Group, ReadDeadline, StreamReader
 from ledger.core.errors import (
     FailedPreconditionError,
     InvalidArgumentError,
     LedgerError,
     PushbackError,
     ServiceError,
+    UnavailableError,
 )
 from ledger.core.limits import (
     DEFAULT_ANCHORED_SIZES,
@@ -45,7 +46,6 @@ from ledger.core.limits import (
 )
 from ledger.core.types import (
     AnchorOutcome,
-    AppendItem,
     AppendOutcome,
     BackupOutcome,
     InclusionProof,
@@ -172,6 +172,8 @@ class BoundedMemory(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         self._reserve = limits.max_request_bytes
         self._read_limit = limits.max_read_request_bytes
         self._read_timeout_s = limits.idle_s
+        # per method: the handler continued to and its wrapped form (built once, not per call)
+        self._wrapped: dict[str, tuple[Any, Any]] = {}
 
     async def intercept_service(
         self,
@@ -181,7 +183,16 @@ class BoundedMemory(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         handler = await continuation(details)
         if handler is None:
             return None
-        name = str(details.method).rpartition("/")[2]
+        method = str(details.method)
+        known = self._wrapped.get(method)
+        if known is not None and known[0] is handler:
+            return known[1]
+        wrapped = self._wrap(method, handler)
+        self._wrapped[method] = (handler, wrapped)
+        return wrapped
+
+    def _wrap(self, method: str, handler: Any) -> Any:
+        name = method.rpartition("/")[2]
         call = _Call(
             limit=self._reserve if name in _LARGE_REQUESTS else self._read_limit,
             decode=handler.request_deserializer or (lambda raw: raw),
@@ -207,56 +218,75 @@ class BoundedMemory(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
             response_serializer=handler.response_serializer,
         )
 
-    async def _read(self, context: Context, call: _Call) -> Any:
-        """The next request message decoded, or None at the half-close. ``_reserve`` bytes are
-        held while it is read, then its size (the caller gives that back). A message over
+    async def _read(
+        self, context: Context, call: _Call, deadline: ReadDeadline | None = None
+    ) -> tuple[Any, int]:
+        """The next request message decoded and its size, or (None, 0) at the half-close.
+        ``_reserve`` bytes are held while it is read, then its size (the caller gives that
+        back). A message over
         ``call.limit`` is dropped before anything else refers to it (a handler's frame kept
-        alive by the abort's traceback would keep it in memory)."""
+        alive by the abort's traceback would keep it in memory). A read that takes longer than
+        the read timeout ends the call: UNAVAILABLE, or with ``deadline`` (a stream's one timer,
+        instead of one per message) ``UnavailableError`` from the stream's message source."""
+        budget = self._budget
+        if budget.held + self._reserve <= budget.limit:  # room: no coroutine to wait in
+            budget.take(self._reserve, "a request read")
+        else:
+            try:
+                await budget.reserve(self._reserve, "a request read", RESERVE_WAIT_S)
+            except PushbackError as exc:
+                context.set_trailing_metadata(wire.retry_trailer(exc))
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
         try:
-            await self._budget.reserve(self._reserve, "a request read", RESERVE_WAIT_S)
-        except PushbackError as exc:
-            context.set_trailing_metadata(wire.retry_trailer(exc))
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
-        try:
-            async with asyncio.timeout(self._read_timeout_s):  # no task per message
-                raw = await context.read()
+            if deadline is None:
+                async with asyncio.timeout(self._read_timeout_s):  # no task per message
+                    raw = await context.read()
+            else:
+                deadline.start()
+                try:
+                    raw = await context.read()
+                except asyncio.CancelledError:
+                    if (idle := deadline.expired()) is not None:
+                        raise idle from None
+                    raise
+                finally:
+                    deadline.stop()
         except TimeoutError:
-            self._budget.give(self._reserve)
+            budget.give(self._reserve)
             await context.abort(
                 grpc.StatusCode.UNAVAILABLE,
                 f"the request message did not arrive within {self._read_timeout_s:g} s",
             )
         except BaseException:
-            self._budget.give(self._reserve)
+            budget.give(self._reserve)
             raise
         if raw is grpc.aio.EOF:  # type: ignore[attr-defined]
-            self._budget.give(self._reserve)
-            return None
+            budget.give(self._reserve)
+            return None, 0
         size = len(raw)
-        self._budget.give(self._reserve - size)
+        budget.give(self._reserve - size)
         if size > call.limit:
             del raw
-            self._budget.give(size)
+            budget.give(size)
             await context.abort(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 f"a request of {size} bytes is over this method's limit of {call.limit} bytes",
             )
-        call.size = size
-        return call.decode(raw)
+        return call.decode(raw), size
 
-    async def _single(self, context: Context, call: _Call) -> Any:
-        request = await self._read(context, call)
+    async def _single(self, context: Context, call: _Call) -> tuple[Any, int]:
+        request, size = await self._read(context, call)
         if request is None:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no request message")
-        return request
+        return request, size
 
     def _one_in(self, behaviour: Any, call: _Call, encode: Any) -> Any:
         async def run(_requests: Any, context: Context) -> Any:
-            request = await self._single(context, call)
+            request, held = await self._single(context, call)
             try:
                 answer = encode(await behaviour(request, context))
             finally:
-                self._budget.give(call.size)
+                self._budget.give(held)
             size = len(answer)
             if call.must_send:
                 self._budget.force(size)  # the write is done: its answer is counted, never refused
@@ -273,8 +303,8 @@ class BoundedMemory(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
 
     def _one_in_many_out(self, behaviour: Any, call: _Call) -> Any:
         async def single(context: Context) -> Any:
-            request = await self._single(context, call)
-            self._budget.give(call.size)
+            request, held = await self._single(context, call)
+            self._budget.give(held)
             return request
 
         if inspect.iscoroutinefunction(behaviour):  # writes with context.write (health Watch)
@@ -291,35 +321,49 @@ class BoundedMemory(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         return run
 
     async def _messages(self, context: Context, call: _Call) -> AsyncIterator[Any]:
-        while (request := await self._read(context, call)) is not None:
-            self._budget.give(call.size)  # the consumer holds what it keeps
-            yield request
+        """The request messages; no message within the read timeout -> ``UnavailableError``
+        (a stream consumer ends in order on it; ``_many_in_many_out`` maps it to UNAVAILABLE)."""
+        deadline = ReadDeadline(self._read_timeout_s)
+        try:
+            while True:
+                request, size = await self._read(context, call, deadline)
+                if request is None:
+                    return
+                self._budget.give(size)  # the consumer holds what it keeps
+                yield request
+        finally:
+            deadline.close()
 
     def _many_in_many_out(self, behaviour: Any, call: _Call) -> Any:
         if inspect.iscoroutinefunction(behaviour):
             return self._many_in(behaviour, call)
 
         async def run(_requests: Any, context: Context) -> AsyncIterator[Any]:
-            async for answer in behaviour(self._messages(context, call), context):
-                yield answer
+            try:
+                async for answer in behaviour(self._messages(context, call), context):
+                    yield answer
+            except UnavailableError as exc:  # an idle stream its handler did not end itself
+                await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
 
         return run
 
     def _many_in(self, behaviour: Any, call: _Call) -> Any:
         async def run(_requests: Any, context: Context) -> Any:
-            return await behaviour(self._messages(context, call), context)
+            try:
+                return await behaviour(self._messages(context, call), context)
+            except UnavailableError as exc:
+                await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
 
         return run
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Call:
-    """One method's read rules (and, per call, the size of the message last read)."""
+    """One method's read rules."""
 
     limit: int
     decode: Callable[[bytes], Any]
     must_send: bool
-    size: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -437,20 +481,22 @@ class LedgerServicer:
         """Append groups as they come; acknowledge each once durable. A malformed message, an
         idle stream or an exhausted budget ends the stream with its status, after the
         acknowledgements of everything committed before it (``ledger.api.streams``)."""
-        reader = StreamReader(
-            raw_messages, _stream_items, budget=self._limits.budget, idle_s=self._limits.idle_s
-        )
+        reader = StreamReader(raw_messages, _stream_items, budget=self._limits.budget)
         read_task = asyncio.create_task(reader.fill())
         position = 0
         try:
             while (group := await reader.take()) is not None:
                 try:
-                    results = await self._service.append(group)
+                    if isinstance(group, bytes):  # digests only: no per-item objects
+                        packed = await self._service.append_packed(group)
+                        ack = wire.stream_packed_ack_to_pb(position, packed)
+                    else:
+                        ack = wire.stream_ack_to_pb(position, await self._service.append(group))
                 except LedgerError as exc:
                     context.set_trailing_metadata(wire.retry_trailer(exc))
                     await context.abort(wire.status_of(exc), f"stream position {position}: {exc}")
-                yield wire.stream_ack_to_pb(position, results)
-                position += len(group)
+                yield ack
+                position += ack.count
             if (error := reader.error) is not None:
                 context.set_trailing_metadata(wire.retry_trailer(error))
                 await context.abort(
@@ -581,8 +627,26 @@ def _parse(cls: Any, raw: bytes) -> Any:
         raise InvalidArgumentError(f"malformed {cls.DESCRIPTOR.name} message: {exc}") from None
 
 
-def _stream_items(raw: bytes) -> list[AppendItem]:
-    """One StreamAppend message's items, validated (an empty message adds nothing)."""
+# One AppendItem that carries a 32-byte digest and nothing else, as every protobuf encoder
+# writes it: field 1 (items, 34 bytes) holding field 1 (record_digest, 32 bytes).
+_DIGEST_ITEM = b"\x0a\x22\x0a\x20"
+_DIGEST_ITEM_SIZE = len(_DIGEST_ITEM) + HASH_SIZE
+
+
+def _stream_items(raw: bytes) -> Group:
+    """One StreamAppend message's items, validated (an empty message adds nothing): packed
+    digests (N x 32 bytes) when every item is a digest alone in its canonical encoding, typed
+    items otherwise (the same items either way; issue 23, one digest per message)."""
+    n, rest = divmod(len(raw), _DIGEST_ITEM_SIZE)
+    if n and not rest and n <= MAX_BATCH:
+        if n == 1:
+            if raw[:4] == _DIGEST_ITEM:
+                return raw[4:]
+        elif all(raw[k::_DIGEST_ITEM_SIZE] == bytes([b]) * n for k, b in enumerate(_DIGEST_ITEM)):
+            packed = bytearray(raw)
+            for step in range(_DIGEST_ITEM_SIZE, HASH_SIZE, -1):  # drop each item's 4-byte head
+                del packed[::step]
+            return bytes(packed)
     items = wire.items_from_pb(_parse(pb.StreamAppendRequest, raw).items)
     return list(validate_items(items, MAX_BATCH)) if items else []
 

@@ -68,6 +68,7 @@ __all__ = [
     "status_of",
     "stream_ack_from_pb",
     "stream_ack_to_pb",
+    "stream_packed_ack_to_pb",
 ]
 
 _S = grpc.StatusCode
@@ -282,6 +283,26 @@ def stream_ack_to_pb(position: int, results: Sequence[AppendResult]) -> pb.Strea
     for i, r in enumerate(results):
         if r.duplicate:
             ack.duplicates.add(position=position + i, index=r.index)
+    return ack
+
+
+def stream_packed_ack_to_pb(position: int, result: PackedResult) -> pb.StreamAppendAck:
+    """The ack of one durable group of digests alone (appended packed), starting at stream
+    ``position``: the same message ``stream_ack_to_pb`` gives for the same items appended typed
+    (``timestamp_ms`` is the last item's time: a duplicate's original time when it is last)."""
+    count, dups = result.count, result.dup_positions
+    last_is_dup = bool(dups) and dups[-1] == count - 1
+    ack = pb.StreamAppendAck(
+        first_position=position,
+        count=count,
+        first_index=result.first_index if result.new_entries else 0,
+        new_entries=result.new_entries,
+        timestamp_ms=result.dup_timestamps_ms[-1] if last_is_dup else result.timestamp_ms,
+    )
+    if dups:
+        add = ack.duplicates.add
+        for p, index in zip(dups, result.dup_indexes, strict=True):
+            add(position=position + p, index=index)
     return ack
 
 

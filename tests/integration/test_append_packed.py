@@ -275,3 +275,54 @@ def test_packed_goes_through_the_byte_budget(tmp_path: Path) -> None:
             with pytest.raises(grpc.RpcError) as small:
                 append(pb.AppendPackedRequest(record_digests=bytes(32)).SerializeToString())
             assert small.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def test_a_stream_of_digests_and_typed_items_acks_as_append_records(tmp_path: Path) -> None:
+    """StreamAppend keeps digest-only messages packed (one digest per message: no per-item
+    objects) and others typed: over a stream mixing both, with duplicates within and across
+    messages and a duplicate last in a group, every ack group gets the results AppendRecords
+    gives for the same items on a second log with the same clock, and both logs hold the same
+    leaves."""
+    rng = random.Random(31)
+    pool = [digest(i, "st") for i in range(60)]
+    messages: list[list[pb.AppendItem]] = []
+    for _ in range(150):
+        digests = rng.choices(pool, k=rng.choice([1, 1, 1, 2, 7]))
+        with_meta = rng.random() < 0.2
+        messages.append(
+            [pb.AppendItem(record_digest=d, metadata=b"m" if with_meta else b"") for d in digests]
+        )
+    messages.append([pb.AppendItem(record_digest=pool[0])])  # a duplicate last
+
+    async def main() -> None:
+        clock = lambda: 1_700_000_000_000  # noqa: E731
+        async with (
+            served(tmp_path / "stream", clock) as (stream_stub, stream_service),
+            served(tmp_path / "typed", clock) as (typed_stub, typed_service),
+        ):
+
+            async def requests() -> AsyncIterator[pb.StreamAppendRequest]:
+                for items in messages:
+                    yield pb.StreamAppendRequest(items=items)
+
+            flat = [item for items in messages for item in items]
+            position = 0
+            async for ack in stream_stub.StreamAppend(requests()):
+                assert ack.first_position == position
+                group = flat[position : position + ack.count]
+                want = typed(await typed_stub.AppendRecords(pb.AppendRecordsRequest(items=group)))
+                dups = {d.position - position: d.index for d in ack.duplicates}
+                assert [k for k, r in enumerate(want) if r.duplicate] == sorted(dups)
+                assert [r.index for r in want if r.duplicate] == [dups[k] for k in sorted(dups)]
+                new = [r.index for r in want if not r.duplicate]
+                assert ack.new_entries == len(new)
+                assert new == list(range(ack.first_index, ack.first_index + len(new)))
+                assert ack.timestamp_ms == want[-1].timestamp_ms
+                position += ack.count
+            assert position == len(flat)
+            size = typed_service.log.size
+            assert stream_service.log.size == size
+            assert typed_service.log.entries(0, size) == stream_service.log.entries(0, size)
+            assert typed_service.log.root_at(size) == stream_service.log.root_at(size)
+
+    asyncio.run(main())

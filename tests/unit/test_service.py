@@ -68,3 +68,27 @@ def test_pushback_and_refusals() -> None:
         assert svc.log.latest_checkpoint().size == 8  # type: ignore[union-attr]
 
     asyncio.run(main())
+
+
+def test_a_small_append_waits_for_one_bulk_commit_not_for_every_queued_one() -> None:
+    """Three bulk requests of a full group each and then a one-item append, all queued before
+    the writer runs: the single append is committed before the second bulk group (B4: it
+    is not queued behind every bulk request that came before it)."""
+
+    async def main() -> None:
+        svc = service(checkpoint_interval=0.01, group_items=10_000)
+        await svc.start()
+        bulk = [
+            svc.append_packed(b"".join(i.record_digest for i in items(10_000, f"bulk{k}")))
+            for k in range(3)
+        ]
+        queued = [asyncio.ensure_future(b) for b in bulk]  # queued in this order
+        single = asyncio.ensure_future(svc.append(items(1, "single")))
+        packed = await asyncio.gather(*queued)
+        index = (await single)[0].index
+        firsts = sorted(p.first_index for p in packed)
+        assert index in (0, 10_000)  # before the second bulk group at the latest
+        assert firsts == ([1, 10_001, 20_001] if index == 0 else [0, 10_001, 20_001])
+        await svc.stop()
+
+    asyncio.run(main())
