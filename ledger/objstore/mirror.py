@@ -30,6 +30,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,9 +182,15 @@ def _say(obj: dict[str, object]) -> None:
     print(json.dumps(obj), flush=True)
 
 
-def _read_lines(fd: int, pending: bytearray, timeout: float) -> tuple[list[dict[str, Any]], bool]:
-    """Wait up to ``timeout`` for input, then take everything queued: (lines, end of input)."""
-    if not select.select([fd], [], [], timeout)[0]:
+def _read_lines(
+    fd: int, pending: bytearray, timeout: float, wake: int | None = None
+) -> tuple[list[dict[str, Any]], bool]:
+    """Wait up to ``timeout`` for input (or a byte on ``wake``: a sweep finished), then take
+    everything queued: (lines, end of input)."""
+    ready = select.select([fd] if wake is None else [fd, wake], [], [], timeout)[0]
+    if wake is not None and wake in ready:
+        os.read(wake, 4096)
+    if fd not in ready:
         return [], False
     end = False
     while True:
@@ -209,7 +216,9 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     db_dir, secondary_dir, origin, url, endpoint, region = argv
     try:
-        store = RocksStore(db_dir, secondary=secondary_dir, memtable_mb=4, cache_mb=16)
+        store = RocksStore(
+            db_dir, secondary=secondary_dir, memtable_mb=4, cache_mb=16, tiles_only=True
+        )
         publisher = BucketPublisher(
             bucket=Bucket(BucketAddress.parse(url, endpoint=endpoint, region=region)),
             reader=TileReader(store=store, published=lambda: None, cache_bytes=0),
@@ -237,59 +246,124 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+@dataclass(frozen=True, slots=True)
+class _Swept:
+    """What one sweep on the sweeper thread did: the bucket's size after it, and when."""
+
+    size: int
+    at: float  # time.time() once the sweep's ``checkpoint`` was written
+    handed: tuple[int, ...]  # the sizes it was given (0: none)
+
+
+def _sweep(store: Any, publisher: Any, sizes: list[int], refresh: bool) -> _Swept:
+    """One sweep (on the sweeper thread, one at a time): the checkpoints of ``sizes`` (read from
+    the store as caught up when the sweep was planned), tiles and notes in parallel and
+    ``checkpoint`` last (``BucketPublisher.update``); with ``refresh``, new cosignatures of the
+    newest checkpoint and new anchors too."""
+    size = publisher.published_size()
+    if sizes:
+        found = [store.get_checkpoint(s) for s in sizes]
+        size = publisher.update([c for c in found if c is not None], coalesce=True).size
+    at = time.time()
+    if refresh:
+        latest = store.latest_checkpoint()
+        if latest is not None and latest.size == publisher.published_size():
+            publisher.refresh_latest(latest)
+        publisher.publish_anchors(store.anchored_sizes(16))
+    return _Swept(size=size, at=at, handed=(0, *sizes))
+
+
 def _run(store: Any, publisher: Any) -> None:
-    """Publish what the server sends until its end of input; after a failure, wait out the
-    backoff (taking input meanwhile) before the next try."""
+    """Publish what the server sends until its end of input (module docstring).
+
+    Two threads share the work, so that the RocksDB catch-up (the secondary replaying the
+    writer's WAL, which holds the GIL) runs while SeaweedFS answers the uploads instead of
+    before them: this one reads the server's lines and catches the store up as they come; the
+    sweeper thread uploads one sweep at a time. A sweep is planned when the previous one is
+    done, of every size the server sent that the store has caught up to, so each sweep still
+    writes its tiles and notes before its ``checkpoint`` and never two sweeps at once. After a
+    failure the backoff is waited out (taking input meanwhile) before the next try."""
     backoff = Backoff.doubling(0.25, 30.0)
     failures = 0
     retry_at = 0.0  # monotonic time before which no upload is tried (after a failure)
     waiting: dict[int, float] = {}  # size -> publication time, not yet in the bucket
+    caught_up = 0  # the largest size in ``waiting`` the store had at its last catch-up
     done = False
     pending = bytearray()
     last_refresh = 0.0
-    while True:
-        if not done:
-            wait = max(0.0, retry_at - time.monotonic()) if failures else REFRESH_S
-            lines, done = _read_lines(sys.stdin.fileno(), pending, wait)
-            for line in lines:
-                waiting.setdefault(int(line["size"]), float(line.get("t", time.time())))
+    wake_r, wake_w = os.pipe()
+    sweeper = ThreadPoolExecutor(1, thread_name_prefix="ledger-objstore-sweep")
+    sweep: Future[_Swept] | None = None
+    final = False
+
+    def failed(exc: LedgerError) -> None:
+        nonlocal failures, retry_at
+        if isinstance(exc, NonConformingStoreError | ObjectConflictError):
+            publisher.stopped = publisher.stopped or ObjectConflictError(str(exc))
+            _say({"stopped": str(exc)})
+            return
+        if not exc.retryable:
+            _log.error("bucket publishing failed: %s", exc)
+        retry_at = time.monotonic() + backoff.delay(failures)
+        failures += 1
+        _say({"unreachable": str(exc)})
+
+    try:
+        while True:
+            if sweep is not None and (sweep.done() or done):
+                try:
+                    swept = sweep.result()
+                except LedgerError as exc:
+                    failed(exc)
+                else:
+                    lags = [swept.at - t for s, t in waiting.items() if s <= swept.size]
+                    # a size handed to the sweep above its size: no such checkpoint stored
+                    waiting = {s: t for s, t in waiting.items() if s > max(swept.handed)}
+                    if lags or failures:
+                        _say({"published": swept.size, "lags": lags})
+                    failures = 0
+                sweep = None
+                if done and (final or failures or publisher.stopped is not None):
+                    return  # shut down after the last sweep (a failed one: the next start)
+            if not done:
+                if sweep is not None:
+                    wait = REFRESH_S  # the sweep's end wakes us
+                elif failures:
+                    wait = max(0.0, retry_at - time.monotonic())
+                else:
+                    wait = REFRESH_S
+                lines, done = _read_lines(sys.stdin.fileno(), pending, wait, wake_r)
+                for line in lines:
+                    waiting.setdefault(int(line["size"]), float(line.get("t", time.time())))
+            if publisher.stopped is not None:
+                if done and sweep is None:
+                    return
+                continue
             if failures and time.monotonic() < retry_at:
                 continue  # input taken; the bucket is tried again once the backoff is over
-        if publisher.stopped is not None:
-            if done:
-                return
-            continue
-        try:
-            store.catch_up()
-            if waiting:
-                found = [store.get_checkpoint(s) for s in sorted(waiting)]
-                result = publisher.update([c for c in found if c is not None], coalesce=True)
-                now = time.time()
-                lags = [now - t for s, t in waiting.items() if s <= result.size]
-                waiting = {s: t for s, t in waiting.items() if s > result.size}
-                _say({"published": result.size, "lags": lags})
-            if time.monotonic() - last_refresh >= REFRESH_S:
-                last_refresh = time.monotonic()
-                latest = store.latest_checkpoint()
-                if latest is not None and latest.size == publisher.published_size():
-                    publisher.refresh_latest(latest)
-                publisher.publish_anchors(store.anchored_sizes(16))
-            failures = 0
-        except LedgerError as exc:
-            if isinstance(exc, NonConformingStoreError | ObjectConflictError):
-                publisher.stopped = publisher.stopped or ObjectConflictError(str(exc))
-                _say({"stopped": str(exc)})
-            else:
-                if not exc.retryable:
-                    _log.error("bucket publishing failed: %s", exc)
-                retry_at = time.monotonic() + backoff.delay(failures)
-                failures += 1
-                _say({"unreachable": str(exc)})
-                if done:
-                    return  # shutting down: the next start publishes the rest
+            newest = max(waiting, default=0)
+            refresh = time.monotonic() - last_refresh >= REFRESH_S
+            try:
+                if newest > caught_up or (refresh and sweep is None):
+                    store.catch_up()  # beside the sweep in flight, if any
+                    caught_up = newest
+            except LedgerError as exc:
+                failed(exc)
                 continue
-        if done:
-            return
+            if sweep is None:
+                sizes = sorted(s for s in waiting if s <= caught_up)
+                if sizes or refresh:
+                    if refresh:
+                        last_refresh = time.monotonic()
+                    final = done  # planned after the end of input: everything the server sent
+                    sweep = sweeper.submit(_sweep, store, publisher, sizes, refresh)
+                    sweep.add_done_callback(lambda _: os.write(wake_w, b"."))
+                elif done:
+                    return
+    finally:
+        sweeper.shutdown(wait=True)
+        os.close(wake_r)
+        os.close(wake_w)
 
 
 if __name__ == "__main__":
