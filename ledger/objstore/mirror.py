@@ -29,8 +29,10 @@ import select
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,7 @@ __all__ = ["LAG_BUCKETS", "BucketMirror", "MirrorState", "main"]
 _log = logging.getLogger("ledger.objstore")
 START_TIMEOUT_S = 60.0
 REFRESH_S = 2.0
+IN_FLIGHT = 4  # updates started and not yet done (more pending sizes coalesce)
 LAG_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -246,58 +249,53 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-@dataclass(frozen=True, slots=True)
-class _Swept:
-    """What one sweep on the sweeper thread did: the bucket's size after it, and when."""
-
-    size: int
-    at: float  # time.time() once the sweep's ``checkpoint`` was written
-    handed: tuple[int, ...]  # the sizes it was given (0: none)
-
-
-def _sweep(store: Any, publisher: Any, sizes: list[int], refresh: bool) -> _Swept:
-    """One sweep (on the sweeper thread, one at a time): the checkpoints of ``sizes`` (read from
-    the store as caught up when the sweep was planned), tiles and notes in parallel and
-    ``checkpoint`` last (``BucketPublisher.update``); with ``refresh``, new cosignatures of the
-    newest checkpoint and new anchors too."""
-    size = publisher.published_size()
-    if sizes:
-        found = [store.get_checkpoint(s) for s in sizes]
-        size = publisher.update([c for c in found if c is not None], coalesce=True).size
-    at = time.time()
-    if refresh:
-        latest = store.latest_checkpoint()
-        if latest is not None and latest.size == publisher.published_size():
-            publisher.refresh_latest(latest)
-        publisher.publish_anchors(store.anchored_sizes(16))
-    return _Swept(size=size, at=at, handed=(0, *sizes))
+def _refresh(store: Any, publisher: Any) -> None:
+    """New cosignatures of the newest checkpoint, and new anchors (on the finishing thread)."""
+    latest = store.latest_checkpoint()
+    if latest is not None and latest.size == publisher.published_size():
+        publisher.refresh_latest(latest)
+    publisher.publish_anchors(store.anchored_sizes(16))
 
 
 def _run(store: Any, publisher: Any) -> None:
     """Publish what the server sends until its end of input (module docstring).
 
-    Two threads share the work, so that the RocksDB catch-up (the secondary replaying the
-    writer's WAL, which holds the GIL) runs while SeaweedFS answers the uploads instead of
-    before them: this one reads the server's lines and catches the store up as they come; the
-    sweeper thread uploads one sweep at a time. A sweep is planned when the previous one is
-    done, of every size the server sent that the store has caught up to, so each sweep still
-    writes its tiles and notes before its ``checkpoint`` and never two sweeps at once. After a
-    failure the backoff is waited out (taking input meanwhile) before the next try."""
+    Sweeps overlap: as soon as the store has caught up to a size the server sent, an update of
+    the sizes not yet handed on starts (``BucketPublisher.start``): its tiles and notes queue
+    behind those of the updates in flight, and the publisher writes each ``checkpoint`` in order,
+    after every tile of its tree. The RocksDB catch-up (which holds the GIL) thus runs while
+    SeaweedFS answers uploads, and a checkpoint that arrives during a sweep does not wait for
+    that sweep's end before its own tiles go up. At most ``IN_FLIGHT`` updates at once (more
+    pending sizes coalesce into the next). After a failure, the updates still in flight fail
+    with it, and the backoff is waited out (taking input meanwhile) before the next try."""
     backoff = Backoff.doubling(0.25, 30.0)
     failures = 0
     retry_at = 0.0  # monotonic time before which no upload is tried (after a failure)
     waiting: dict[int, float] = {}  # size -> publication time, not yet in the bucket
-    caught_up = 0  # the largest size in ``waiting`` the store had at its last catch-up
+    planned = 0  # the newest size handed to an update in flight or done
+    bucket_size = 0  # the size of the last update done
+    caught_up = 0  # the newest size sent that the store had at its last catch-up
     done = False
     pending = bytearray()
     last_refresh = 0.0
     wake_r, wake_w = os.pipe()
-    sweeper = ThreadPoolExecutor(1, thread_name_prefix="ledger-objstore-sweep")
-    sweep: Future[_Swept] | None = None
-    final = False
+    os.set_blocking(wake_w, False)
+    flight: deque[tuple[Future[Any], int]] = deque()  # (update, newest size handed), in order
+    refresh: Future[None] | None = None
+    finished: dict[Future[Any], float] = {}  # when each update wrote its checkpoint
+    last_error: BaseException | None = None
+
+    def woken(future: Future[Any]) -> None:
+        finished[future] = time.time()  # on the finishing thread, right after the checkpoint
+        with suppress(BlockingIOError):
+            os.write(wake_w, b".")
 
     def failed(exc: LedgerError) -> None:
-        nonlocal failures, retry_at
+        nonlocal failures, retry_at, last_error, planned
+        planned = 0  # re-plan what is waiting once the updates in flight are done
+        if exc is last_error:
+            return  # an update chained on the one that failed
+        last_error = exc
         if isinstance(exc, NonConformingStoreError | ObjectConflictError):
             publisher.stopped = publisher.stopped or ObjectConflictError(str(exc))
             _say({"stopped": str(exc)})
@@ -308,60 +306,77 @@ def _run(store: Any, publisher: Any) -> None:
         failures += 1
         _say({"unreachable": str(exc)})
 
+    def settle() -> None:
+        nonlocal failures, refresh, bucket_size
+        while flight and (flight[0][0].done() or done):
+            update, handed = flight.popleft()
+            try:
+                result = update.result()
+            except LedgerError as exc:
+                failed(exc)
+            else:
+                at = finished.pop(update, time.time())
+                lags = [at - t for s, t in waiting.items() if s <= result.size]
+                for s in [s for s in waiting if s <= handed]:  # a size above: none stored
+                    del waiting[s]
+                bucket_size = result.size
+                if lags or failures:
+                    _say({"published": result.size, "lags": lags})
+                failures = 0
+            finished.pop(update, None)
+        if refresh is not None and (refresh.done() or done):
+            try:
+                refresh.result()
+            except LedgerError as exc:
+                failed(exc)
+            else:
+                if failures and not flight:
+                    _say({"published": bucket_size, "lags": []})
+                    failures = 0
+            refresh = None
+
     try:
         while True:
-            if sweep is not None and (sweep.done() or done):
-                try:
-                    swept = sweep.result()
-                except LedgerError as exc:
-                    failed(exc)
-                else:
-                    lags = [swept.at - t for s, t in waiting.items() if s <= swept.size]
-                    # a size handed to the sweep above its size: no such checkpoint stored
-                    waiting = {s: t for s, t in waiting.items() if s > max(swept.handed)}
-                    if lags or failures:
-                        _say({"published": swept.size, "lags": lags})
-                    failures = 0
-                sweep = None
-                if done and (final or failures or publisher.stopped is not None):
-                    return  # shut down after the last sweep (a failed one: the next start)
+            settle()
             if not done:
-                if sweep is not None:
-                    wait = REFRESH_S  # the sweep's end wakes us
-                elif failures:
-                    wait = max(0.0, retry_at - time.monotonic())
-                else:
-                    wait = REFRESH_S
+                wait = REFRESH_S
+                if failures and not flight and time.monotonic() < retry_at:
+                    wait = retry_at - time.monotonic()
                 lines, done = _read_lines(sys.stdin.fileno(), pending, wait, wake_r)
                 for line in lines:
                     waiting.setdefault(int(line["size"]), float(line.get("t", time.time())))
+                settle()
             if publisher.stopped is not None:
-                if done and sweep is None:
+                if done and not flight:
                     return
                 continue
-            if failures and time.monotonic() < retry_at:
+            if failures and (flight or time.monotonic() < retry_at):
+                if done and not flight:
+                    return  # shutting down: the next start publishes the rest
                 continue  # input taken; the bucket is tried again once the backoff is over
             newest = max(waiting, default=0)
-            refresh = time.monotonic() - last_refresh >= REFRESH_S
+            due = time.monotonic() - last_refresh >= REFRESH_S and refresh is None
             try:
-                if newest > caught_up or (refresh and sweep is None):
-                    store.catch_up()  # beside the sweep in flight, if any
-                    caught_up = newest
+                if newest > caught_up or (due and not flight):
+                    store.catch_up()  # beside the updates in flight, if any
+                    caught_up = max(caught_up, newest)
+                sizes = sorted(s for s in waiting if planned < s <= caught_up)
+                if sizes and len(flight) < IN_FLIGHT:
+                    found = [store.get_checkpoint(s) for s in sizes]
+                    update = publisher.start([c for c in found if c is not None], coalesce=True)
+                    update.add_done_callback(woken)
+                    flight.append((update, sizes[-1]))
+                    planned = sizes[-1]
+                if due:
+                    last_refresh = time.monotonic()
+                    refresh = publisher.after_updates(lambda: _refresh(store, publisher))
             except LedgerError as exc:
                 failed(exc)
                 continue
-            if sweep is None:
-                sizes = sorted(s for s in waiting if s <= caught_up)
-                if sizes or refresh:
-                    if refresh:
-                        last_refresh = time.monotonic()
-                    final = done  # planned after the end of input: everything the server sent
-                    sweep = sweeper.submit(_sweep, store, publisher, sizes, refresh)
-                    sweep.add_done_callback(lambda _: os.write(wake_w, b"."))
-                elif done:
-                    return
+            if done and not flight and not any(s > planned for s in waiting):
+                return
     finally:
-        sweeper.shutdown(wait=True)
+        settle()
         os.close(wake_r)
         os.close(wake_w)
 
