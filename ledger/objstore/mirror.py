@@ -22,6 +22,7 @@ for health and ``/metrics`` (``collect``), ``stop``.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -53,7 +54,7 @@ __all__ = ["LAG_BUCKETS", "BucketMirror", "MirrorState", "main"]
 _log = logging.getLogger("ledger.objstore")
 START_TIMEOUT_S = 60.0
 REFRESH_S = 2.0
-IN_FLIGHT = 4  # updates started and not yet done (more pending sizes coalesce)
+IN_FLIGHT = 2  # updates started and not yet done (more pending sizes coalesce)
 LAG_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -243,6 +244,7 @@ def main(argv: list[str]) -> int:
             _say({"error": str(exc)})
             store.close()
             return 1
+    gc.freeze()  # boto and botocore's many long-lived objects: out of every collection
     _run(store, publisher)
     publisher.close()
     store.close()
