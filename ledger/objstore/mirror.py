@@ -268,8 +268,10 @@ def _run(store: Any, publisher: Any) -> None:
     after every tile of its tree. The RocksDB catch-up (which holds the GIL) thus runs while
     SeaweedFS answers uploads, and a checkpoint that arrives during a sweep does not wait for
     that sweep's end before its own tiles go up. At most ``IN_FLIGHT`` updates at once (more
-    pending sizes coalesce into the next). After a failure, the updates still in flight fail
-    with it, and the backoff is waited out (taking input meanwhile) before the next try."""
+    pending sizes coalesce into the next, and the store catches up only when one can start: each
+    catch-up holds the GIL, and the upload threads with it). After a failure, the updates still
+    in flight fail with it, and the backoff is waited out (taking input meanwhile) before the
+    next try."""
     backoff = Backoff.doubling(0.25, 30.0)
     failures = 0
     retry_at = 0.0  # monotonic time before which no upload is tried (after a failure)
@@ -359,8 +361,8 @@ def _run(store: Any, publisher: Any) -> None:
             newest = max(waiting, default=0)
             due = time.monotonic() - last_refresh >= REFRESH_S and refresh is None
             try:
-                if newest > caught_up or (due and not flight):
-                    store.catch_up()  # beside the updates in flight, if any
+                if (newest > caught_up and len(flight) < IN_FLIGHT) or (due and not flight):
+                    store.catch_up()  # beside the update in flight, if any; when one can start
                     caught_up = max(caught_up, newest)
                 sizes = sorted(s for s in waiting if planned < s <= caught_up)
                 if sizes and len(flight) < IN_FLIGHT:

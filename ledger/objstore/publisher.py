@@ -18,7 +18,10 @@ sizes the bucket has are skipped):
    never move it backwards.
 
 All the tiles and notes of the checkpoints given to one update go up in one parallel sweep,
-then ``checkpoint``: a reader never sees a checkpoint whose tiles are not all there.
+then ``checkpoint``: a reader never sees a checkpoint whose tiles are not all there. The mirror
+overlaps updates (``start``): a later update's uploads queue behind an earlier one's, and one
+finishing thread writes each ``checkpoint`` in order, after the one before it and after every
+tile of its own tree; an update behind a failed one fails with it and writes no ``checkpoint``.
 
 A create-only PUT answered 412 reads the stored object back: the same content once decompressed
 (gzip bytes are not reproducible across zlib versions) is a retried or repeated upload and fine;
@@ -31,7 +34,7 @@ bucket alone.
 Superseded partial tiles are kept, as the mirror folder keeps them: a reader holding an older
 checkpoint still finds its tree (C2SP tlog-tiles lets a log delete them once the full tile
 exists; clients fall back to the full tile). Deleting them is left to a bucket lifecycle rule.
-The mirror coalesces (``update(coalesce=True)``): of the checkpoints pending when a sweep starts
+The mirror coalesces (``coalesce=True``): of the checkpoints pending when an update starts
 only the newest gets partial tiles, the others only their ``checkpoints/<size>`` note, which
 saves ~4 objects per checkpoint; a size that gets anchors later gets its partial tiles first
 (``publish_anchors``), since receipts fetched from the bucket are of the anchored size.
