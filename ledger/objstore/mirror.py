@@ -54,6 +54,7 @@ __all__ = ["LAG_BUCKETS", "BucketMirror", "MirrorState", "main"]
 _log = logging.getLogger("ledger.objstore")
 START_TIMEOUT_S = 60.0
 REFRESH_S = 2.0
+UPLOAD_THREADS = 48  # PUTs in flight: their latency is mostly the bucket's and the run queue's
 IN_FLIGHT = 2  # updates started and not yet done (more pending sizes coalesce)
 LAG_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
@@ -229,6 +230,7 @@ def main(argv: list[str]) -> int:
             origin=origin,
             notes=store.get_checkpoint,
             anchors=store.get_anchors,
+            threads=UPLOAD_THREADS,
         )
     except LedgerError as exc:
         _say({"error": str(exc)})
