@@ -225,7 +225,10 @@ def main(argv: list[str]) -> int:
             db_dir, secondary=secondary_dir, memtable_mb=4, cache_mb=16, tiles_only=True
         )
         publisher = BucketPublisher(
-            bucket=Bucket(BucketAddress.parse(url, endpoint=endpoint, region=region)),
+            bucket=Bucket(
+                BucketAddress.parse(url, endpoint=endpoint, region=region),
+                connections=UPLOAD_THREADS,  # one warm connection per upload thread
+            ),
             reader=TileReader(store=store, published=lambda: None, cache_bytes=0),
             origin=origin,
             notes=store.get_checkpoint,
