@@ -6,7 +6,8 @@ In one run, on the same machine:
   on a fresh server in mirror mode (``--object-store-url``): records/s, the server process's
   CPU, and records per server CPU second, on vs off; beside it the CPU per entry of the upload
   client (the mirror child process, boto3) and of SeaweedFS;
-* the mirror lag under that load (and again under B2 paced at half that rate, open loop): a
+* the mirror lag under that load (and again under B2 paced at 0.5, 0.7 and 0.85 of that rate,
+  open loop, each after the bucket caught up; the highest rate whose p99 met 1 s stated): a
   probe polls the server's ``/checkpoint`` and the bucket's
   (anonymously, over HTTP) and records, for each new size the server served, the time until the
   bucket's checkpoint reached it; the rate the bucket absorbed meanwhile (its checkpoint size
@@ -43,7 +44,8 @@ __all__ = ["b13_bucket"]
 BUCKET = "ledger"
 PREFIX = "bench"
 LAG_POLL_S = 0.005
-PACED = 0.5  # the paced B2 after the flat-out one: this fraction of the flat-out rate
+PACED = (0.5, 0.7, 0.85)  # the paced B2s after the flat-out one: fractions of its rate
+LAG_TARGET_MS = 1_000.0
 NAN = float("nan")
 
 
@@ -187,16 +189,17 @@ def b13_bucket(bench: Bench, run: int) -> dict[str, float]:
                     at_start = probe.bucket_size
                     with_mirror = _b2(bench, on, pids)
                     grown = probe.bucket_size - at_start
-                    lags = list(probe.lags_ms)
                     drain = time.monotonic()
-                    size = _served_size(on.tiles_url)
-                    while probe.bucket_size < size and time.monotonic() - drain < 120:
-                        time.sleep(0.01)
+                    size = _drain(probe, on.tiles_url)
                     drain_s = time.monotonic() - drain
-                    paced_rate = PACED * with_mirror["records_per_s"]
-                    probe.lags_ms.clear()
-                    paced = _b2(bench, on, {}, rate=paced_rate)
-                    paced_lags = list(probe.lags_ms)
+                    lags = list(probe.lags_ms)  # after the drain: the window's slowest count too
+                    ladder = {}  # fraction of the flat-out rate -> (records/s, lags)
+                    for fraction in PACED:
+                        probe.lags_ms.clear()
+                        rate = fraction * with_mirror["records_per_s"]
+                        paced = _b2(bench, on, {}, rate=rate)
+                        _drain(probe, on.tiles_url)
+                        ladder[fraction] = (paced["records_per_s"], list(probe.lags_ms))
                 bucket_size = size
                 bucket_gets, weed_cpu = _gets(bench, on, public, bucket_size, weed.proc.pid)
                 server_gets, server_cpu = _gets(bench, on, on.tiles_url, bucket_size, on.pid)
@@ -227,14 +230,39 @@ def b13_bucket(bench: Bench, run: int) -> dict[str, float]:
         "lag_samples": float(len(lags)),
         "drain_s": drain_s,
         "on_client_cores": with_mirror["client_cores"],
-        "paced_records_per_s": paced["records_per_s"],
-        "paced_lag_p50_ms": percentile(paced_lags, 50),
-        "paced_lag_p99_ms": percentile(paced_lags, 99),
+        **_ladder(ladder),
+        "lag_ok_records_per_s": max(
+            [rate for rate, lags in ladder.values() if percentile(lags, 99) <= LAG_TARGET_MS]
+            + ([with_mirror["records_per_s"]] if percentile(lags, 99) <= LAG_TARGET_MS else [])
+            + [0.0]
+        ),
         "bucket_gets_per_s": bucket_gets,
         "bucket_gets_per_cpu_s": bucket_gets * bench.plan.duration_s / weed_cpu,
         "endpoint_gets_per_s": server_gets,
         "endpoint_gets_per_cpu_s": server_gets * bench.plan.duration_s / server_cpu,
     }
+
+
+def _ladder(ladder: dict[float, tuple[float, list[float]]]) -> dict[str, float]:
+    """The paced windows' figures: ``paced`` (half the flat-out rate), ``paced70``, ..."""
+    out: dict[str, float] = {}
+    for fraction, (rate, lags) in ladder.items():
+        key = "paced" if fraction == 0.5 else f"paced{round(fraction * 100)}"
+        out[f"{key}_records_per_s"] = rate
+        out[f"{key}_lag_p50_ms"] = percentile(lags, 50)
+        out[f"{key}_lag_p99_ms"] = percentile(lags, 99)
+    return out
+
+
+def _drain(probe: _LagProbe, url: str) -> int:
+    """Wait (up to 120 s) until the bucket has what the server serves (that size), and the
+    probe has seen it."""
+    size = _served_size(url)
+    began = time.monotonic()
+    while probe.bucket_size < size and time.monotonic() - began < 120:
+        time.sleep(0.01)
+    time.sleep(2 * LAG_POLL_S)
+    return size
 
 
 def _served_size(url: str) -> int:

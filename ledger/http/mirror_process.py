@@ -139,7 +139,9 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     db_dir, secondary_dir, directory, origin = argv
     try:
-        store = RocksStore(db_dir, secondary=secondary_dir, memtable_mb=4, cache_mb=16)
+        store = RocksStore(
+            db_dir, secondary=secondary_dir, memtable_mb=4, cache_mb=16, tiles_only=True
+        )
         mirror = TileMirror(
             directory=Path(directory),
             reader=TileReader(store=store, published=lambda: None, cache_bytes=0),

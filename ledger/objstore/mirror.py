@@ -22,6 +22,7 @@ for health and ``/metrics`` (``collect``), ``stop``.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -29,7 +30,10 @@ import select
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +54,8 @@ __all__ = ["LAG_BUCKETS", "BucketMirror", "MirrorState", "main"]
 _log = logging.getLogger("ledger.objstore")
 START_TIMEOUT_S = 60.0
 REFRESH_S = 2.0
+UPLOAD_THREADS = 48  # PUTs in flight: their latency is mostly the bucket's and the run queue's
+IN_FLIGHT = 2  # updates started and not yet done (more pending sizes coalesce)
 LAG_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -181,9 +187,15 @@ def _say(obj: dict[str, object]) -> None:
     print(json.dumps(obj), flush=True)
 
 
-def _read_lines(fd: int, pending: bytearray, timeout: float) -> tuple[list[dict[str, Any]], bool]:
-    """Wait up to ``timeout`` for input, then take everything queued: (lines, end of input)."""
-    if not select.select([fd], [], [], timeout)[0]:
+def _read_lines(
+    fd: int, pending: bytearray, timeout: float, wake: int | None = None
+) -> tuple[list[dict[str, Any]], bool]:
+    """Wait up to ``timeout`` for input (or a byte on ``wake``: a sweep finished), then take
+    everything queued: (lines, end of input)."""
+    ready = select.select([fd] if wake is None else [fd, wake], [], [], timeout)[0]
+    if wake is not None and wake in ready:
+        os.read(wake, 4096)
+    if fd not in ready:
         return [], False
     end = False
     while True:
@@ -209,13 +221,19 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     db_dir, secondary_dir, origin, url, endpoint, region = argv
     try:
-        store = RocksStore(db_dir, secondary=secondary_dir, memtable_mb=4, cache_mb=16)
+        store = RocksStore(
+            db_dir, secondary=secondary_dir, memtable_mb=4, cache_mb=16, tiles_only=True
+        )
         publisher = BucketPublisher(
-            bucket=Bucket(BucketAddress.parse(url, endpoint=endpoint, region=region)),
+            bucket=Bucket(
+                BucketAddress.parse(url, endpoint=endpoint, region=region),
+                connections=UPLOAD_THREADS,  # one warm connection per upload thread
+            ),
             reader=TileReader(store=store, published=lambda: None, cache_bytes=0),
             origin=origin,
             notes=store.get_checkpoint,
             anchors=store.get_anchors,
+            threads=UPLOAD_THREADS,
         )
     except LedgerError as exc:
         _say({"error": str(exc)})
@@ -231,65 +249,145 @@ def main(argv: list[str]) -> int:
             _say({"error": str(exc)})
             store.close()
             return 1
+    gc.freeze()  # boto and botocore's many long-lived objects: out of every collection
     _run(store, publisher)
     publisher.close()
     store.close()
     return 0
 
 
+def _refresh(store: Any, publisher: Any) -> None:
+    """New cosignatures of the newest checkpoint, and new anchors (on the finishing thread)."""
+    latest = store.latest_checkpoint()
+    if latest is not None and latest.size == publisher.published_size():
+        publisher.refresh_latest(latest)
+    publisher.publish_anchors(store.anchored_sizes(16))
+
+
 def _run(store: Any, publisher: Any) -> None:
-    """Publish what the server sends until its end of input; after a failure, wait out the
-    backoff (taking input meanwhile) before the next try."""
+    """Publish what the server sends until its end of input (module docstring).
+
+    Sweeps overlap: as soon as the store has caught up to a size the server sent, an update of
+    the sizes not yet handed on starts (``BucketPublisher.start``): its tiles and notes queue
+    behind those of the updates in flight, and the publisher writes each ``checkpoint`` in order,
+    after every tile of its tree. The RocksDB catch-up (which holds the GIL) thus runs while
+    SeaweedFS answers uploads, and a checkpoint that arrives during a sweep does not wait for
+    that sweep's end before its own tiles go up. At most ``IN_FLIGHT`` updates at once (more
+    pending sizes coalesce into the next, and the store catches up only when one can start: each
+    catch-up holds the GIL, and the upload threads with it). After a failure, the updates still
+    in flight fail with it, and the backoff is waited out (taking input meanwhile) before the
+    next try."""
     backoff = Backoff.doubling(0.25, 30.0)
     failures = 0
     retry_at = 0.0  # monotonic time before which no upload is tried (after a failure)
     waiting: dict[int, float] = {}  # size -> publication time, not yet in the bucket
+    planned = 0  # the newest size handed to an update in flight or done
+    bucket_size = 0  # the size of the last update done
+    caught_up = 0  # the newest size sent that the store had at its last catch-up
     done = False
     pending = bytearray()
     last_refresh = 0.0
-    while True:
-        if not done:
-            wait = max(0.0, retry_at - time.monotonic()) if failures else REFRESH_S
-            lines, done = _read_lines(sys.stdin.fileno(), pending, wait)
-            for line in lines:
-                waiting.setdefault(int(line["size"]), float(line.get("t", time.time())))
-            if failures and time.monotonic() < retry_at:
-                continue  # input taken; the bucket is tried again once the backoff is over
-        if publisher.stopped is not None:
-            if done:
-                return
-            continue
-        try:
-            store.catch_up()
-            if waiting:
-                found = [store.get_checkpoint(s) for s in sorted(waiting)]
-                result = publisher.update([c for c in found if c is not None], coalesce=True)
-                now = time.time()
-                lags = [now - t for s, t in waiting.items() if s <= result.size]
-                waiting = {s: t for s, t in waiting.items() if s > result.size}
-                _say({"published": result.size, "lags": lags})
-            if time.monotonic() - last_refresh >= REFRESH_S:
-                last_refresh = time.monotonic()
-                latest = store.latest_checkpoint()
-                if latest is not None and latest.size == publisher.published_size():
-                    publisher.refresh_latest(latest)
-                publisher.publish_anchors(store.anchored_sizes(16))
-            failures = 0
-        except LedgerError as exc:
-            if isinstance(exc, NonConformingStoreError | ObjectConflictError):
-                publisher.stopped = publisher.stopped or ObjectConflictError(str(exc))
-                _say({"stopped": str(exc)})
-            else:
-                if not exc.retryable:
-                    _log.error("bucket publishing failed: %s", exc)
-                retry_at = time.monotonic() + backoff.delay(failures)
-                failures += 1
-                _say({"unreachable": str(exc)})
-                if done:
-                    return  # shutting down: the next start publishes the rest
-                continue
-        if done:
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    flight: deque[tuple[Future[Any], int]] = deque()  # (update, newest size handed), in order
+    refresh: Future[None] | None = None
+    finished: dict[Future[Any], float] = {}  # when each update wrote its checkpoint
+    last_error: BaseException | None = None
+
+    def woken(future: Future[Any]) -> None:
+        finished[future] = time.time()  # on the finishing thread, right after the checkpoint
+        with suppress(BlockingIOError):
+            os.write(wake_w, b".")
+
+    def failed(exc: LedgerError) -> None:
+        nonlocal failures, retry_at, last_error, planned
+        planned = 0  # re-plan what is waiting once the updates in flight are done
+        if exc is last_error:
+            return  # an update chained on the one that failed
+        last_error = exc
+        if isinstance(exc, NonConformingStoreError | ObjectConflictError):
+            publisher.stopped = publisher.stopped or ObjectConflictError(str(exc))
+            _say({"stopped": str(exc)})
             return
+        if not exc.retryable:
+            _log.error("bucket publishing failed: %s", exc)
+        retry_at = time.monotonic() + backoff.delay(failures)
+        failures += 1
+        _say({"unreachable": str(exc)})
+
+    def settle() -> None:
+        nonlocal failures, refresh, bucket_size
+        while flight and (flight[0][0].done() or done):
+            update, handed = flight.popleft()
+            try:
+                result = update.result()
+            except LedgerError as exc:
+                failed(exc)
+            else:
+                at = finished.pop(update, time.time())
+                lags = [at - t for s, t in waiting.items() if s <= result.size]
+                for s in [s for s in waiting if s <= handed]:  # a size above: none stored
+                    del waiting[s]
+                bucket_size = result.size
+                if lags or failures:
+                    _say({"published": result.size, "lags": lags})
+                failures = 0
+            finished.pop(update, None)
+        if refresh is not None and (refresh.done() or done):
+            try:
+                refresh.result()
+            except LedgerError as exc:
+                failed(exc)
+            else:
+                if failures and not flight:
+                    _say({"published": bucket_size, "lags": []})
+                    failures = 0
+            refresh = None
+
+    try:
+        while True:
+            settle()
+            if not done:
+                wait = REFRESH_S
+                if failures and not flight and time.monotonic() < retry_at:
+                    wait = retry_at - time.monotonic()
+                lines, done = _read_lines(sys.stdin.fileno(), pending, wait, wake_r)
+                for line in lines:
+                    waiting.setdefault(int(line["size"]), float(line.get("t", time.time())))
+                settle()
+            if publisher.stopped is not None:
+                if done and not flight:
+                    return
+                continue
+            if failures and (flight or time.monotonic() < retry_at):
+                if done and not flight:
+                    return  # shutting down: the next start publishes the rest
+                continue  # input taken; the bucket is tried again once the backoff is over
+            newest = max(waiting, default=0)
+            due = time.monotonic() - last_refresh >= REFRESH_S and refresh is None
+            try:
+                if (newest > caught_up and len(flight) < IN_FLIGHT) or (due and not flight):
+                    store.catch_up()  # beside the update in flight, if any; when one can start
+                    caught_up = max(caught_up, newest)
+                sizes = sorted(s for s in waiting if planned < s <= caught_up)
+                if sizes and len(flight) < IN_FLIGHT:
+                    found = [store.get_checkpoint(s) for s in sizes]
+                    update = publisher.start([c for c in found if c is not None], coalesce=True)
+                    update.add_done_callback(woken)
+                    flight.append((update, sizes[-1]))
+                    planned = sizes[-1]
+                if due:
+                    last_refresh = time.monotonic()
+                    refresh = publisher.after_updates(lambda: _refresh(store, publisher))
+            except LedgerError as exc:
+                failed(exc)
+                continue
+            if done and not flight and not any(s > planned for s in waiting):
+                return
+    finally:
+        settle()
+        os.close(wake_r)
+        os.close(wake_w)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,10 @@ sizes the bucket has are skipped):
    never move it backwards.
 
 All the tiles and notes of the checkpoints given to one update go up in one parallel sweep,
-then ``checkpoint``: a reader never sees a checkpoint whose tiles are not all there.
+then ``checkpoint``: a reader never sees a checkpoint whose tiles are not all there. The mirror
+overlaps updates (``start``): a later update's uploads queue behind an earlier one's, and one
+finishing thread writes each ``checkpoint`` in order, after the one before it and after every
+tile of its own tree; an update behind a failed one fails with it and writes no ``checkpoint``.
 
 A create-only PUT answered 412 reads the stored object back: the same content once decompressed
 (gzip bytes are not reproducible across zlib versions) is a retried or repeated upload and fine;
@@ -31,7 +34,7 @@ bucket alone.
 Superseded partial tiles are kept, as the mirror folder keeps them: a reader holding an older
 checkpoint still finds its tree (C2SP tlog-tiles lets a log delete them once the full tile
 exists; clients fall back to the full tile). Deleting them is left to a bucket lifecycle rule.
-The mirror coalesces (``update(coalesce=True)``): of the checkpoints pending when a sweep starts
+The mirror coalesces (``coalesce=True``): of the checkpoints pending when an update starts
 only the newest gets partial tiles, the others only their ``checkpoints/<size>`` note, which
 saves ~4 objects per checkpoint; a size that gets anchors later gets its partial tiles first
 (``publish_anchors``), since receipts fetched from the bucket are of the anchored size.
@@ -50,8 +53,9 @@ import logging
 import threading
 from base64 import b64encode
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ledger.core import tiles
 from ledger.core.checkpoint import Checkpoint
@@ -88,6 +92,7 @@ _NOTE = {"Content-Type": "text/plain; charset=utf-8", "Cache-Control": NOTE_CACH
 _LATEST = {"Content-Type": "text/plain; charset=utf-8", "Cache-Control": CHECKPOINT_CACHE}
 _JSON = {"Content-Type": "application/json", "Cache-Control": CHECKPOINT_CACHE}
 
+T = TypeVar("T")
 Progress = Callable[[int], None]
 AnchorSource = Callable[[int], list[Anchor]]
 NoteSource = Callable[[int], PublishedCheckpoint | None]
@@ -139,6 +144,11 @@ class BucketPublisher:
         self._notes = notes
         self._anchors = anchors
         self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="ledger-objstore")
+        self._finisher = ThreadPoolExecutor(1, thread_name_prefix="ledger-objstore-finish")
+        self._plan_lock = threading.Lock()  # ``start``: the planned size and the tail
+        self._planned: int | None = None  # the size of the newest update started
+        self._tail: Future[Published] | None = None  # the newest update started
+        self._sweeps = 0
         self._lock = threading.Lock()
         self._size: int | None = None
         self._etag: str | None = None  # of ``checkpoint`` as last written or read
@@ -151,6 +161,7 @@ class BucketPublisher:
 
     def close(self) -> None:
         """Stop the upload threads."""
+        self._finisher.shutdown(wait=True)
         self._pool.shutdown(wait=True)
 
     # --- state --------------------------------------------------------------------------------
@@ -243,13 +254,30 @@ class BucketPublisher:
         ``coalesce`` (the mirror): only the newest checkpoint's tree gets tiles, so the partial
         tiles of the intermediate sizes are never uploaded (their notes still are; a reader
         holding one reads the newest partial tile, or the full one, and cuts it)."""
+        return self.start(checkpoints, progress, coalesce=coalesce).result()
+
+    def start(
+        self,
+        checkpoints: Sequence[PublishedCheckpoint],
+        progress: Progress | None = None,
+        *,
+        coalesce: bool = False,
+    ) -> Future[Published]:
+        """``update`` without waiting (the mirror): this update's tiles and notes go to the
+        upload pool at once, behind those of the updates started before it (its tiles are the
+        ones its tree has that the previous update's tree has not), and one finishing thread
+        writes its ``checkpoint`` once they are all in the bucket *and* the update before it
+        wrote its own: checkpoints in order, each after every tile of its tree. An update whose
+        predecessor failed fails with the same error and writes no ``checkpoint``; one started
+        after that failure plans again from the bucket's checkpoint."""
         if self.stopped is not None:
             raise self.stopped
-        if not self._conforming:
-            self.require_conforming()
-            self._conforming = True
         try:
-            return self._update(checkpoints, progress, coalesce)
+            if not self._conforming:
+                self.require_conforming()
+                self._conforming = True
+            with self._plan_lock:
+                return self._start(checkpoints, progress, coalesce)
         except ObjectConflictError as exc:
             self.stopped = exc
             _log.error("PUBLISHING STOPPED: %s", exc)
@@ -258,32 +286,76 @@ class BucketPublisher:
             self._size = None  # unknown: read the bucket's checkpoint again next time
             raise
 
-    def _update(
+    def _start(
         self, checkpoints: Sequence[PublishedCheckpoint], progress: Progress | None, coalesce: bool
-    ) -> Published:
-        start = size = self.published_size()
+    ) -> Future[Published]:
+        prev = self._tail
+        if prev is not None and prev.done() and prev.exception() is not None:
+            prev, self._planned = None, None  # it failed: plan from the bucket again
+        start = size = self._planned if self._planned is not None else self.published_size()
         todo = sorted({c.size: c for c in checkpoints if c.size > size}.values(), key=_size)
         if any(c.origin != self._origin for c in todo):
             raise StorageError(f"a checkpoint of another origin for the bucket of {self._origin}")
-        created = existing = 0
         jobs: list[tuple[tiles.TileID, int]] = []
         for checkpoint in todo[-1:] if coalesce else todo:  # new tiles, in one parallel sweep
             jobs += [(t, checkpoint.size) for t in tiles.new_tiles(size, checkpoint.size)]
             size = checkpoint.size
             self._edges.add(size)
         notes = [self._pool.submit(self.publish_note, c) for c in todo]  # beside the tiles
-        for made in self._pool.map(lambda job: self._put_tile(*job), jobs):
-            created += made
-            existing += 1 - made
-            if progress is not None:
-                progress(1)
-        for note in notes:
-            note.result()
-        if todo:
-            self._put_latest(todo[-1])
-            created += 1
+        uploads = [self._pool.submit(self._put_tile, *job) for job in jobs]
+        self._planned = size
+        self._sweeps += 1
+        tail = self._finisher.submit(
+            self._finish, self._sweeps, prev, start, size, todo[-1:], uploads, notes, progress
+        )
+        self._tail = tail
+        return tail
+
+    def _finish(
+        self,
+        sweep: int,
+        prev: Future[Published] | None,
+        start: int,
+        size: int,
+        newest: list[PublishedCheckpoint],
+        uploads: list[Future[int]],
+        notes: list[Future[None]],
+        progress: Progress | None,
+    ) -> Published:
+        """On the finishing thread: wait for the update before and for this one's uploads,
+        then write ``checkpoint``."""
+        created = existing = 0
+        try:
+            if prev is not None:
+                prev.result()  # its failure is this update's: no checkpoint over missing tiles
+            for upload in uploads:
+                made = upload.result()
+                created += made
+                existing += 1 - made
+                if progress is not None:
+                    progress(1)
+            for note in notes:
+                note.result()
+            if newest:
+                self._put_latest(newest[-1])
+                created += 1
+        except ObjectConflictError as exc:
+            self.stopped = self.stopped or exc
+            _log.error("PUBLISHING STOPPED: %s", exc)
+            raise
+        except Exception:
+            with self._plan_lock:
+                if self._sweeps == sweep:  # no later update chained on this one
+                    self._planned = None
+            self._size = None
+            raise
         self._size = size
         return Published(from_size=start, size=size, created=created, existing=existing)
+
+    def after_updates(self, work: Callable[[], T]) -> Future[T]:
+        """Run ``work`` on the finishing thread after the updates started so far (the mirror's
+        cosignature and anchor refresh: never beside a ``checkpoint`` write)."""
+        return self._finisher.submit(work)
 
     def _put_tile(self, tile: tiles.TileID, size: int) -> int:
         data = self._reader.read(tile, size)

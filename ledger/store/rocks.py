@@ -271,12 +271,15 @@ class RocksStore:
         create: bool = True,
         paranoid: bool = False,
         wal_recovery: str = "strict",
+        tiles_only: bool = False,
     ) -> None:
         """Open the store; ``secondary``: a read-only RocksDB secondary instance (``catch_up``
         follows the writer); ``create=False``: refuse a folder with no database (fsck,
         restore); ``paranoid``: any corrupt WAL record or block is an error, never skipped;
         ``wal_recovery``: "strict" (a torn tail is dropped, damage before it refuses to open)
-        or "salvage" (point in time: ``ledger restore accept --salvage-wal``)."""
+        or "salvage" (point in time: ``ledger restore accept --salvage-wal``); ``tiles_only``
+        (a secondary that publishes tiles, ``ledger.objstore.mirror``): the dedup family is not
+        opened, so ``catch_up`` does not replay its random keys (most of the WAL's inserts)."""
         if not create and not (Path(path) / "CURRENT").exists():
             raise StorageError(f"no RocksDB at {path}")
         opts, dedup = _options(memtable_mb, cache_mb)
@@ -294,16 +297,18 @@ class RocksStore:
             self._db = open_rdict(path, {"tree": opts, "digests": dedup}, opts)
         else:
             opts.set_max_open_files(-1)  # a secondary must keep every file open to catch up
-            families = {"tree": opts, "digests": dedup}
+            families = {"tree": opts} if tiles_only else {"tree": opts, "digests": dedup}
             access = AccessType.secondary(str(secondary))
             try:
                 self._db = Rdict(str(path), opts, column_families=families, access_type=access)
             except Exception as exc:
                 raise StorageError(f"cannot open {path} as a secondary: {exc}") from exc
         self._tree = self._db.get_column_family("tree")
-        self._digests = self._db.get_column_family("digests")
+        self.tiles_only = tiles_only and self.read_only
         self._tree_cf = self._db.get_column_family_handle("tree")
-        self._digests_cf = self._db.get_column_family_handle("digests")
+        if not self.tiles_only:
+            self._digests = self._db.get_column_family("digests")
+            self._digests_cf = self._db.get_column_family_handle("digests")
         self._check_version(Path(path))
         self._nosync = WriteOptions()
         self._nosync.sync = False
@@ -326,7 +331,9 @@ class RocksStore:
         return cls(path, secondary=scratch, memtable_mb=memtable_mb, cache_mb=cache_mb)
 
     def catch_up(self) -> None:
-        """A secondary: see what the writer has made durable since (10-80 ms)."""
+        """A secondary: see what the writer has made durable since (it replays the WAL written
+        since into its memtables, holding the GIL: 10-80 ms under load with the dedup family,
+        a few ms ``tiles_only``)."""
         self._db.try_catch_up_with_primary()
 
     def _check_version(self, path: Path) -> None:
@@ -377,6 +384,8 @@ class RocksStore:
     def find_digests(self, digests: Sequence[bytes]) -> list[int | None]:
         if not digests:
             return []
+        if self.tiles_only:
+            raise StorageError("this reader opened the store without its dedup index")
         found = cast(
             "list[bytes | None]", _read("the dedup index", lambda: self._digests.get(list(digests)))
         )
@@ -480,6 +489,8 @@ class RocksStore:
     FAMILIES = ("default", *FAMILIES)
 
     def _family(self, name: str) -> Rdict:
+        if name == "digests" and self.tiles_only:
+            raise StorageError("this reader opened the store without its dedup index")
         return {"default": self._db, "tree": self._tree, "digests": self._digests}[name]
 
     def scan_family(
