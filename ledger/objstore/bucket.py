@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -278,6 +279,24 @@ class Bucket:
             self._client.delete_object(Bucket=self.address.bucket, Key=self.key(name))
         except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
             raise self._fail(name, exc) from None
+
+    def delete_many(self, names: Sequence[str]) -> None:
+        """Delete ``names`` in one request per thousand (no error for those already gone)."""
+        for at in range(0, len(names), 1000):
+            keys = [{"Key": self.key(name)} for name in names[at : at + 1000]]
+            try:
+                response = self._client.delete_objects(
+                    Bucket=self.address.bucket, Delete={"Objects": keys, "Quiet": True}
+                )
+            except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
+                raise self._fail(names[at], exc) from None
+            errors = response.get("Errors") or []
+            if errors:
+                first = errors[0]
+                raise StorageError(
+                    f"{self.address.url}{first.get('Key', '')}: {first.get('Code', '')} "
+                    f"{first.get('Message', '')} ({len(errors)} not deleted)".rstrip()
+                )
 
     def ensure_bucket(self) -> None:
         """Create the bucket when it does not exist (tests, a fresh local store)."""
