@@ -21,8 +21,11 @@ swap failed never leaves the process.
 3. **copy**, on a background thread (``_Copier``), in swap order: the staged objects to their
    public C2SP paths, create-only (a 412 with other content is ``ObjectConflictError``), then
    ``checkpoints/<size>``, then the public ``checkpoint`` last (compare-and-swap, never
-   backwards): the public checkpoint is never ahead of its tiles. When several swapped-in trees
-   wait, one pass copies them all (one public checkpoint write for the lot). A failed copy is
+   backwards): the public checkpoint is never ahead of its tiles. A pass starts at most every
+   ``COPY_EVERY_S`` and copies every swapped-in tree waiting, as the mirror does: the full tiles
+   of all, the partial tiles of the newest only (an older tree's right edge is superseded: a
+   reader holding its note reads the newer partial or full tile and cuts it), every
+   ``checkpoints/<size>``, and one public checkpoint write for the lot. A failed copy is
    retried with ``ledger.core.backoff``; it never blocks a commit (only a backlog of
    ``MAX_PENDING`` trees does) and never affects safety: the staging objects stay, listed in the
    lock, until the public checkpoint covers them.
@@ -75,6 +78,7 @@ from ledger.store.contract import MemoryStore
 from ledger.store.tile_reader import TileReader
 
 __all__ = [
+    "COPY_EVERY_S",
     "LOCK_KEY",
     "MAX_PENDING",
     "STAGING_PREFIX",
@@ -101,6 +105,7 @@ _LATEST = {"Content-Type": "text/plain; charset=utf-8", "Cache-Control": CHECKPO
 TileSource = Callable[[tiles.TileID, int], bytes]
 # Swapped-in trees whose public copy may lag before a commit waits for the copier.
 MAX_PENDING = 64
+COPY_EVERY_S = 0.2  # one public copy pass at most this often: trees coalesce under load
 _BACKLOG_WAIT_S = 10.0
 _COPY_BACKOFF = Backoff(initial=0.05, maximum=2.0)
 
@@ -413,7 +418,8 @@ class PrimaryBucket:
         at = 0 if public is None else _note_size(public.body)
         names = [n for n in state.waiting if staging_size(n) > at]
         if names:
-            self._copy_public([_Staged(n, staging_size(n), None) for n in names], state.note)
+            for name in names:  # one tree at a time: each keeps its partial tiles
+                self._copy_public([_Staged(name, staging_size(name), None)], state.note)
         self._copier.published = max(self._copier.published, at, state.size)
 
     def _read_staged(self, staged: _Staged) -> list[tuple[str, bytes]] | None:
@@ -443,8 +449,8 @@ class PrimaryBucket:
             for path, body in items or ():
                 if path.startswith("checkpoints/"):
                     notes[staged.size] = body.decode()
-                else:
-                    objects[path] = body
+                elif staged.size == newest or _in_tree(path, newest):
+                    objects[path] = body  # an older tree's partial tiles: superseded
         if newest not in notes and _checkpoint_of(lock_note).size == newest:
             notes[newest] = lock_note  # a staging object from before notes were staged
 
@@ -459,6 +465,13 @@ class PrimaryBucket:
         list(self._pool.map(self._public.publish_note, checkpoints))
         if newest in notes:  # else the public checkpoint covered the newest already
             self._copier.put_public_checkpoint(notes[newest], newest)
+
+
+def _in_tree(path: str, size: int) -> bool:
+    """Whether the tile at ``path`` belongs to the tree of ``size``: a full tile always does,
+    a partial one only when it is that tree's right edge."""
+    tile = tiles.parse_tile_path(path)
+    return tile.full or tiles.tile_width(tile.level, tile.index, size) == tile.width
 
 
 def _checkpoint_of(note: str) -> PublishedCheckpoint:
@@ -541,9 +554,12 @@ class _Copier:
 
     def _run(self) -> None:
         attempt = 0
+        due = 0.0
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: self._queue or self._stopping)
+                self._cond.wait_for(lambda: bool(self._queue) or self._stopping)
+                # Let more trees join this pass (not while stopping: drain at once).
+                self._cond.wait_for(lambda: self._stopping, due - time.monotonic())
                 if not self._queue or (self._stopping and time.monotonic() > self._deadline):
                     if self._queue:
                         _log.warning(
@@ -574,6 +590,7 @@ class _Copier:
                     )
                 continue
             attempt = 0
+            due = time.monotonic() + COPY_EVERY_S
             with self._cond:
                 for _ in batch:
                     self._queue.popleft()
