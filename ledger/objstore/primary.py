@@ -91,6 +91,7 @@ __all__ = [
     "public_checkpoint",
     "read_leaves",
     "staging_name",
+    "staging_size",
 ]
 
 _log = logging.getLogger("ledger.objstore.primary")
