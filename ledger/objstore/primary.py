@@ -331,7 +331,9 @@ class PrimaryBucket:
         self._copier.check()  # another history found while copying: stop committing
         self._copier.wait_backlog(MAX_PENDING, _BACKLOG_WAIT_S)
         jobs = tiles.new_tiles(previous, published.size)
-        bodies = list(self._pool.map(lambda t: self._tiles(t, published.size), jobs))
+        # Read here, not on the pool: local reads holding the GIL gain nothing from threads and
+        # each hand-off costs CPU.
+        bodies = [self._tiles(t, published.size) for t in jobs]
         objects = [(t.path, b) for t, b in zip(jobs, bodies, strict=True)]
         objects.append((f"checkpoints/{published.size}", published.note.encode()))
         staging = staging_name(published.size, published.root_hash)
