@@ -305,6 +305,8 @@ SCENARIOS: tuple[Scenario, ...] = (
             Figure("local_b4_p99_ms", "local-only B4 p99", "ms"),
             Figure("primary_b4_p50_ms", "primary B4 p50 (call -> checkpoint)", "ms"),
             Figure("primary_b4_p99_ms", "primary B4 p99", "ms", "<=", 250),
+            Figure("local_b4_samples", "local-only B4 probes", "probes"),
+            Figure("primary_b4_samples", "primary B4 probes", "probes"),
             Figure("local_b4_load_per_s", "local-only load beside the probe", "records/s"),
             Figure("primary_b4_load_per_s", "primary load beside the probe", "records/s"),
             Figure("primary_b4_weed_us_per_entry", "SeaweedFS CPU per entry (B4 load)", "µs"),

@@ -506,7 +506,7 @@ class _Copier:
         self._deadline = 0.0
         self._thread: threading.Thread | None = None
         self.published = 0  # the newest size whose public copy is done
-        self.broken: LedgerError | None = None
+        self.broken: LedgerError | None = None  # a conflict (another history) or a bug
         self._etag: str | None = None  # of the public checkpoint as this process wrote it
         self._garbage: list[str] = []  # staging objects the public checkpoint covers
 
@@ -592,6 +592,13 @@ class _Copier:
                         lambda: self._stopping and time.monotonic() > self._deadline, wait
                     )
                 continue
+            except Exception as exc:  # a bug: stop committing loudly rather than pile up
+                _log.exception("public copy up to size %d failed", batch[-1].size)
+                with self._cond:
+                    self.broken = StorageError(f"primary mode: the public copy failed ({exc})")
+                    self._queue.clear()
+                    self._cond.notify_all()
+                return
             attempt = 0
             due = time.monotonic() + COPY_EVERY_S
             with self._cond:

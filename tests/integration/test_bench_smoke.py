@@ -37,7 +37,8 @@ HEADLINES = {
     "B8": ["sha256_per_s", "loop_entries_per_s", "b2_fraction"],
     "B11": ["endpoint_per_s", "client_proofs_per_s", "mirror_lag_p99_ms", "validated"],
     "B13": ["on_over_off_per_cpu", "lag_samples", "bucket_gets_per_s", "endpoint_gets_per_s"],
-    "B14": ["primary_over_local_per_cpu", "primary_b4_p99_ms", "primary_weed_us_per_entry"],
+    # (B4's probe may complete no call inside a 2 s window of primary mode on a busy machine)
+    "B14": ["primary_over_local_per_cpu", "primary_b4_samples", "primary_weed_us_per_entry"],
     "C": [
         "aio_unary_per_s",
         "aio_packed_per_s",
