@@ -15,6 +15,7 @@ from ledger.core.errors import LedgerError
 from ledger.fileio.keys import write_signer
 from ledger.objstore.bucket import Bucket, BucketAddress
 from ledger.objstore.conformance import check_store
+from ledger.objstore.primary import LOCK_KEY, LockState
 from ledger_client.remote.log import RemoteLog, status_name
 from tests.harness import ORIGIN, ServerProcess
 from tests.objstore_world import Seaweed
@@ -68,9 +69,19 @@ class Pair:
         return self._pool.submit(fn, *args)
 
     def bucket_checkpoint(self) -> tuple[int, bytes]:
-        stored = self.bucket.get("checkpoint")
-        assert stored is not None
-        cp = open_checkpoint(stored.body.decode(), [self.signer.verifier()], origin=ORIGIN)
+        """The bucket's durable checkpoint (the lock's: what acknowledgements wait for), once
+        the public ``checkpoint`` has caught up with it (the public copy follows the swap)."""
+        lock = self.bucket.get(LOCK_KEY)
+        assert lock is not None
+        state = LockState.decode(lock.body)
+
+        def public_size() -> bool | None:
+            stored = self.bucket.get("checkpoint")
+            size = 0 if stored is None else int(stored.body.split(b"\n")[1])
+            return True if size >= state.size else None
+
+        wait_until(public_size, timeout=30, what="the public checkpoint to reach the lock's")
+        cp = open_checkpoint(state.note, [self.signer.verifier()], origin=ORIGIN)
         return cp.checkpoint.size, cp.checkpoint.root_hash
 
     def close(self) -> None:

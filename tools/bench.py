@@ -32,6 +32,10 @@ min-max, next to the exact command and the date. Scenarios and targets:
         B2 at the rate the bucket absorbs, tile GETs/s from the bucket vs the log's endpoint
                                                           on >= 0.9 x off per server CPU s;
                                                           mirror lag p99 <= 1 s
+    B14 primary mode (tools/bench_primary.py): B2 and B4 local-only, then with the bucket as
+        the primary store (local SeaweedFS), fresh servers, same run; SeaweedFS CPU per entry
+                                                          primary >= 0.5 x local-only per
+                                                          server CPU s; B4 p99 <= 250 ms
 
 ``--quick`` shrinks everything (20k/40k-entry logs, 2 s windows, 20k B9 leaves, 1 run) for a
 smoke test.

@@ -1,5 +1,18 @@
 """Primary mode against local-only, same run, local SeaweedFS (issue 28 item 4).
 
+Scenario B14 of ``tools/bench.py`` (``b14_primary``; ``--only B14``): in one run, a fresh
+``ledger serve`` without a bucket and then a fresh one in primary mode (``--object-store-mode
+primary`` over a local SeaweedFS), each under
+
+* B2's load (pre-encoded ``AppendPacked`` of 1,000 digests, every client process x 2 in flight):
+  records/s, records per server CPU second, and in primary mode SeaweedFS's CPU per entry;
+* B4's probe beside B2-style load (2 processes x 4 in flight): one digest appended, then the
+  checkpoint polled until it covers it; reported as the time from the call to the covering
+  checkpoint (in primary mode the acknowledgement itself waits for the swap, so the call's
+  share counts).
+
+The standalone form (threads in this process, ``RemoteLog``; rougher):
+
     .venv/bin/python -m tools.bench_primary [--duration 8] [--json]
 
 For each mode (local-only, then primary) a fresh ``ledger serve`` runs B2's shape (``AppendPacked``
@@ -16,19 +29,106 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ledger.core.errors import LedgerError
 from ledger_client.remote.log import RemoteLog
+from tools.bench_clients import Outcome, Task, sleep_until
 from tools.bench_server import BenchServer, make_key
-from tools.bench_stats import proc_sample
+from tools.bench_stats import percentile, proc_sample
 from tools.seaweed import aws_env, checked_bucket, run_seaweedfs
 
-__all__ = ["main"]
+if TYPE_CHECKING:
+    from tools.bench_scenarios import Bench
+
+__all__ = ["b14_primary", "main"]
+
+NAN = float("nan")
+
+
+def _window(
+    bench: Bench, tasks: list[Task], pids: dict[str, int]
+) -> tuple[list[Outcome], dict[str, float]]:
+    """Run ``tasks``; their outcomes and the CPU seconds of each of ``pids`` in the window."""
+    plan = bench.plan
+    start = bench.pool.launch(tasks)
+    begin = start + plan.warm_s
+    sleep_until(begin)
+    before = {name: proc_sample(pid).cpu_s for name, pid in pids.items()}
+    sleep_until(begin + plan.duration_s)
+    cpu = {name: proc_sample(pid).cpu_s - before[name] for name, pid in pids.items()}
+    return bench.pool.collect(len(tasks), plan.duration_s + 180), cpu
+
+
+def _mode(bench: Bench, server: BenchServer, weed_pid: int | None) -> dict[str, float]:
+    """B2, then B4's probe under B2-style load, on ``server``."""
+    pids = {"server": server.pid} | ({} if weed_pid is None else {"weed": weed_pid})
+    seconds = bench.plan.duration_s
+    outs, cpu = _window(bench, bench._raw_tasks(server, "AppendPacked", 2, 1_000), pids)
+    records = sum(o.records for o in outs)
+    load = bench._raw_tasks(server, "AppendPacked", 4, 1_000, processes=2)
+    probe_outs, probe_cpu = _window(bench, [*load, bench._task("probe", server, seed=9)], pids)
+    probe = probe_outs[-1]
+    total = [a + b for a, b in zip(probe.latencies_ms, probe.extra_ms, strict=True)]
+    figures = {
+        "records_per_s": records / seconds,
+        "per_server_cpu_s": records / cpu["server"] if cpu["server"] else NAN,
+        "server_cores": cpu["server"] / seconds,
+        "errors": float(sum(o.errors for o in outs)),
+        "b4_p50_ms": percentile(total, 50),
+        "b4_p99_ms": percentile(total, 99),
+        "b4_samples": float(len(total)),
+        "b4_load_per_s": sum(o.records for o in probe_outs[:-1]) / seconds,
+    }
+    if "weed" in cpu:
+        figures["weed_us_per_entry"] = 1e6 * cpu["weed"] / records if records else NAN
+        b4_records = sum(o.records for o in probe_outs)
+        figures["b4_weed_us_per_entry"] = (
+            1e6 * probe_cpu["weed"] / b4_records if b4_records else NAN
+        )
+    return figures
+
+
+def b14_primary(bench: Bench, run: int) -> dict[str, float]:
+    """Scenario B14 (module docstring)."""
+    from tools.bench_scenarios import progress
+
+    progress(f"run {run} B14: B2 and B4 local-only, then in primary mode (SeaweedFS)")
+    root = bench.work / f"run{run}-B14-weed"
+    saved = {k: os.environ.get(k) for k in aws_env()}
+    os.environ.update(aws_env())  # the primary server finds its bucket credentials here
+    out: dict[str, float] = {}
+    try:
+        with run_seaweedfs(root) as weed:
+            url = checked_bucket(weed.endpoint, "s3://ledger/b14", writers=4)
+            primary = ("--object-store-url", url, "--object-store-endpoint", weed.endpoint,
+                       "--object-store-mode", "primary")  # fmt: skip
+            for mode, extra in (("local", ()), ("primary", primary)):
+                data_dir = bench.work / f"run{run}-B14-{mode}"
+                server = bench.start_server(data_dir, f"B14-{mode}-run{run}", *extra)
+                try:
+                    figures = _mode(bench, server, weed.proc.pid if extra else None)
+                finally:
+                    server.stop()
+                    shutil.rmtree(data_dir, ignore_errors=True)
+                out |= {f"{mode}_{name}": value for name, value in figures.items()}
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(root, ignore_errors=True)
+    out["primary_over_local_per_cpu"] = (
+        out["primary_per_server_cpu_s"] / out["local_per_server_cpu_s"]
+    )
+    return out
 
 
 def _percentile(values: list[float], q: float) -> float:

@@ -1,4 +1,5 @@
-"""The benchmark's scenarios B1..B8, B11 and B13, their targets, and the report (JSON, Markdown).
+"""The benchmark's scenarios B1..B8, B11, B13 and B14, their targets, and the report (JSON,
+Markdown).
 
 Each scenario names its figures; a figure may carry a target (``>=`` or ``<=`` a number) that
 its median across runs is checked against. Figures measured in a run are plain floats keyed by
@@ -286,6 +287,39 @@ SCENARIOS: tuple[Scenario, ...] = (
             Figure("bucket_gets_per_cpu_s", "per SeaweedFS CPU second", "requests"),
             Figure("endpoint_gets_per_s", "tile GETs from the log's endpoint", "requests/s"),
             Figure("endpoint_gets_per_cpu_s", "per server CPU second", "requests"),
+        ),
+    ),
+    Scenario(
+        "B14",
+        "primary mode (the bucket holds the log; tools/bench_primary.py): B2 and B4 on a fresh "
+        "local-only server, then on a fresh server in primary mode over a local SeaweedFS, same "
+        "run; B4 from the call to the covering checkpoint (primary acknowledges at the swap)",
+        "primary >= 0.5 of local-only per server CPU second; primary B4 p99 <= 250 ms",
+        (
+            Figure("local_records_per_s", "local-only B2", "records/s"),
+            Figure("primary_records_per_s", "primary B2", "records/s"),
+            Figure("local_per_server_cpu_s", "local-only per server CPU second", "records"),
+            Figure("primary_per_server_cpu_s", "primary per server CPU second", "records"),
+            Figure(
+                "primary_over_local_per_cpu",
+                "primary / local-only, per server CPU second",
+                "ratio",
+                ">=",
+                0.5,
+            ),
+            Figure("primary_weed_us_per_entry", "SeaweedFS CPU per entry (B2)", "µs"),
+            Figure("local_server_cores", "local-only server CPU", "cores"),
+            Figure("primary_server_cores", "primary server CPU", "cores"),
+            Figure("local_b4_p50_ms", "local-only B4 p50 (call -> checkpoint)", "ms"),
+            Figure("local_b4_p99_ms", "local-only B4 p99", "ms"),
+            Figure("primary_b4_p50_ms", "primary B4 p50 (call -> checkpoint)", "ms"),
+            Figure("primary_b4_p99_ms", "primary B4 p99", "ms", "<=", 250),
+            Figure("local_b4_samples", "local-only B4 probes", "probes"),
+            Figure("primary_b4_samples", "primary B4 probes", "probes"),
+            Figure("local_b4_load_per_s", "local-only load beside the probe", "records/s"),
+            Figure("primary_b4_load_per_s", "primary load beside the probe", "records/s"),
+            Figure("primary_b4_weed_us_per_entry", "SeaweedFS CPU per entry (B4 load)", "µs"),
+            Figure("primary_errors", "primary: failed calls", "calls"),
         ),
     ),
     Scenario(

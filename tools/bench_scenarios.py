@@ -30,6 +30,7 @@ from tools.bench_local import (
     synced_write_rate,
 )
 from tools.bench_peer import build_rates
+from tools.bench_primary import b14_primary
 from tools.bench_report import RunFigures
 from tools.bench_server import BenchServer, CeilingServer, make_key, signed_head
 from tools.bench_stats import disk_bytes, percentile
@@ -532,6 +533,8 @@ class Bench:
             figures["B11"] = figures.get("B11", {}) | b11_mirror_lag(self, run)
         if self.wants("B13"):
             figures["B13"] = b13_bucket(self, run)
+        if self.wants("B14"):
+            figures["B14"] = b14_primary(self, run)
         if self.wants("B8"):
             b8 = self.grpc_floor(run) | self.limit(run)
             b8["b2_fraction"] = figures["B2"]["records_per_s"] / b8["loop_entries_per_s"]

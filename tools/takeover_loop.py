@@ -255,6 +255,12 @@ def _verifier(server: BenchServer) -> Verifier:
     return Ed25519Verifier.from_key_string(server.verifier_key)
 
 
+def _public_size(bucket: Bucket) -> int:
+    stored = bucket.get("checkpoint")
+    lines = b"" if stored is None else stored.body.split(b"\n", 2)[1]
+    return int(lines) if lines.isdigit() else 0
+
+
 def _check(active: BenchServer, bucket: Bucket, verifier: Verifier, load: _Load) -> tuple[int, int]:
     lost = 0
     with RemoteLog(active.address, timeout=30) as client:
@@ -265,6 +271,9 @@ def _check(active: BenchServer, bucket: Bucket, verifier: Verifier, load: _Load)
             except LedgerError:
                 lost += 1
     second = 0
+    # The public copy follows the swap (acknowledged at the swap): let it reach what was served.
+    newest = max(load.notes, default=0)
+    _wait(lambda: _public_size(bucket) >= newest, 30)
     for size, note in load.notes.items():
         served = open_checkpoint(note, [verifier], origin=ORIGIN).checkpoint
         stored = bucket.get(f"checkpoints/{size}")

@@ -9,5 +9,6 @@ holds the log (``primary``: staging object, lock swap, copy; the lease and the s
 
 May import: ``ledger.core``, ``ledger.store``, ``ledger.http`` (the pipe to a mirror child,
 shared with the tile mirror); libraries ``boto3``, ``botocore``,
-``prometheus_client``, ``subprocess``, ``urllib3`` (botocore's own HTTP pool).
+``prometheus_client``, ``subprocess``, ``urllib3`` (botocore's own HTTP pool), ``http.client``
+(the bucket's keep-alive PUT connections).
 """

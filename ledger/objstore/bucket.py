@@ -21,17 +21,21 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import http.client
 import re
+import threading
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import boto3
 import botocore.auth
-import botocore.awsrequest
 import botocore.config
 import botocore.exceptions
-import urllib3
 
 from ledger.core.backoff import Backoff, retry
 from ledger.core.errors import FormatError, StorageError, StoreUnreachableError
@@ -42,6 +46,14 @@ _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.\-_]{1,254}$")
 _EXISTS = {"PreconditionFailed", "412", "ConditionalRequestConflict", "409"}
 _MISSING = {"NoSuchKey", "404", "NotFound"}
 _XML_FIELD = re.compile(rb"<(Code|Message)>([^<]{0,300})</")
+
+
+def _hmac(key: bytes, text: str) -> bytes:
+    return hmac.new(key, text.encode(), hashlib.sha256).digest()
+
+
+def _sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 class _Exists(Exception):
@@ -128,22 +140,25 @@ class Bucket:
         self._client: Any = session.client(
             "s3", endpoint_url=address.endpoint or None, config=config
         )
-        # PUTs (the publisher's hot path) skip botocore's request pipeline (events, endpoint
-        # rules, serializing, parsing: ~2/3 of its ~1.8 ms of CPU per PUT here): the same
-        # path-style URL and headers, signed by botocore's own SigV4 signer with the
-        # credentials found the usual way, over a urllib3 pool of ``connections`` kept warm.
-        credentials = session.get_credentials()
+        # PUTs (the publisher's and the primary store's hot path: one per tile) skip botocore's
+        # request pipeline: the same path-style URL and headers, signed with AWS Signature V4
+        # here (``_sigv4``: host, date and payload hash signed; the credentials found the usual
+        # way, the day's signing key kept) and sent over one keep-alive ``http.client``
+        # connection per thread: ~0.27 ms of CPU per PUT against ~0.7 ms through botocore's
+        # signer and urllib3 (measured side by side against SeaweedFS).
+        self._credentials = session.get_credentials()
         self._signer = (
             None
-            if credentials is None
-            else botocore.auth.S3SigV4Auth(credentials, "s3", address.region)
+            if self._credentials is None
+            else botocore.auth.S3SigV4Auth(self._credentials, "s3", address.region)
         )
         self._base = f"{self._client.meta.endpoint_url.rstrip('/')}/{quote(address.bucket)}/"
-        self._http = urllib3.PoolManager(
-            maxsize=max(1, connections),
-            timeout=urllib3.Timeout(connect=timeout_s, read=timeout_s),
-            retries=False,
-        )
+        origin = urlsplit(self._base)
+        self._origin = f"{origin.scheme}://{origin.netloc}"
+        self._host, self._https = origin.netloc, origin.scheme == "https"
+        self._timeout = timeout_s
+        self._local = threading.local()  # .conn: this thread's keep-alive connection
+        self._keys: tuple[str, str, bytes] = ("", "", b"")  # (day, secret, signing key)
         self._attempts = max(1, attempts)
 
     def key(self, name: str) -> str:
@@ -191,26 +206,33 @@ class Bucket:
 
     def _send(self, url: str, name: str, body: bytes, fields: dict[str, str]) -> str:
         """One signed PUT: the ETag; ``_Exists`` on 412/409, ``_Transient`` to try again."""
-        assert self._signer is not None
-        request = botocore.awsrequest.AWSRequest(method="PUT", url=url, data=body, headers=fields)
-        self._signer.add_auth(request)
-        try:
-            response = self._http.request(
-                "PUT", url, body=body, headers=dict(request.headers.items()), retries=False
-            )
-        except urllib3.exceptions.TimeoutError as exc:
-            if self._retry_timeouts:
-                raise _Transient(str(exc)) from None
-            raise StoreUnreachableError(  # a stalled store: fail now, within one timeout
-                f"{self.address.url}{name}: the object store did not answer within "
-                f"{self.timeout_s:g} s"
-            ) from None
-        except urllib3.exceptions.HTTPError as exc:
-            raise _Transient(str(exc)) from None
+        path = url[len(self._origin) :]
+        headers = {**fields, **self._sigv4(path, body)}
+        for fresh in (False, True):
+            conn, reused = self._connection(fresh)
+            try:
+                conn.request("PUT", path, body=body, headers=headers)
+                response = conn.getresponse()
+                data = response.read()
+            except (OSError, http.client.HTTPException) as exc:
+                conn.close()
+                self._local.conn = None
+                if isinstance(exc, TimeoutError) and not self._retry_timeouts:
+                    raise StoreUnreachableError(  # a stalled store: fail now, within one timeout
+                        f"{self.address.url}{name}: the object store did not answer within "
+                        f"{self.timeout_s:g} s"
+                    ) from None
+                if reused and not fresh:
+                    continue  # a kept connection the store had closed: once more, on a new one
+                raise _Transient(str(exc) or type(exc).__name__) from None
+            if response.will_close:
+                conn.close()
+                self._local.conn = None
+            break
         status = response.status
         if 200 <= status < 300:
             return str(response.headers.get("ETag", ""))
-        found = dict(_XML_FIELD.findall(response.data))
+        found = dict(_XML_FIELD.findall(data))
         code = found.get(b"Code", b"").decode("utf-8", "replace") or str(status)
         text = f"{self.address.url}{name}: {code} {found.get(b'Message', b'').decode()}".rstrip()
         if status in (412, 409):
@@ -220,6 +242,52 @@ class Bucket:
         if status in (401, 403):
             raise StoreUnreachableError(text)
         raise StorageError(text)
+
+    def _connection(self, fresh: bool) -> tuple[http.client.HTTPConnection, bool]:
+        """This thread's keep-alive connection, and whether it served a request before."""
+        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+        if conn is not None and not fresh:
+            return conn, True
+        if conn is not None:
+            conn.close()
+        kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+        conn = kind(self._host, timeout=self._timeout)
+        self._local.conn = conn
+        return conn, False
+
+    def _sigv4(self, path: str, body: bytes) -> dict[str, str]:
+        """The headers that sign a PUT of ``body`` to ``path`` (AWS Signature Version 4 for S3,
+        ``path`` already URI-encoded; the other headers travel unsigned)."""
+        assert self._credentials is not None
+        creds = self._credentials.get_frozen_credentials()
+        now = time.gmtime()
+        day = f"{now.tm_year:04d}{now.tm_mon:02d}{now.tm_mday:02d}"
+        stamp = f"{day}T{now.tm_hour:02d}{now.tm_min:02d}{now.tm_sec:02d}Z"
+        payload = hashlib.sha256(body).hexdigest()
+        signed = {"host": self._host, "x-amz-content-sha256": payload, "x-amz-date": stamp}
+        if creds.token:
+            signed["x-amz-security-token"] = creds.token
+        names = sorted(signed)
+        canonical = "\n".join(
+            ["PUT", path, "", *(f"{n}:{signed[n]}" for n in names), "", ";".join(names), payload]
+        )
+        scope = f"{day}/{self.address.region}/s3/aws4_request"
+        to_sign = f"AWS4-HMAC-SHA256\n{stamp}\n{scope}\n" + _sha256_hex(canonical.encode())
+        cached_day, cached_secret, key = self._keys
+        if cached_day != day or cached_secret != creds.secret_key:
+            key = _hmac(("AWS4" + creds.secret_key).encode(), day)
+            for part in (self.address.region, "s3", "aws4_request"):
+                key = _hmac(key, part)
+            self._keys = (day, creds.secret_key, key)
+        signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+        return {
+            "Host": self._host,
+            "x-amz-content-sha256": payload,
+            "x-amz-date": stamp,
+            **({"x-amz-security-token": creds.token} if creds.token else {}),
+            "Authorization": f"AWS4-HMAC-SHA256 Credential={creds.access_key}/{scope}, "
+            f"SignedHeaders={';'.join(names)}, Signature={signature}",
+        }
 
     def _put_boto(self, name: str, body: bytes, headers: dict[str, str], **condition: str) -> str:
         response = self._client.put_object(
@@ -291,6 +359,24 @@ class Bucket:
             self._client.delete_object(Bucket=self.address.bucket, Key=self.key(name))
         except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
             raise self._fail(name, exc) from None
+
+    def delete_many(self, names: Sequence[str]) -> None:
+        """Delete ``names`` in one request per thousand (no error for those already gone)."""
+        for at in range(0, len(names), 1000):
+            keys = [{"Key": self.key(name)} for name in names[at : at + 1000]]
+            try:
+                response = self._client.delete_objects(
+                    Bucket=self.address.bucket, Delete={"Objects": keys, "Quiet": True}
+                )
+            except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
+                raise self._fail(names[at], exc) from None
+            errors = response.get("Errors") or []
+            if errors:
+                first = errors[0]
+                raise StorageError(
+                    f"{self.address.url}{first.get('Key', '')}: {first.get('Code', '')} "
+                    f"{first.get('Message', '')} ({len(errors)} not deleted)".rstrip()
+                )
 
     def ensure_bucket(self) -> None:
         """Create the bucket when it does not exist (tests, a fresh local store)."""

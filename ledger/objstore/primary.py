@@ -2,26 +2,41 @@
 entry bundle, the tiles and a checkpoint covering it are stored there.
 
 One commit of a new tree (``PrimaryBucket.commit``), after the checkpoint is signed and before
-anyone sees it:
+anyone sees it, on the caller's (the log writer's) thread: two round trips.
 
-1. **stage**: every tile and entry bundle the new tree has that the previous one did not go into
-   one create-only object ``.ledger/staging/<size>-<root hex>`` (a 412 there is the same tree's
-   staging object: its name fixes the tree, so its content is the same);
+1. **stage**: every tile and entry bundle the new tree has that the previous one did not, and its
+   signed note as ``checkpoints/<size>``, go into one create-only object
+   ``.ledger/staging/<size>-<root hex>`` (a 412 there is the same tree's staging object: its name
+   fixes the tree, so its content is the same);
 2. **swap**: ``.ledger/lock`` (readers never fetch it) is replaced by ``If-Match`` on the ETag
-   this writer last saw, with the signed note, the staging object's name and this writer's id;
-3. **copy**: the staged objects to their public C2SP paths, create-only (a 412 with other content
-   is ``ObjectConflictError``), ``checkpoints/<size>``, and the public ``checkpoint`` last (by
-   compare-and-swap, never backwards).
+   this writer last wrote (no re-read), with the signed note, the staging object's name, the
+   names of the staging objects swapped in but not yet known to be copied (``pending``, oldest
+   first) and this writer's id.
 
-Only after step 2 may the caller serve the checkpoint, send it to witnesses, put it in receipts,
-write it to the local mark or acknowledge the appends it covers; a checkpoint whose swap failed
-never leaves the process. A 412 on the lock means "re-read the bucket", never a blind retry: the
-lock as stored is read back; this writer's own body there (a retried PUT that landed) is success,
-anything else is ``WriterFencedError`` (another writer took the lock: stop sequencing).
+After step 2 the checkpoint is durable in the bucket (the staging object holds its tiles and a
+writer that takes over applies it), so the caller may serve it, send it to witnesses, put it in
+receipts, write it to the local mark and acknowledge the appends it covers; a checkpoint whose
+swap failed never leaves the process.
+
+3. **copy**, on a background thread (``_Copier``), in swap order: the staged objects to their
+   public C2SP paths, create-only (a 412 with other content is ``ObjectConflictError``), then
+   ``checkpoints/<size>``, then the public ``checkpoint`` last (compare-and-swap, never
+   backwards): the public checkpoint is never ahead of its tiles. A pass starts at most every
+   ``COPY_EVERY_S`` and copies every swapped-in tree waiting, as the mirror does: the full tiles
+   of all, the partial tiles of the newest only (an older tree's right edge is superseded: a
+   reader holding its note reads the newer partial or full tile and cuts it), every
+   ``checkpoints/<size>``, and one public checkpoint write for the lot. A failed copy is
+   retried with ``ledger.core.backoff``; it never blocks a commit (only a backlog of
+   ``MAX_PENDING`` trees does) and never affects safety: the staging objects stay, listed in the
+   lock, until the public checkpoint covers them.
+
+A 412 on the lock means "re-read the bucket", never a blind retry: the lock as stored is read
+back; this writer's own body there (a retried PUT that landed) is success, anything else is
+``WriterFencedError`` (another writer took the lock: stop sequencing).
 
 A writer that starts (``open``) or takes over (``acquire``) first applies the locked checkpoint's
-staging object (step 3 again, idempotent), so a writer killed between swap and copy leaves
-nothing half-published for long.
+pending staging objects in order (step 3 again, idempotent), so a writer killed between swap and
+copy leaves nothing unpublished for long, and no later swap can strand an earlier staged tree.
 
 The lease. The lock object's ETag changes on every commit and on every ``renew`` (a swap of the
 same state; ``lease_s / 3`` apart). A standby (``LockWatcher``) judges a lease lapsed when the ETag
@@ -38,17 +53,20 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from ledger.core import tiles
+from ledger.core.backoff import Backoff
 from ledger.core.checkpoint import Checkpoint
 from ledger.core.errors import (
     FormatError,
     LedgerError,
     ObjectConflictError,
     StorageError,
+    StoreUnreachableError,
     WriterActiveError,
     WriterFencedError,
 )
@@ -60,7 +78,9 @@ from ledger.store.contract import MemoryStore
 from ledger.store.tile_reader import TileReader
 
 __all__ = [
+    "COPY_EVERY_S",
     "LOCK_KEY",
+    "MAX_PENDING",
     "STAGING_PREFIX",
     "LeaseKeeper",
     "LockState",
@@ -71,6 +91,7 @@ __all__ = [
     "public_checkpoint",
     "read_leaves",
     "staging_name",
+    "staging_size",
 ]
 
 _log = logging.getLogger("ledger.objstore.primary")
@@ -83,6 +104,17 @@ _BUNDLE = {**_TILE, "Content-Encoding": "gzip"}
 _LATEST = {"Content-Type": "text/plain; charset=utf-8", "Cache-Control": CHECKPOINT_CACHE}
 
 TileSource = Callable[[tiles.TileID, int], bytes]
+# Swapped-in trees whose public copy may lag before a commit waits for the copier.
+MAX_PENDING = 64
+COPY_EVERY_S = 0.2  # one public copy pass at most this often: trees coalesce under load
+_BACKLOG_WAIT_S = 10.0
+_COPY_BACKOFF = Backoff(initial=0.05, maximum=2.0)
+
+
+def staging_size(name: str) -> int:
+    """The tree size a staging object's name fixes (0 when the name is not one)."""
+    head = name[len(STAGING_PREFIX) :].partition("-")[0] if name.startswith(STAGING_PREFIX) else ""
+    return int(head) if head.isdigit() else 0
 
 
 def staging_name(size: int, root_hash: bytes) -> str:
@@ -124,7 +156,9 @@ def decode_staging(data: bytes) -> list[tuple[str, bytes]]:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LockState:
     """What ``.ledger/lock`` holds: the locked checkpoint (signed note), its staging object and
-    the writer that holds the lock; ``term`` counts renewals (so each renewal changes the body)."""
+    the writer that holds the lock; ``term`` counts renewals (so each renewal changes the body);
+    ``pending`` names the staging objects swapped in whose public copy may not be done, oldest
+    first (a lock without it: just ``staging``)."""
 
     writer: str
     note: str
@@ -132,11 +166,13 @@ class LockState:
     root_hash: bytes
     staging: str
     term: int = 0
+    pending: tuple[str, ...] = ()
 
     def encode(self) -> bytes:
         return json.dumps(
             {"writer": self.writer, "note": self.note, "size": self.size,
-             "root": self.root_hash.hex(), "staging": self.staging, "term": self.term},
+             "root": self.root_hash.hex(), "staging": self.staging, "term": self.term,
+             "pending": list(self.pending)},
             sort_keys=True,
         ).encode()  # fmt: skip
 
@@ -151,9 +187,15 @@ class LockState:
                 root_hash=bytes.fromhex(str(raw["root"])),
                 staging=str(raw["staging"]),
                 term=int(raw.get("term", 0)),
+                pending=tuple(str(name) for name in raw.get("pending", [])),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise FormatError(f"{LOCK_KEY}: damaged ({exc})") from None
+
+    @property
+    def waiting(self) -> tuple[str, ...]:
+        """The staging objects whose public copy may not be done, oldest first."""
+        return self.pending or ((self.staging,) if self.staging else ())
 
     @property
     def checkpoint(self) -> PublishedCheckpoint:
@@ -189,10 +231,23 @@ class PrimaryBucket:
         # (It never reads a local tile here: an empty reader.)
         empty = TileReader(store=MemoryStore(), published=lambda: None)
         self._public = BucketPublisher(bucket=bucket, reader=empty, origin=origin)
+        self._copier = _Copier(self)
 
-    def close(self) -> None:
+    def close(self, drain_s: float = 5.0) -> None:
+        """Stop: the public copies still queued get up to ``drain_s`` (the rest stay listed in
+        the lock for the next writer), then the threads end."""
+        self._copier.stop(drain_s)
         self._pool.shutdown(wait=True)
         self._public.close()
+
+    @property
+    def published_size(self) -> int:
+        """The size of the newest tree this process saw fully copied to the public paths."""
+        return self._copier.published
+
+    def wait_published(self, size: int, timeout: float = 30.0) -> bool:
+        """Wait until the public copy reaches ``size``; whether it did in time."""
+        return self._copier.wait(size, timeout)
 
     # --- reading the lock -----------------------------------------------------------------
 
@@ -273,11 +328,17 @@ class PrimaryBucket:
                 f"primary mode: commit of size {published.size} over {previous}, but the lock "
                 f"is at {None if self.state is None else self.state.size}"
             )
+        self._copier.check()  # another history found while copying: stop committing
+        self._copier.wait_backlog(MAX_PENDING, _BACKLOG_WAIT_S)
         jobs = tiles.new_tiles(previous, published.size)
-        bodies = list(self._pool.map(lambda t: self._tiles(t, published.size), jobs))
+        # Read here, not on the pool: local reads holding the GIL gain nothing from threads and
+        # each hand-off costs CPU.
+        bodies = [self._tiles(t, published.size) for t in jobs]
+        objects = [(t.path, b) for t, b in zip(jobs, bodies, strict=True)]
+        objects.append((f"checkpoints/{published.size}", published.note.encode()))
         staging = staging_name(published.size, published.root_hash)
-        self.bucket.create(staging, encode_staging(
-            [(t.path, b) for t, b in zip(jobs, bodies, strict=True)]), _PRIVATE)  # fmt: skip
+        self.bucket.create(staging, encode_staging(objects), _PRIVATE)
+        done = self._copier.published
         mine = LockState(
             writer=self.writer,
             note=published.note,
@@ -285,15 +346,11 @@ class PrimaryBucket:
             root_hash=published.root_hash,
             staging=staging,
             term=self.state.term + 1,
+            pending=(*(n for n in self.state.waiting if staging_size(n) > done), staging),
         )
-        old = self.state
         self._swap(mine)
-        self._copy(mine, dict(zip((t.path for t in jobs), bodies, strict=True)))
-        if old.staging and old.staging != staging:
-            try:
-                self.bucket.delete(old.staging)
-            except LedgerError as exc:  # garbage only: the next start removes nothing else
-                _log.warning("could not delete %s: %s", old.staging, exc)
+        # Swapped in: durable in the bucket. The public copy follows on the copier's thread.
+        self._copier.submit(mine.pending, {staging: objects}, mine.note)
 
     def renew(self) -> None:
         """Renew the lease: swap the same state with the next term."""
@@ -324,7 +381,8 @@ class PrimaryBucket:
                 self._unsure.clear()
                 if self.state.size > mine.size:
                     raise StorageError("primary mode: the lock moved past this commit")
-                mine = replace(mine, term=self.state.term + 1)
+                pending = sorted({*self.state.waiting, *mine.pending}, key=staging_size)
+                mine = replace(mine, term=self.state.term + 1, pending=tuple(pending))
                 body = mine.encode()
                 etag = self.bucket.swap(LOCK_KEY, body, self._etag, _PRIVATE)
                 stored = self.bucket.get(LOCK_KEY) if etag is None else None
@@ -355,21 +413,50 @@ class PrimaryBucket:
     # --- copying ---------------------------------------------------------------------------
 
     def apply(self, state: LockState) -> None:
-        """Copy the locked checkpoint's staging object to the public paths (idempotent)."""
+        """Copy the locked checkpoint's pending staging objects to the public paths, in order
+        (idempotent); on return the public checkpoint covers the locked one."""
         if not state.size:
             return
         public = self.bucket.get("checkpoint")
-        if public is not None and _note_size(public.body) >= state.size:
-            return
-        stored = self.bucket.get(state.staging)
+        at = 0 if public is None else _note_size(public.body)
+        names = [n for n in state.waiting if staging_size(n) > at]
+        if names:
+            for name in names:  # one tree at a time: each keeps its partial tiles
+                self._copy_public([_Staged(name, staging_size(name), None)], state.note)
+        self._copier.published = max(self._copier.published, at, state.size)
+
+    def _read_staged(self, staged: _Staged) -> list[tuple[str, bytes]] | None:
+        """The staged objects of ``staged``; None when the public checkpoint covers it already
+        (its staging object may then be gone)."""
+        if staged.objects is not None:
+            return staged.objects
+        stored = self.bucket.get(staged.name)
         if stored is None:
+            public = self.bucket.get("checkpoint")
+            if public is not None and _note_size(public.body) >= staged.size:
+                return None
             raise StorageError(
-                f"{self.bucket.address.url}{state.staging}: the locked checkpoint's staging "
+                f"{self.bucket.address.url}{staged.name}: a locked checkpoint's staging "
                 "object is missing"
             )
-        self._copy(state, dict(decode_staging(stored.body)))
+        return decode_staging(stored.body)
 
-    def _copy(self, state: LockState, objects: dict[str, bytes]) -> None:
+    def _copy_public(self, batch: Sequence[_Staged], lock_note: str) -> None:
+        """One pass of step 3 for ``batch`` (consecutive swapped-in trees, oldest first): their
+        tiles, their ``checkpoints/<size>``, then the public checkpoint of the newest."""
+        newest = batch[-1].size
+        objects: dict[str, bytes] = {}
+        notes: dict[int, str] = {}
+        for staged in batch:
+            items = self._read_staged(staged)
+            for path, body in items or ():
+                if path.startswith("checkpoints/"):
+                    notes[staged.size] = body.decode()
+                elif staged.size == newest or _in_tree(path, newest):
+                    objects[path] = body  # an older tree's partial tiles: superseded
+        if newest not in notes and _checkpoint_of(lock_note).size == newest:
+            notes[newest] = lock_note  # a staging object from before notes were staged
+
         def put(item: tuple[str, bytes]) -> int:
             path, body = item
             if path.startswith("tile/entries/"):
@@ -377,23 +464,191 @@ class PrimaryBucket:
             return self._public._create(path, body, _TILE, body)
 
         list(self._pool.map(put, objects.items()))
-        checkpoint = state.checkpoint
-        self._public.publish_note(checkpoint)
-        self._put_public_checkpoint(state.note, state.size)
+        checkpoints = [_checkpoint_of(note) for _, note in sorted(notes.items())]
+        list(self._pool.map(self._public.publish_note, checkpoints))
+        if newest in notes:  # else the public checkpoint covered the newest already
+            self._copier.put_public_checkpoint(notes[newest], newest)
 
-    def _put_public_checkpoint(self, note: str, size: int) -> None:
-        body = note.encode()
+
+def _in_tree(path: str, size: int) -> bool:
+    """Whether the tile at ``path`` belongs to the tree of ``size``: a full tile always does,
+    a partial one only when it is that tree's right edge."""
+    tile = tiles.parse_tile_path(path)
+    return tile.full or tiles.tile_width(tile.level, tile.index, size) == tile.width
+
+
+def _checkpoint_of(note: str) -> PublishedCheckpoint:
+    body = Checkpoint.from_text(SignedNote.from_text(note).text)
+    return PublishedCheckpoint(
+        origin=body.origin, size=body.size, root_hash=body.root_hash, note=note
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Staged:
+    """A swapped-in tree waiting for its public copy: its staging object's name, its size and
+    the staged objects (None: read them back from the staging object)."""
+
+    name: str
+    size: int
+    objects: list[tuple[str, bytes]] | None
+
+
+class _Copier:
+    """Step 3 on a thread of its own, in swap order (module docstring)."""
+
+    def __init__(self, primary: PrimaryBucket) -> None:
+        self._primary = primary
+        self._queue: deque[_Staged] = deque()
+        self._lock_note = ""
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._deadline = 0.0
+        self._thread: threading.Thread | None = None
+        self.published = 0  # the newest size whose public copy is done
+        self.broken: LedgerError | None = None  # a conflict (another history) or a bug
+        self._etag: str | None = None  # of the public checkpoint as this process wrote it
+        self._garbage: list[str] = []  # staging objects the public checkpoint covers
+
+    def submit(self, pending: Sequence[str], objects: dict[str, list[tuple[str, bytes]]],
+               lock_note: str) -> None:  # fmt: skip
+        """Queue the trees of ``pending`` not copied or queued yet (objects in memory when in
+        ``objects``, else read back from their staging objects)."""
+        with self._cond:
+            queued = {staged.name for staged in self._queue}
+            for name in pending:
+                size = staging_size(name)
+                if size > self.published and name not in queued:
+                    self._queue.append(_Staged(name, size, objects.get(name)))
+            self._lock_note = lock_note
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="ledger-public-copy", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify_all()
+
+    def check(self) -> None:
+        if self.broken is not None:
+            raise self.broken
+
+    def wait_backlog(self, limit: int, timeout: float) -> None:
+        """Block while more than ``limit`` trees wait; ``StoreUnreachableError`` after
+        ``timeout``."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: len(self._queue) < limit, timeout):
+                raise StoreUnreachableError(
+                    f"{self._primary.bucket.address.url}: {len(self._queue)} checkpoints wait "
+                    "for their public copy; the bucket does not keep up"
+                )
+
+    def wait(self, size: int, timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: self.published >= size, timeout)
+
+    def stop(self, drain_s: float) -> None:
+        with self._cond:
+            self._stopping = True
+            self._deadline = time.monotonic() + drain_s
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout=drain_s + 10)
+
+    def _run(self) -> None:
+        attempt = 0
+        due = 0.0
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: bool(self._queue) or self._stopping)
+                # Let more trees join this pass (not while stopping: drain at once).
+                self._cond.wait_for(lambda: self._stopping, due - time.monotonic())
+                if not self._queue or (self._stopping and time.monotonic() > self._deadline):
+                    if self._queue:
+                        _log.warning(
+                            "stopping with %d checkpoints not copied to the public paths (the "
+                            "next writer copies them from the staging objects)",
+                            len(self._queue),
+                        )
+                    break
+                batch = list(self._queue)
+                note = self._lock_note
+            try:
+                self._primary._copy_public(batch, note)
+            except ObjectConflictError as exc:
+                _log.error("public copy: %s", exc)
+                with self._cond:
+                    self.broken = exc
+                    self._queue.clear()
+                    self._cond.notify_all()
+                return
+            except LedgerError as exc:
+                wait = _COPY_BACKOFF.delay(attempt)
+                attempt += 1
+                _log.warning("public copy up to size %d: %s (retry in %.2f s)",
+                             batch[-1].size, exc, wait)  # fmt: skip
+                with self._cond:
+                    self._cond.wait_for(
+                        lambda: self._stopping and time.monotonic() > self._deadline, wait
+                    )
+                continue
+            except Exception as exc:  # a bug: stop committing loudly rather than pile up
+                _log.exception("public copy up to size %d failed", batch[-1].size)
+                with self._cond:
+                    self.broken = StorageError(f"primary mode: the public copy failed ({exc})")
+                    self._queue.clear()
+                    self._cond.notify_all()
+                return
+            attempt = 0
+            due = time.monotonic() + COPY_EVERY_S
+            with self._cond:
+                for _ in batch:
+                    self._queue.popleft()
+                self.published = max(self.published, batch[-1].size)
+                self._cond.notify_all()
+            self._collect([staged.name for staged in batch])
+        self._collect([])  # stopping: the rest of the garbage
+
+    def put_public_checkpoint(self, note: str, size: int) -> None:
+        """The public ``checkpoint`` to ``note`` by compare-and-swap, never backwards: the ETag
+        this process last wrote first, re-read only when the swap fails."""
+        bucket, body = self._primary.bucket, note.encode()
+        etag = self._etag
         for _ in range(5):
-            stored = self.bucket.get("checkpoint")
+            if etag is not None:
+                fresh = bucket.swap("checkpoint", body, etag, _LATEST)
+                if fresh is not None:
+                    self._etag = fresh
+                    return
+            stored = bucket.get("checkpoint")
             if stored is None:
-                if self.bucket.create("checkpoint", body, _LATEST):
+                if bucket.create("checkpoint", body, _LATEST):
+                    self._etag = self._etag_of(body)
                     return
                 continue
             if _note_size(stored.body) >= size:
+                self._etag = None
                 return  # never backwards (a later writer got there first)
-            if self.bucket.swap("checkpoint", body, stored.etag, _LATEST) is not None:
-                return
-        raise StorageError(f"{self.bucket.address.url}checkpoint: lost the swap five times")
+            etag = stored.etag
+        raise StorageError(f"{bucket.address.url}checkpoint: lost the swap five times")
+
+    def _etag_of(self, body: bytes) -> str | None:
+        stored = self._primary.bucket.get("checkpoint")
+        return stored.etag if stored is not None and stored.body == body else None
+
+    def _collect(self, names: list[str]) -> None:
+        """Delete staging objects the public checkpoint now covers, a few at a time (garbage
+        only: a writer that applies the lock skips trees the public checkpoint covers)."""
+        self._garbage += names
+        if len(self._garbage) < 16 and not self._stopping:
+            return
+        garbage, self._garbage = self._garbage, []
+        if not garbage:
+            return
+        try:
+            self._primary.bucket.delete_many(garbage)
+        except LedgerError as exc:
+            _log.warning("could not delete %d staging objects: %s", len(garbage), exc)
 
 
 def _note_size(body: bytes) -> int:

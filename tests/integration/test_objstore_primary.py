@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from collections.abc import Iterator
 
 import pytest
 
@@ -14,6 +15,7 @@ from ledger.core import tiles
 from ledger.core.checkpoint import Ed25519Signer
 from ledger.core.errors import (
     LogFailedError,
+    NotFoundError,
     StoreUnreachableError,
     UnavailableError,
     WriterActiveError,
@@ -42,6 +44,16 @@ pytestmark = pytest.mark.integration
 ORIGIN = "ledger.test/primary"
 
 
+_WRITERS: list[PrimaryBucket] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_writers() -> Iterator[None]:
+    yield
+    while _WRITERS:
+        _WRITERS.pop().close(drain_s=0)  # the public copier stops with its bucket
+
+
 class _Writer:
     """One writer: its own local store (the cache), a log whose publisher swaps into the bucket."""
 
@@ -57,6 +69,7 @@ class _Writer:
             writer=name,
         )
         self.log = Log(store=self.store, signer=signer, origin=ORIGIN, gate=self.primary.commit)
+        _WRITERS.append(self.primary)
 
     def grow(self, count: int) -> PublishedCheckpoint:
         self.log.append([AppendItem(os.urandom(32)) for _ in range(count)])
@@ -84,7 +97,9 @@ def test_a_commit_stages_swaps_then_copies(seaweed: Seaweed) -> None:
     staged = bucket.get(lock.staging)
     assert staged is not None
     paths = [path for path, _ in decode_staging(staged.body)]
-    assert paths == [t.path for t in tiles.new_tiles(3, cp.size)]
+    assert paths == [t.path for t in tiles.new_tiles(3, cp.size)] + [f"checkpoints/{cp.size}"]
+    assert writer.primary.wait_published(cp.size)  # the public copy follows the swap
+    writer.primary.close()
     assert bucket.get(staging_name(3, writer.log.root_at(3))) is None  # the older one is gone
     client = TileClient(seaweed.public_url("ledger", "p/commit"))
     verified = client.checkpoint([signer.verifier()], origin=ORIGIN)
@@ -101,6 +116,7 @@ def test_a_stale_writer_is_fenced_and_its_checkpoint_never_leaves(seaweed: Seawe
     old = _Writer(address, "old", signer)
     old.primary.acquire()
     first = old.grow(10)
+    assert old.primary.wait_published(first.size)
     new = _Writer(address, "new", signer)
     with pytest.raises(WriterActiveError):
         new.primary.open()  # the lock names another writer: a start does not take it
@@ -125,6 +141,7 @@ def test_a_writer_that_takes_over_applies_the_locked_staging_object(seaweed: Sea
     crashed = _Writer(address, "crashed", signer)
     crashed.primary.acquire()
     crashed.grow(4)
+    assert crashed.primary.wait_published(4)
     # What a writer killed between its swap and its copy leaves: a staging object and the lock.
     crashed.log.append([AppendItem(os.urandom(32)) for _ in range(300)])
     size, root = crashed.log.size, crashed.log.root_at(crashed.log.size)
@@ -222,3 +239,82 @@ def test_a_store_error_does_not_fail_the_log(seaweed: Seaweed) -> None:
     finally:
         os.kill(seaweed.proc.pid, signal.SIGCONT)
     assert writer.log.publish().size == 3
+
+
+def test_a_takeover_publishes_every_tree_swapped_in_before_a_crash(seaweed: Seaweed) -> None:
+    """Acknowledged at the swap; a writer killed before its public copies leaves several swapped
+    trees unpublished: the next writer publishes them all, in order, from the staging objects."""
+    address = _ready(seaweed, "p/crash")
+    signer = Ed25519Signer.generate(ORIGIN)
+    crashed = _Writer(address, "crashed", signer)
+    crashed.primary.acquire()
+    first = crashed.grow(4)
+    assert crashed.primary.wait_published(first.size)
+    # What kill -9 between swap and copy leaves: the copier stops, the commits go on.
+    crashed.primary._copier.stop(0)
+    middle = crashed.grow(300)
+    last = crashed.grow(5)
+    bucket = crashed.primary.bucket
+    lock = bucket.get(LOCK_KEY)
+    assert lock is not None
+    state = LockState.decode(lock.body)
+    assert state.size == last.size and state.pending == (
+        staging_name(middle.size, middle.root_hash),
+        staging_name(last.size, last.root_hash),
+    )
+    public = bucket.get("checkpoint")
+    assert public is not None and public.body.decode() == first.note  # acked, not yet copied
+    assert bucket.get(f"checkpoints/{middle.size}") is None
+    taker = _Writer(address, "taker", signer)
+    taken = taker.primary.acquire()
+    assert taken is not None and taken.size == last.size
+    public = bucket.get("checkpoint")
+    assert public is not None and public.body.decode() == last.note
+    client = TileClient(seaweed.public_url("ledger", "p/crash"))
+    for cp in (middle, last):  # the earlier swapped tree is complete too, note and tiles
+        stored = bucket.get(f"checkpoints/{cp.size}")
+        assert stored is not None and stored.body.decode() == cp.note
+        assert client.root(cp.size) == cp.root_hash
+    assert client.leaves(0, last.size, last.size) == crashed.store.get_leaves(range(last.size))
+
+
+def test_the_public_checkpoint_is_never_ahead_of_its_tiles(seaweed: Seaweed) -> None:
+    """Under append load (acknowledged at the swap, copied behind), every public checkpoint a
+    reader sees has its tiles: the root computed from the public tiles matches it."""
+    address = _ready(seaweed, "p/order")
+    signer = Ed25519Signer.generate(ORIGIN)
+    writer = _Writer(address, "a", signer)
+    writer.primary.acquire()
+    service = LogService(writer.log, checkpoint_interval=0.005, ack_on_publish=True)
+    client = TileClient(seaweed.public_url("ledger", "p/order"))
+    seen: list[int] = []
+
+    async def load() -> None:
+        await service.start()
+        try:
+            for _ in range(30):
+                await asyncio.gather(
+                    *[service.append([AppendItem(os.urandom(32))]) for _ in range(40)]
+                )
+        finally:
+            await service.stop()
+
+    def read() -> None:
+        while writer.log.size < 1200 or not seen or seen[-1] < writer.log.size:
+            try:
+                verified = client.checkpoint([signer.verifier()], origin=ORIGIN).checkpoint
+            except NotFoundError:
+                continue  # nothing public yet
+            if verified.size and (not seen or seen[-1] != verified.size):
+                assert client.root(verified.size) == verified.root_hash
+                seen.append(verified.size)
+            if len(seen) > 200:
+                return
+
+    async def both() -> None:
+        reader = asyncio.get_running_loop().run_in_executor(None, read)
+        await load()
+        await asyncio.wait_for(reader, 60)
+
+    asyncio.run(both())
+    assert len(seen) >= 2 and seen == sorted(seen)

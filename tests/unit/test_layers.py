@@ -87,7 +87,7 @@ RULES: Mapping[str, Rule] = {
     ),
     "ledger.objstore": rule(
         "ledger.core ledger.store ledger.http",
-        "boto3 botocore prometheus_client subprocess urllib3",
+        "boto3 botocore http.client prometheus_client subprocess urllib3",
     ),
     "ledger.ops": rule(
         "ledger.core ledger.timestamp ledger.store ledger.log ledger.fileio", "cryptography"
