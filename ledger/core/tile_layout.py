@@ -11,12 +11,14 @@ differ only in where the bytes live.
   The value is the tile's *rows*, concatenated, 32 bytes per hash: row ``r`` holds the full
   nodes of height ``8 L + r`` inside the tile (``w >> r`` of them, ``r = 0..7``). Row 0 is the
   tile as served (``value[:32 w]``); rows 1..7 are the interior nodes proofs need and a tile
-  does not carry. Level 0 stores rows 4..7 only (``LEVEL0_FIRST_ROW``): its row 0 (the leaf
-  hashes) and rows 1..3 (nodes over 2, 4 and 8 leaves) are derived from the entry bundle a
-  proof reads anyway (at most 8 leaf hashes and 7 interior hashes per node), which saves 60
-  bytes per entry; rows 4..7 cost 3.75 bytes per entry and spare proofs hashing 16 to 128
-  leaves per node. This is layout ``tiles-2``; ``tiles-1`` stored level-0 rows 1..7
-  (``ledger.store.migrate`` converts it).
+  does not carry. Level 0 stores rows 3..7 only (``LEVEL0_FIRST_ROW``): its row 0 (the leaf
+  hashes) and rows 1..2 (nodes over 2 and 4 leaves) are derived from the entry bundle a proof
+  reads anyway (at most 4 leaf hashes and 3 interior hashes per node), which saves 56 bytes
+  per entry; rows 3..7 cost 7.75 bytes per entry. Deriving row 3 too would save 4 bytes more
+  and cost an inclusion proof 8 more leaf hashes (in process, CPU per proof: +18% inclusion,
+  +27% consistency, against +7% and +12% for rows 1..2; docs/benchmarks.md "Layout tiles-2").
+  This is layout ``tiles-2``; ``tiles-1`` stored level-0 rows 1..7 (``ledger.store.migrate``
+  converts it).
 
 A group commit rewrites the right-edge (partial) bundle and one partial tile value per level;
 values left of the edge are full and written once. A tile of width ``w`` is a prefix of every
@@ -63,17 +65,17 @@ def tile_key(level: int, index: int) -> bytes:
     return b"T" + level.to_bytes(1, "big") + index.to_bytes(8, "big")
 
 
-LEVEL0_FIRST_ROW = 4
+LEVEL0_FIRST_ROW = 3
 """The lowest row a level-0 tile value stores (rows below it are derived from the bundle)."""
 
 
 def _first_row(level: int) -> int:
-    """The lowest row stored in a tile value: 4 at level 0, 0 above."""
+    """The lowest row stored in a tile value: ``LEVEL0_FIRST_ROW`` at level 0, 0 above."""
     return LEVEL0_FIRST_ROW if level == 0 else 0
 
 
 def _rows(level: int) -> int:
-    """Rows stored in a tile value: level 0 keeps rows 4..7, higher levels rows 0..7."""
+    """Rows stored in a tile value: level 0 keeps rows 3..7, higher levels rows 0..7."""
     return TILE_HEIGHT - _first_row(level)
 
 
@@ -93,7 +95,7 @@ _OFFSETS = [[_total(b, k) for k in range(TILE_HEIGHT + 1)] for b in range(TILE_W
 
 def _base(value: bytes, level: int) -> int:
     """Base width of a stored tile value: the width of its lowest stored row (row 0 above
-    level 0; at level 0, row 4: the bundle width over 16)."""
+    level 0; at level 0, row 3: the bundle width over 8)."""
     base = _BASE[_rows(level)].get(len(value) // HASH_SIZE)
     if base is None or len(value) % HASH_SIZE:
         raise StorageError(f"tile value at level {level} has a malformed length {len(value)}")
@@ -277,16 +279,6 @@ class TileWriter:
 # --- reading -------------------------------------------------------------------------------
 
 
-def _subtree(leaf_hashes: dict[int, bytes], first: int, count: int) -> bytes:
-    """The hash of the full node over ``count`` (a power of two) leaves from ``first``."""
-    level = [leaf_hashes[i] for i in range(first, first + count)]
-    while len(level) > 1:
-        level = [
-            _sha256(b"\x01" + level[k] + level[k + 1]).digest() for k in range(0, len(level), 2)
-        ]
-    return level[0]
-
-
 class StoredTiles:
     """Nodes, leaves, tiles and entry bundles answered from the stored values (one batched
     lookup per call); anything the caller says must be there raises ``StorageError`` if not."""
@@ -334,9 +326,8 @@ class StoredTiles:
         """
         if not ids:
             return []
-        leaf_hashes = self._leaf_hashes(
-            {i for h, j in ids if h < LEVEL0_FIRST_ROW for i in range(j << h, (j + 1) << h)}
-        )
+        low = [(h, j) for h, j in ids if h < LEVEL0_FIRST_ROW]
+        derived = iter(self._derived(low)) if low else iter(())
         # a tile value as one integer: level (above bit 56) and tile index
         tiles = {
             (h >> 3) << 56 | j >> (TILE_HEIGHT - (h & 7)) for h, j in ids if h >= LEVEL0_FIRST_ROW
@@ -347,7 +338,7 @@ class StoredTiles:
         out = []
         for h, j in ids:
             if h < LEVEL0_FIRST_ROW:
-                out.append(_subtree(leaf_hashes, j << h, 1 << h))
+                out.append(next(derived))
                 continue
             level, row = h >> 3, h & 7
             t = level << 56 | j >> (TILE_HEIGHT - row)
@@ -360,13 +351,22 @@ class StoredTiles:
             out.append(values[keys[t]][at : at + HASH_SIZE])
         return out
 
-    def _leaf_hashes(self, wanted: set[int]) -> dict[int, bytes]:
-        """Leaf hash by index of the leaves at ``wanted``, in one read."""
-        indexes = sorted(wanted)
-        leaves = self.leaves(indexes)
-        return {
-            i: _sha256(b"\x00" + leaf).digest() for i, leaf in zip(indexes, leaves, strict=True)
-        }
+    def _derived(self, low: list[tuple[int, int]]) -> list[bytes]:
+        """Hashes of nodes of height below ``LEVEL0_FIRST_ROW``, from their leaves (one read)."""
+        indexes = [i for h, j in low for i in range(j << h, (j + 1) << h)]
+        hashes = [_sha256(b"\x00" + leaf).digest() for leaf in self.leaves(indexes)]
+        out = []
+        at = 0
+        for h, _ in low:
+            level = hashes[at : at + (1 << h)]
+            at += 1 << h
+            while len(level) > 1:
+                level = [
+                    _sha256(b"\x01" + level[k] + level[k + 1]).digest()
+                    for k in range(0, len(level), 2)
+                ]
+            out.append(level[0])
+        return out
 
     def tiles(self, ids: Sequence[tuple[int, int, int]]) -> list[bytes]:
         """Tiles ``(level, index, width)`` as served: ``width`` hashes of height ``8 level``."""

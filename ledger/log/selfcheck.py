@@ -10,8 +10,8 @@ checksum (a bug, a tool, a restored file). So:
 * every proof is verified against the signed root of its size before it is sent; a size that
   is not a checkpoint size is first tied to the newest signed root by a consistency proof from
   stored nodes (``RootCheck.root``);
-* entries read back are checked against the tree: each group of 16 leaves against the lowest
-  stored node above it (height 4, ``ledger.core.tile_layout.LEVEL0_FIRST_ROW``: nodes below it
+* entries read back are checked against the tree: each group of 8 leaves against the lowest
+  stored node above it (height 3, ``ledger.core.tile_layout.LEVEL0_FIRST_ROW``: nodes below it
   are hashed from the leaves themselves, so checking against them would prove nothing), leaves
   past the last full group against the compact range's subtrees (``check_leaves``).
 

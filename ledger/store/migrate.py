@@ -3,8 +3,8 @@
 Two conversions, each safe to repeat after a crash:
 
 **tiles-1 -> tiles-2** (``convert_tiles1``): layout ``tiles-1`` stored level-0 tile rows 1..7;
-``tiles-2`` stores rows 4..7 and derives rows 1..3 from the entry bundle (28 bytes per entry
-less). Only level-0 tile values change (one per 256 entries): each keeps its rows 4..7, the
+``tiles-2`` stores rows 3..7 and derives rows 1..2 from the entry bundle (24 bytes per entry
+less). Only level-0 tile values change (one per 256 entries): each keeps its rows 3..7, the
 suffix of its old value. ``RocksStore`` runs it when a writer opens a ``tiles-1`` dir (a
 secondary refuses one); ``ledger migrate-storage`` runs it too. Chunks of values are rewritten
 in write batches that also record how far the conversion got (key ``M``), so a crash resumes
@@ -62,11 +62,11 @@ def _tiles1_bases() -> dict[int, int]:
 
 
 def _tiles2_value(key: bytes, old: bytes, bases: dict[int, int]) -> bytes:
-    """A tiles-1 level-0 value cut to its rows 4..7 (its rows 1..3 come first)."""
+    """A tiles-1 level-0 value cut to its rows 3..7 (its rows 1..2 come first)."""
     base = bases.get(len(old) // HASH_SIZE)
     if base is None or len(old) % HASH_SIZE:
         raise StorageError(f"tile value {key.hex()} has no tiles-1 length ({len(old)} bytes)")
-    dropped = sum(base >> k for k in range(LEVEL0_FIRST_ROW - 1))  # rows 1..3
+    dropped = sum(base >> k for k in range(LEVEL0_FIRST_ROW - 1))  # rows 1..2
     return old[dropped * HASH_SIZE :]
 
 
@@ -90,7 +90,7 @@ def convert_tiles1(
         for key, value in batch:
             if value:
                 wb.put(key, value, tree_cf)
-            else:  # a right-edge tile narrower than 16 leaves: tiles-2 has no value for it
+            else:  # a right-edge tile narrower than 8 leaves: tiles-2 has no value for it
                 wb.delete(key, tree_cf)
         wb.put(PROGRESS, next_index.to_bytes(8, "big"))
         db.write(wb, nosync)

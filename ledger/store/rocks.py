@@ -11,7 +11,7 @@ Key layout (raw bytes, integers big-endian so keys sort numerically), in three c
     b"M"                                  only while converting tiles-1 (``ledger.store.migrate``)
     b"B" || bundle index (8)              entry bundle: (uint16 length || v1 leaf) per entry
     b"T" || tile level (1) || index (8)   tile rows (``core.tile_layout``): hashes, 32 bytes each
-                                          (level 0: rows 4..7; rows 0..3 come from the bundle)
+                                          (level 0: rows 3..7; rows 0..2 come from the bundle)
     record digest (32)                    index (6)                    (dedup index)
     b"C" || size (8)                      root hash (32) || signed note (UTF-8)
     b"A" || size (8) || TSA name (UTF-8)  genTime ms (8) || DER TimeStampToken
@@ -71,7 +71,7 @@ __all__ = ["LAYOUT", "OLD_FAMILIES", "TILES_1", "RocksStore", "open_rdict"]
 
 _STATE = b"S"
 _VERSION = b"V"
-LAYOUT = b"tiles-2"  # level-0 tile values hold rows 4..7 (``ledger.core.tile_layout``)
+LAYOUT = b"tiles-2"  # level-0 tile values hold rows 3..7 (``ledger.core.tile_layout``)
 TILES_1 = b"tiles-1"  # level-0 tile values held rows 1..7: converted on open by a writer
 OLD_FAMILIES = ("entries", "nodes", "dedup")  # the per-entry layout before tiles
 FAMILIES = ("tree", "digests")

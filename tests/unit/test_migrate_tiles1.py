@@ -1,5 +1,5 @@
 """Data dirs of layout ``tiles-1`` (level-0 tile values holding rows 1..7) are converted to
-``tiles-2`` (rows 4..7) when a writer opens them: every leaf, node, tile, bundle and dedup answer
+``tiles-2`` (rows 3..7) when a writer opens them: every leaf, node, tile, bundle and dedup answer
 is the same after as before, a conversion interrupted part-way resumes, and a secondary refuses
 an unconverted dir."""
 
@@ -13,6 +13,7 @@ import pytest
 from ledger.core import merkle
 from ledger.core.errors import StorageError
 from ledger.core.merkle import CompactRange, NodeID
+from ledger.core.tile_layout import LEVEL0_FIRST_ROW
 from ledger.core.tiles import frame_entry
 from ledger.core.types import encode_leaf
 from ledger.log.integrator import Integrator
@@ -153,13 +154,13 @@ def test_a_tiles1_dir_is_converted_on_open_and_answers_the_same(
     for name, value in want.items():
         assert got[name] == value, name
     new = raw_tree(path)
-    # only level-0 tile values changed: each is its old value's rows 4..7 (or gone when empty)
+    # only level-0 tile values changed: each is its old value's rows 3..7 (or gone when empty)
     for key, value in old.items():
         if key[:2] == b"T\x00":
             assert old[key].endswith(new.get(key, b""))
             assert len(new.get(key, b"")) == 32 * sum(
                 (min(256, len(leaves) - 256 * int.from_bytes(key[2:], "big")) >> r)
-                for r in range(4, 8)
+                for r in range(LEVEL0_FIRST_ROW, 8)
             )
         else:
             assert new[key] == value
