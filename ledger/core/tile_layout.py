@@ -352,14 +352,27 @@ class StoredTiles:
         return out
 
     def _derived(self, low: list[tuple[int, int]]) -> list[bytes]:
-        """Hashes of nodes of height below ``LEVEL0_FIRST_ROW``, from their leaves (one read)."""
-        indexes = [i for h, j in low for i in range(j << h, (j + 1) << h)]
-        hashes = [_sha256(b"\x00" + leaf).digest() for leaf in self.leaves(indexes)]
+        """Hashes of nodes of height below ``LEVEL0_FIRST_ROW`` (height 0: leaf hashes), from
+        their leaves: one read of the bundles that hold them (a node lies in one bundle)."""
+        keys = {n: bundle_key(n) for n in {j << h >> TILE_HEIGHT for h, j in low}}
+        values = self._values(list(keys.values()), "entry bundle")
+        readers: dict[int, Callable[[int], bytes]] = {}
+        for n, key in keys.items():
+            try:
+                readers[n] = entry_bundle_reader(values[key])
+            except MalformedTileError as exc:
+                raise StorageError(f"stored entry bundle {key.hex()}: {exc}") from None
         out = []
-        at = 0
-        for h, _ in low:
-            level = hashes[at : at + (1 << h)]
-            at += 1 << h
+        mask = TILE_WIDTH - 1
+        for h, j in low:
+            first = j << h
+            entry = readers[first >> TILE_HEIGHT]
+            level = []
+            for i in range(first, first + (1 << h)):
+                leaf = entry(i & mask)
+                if not leaf:
+                    raise StorageError(f"missing entry {i}")
+                level.append(_sha256(b"\x00" + leaf).digest())
             while len(level) > 1:
                 level = [
                     _sha256(b"\x01" + level[k] + level[k + 1]).digest()
