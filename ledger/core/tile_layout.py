@@ -15,8 +15,8 @@ differ only in where the bytes live.
   hashes) and rows 1..2 (nodes over 2 and 4 leaves) are derived from the entry bundle a proof
   reads anyway (at most 4 leaf hashes and 3 interior hashes per node), which saves 56 bytes
   per entry; rows 3..7 cost 7.75 bytes per entry. Deriving row 3 too would save 4 bytes more
-  and cost an inclusion proof 8 more leaf hashes (in process, CPU per proof: +18% inclusion,
-  +27% consistency, against +7% and +12% for rows 1..2; docs/benchmarks.md "Layout tiles-2").
+  and cost each proof 8 more leaf hashes, about twice the CPU rows 1..2 add (measured in
+  docs/benchmarks.md "Storage layout tiles-2, 2026-12-01 (load average 9.7–16)").
   This is layout ``tiles-2``; ``tiles-1`` stored level-0 rows 1..7 (``ledger.store.migrate``
   converts it).
 
