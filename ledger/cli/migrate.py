@@ -1,5 +1,6 @@
-"""``ledger migrate-storage``: convert a data dir of the per-entry layout to the tile layout
-(``ledger.store.migrate``), in place, while the server is stopped."""
+"""``ledger migrate-storage``: convert a data dir of the per-entry layout, or of tile layout
+``tiles-1``, to the current tile layout (``ledger.store.migrate``), in place, while the server
+is stopped."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ __all__ = ["migrate_storage"]
     help="the stopped log's data dir (its RocksDB is <data-dir>/db)",
 )
 def migrate_storage(db_dir: Path | None, data_dir: Path | None) -> None:
-    """Convert a stopped log's data dir to the tile storage layout (safe to rerun)."""
+    """Convert a stopped log's data dir to the current storage layout (safe to rerun)."""
     if (db_dir is None) == (data_dir is None):
         click.echo("error: give exactly one of --db DIR or --data-dir DIR", err=True)
         sys.exit(2)

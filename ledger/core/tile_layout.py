@@ -11,8 +11,14 @@ differ only in where the bytes live.
   The value is the tile's *rows*, concatenated, 32 bytes per hash: row ``r`` holds the full
   nodes of height ``8 L + r`` inside the tile (``w >> r`` of them, ``r = 0..7``). Row 0 is the
   tile as served (``value[:32 w]``); rows 1..7 are the interior nodes proofs need and a tile
-  does not carry. Level 0 stores rows 1..7 only: its row 0 (the leaf hashes) is derived from
-  the entry bundle, which saves 32 bytes per entry.
+  does not carry. Level 0 stores rows 3..7 only (``LEVEL0_FIRST_ROW``): its row 0 (the leaf
+  hashes) and rows 1..2 (nodes over 2 and 4 leaves) are derived from the entry bundle a proof
+  reads anyway (at most 4 leaf hashes and 3 interior hashes per node), which saves 56 bytes
+  per entry; rows 3..7 cost 7.75 bytes per entry. Deriving row 3 too would save 4 bytes more
+  and cost each proof 8 more leaf hashes, about twice the CPU rows 1..2 add (measured in
+  docs/benchmarks.md "Storage layout tiles-2, 2026-12-01 (load average 9.7–16)").
+  This is layout ``tiles-2``; ``tiles-1`` stored level-0 rows 1..7 (``ledger.store.migrate``
+  converts it).
 
 A group commit rewrites the right-edge (partial) bundle and one partial tile value per level;
 values left of the edge are full and written once. A tile of width ``w`` is a prefix of every
@@ -34,6 +40,7 @@ from ledger.core.merkle import NodeID
 from ledger.core.tiles import TILE_HEIGHT, TILE_WIDTH, entry_bundle_reader, split_entry_bundle
 
 __all__ = [
+    "LEVEL0_FIRST_ROW",
     "Lookup",
     "StoredTiles",
     "TileWriter",
@@ -58,23 +65,37 @@ def tile_key(level: int, index: int) -> bytes:
     return b"T" + level.to_bytes(1, "big") + index.to_bytes(8, "big")
 
 
+LEVEL0_FIRST_ROW = 3
+"""The lowest row a level-0 tile value stores (rows below it are derived from the bundle)."""
+
+
+def _first_row(level: int) -> int:
+    """The lowest row stored in a tile value: ``LEVEL0_FIRST_ROW`` at level 0, 0 above."""
+    return LEVEL0_FIRST_ROW if level == 0 else 0
+
+
 def _rows(level: int) -> int:
-    """Rows stored in a tile value: level 0 keeps rows 1..7, higher levels rows 0..7."""
-    return TILE_HEIGHT - 1 if level == 0 else TILE_HEIGHT
+    """Rows stored in a tile value: level 0 keeps rows 3..7, higher levels rows 0..7."""
+    return TILE_HEIGHT - _first_row(level)
 
 
 def _total(base: int, rows: int) -> int:
     return sum(base >> k for k in range(rows))
 
 
-# Value length (in hashes) -> base width, per row count; the sum is strictly increasing in base.
-_BASE = {rows: {_total(b, rows): b for b in range(TILE_WIDTH + 1)} for rows in (7, 8)}
+# Value length (in hashes) -> base width (the width of the lowest stored row), per row count;
+# the sum is strictly increasing in base.
+_BASE = {
+    rows: {_total(b, rows): b for b in range((TILE_WIDTH >> (TILE_HEIGHT - rows)) + 1)}
+    for rows in (_rows(0), _rows(1))
+}
 # Offsets (in hashes) of row k, per base width: _OFFSETS[base][k].
 _OFFSETS = [[_total(b, k) for k in range(TILE_HEIGHT + 1)] for b in range(TILE_WIDTH + 1)]
 
 
 def _base(value: bytes, level: int) -> int:
-    """Base width of a stored tile value (row 0 width; for level 0, half the bundle width)."""
+    """Base width of a stored tile value: the width of its lowest stored row (row 0 above
+    level 0; at level 0, row 3: the bundle width over 8)."""
     base = _BASE[_rows(level)].get(len(value) // HASH_SIZE)
     if base is None or len(value) % HASH_SIZE:
         raise StorageError(f"tile value at level {level} has a malformed length {len(value)}")
@@ -120,7 +141,7 @@ class _Tile:
         return _Tile(self.index, [bytearray(r) for r in self.rows])
 
     def value(self, level: int) -> bytes:
-        return b"".join(self.rows[1:] if level == 0 else self.rows)
+        return b"".join(self.rows[_first_row(level) :])
 
 
 class TileWriter:
@@ -150,11 +171,11 @@ class TileWriter:
             rows = _rows(lvl)
             width = (size >> (TILE_HEIGHT * lvl)) & (TILE_WIDTH - 1)
             base = _base(value, lvl) if value else 0
-            if base != (width >> 1 if lvl == 0 else width):
+            first = _first_row(lvl)
+            if base != width >> first:
                 raise StorageError(f"the right-edge tile at level {lvl} does not match size {size}")
             offsets = _OFFSETS[base]
             tile = tiles[lvl] = _Tile.empty(size >> (TILE_HEIGHT * (lvl + 1)))
-            first = TILE_HEIGHT - rows
             for k in range(rows):
                 at, end = offsets[k] * HASH_SIZE, offsets[k + 1] * HASH_SIZE
                 tile.rows[first + k] += (value or b"")[at:end]
@@ -174,6 +195,8 @@ class TileWriter:
         bundle = self._add_entries(first, entries, writes)
         tiles = {lvl: tile.copy() for lvl, tile in self._tiles.items()}
         for (height, index), h in nodes:
+            if height < LEVEL0_FIRST_ROW:
+                continue  # derived from the bundle when read
             lvl, row = height >> 3, height & 7
             n = index >> (TILE_HEIGHT - row)
             tile = tiles.get(lvl)
@@ -214,7 +237,7 @@ class TileWriter:
             at += take
         tiles = dict(self._tiles)
         pieces: dict[int, dict[int, list[tuple[int, bytes]]]] = {}  # level -> tile -> rows
-        for height, row_hashes in enumerate(rows, 1):
+        for height, row_hashes in enumerate(rows[LEVEL0_FIRST_ROW - 1 :], LEVEL0_FIRST_ROW):
             lvl, row = height >> 3, height & 7
             span = TILE_WIDTH >> row  # nodes of this height in one tile
             index = first >> height  # the first node completed at this height
@@ -298,31 +321,64 @@ class StoredTiles:
         """Hashes of full nodes (any height; height 0 is the leaf hash of the entry).
 
         Proofs ask for thousands of nodes in a few hundred values: each value's key and base
-        width are worked out once, each node is then two shifts and a slice.
+        width are worked out once, each node is then two shifts and a slice. Nodes of height
+        below ``LEVEL0_FIRST_ROW`` are hashed from their leaves (each leaf hashed once per call).
         """
         if not ids:
             return []
-        leaf_ids = [j for h, j in ids if h == 0]
-        leaf_hashes = iter([_sha256(b"\x00" + leaf).digest() for leaf in self.leaves(leaf_ids)])
+        low = [(h, j) for h, j in ids if h < LEVEL0_FIRST_ROW]
+        derived = iter(self._derived(low)) if low else iter(())
         # a tile value as one integer: level (above bit 56) and tile index
-        tiles = {(h >> 3) << 56 | j >> (TILE_HEIGHT - (h & 7)) for h, j in ids if h}
+        tiles = {
+            (h >> 3) << 56 | j >> (TILE_HEIGHT - (h & 7)) for h, j in ids if h >= LEVEL0_FIRST_ROW
+        }
         keys = {t: tile_key(t >> 56, t & _INDEX_MASK) for t in tiles}
         values = self._values(list(keys.values()), "tile value") if keys else {}
         bases = {t: _base(values[key], t >> 56) for t, key in keys.items()}
         out = []
         for h, j in ids:
-            if h == 0:
-                out.append(next(leaf_hashes))
+            if h < LEVEL0_FIRST_ROW:
+                out.append(next(derived))
                 continue
             level, row = h >> 3, h & 7
             t = level << 56 | j >> (TILE_HEIGHT - row)
             pos = j & ((TILE_WIDTH >> row) - 1)
-            stored = row - 1 if level == 0 else row
+            stored = row - _first_row(level)
             base = bases[t]
             if pos >= base >> stored:
                 raise StorageError(f"missing tree node {NodeID(h, j)}")
             at = (_OFFSETS[base][stored] + pos) * HASH_SIZE
             out.append(values[keys[t]][at : at + HASH_SIZE])
+        return out
+
+    def _derived(self, low: list[tuple[int, int]]) -> list[bytes]:
+        """Hashes of nodes of height below ``LEVEL0_FIRST_ROW`` (height 0: leaf hashes), from
+        their leaves: one read of the bundles that hold them (a node lies in one bundle)."""
+        keys = {n: bundle_key(n) for n in {j << h >> TILE_HEIGHT for h, j in low}}
+        values = self._values(list(keys.values()), "entry bundle")
+        readers: dict[int, Callable[[int], bytes]] = {}
+        for n, key in keys.items():
+            try:
+                readers[n] = entry_bundle_reader(values[key])
+            except MalformedTileError as exc:
+                raise StorageError(f"stored entry bundle {key.hex()}: {exc}") from None
+        out = []
+        mask = TILE_WIDTH - 1
+        for h, j in low:
+            first = j << h
+            entry = readers[first >> TILE_HEIGHT]
+            level = []
+            for i in range(first, first + (1 << h)):
+                leaf = entry(i & mask)
+                if not leaf:
+                    raise StorageError(f"missing entry {i}")
+                level.append(_sha256(b"\x00" + leaf).digest())
+            while len(level) > 1:
+                level = [
+                    _sha256(b"\x01" + level[k] + level[k + 1]).digest()
+                    for k in range(0, len(level), 2)
+                ]
+            out.append(level[0])
         return out
 
     def tiles(self, ids: Sequence[tuple[int, int, int]]) -> list[bytes]:

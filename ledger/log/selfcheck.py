@@ -10,8 +10,10 @@ checksum (a bug, a tool, a restored file). So:
 * every proof is verified against the signed root of its size before it is sent; a size that
   is not a checkpoint size is first tied to the newest signed root by a consistency proof from
   stored nodes (``RootCheck.root``);
-* entries read back are checked against the tree: each pair of leaves against the stored
-  level-1 node above it, an unpaired last leaf against the compact range (``check_leaves``).
+* entries read back are checked against the tree: each group of 8 leaves against the lowest
+  stored node above it (height 3, ``ledger.core.tile_layout.LEVEL0_FIRST_ROW``: nodes below it
+  are hashed from the leaves themselves, so checking against them would prove nothing), leaves
+  past the last full group against the compact range's subtrees (``check_leaves``).
 
 A failed check raises ``DataLossError`` naming what disagrees; never a wrong answer.
 """
@@ -23,6 +25,7 @@ from collections.abc import Callable, Sequence
 from ledger.core import merkle
 from ledger.core.errors import DataLossError, VerificationError
 from ledger.core.merkle import CompactRange, NodeID
+from ledger.core.tile_layout import LEVEL0_FIRST_ROW
 from ledger.core.types import ConsistencyProof, InclusionProof, PublishedCheckpoint
 
 __all__ = [
@@ -156,20 +159,37 @@ def check_leaves(
     get_nodes: NodeReader,
     get_leaves: LeafReader,
 ) -> None:
-    """Check leaves read back (all below ``compact.size``) against the committed tree."""
+    """Check leaves read back (all below ``compact.size``) against the committed tree: each
+    against the lowest stored node over it, or the compact range's subtree over it."""
     size = compact.size
+    group = 1 << LEVEL0_FIRST_ROW
+    full = size - size % group  # leaves under full stored nodes of height LEVEL0_FIRST_ROW
     hashes = {i: merkle.leaf_hash(leaf) for i, leaf in zip(indexes, leaves, strict=True)}
-    siblings = sorted({i ^ 1 for i in hashes if (i ^ 1) not in hashes and (i ^ 1) < size})
-    for i, leaf in zip(siblings, get_leaves(siblings), strict=True):
+    groups = sorted({i >> LEVEL0_FIRST_ROW for i in hashes if i < full})
+    spans = [(k * group, group) for k in groups]
+    edge: list[tuple[int, int]] = []  # the compact range's subtrees past ``full``
+    if any(i >= full for i in hashes):
+        at = full
+        for height in reversed(range(LEVEL0_FIRST_ROW)):
+            if (size - full) >> height & 1:
+                edge.append((at, 1 << height))
+                at += 1 << height
+    wanted = sorted(
+        {i for first, n in spans + edge for i in range(first, first + n) if i not in hashes}
+    )
+    for i, leaf in zip(wanted, get_leaves(wanted), strict=True):
         hashes[i] = merkle.leaf_hash(leaf)
-    parents = sorted({i >> 1 for i in hashes if (i | 1) < size})
-    stored = get_nodes([NodeID(1, k) for k in parents])
-    for k, node in zip(parents, stored, strict=True):
-        if merkle.node_hash(hashes[2 * k], hashes[2 * k + 1]) != node:
+    stored = get_nodes([NodeID(LEVEL0_FIRST_ROW, k) for k in groups])
+    stack = compact.hashes[len(compact.hashes) - len(edge) :]
+    for (first, n), node in zip(spans + edge, [*stored, *stack], strict=True):
+        if merkle.root([hashes[i] for i in range(first, first + n)]) == node:
+            continue
+        if n == 1:
             raise DataLossError(
-                f"entries {2 * k} and {2 * k + 1} do not match the stored tree node above them; "
-                "a stored entry is damaged, it is not served"
+                f"entry {first} does not match the tree's last leaf hash; not served"
             )
-    last = size - 1
-    if size & 1 and last in hashes and hashes[last] != compact.hashes[-1]:
-        raise DataLossError(f"entry {last} does not match the tree's last leaf hash; not served")
+        raise DataLossError(
+            f"entries {first} to {first + n - 1} do not match the "
+            f"{'stored tree node' if first < full else 'tree state'} over them; "
+            "a stored entry is damaged, it is not served"
+        )

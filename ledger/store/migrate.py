@@ -1,12 +1,20 @@
-"""Convert a data dir of the per-entry layout to the tile layout (``ledger.core.tile_layout``), in
-place.
+"""Convert older data dirs to the current storage layout (``ledger.core.tile_layout``), in place.
 
-The per-entry layout kept one value per entry (``E`` || index), one per dedup digest
-(``D`` || digest) and one per tree node (``N`` || level || index), either in column families
-``entries`` / ``dedup`` / ``nodes`` or, before those, all in ``default``. Checkpoints, anchors
-and the tree state keep their keys and formats.
+Two conversions, each safe to repeat after a crash:
 
-Steps, each safe to repeat after a crash (the layout version key is written last):
+**tiles-1 -> tiles-2** (``convert_tiles1``): layout ``tiles-1`` stored level-0 tile rows 1..7;
+``tiles-2`` stores rows 3..7 and derives rows 1..2 from the entry bundle (24 bytes per entry
+less). Only level-0 tile values change (one per 256 entries): each keeps its rows 3..7, the
+suffix of its old value. ``RocksStore`` runs it when a writer opens a ``tiles-1`` dir (a
+secondary refuses one); ``ledger migrate-storage`` runs it too. Chunks of values are rewritten
+in write batches that also record how far the conversion got (key ``M``), so a crash resumes
+where it stopped; the layout version is written last, with the progress key deleted.
+
+**The per-entry layout -> tiles** (``migrate``): the per-entry layout kept one value per entry
+(``E`` || index), one per dedup digest (``D`` || digest) and one per tree node (``N`` || level ||
+index), either in column families ``entries`` / ``dedup`` / ``nodes`` or, before those, all in
+``default``. Checkpoints, anchors and the tree state keep their keys and formats. Steps (the
+layout version key is written last):
 
 1. drop any half-built ``tree`` / ``digests`` families of an earlier, interrupted run;
 2. stream the old entries in index order, rebuilding bundles, tile values and the dedup index
@@ -22,18 +30,90 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import cast
 
-from rocksdict import Options, Rdict, WriteBatch, WriteOptions
+from rocksdict import ColumnFamily, Options, Rdict, WriteBatch, WriteOptions
 
 from ledger.core.errors import StorageError
+from ledger.core.limits import HASH_SIZE
 from ledger.core.merkle import CompactRange, leaf_hash
-from ledger.core.tile_layout import TileWriter
-from ledger.core.tiles import frame_entry
+from ledger.core.tile_layout import LEVEL0_FIRST_ROW, TileWriter, tile_key
+from ledger.core.tiles import TILE_HEIGHT, TILE_WIDTH, frame_entry
 from ledger.store.contract import TreeState
-from ledger.store.rocks import FAMILIES, INDEX_BYTES, LAYOUT, OLD_FAMILIES, RocksStore, open_rdict
+from ledger.store.rocks import (
+    FAMILIES,
+    INDEX_BYTES,
+    LAYOUT,
+    OLD_FAMILIES,
+    TILES_1,
+    RocksStore,
+    open_rdict,
+)
 
-__all__ = ["migrate"]
+__all__ = ["PROGRESS", "convert_tiles1", "migrate"]
 
 CHUNK = 1 << 16  # entries per write while rebuilding
+TILE_CHUNK = 4_096  # level-0 tile values per write while converting tiles-1
+PROGRESS = b"M"  # tiles-1 -> tiles-2: level-0 tiles below this index (8 bytes) are converted
+
+
+def _tiles1_bases() -> dict[int, int]:
+    """tiles-1 level-0 value length (in hashes) -> its base width (row 1: bundle width / 2)."""
+    rows = TILE_HEIGHT - 1
+    return {sum(b >> k for k in range(rows)): b for b in range(TILE_WIDTH // 2 + 1)}
+
+
+def _tiles2_value(key: bytes, old: bytes, bases: dict[int, int]) -> bytes:
+    """A tiles-1 level-0 value cut to its rows 3..7 (its rows 1..2 come first)."""
+    base = bases.get(len(old) // HASH_SIZE)
+    if base is None or len(old) % HASH_SIZE:
+        raise StorageError(f"tile value {key.hex()} has no tiles-1 length ({len(old)} bytes)")
+    dropped = sum(base >> k for k in range(LEVEL0_FIRST_ROW - 1))  # rows 1..2
+    return old[dropped * HASH_SIZE :]
+
+
+def convert_tiles1(
+    db: Rdict, tree: Rdict, tree_cf: ColumnFamily, note: Callable[[str], None] = lambda _m: None
+) -> int:
+    """Convert an open ``tiles-1`` data dir (``db``: its default family, ``tree``/``tree_cf``:
+    its tree family) to ``tiles-2`` in place; return the number of level-0 values converted.
+    The caller has checked that the layout version is ``tiles-1``."""
+    bases = _tiles1_bases()
+    nosync = WriteOptions()
+    nosync.sync = False
+    done = cast("bytes | None", db.get(PROGRESS))
+    start = tile_key(0, 0 if done is None else int.from_bytes(done, "big"))
+    end = tile_key(1, 0)
+    converted = 0
+    batch: list[tuple[bytes, bytes]] = []
+
+    def flush(next_index: int) -> None:
+        wb = WriteBatch(raw_mode=True)
+        for key, value in batch:
+            if value:
+                wb.put(key, value, tree_cf)
+            else:  # a right-edge tile narrower than 8 leaves: tiles-2 has no value for it
+                wb.delete(key, tree_cf)
+        wb.put(PROGRESS, next_index.to_bytes(8, "big"))
+        db.write(wb, nosync)
+        batch.clear()
+
+    items = cast("Iterator[tuple[bytes, bytes]]", tree.items(from_key=start))
+    for key, value in items:
+        if key >= end:
+            break
+        batch.append((key, _tiles2_value(key, value, bases)))
+        converted += 1
+        if len(batch) == TILE_CHUNK:
+            flush(int.from_bytes(key[2:], "big") + 1)
+            note(f"converted {converted:,} level-0 tile values")
+    if batch:
+        flush(int.from_bytes(batch[-1][0][2:], "big") + 1)
+    wb = WriteBatch(raw_mode=True)
+    wb.put(b"V", LAYOUT)
+    wb.delete(PROGRESS)
+    db.write(wb, nosync)
+    db.flush_wal(True)
+    note(f"layout {TILES_1.decode()} converted to {LAYOUT.decode()} ({converted:,} tile values)")
+    return converted
 
 
 def _old_entries(db: Rdict, families: list[str]) -> Iterator[tuple[int, bytes]]:
@@ -86,7 +166,8 @@ def _rebuild(db: Rdict, families: list[str], state: TreeState, note: Callable[[s
 
 
 def migrate(path: str | Path, *, note: Callable[[str], None] = lambda _m: None) -> int:
-    """Convert the data dir at ``path`` in place; return its size. A no-op on the tile layout."""
+    """Convert the data dir at ``path`` in place; return its size. A no-op on the current
+    layout (apart from a compaction)."""
     path = Path(path)
     if not (path / "CURRENT").exists():
         raise StorageError(f"{path} is not a RocksDB directory")
@@ -101,7 +182,12 @@ def migrate(path: str | Path, *, note: Callable[[str], None] = lambda _m: None) 
     try:
         raw_state = cast("bytes | None", db.get(b"S"))
         state = TreeState() if raw_state is None else TreeState.from_bytes(raw_state)
-        if db.get(b"V") is None:
+        version = db.get(b"V")
+        if version == TILES_1:
+            tree = db.get_column_family("tree")
+            convert_tiles1(db, tree, db.get_column_family_handle("tree"), note)
+            del tree
+        elif version is None:
             if set(FAMILIES) & set(families):
                 note("dropping the half-built tile layout of an interrupted run")
                 for name in FAMILIES:
@@ -112,14 +198,21 @@ def migrate(path: str | Path, *, note: Callable[[str], None] = lambda _m: None) 
             synced = WriteOptions()
             synced.sync = True
             db.put(b"V", LAYOUT, synced)
-        for name in set(OLD_FAMILIES) & set(families):
-            db.drop_column_family(name)
-        for prefix in (b"D", b"E", b"N"):  # the layout before column families
-            db.delete_range(prefix, bytes([prefix[0] + 1]))
-        note("old layout removed")
+        if version != TILES_1:
+            for name in set(OLD_FAMILIES) & set(families):
+                db.drop_column_family(name)
+            for prefix in (b"D", b"E", b"N"):  # the layout before column families
+                db.delete_range(prefix, bytes([prefix[0] + 1]))
+            note("old layout removed")
     finally:
         db.close()
-    store = RocksStore(path)  # opens only if the layout is now the tile one
+    return _compacted(path)
+
+
+def _compacted(path: Path) -> int:
+    """Open the converted dir as the log does (refused unless the layout is now current),
+    compact it and return its size."""
+    store = RocksStore(path)
     try:
         store.compact()
         return store.load_state().size

@@ -7,9 +7,11 @@ Key layout (raw bytes, integers big-endian so keys sort numerically), in three c
 
     key                                   value
     b"S"                                  tree state: last leaf time (8) || compact range
-    b"V"                                  layout version: b"tiles-1"
+    b"V"                                  layout version: b"tiles-2"
+    b"M"                                  only while converting tiles-1 (``ledger.store.migrate``)
     b"B" || bundle index (8)              entry bundle: (uint16 length || v1 leaf) per entry
     b"T" || tile level (1) || index (8)   tile rows (``core.tile_layout``): hashes, 32 bytes each
+                                          (level 0: rows 3..7; rows 0..2 come from the bundle)
     record digest (32)                    index (6)                    (dedup index)
     b"C" || size (8)                      root hash (32) || signed note (UTF-8)
     b"A" || size (8) || TSA name (UTF-8)  genTime ms (8) || DER TimeStampToken
@@ -22,7 +24,9 @@ The dedup index is a whole-key bloom-filtered family of random 32-byte keys (the
 measured are in ``tools/bench_dedup.py`` and docs/benchmarks.md "The dedup index"); memtables
 are capped so RSS does not grow with the log. Data dirs of the earlier per-entry layout are
 refused with a message naming ``ledger migrate-storage`` (``ledger.store.migrate``), which converts
-them in place.
+them in place. A data dir of layout ``tiles-1`` (level-0 tile rows 1..7 stored) is converted to
+``tiles-2`` when a writer opens it (``ledger.store.migrate.convert_tiles1``: one rewrite of
+each level-0 tile value, resumable after a crash); a secondary refuses it until then.
 
 WAL recovery (issue 14): RocksDB's default, point-in-time recovery, silently drops everything
 after the first damaged WAL record. The log opens with ``tolerate_corrupted_tail_records``
@@ -63,11 +67,12 @@ from ledger.core.tile_layout import StoredTiles, TileWriter
 from ledger.core.types import Anchor, PublishedCheckpoint
 from ledger.store.contract import Batch, PackedBatch, TreeState, check_new_checkpoint
 
-__all__ = ["LAYOUT", "OLD_FAMILIES", "RocksStore", "open_rdict"]
+__all__ = ["LAYOUT", "OLD_FAMILIES", "TILES_1", "RocksStore", "open_rdict"]
 
 _STATE = b"S"
 _VERSION = b"V"
-LAYOUT = b"tiles-1"
+LAYOUT = b"tiles-2"  # level-0 tile values hold rows 3..7 (``ledger.core.tile_layout``)
+TILES_1 = b"tiles-1"  # level-0 tile values held rows 1..7: converted on open by a writer
 OLD_FAMILIES = ("entries", "nodes", "dedup")  # the per-entry layout before tiles
 FAMILIES = ("tree", "digests")
 _U64 = 8
@@ -353,6 +358,23 @@ class RocksStore:
             )
         if version is None and not self.read_only:
             self._db.put(_VERSION, LAYOUT, _synced())
+        elif version == TILES_1 and self.read_only:
+            self.close()
+            raise StorageError(
+                f"{path} holds storage layout tiles-1; the log converts it to "
+                f"{LAYOUT.decode()} when it opens it (or run `ledger migrate-storage --db {path}`)"
+            )
+        elif version == TILES_1:
+            from ledger.store.migrate import convert_tiles1  # it imports this module
+
+            try:
+                convert_tiles1(self._db, self._tree, self._tree_cf)
+            except StorageError:
+                self.close()
+                raise
+            except Exception as exc:  # rocksdict reports a damaged block as a plain Exception
+                self.close()
+                raise _read_error("the tiles-1 tile values", exc) from exc
         elif version not in (None, LAYOUT):
             self.close()
             raise StorageError(f"{path}: unknown storage layout {version!r}")

@@ -44,8 +44,8 @@ def test_an_intact_log_serves_verified_proofs_at_every_size() -> None:
 
 
 def damage_node(store: MemoryStore, row_offset: int, index: int) -> None:
-    """Zero node ``index`` of a row of the level-0 tile value (rows 1..7 of 37 leaves: 18, 9,
-    4, ... hashes; ``row_offset`` is where the row starts, in hashes)."""
+    """Zero node ``index`` of a row of the level-0 tile value (rows 3..7 of 37 leaves: 4, 2,
+    1, 0, 0 hashes; ``row_offset`` is where the row starts, in hashes)."""
     key = tile_key(0, 0)
     value = store._values[key]
     at = (row_offset + index) * 32
@@ -62,11 +62,11 @@ def flip_leaf_byte(store: MemoryStore, index: int, at: int = 20) -> None:
 
 def test_a_damaged_node_is_never_served_in_a_proof() -> None:
     log, store = grown()
-    damage_node(store, row_offset=18, index=1)  # height 2, index 1: leaves 4..7
+    damage_node(store, row_offset=0, index=1)  # height 3, index 1: leaves 8..15
     with pytest.raises(DataLossError, match="damaged"):
         log.inclusion_proof(0, 37)
     with pytest.raises(DataLossError):
-        log.inclusion_proofs([0], 20)  # a historical size: tied to the signed root first
+        log.inclusion_proofs([0], 33)  # a historical size: tied to the signed root first
     with pytest.raises(DataLossError):
         log.consistency_proof(4, 37)
 
@@ -74,10 +74,16 @@ def test_a_damaged_node_is_never_served_in_a_proof() -> None:
 def test_a_damaged_entry_is_not_served() -> None:
     log, store = grown()
     flip_leaf_byte(store, 6)
-    with pytest.raises(DataLossError, match="entries 6 and 7"):
+    with pytest.raises(DataLossError, match="entries 0 to 7"):
         log.entries(0, 10)
     with pytest.raises(DataLossError):
         log.inclusion_proof(6, 0)
+    flip_leaf_byte(store, 6)  # repaired
+    flip_leaf_byte(store, 33)  # past the last full 8: checked against the tree state
+    with pytest.raises(DataLossError, match=r"entries 32 to 35 .* tree state"):
+        log.entries(33, 1)
+    flip_leaf_byte(store, 33)  # repaired
+    flip_leaf_byte(store, 6)
     flip_leaf_byte(store, 36)  # the unpaired last leaf
     flip_leaf_byte(store, 6)  # repaired
     with pytest.raises(DataLossError, match="entry 36"):
