@@ -98,6 +98,7 @@ CREATE INDEX IF NOT EXISTS records_agent ON records(agent, logged_at_ms);
 CREATE INDEX IF NOT EXISTS records_run ON records(run_id);
 CREATE INDEX IF NOT EXISTS records_kind ON records(kind, tool);
 CREATE INDEX IF NOT EXISTS records_time ON records(logged_at_ms);
+CREATE INDEX IF NOT EXISTS records_trust ON records(trust_label, kind);
 CREATE INDEX IF NOT EXISTS records_digest ON records(record_digest);
 CREATE INDEX IF NOT EXISTS problems_path ON problems(path);
 CREATE INDEX IF NOT EXISTS terms_value ON terms(value, field);

@@ -124,6 +124,7 @@ class IndexedLineage:
         checker: ReceiptChecker,
     ) -> None:
         self.db = store.db
+        self._verdicts: dict[str, dict[str, Any]] = {}  # stored verdict text -> its JSON (shared)
         stored = store.stored_runs(fingerprint)
         by_hash = {h: p for p, (h, *_) in stored.items()}
         self.runs: list[dict[str, Any]] = []
@@ -270,7 +271,9 @@ class IndexedLineage:
         if digest in self.fresh.items:
             return self.fresh.node(digest, depth).to_json_obj()
         row = rows[digest]
-        verdict = json.loads(row["verdict"])
+        verdict = self._verdicts.get(row["verdict"])
+        if verdict is None:  # records share a handful of verdicts: each text is parsed once
+            verdict = self._verdicts[row["verdict"]] = json.loads(row["verdict"])
         return {
             "record_digest": digest,
             "depth": depth,

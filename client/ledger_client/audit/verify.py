@@ -44,6 +44,7 @@ from ledger.records.commitments import check_disclosure_in
 from ledger.records.decision import DecisionRecord, record_digest
 from ledger.records.runs import RunProblem, RunReport, check_run
 from ledger.timestamp.rfc3161 import VerifiedTimestamp, imprint_for_checkpoint_body
+from ledger_client.receipts.inclusion import verify_inclusion
 from ledger_client.receipts.receipt import Receipt, ReceiptAnchor
 from ledger_client.receipts.run_verify import RunItem, verify_run
 from ledger_client.receipts.verify import (
@@ -182,7 +183,7 @@ def _parts(item: RunItem, digest: bytes, checker: ReceiptChecker, got: dict[str,
     got.update(checkpoint=VALID, inclusion=FAILED)
     if checker.witnesses:
         got["witnesses"] = f"{len(verified.cosignatures)} cosigned"
-    merkle.verify_inclusion(
+    verify_inclusion(  # once per shared subtree (ledger_client.receipts.inclusion)
         merkle.leaf_hash(receipt.leaf),
         receipt.index,
         checkpoint.size,
