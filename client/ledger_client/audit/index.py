@@ -40,6 +40,7 @@ import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +50,12 @@ from ledger.core.checkpoint import CosignatureVerifier
 from ledger.core.errors import FormatError, UnsupportedSchemaError
 from ledger.core.jcs import canonical_bytes
 from ledger.core.note import Ed25519Verifier
+from ledger.core.timefmt import parse_rfc3339
 from ledger.records.commitments import Commitment
 from ledger.records.decision import DecisionRecord
 from ledger_client.audit.decision import plain_strings, tags_of, usage_of
 from ledger_client.audit.timeline import TimelineRow, label_of, outcome_of, timeline, trust_of
-from ledger_client.audit.verdicts import Check, TimePolicy, run_checks, time_json
+from ledger_client.audit.verdicts import Check, TimePolicy, Verdict, run_checks
 from ledger_client.audit.verify import audit_run
 from ledger_client.receipts.run_load import load_run
 from ledger_client.receipts.verify import ReceiptChecker
@@ -226,14 +228,42 @@ def _record_rows(
                 check.logged_at_ms, check.index, check.digest, trust_of(record),
                 outcome_of(record), int(row.verified), row.why_not,
                 json.dumps(list(record.parent_digests)),
-                time_json(record, check.logged_at_ms)["difference_ms"],
-                json.dumps(row.verdict.to_json_obj()), record.model,
+                _difference_ms(record.time, check.logged_at_ms),
+                _verdict_text(row.verdict), record.model,
                 otel.trace_id if otel else None, otel.span_id if otel else None,
                 tokens, cost, currency, duration, file_hash,
             )
         )  # fmt: skip
         terms += [(key, check.digest, f, v) for f, v in record_terms(record, check.digest)]
     return records, terms
+
+
+_TEXTS: dict[Verdict, str] = {}  # a worker's verdicts as stored (records share a handful)
+
+
+def _verdict_text(verdict: Verdict) -> str:
+    """The verdict's JSON text, written once per distinct verdict (a frozen value)."""
+    text = _TEXTS.get(verdict)
+    if text is None:
+        if len(_TEXTS) >= 4096:
+            _TEXTS.clear()
+        text = _TEXTS[verdict] = json.dumps(verdict.to_json_obj())
+    return text
+
+
+@lru_cache(maxsize=4096)
+def _claimed_ms(claimed: str) -> int | None:
+    try:
+        return int(parse_rfc3339(claimed).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+def _difference_ms(claimed: str, leaf_ms: int | None) -> int | None:
+    """``time_json(...)["difference_ms"]``: the leaf time minus the claimed time (records of
+    a run often claim the same few times: each parsed once)."""
+    at = _claimed_ms(claimed)
+    return None if leaf_ms is None or at is None else leaf_ms - at
 
 
 def _commitments(value: object) -> Iterator[str]:

@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ledger.core import merkle
+from ledger.core.checkpoint import Checkpoint
 from ledger.core.errors import (
     AnchorsPendingError,
     FormatError,
@@ -127,6 +128,19 @@ def _anchor_result(
     return VALID, found, None
 
 
+_BODIES: dict[Checkpoint, bytes] = {}  # a checkpoint's body, written once
+_IMPRINTS: dict[bytes, bytes] = {}  # checkpoint body -> its imprint (receipts share a few)
+
+
+def _imprint(body: bytes) -> bytes:
+    found = _IMPRINTS.get(body)
+    if found is None:
+        if len(_IMPRINTS) >= 256:
+            _IMPRINTS.clear()
+        found = _IMPRINTS[body] = imprint_for_checkpoint_body(body)
+    return found
+
+
 def _anchor_status(
     receipt: Receipt, body: bytes, checker: ReceiptChecker, leaf_time: datetime
 ) -> tuple[str, datetime | None]:
@@ -134,7 +148,7 @@ def _anchor_status(
         if checker.tsa_roots:
             raise AnchorsPendingError("anchors pending: the receipt carries no anchor yet")
         return NONE, None
-    digest = imprint_for_checkpoint_body(body)
+    digest = _imprint(body)
     results = [
         _anchor_result(checker, a, digest, index_path("anchors", i))
         for i, a in enumerate(receipt.anchors)
@@ -192,9 +206,12 @@ def _parts(item: RunItem, digest: bytes, checker: ReceiptChecker, got: dict[str,
     )
     got.update(inclusion=VALID, anchor=FAILED)
     leaf_time = datetime.fromtimestamp(leaf.timestamp_ms / 1000, UTC)
-    got["anchor"], got["anchored_at"] = _anchor_status(
-        receipt, checkpoint.body_bytes(), checker, leaf_time
-    )
+    body = _BODIES.get(checkpoint)
+    if body is None:
+        if len(_BODIES) >= 256:
+            _BODIES.clear()
+        body = _BODIES[checkpoint] = checkpoint.body_bytes()
+    got["anchor"], got["anchored_at"] = _anchor_status(receipt, body, checker, leaf_time)
 
 
 def check_item(item: RunItem, checker: ReceiptChecker, digest: bytes | None = None) -> RecordCheck:
