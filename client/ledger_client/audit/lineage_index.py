@@ -263,7 +263,11 @@ class IndexedLineage:
 
     def _parents(self, digest: str, rows: dict[str, dict[str, Any]]) -> list[str]:
         if digest in rows:
-            return list(json.loads(rows[digest]["parents"]))
+            row = rows[digest]
+            found = row.get("parent_list")
+            if found is None:  # parsed once per row (the walk asks again at the end)
+                found = row["parent_list"] = json.loads(row["parents"])
+            return list(found)
         item = self.fresh.items.get(digest)
         return list(item[0].record.parent_digests) if item else []
 
@@ -288,7 +292,7 @@ class IndexedLineage:
             "logged_at": iso_ms(row["logged_at_ms"]),
             "index": row["log_index"],
             "time_difference_ms": row["time_difference_ms"],
-            "parents": json.loads(row["parents"]),
+            "parents": self._parents(digest, rows),
             "verified": bool(row["verified"]),
             "why_not": row["why_not"],
             "warnings": [c["message"] for c in verdict["checks"] if c["status"] == "warning"],

@@ -44,7 +44,7 @@ def _run_files(folder: Path) -> list[Path]:
                 and entry.is_file()
             ):
                 found.append(where / entry.name)
-    return sorted(found)
+    return sorted(found, key=lambda p: p.parts)  # path order, without Path comparisons
 
 
 def run_paths(paths: Sequence[str]) -> Iterator[Path]:

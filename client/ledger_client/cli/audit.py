@@ -304,7 +304,7 @@ def lineage(
                         _fail("lineage", as_json, summary, details, [])
                     starts = [found]
                 answer = indexed.walk(starts, direction)
-            details, lines = answer.to_json_obj(), answer.lines()
+            details, lines = answer.to_json_obj(), [] if as_json else answer.lines()
             if not answer.ok:
                 bad = sum(1 for r in answer.records if not r["verified"])
                 summary = (
