@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import stat
 from pathlib import Path
 from typing import Any
@@ -167,3 +168,36 @@ def test_lineage_uses_stored_verdicts_and_verifies_the_rest(
     code, again = _lineage(str(runs), "--key", key, "--from", start, "--db", str(indexed["db"]),
                            "--max-delay", "2h")  # fmt: skip
     assert {r["source"] for r in again["runs"]} == {"verified now"}
+
+
+def _tables(db: Path) -> dict[str, list[tuple[Any, ...]]]:
+    with sqlite3.connect(db) as conn:
+        out = {t: sorted(conn.execute(f"SELECT * FROM {t}"), key=repr)
+               for t in ("files", "records", "terms", "problems")}  # fmt: skip
+        out["indexes"] = sorted(conn.execute("SELECT name, sql FROM sqlite_master "
+                                             "WHERE type = 'index'"))  # fmt: skip
+    return out
+
+
+def test_a_new_index_built_in_bulk_equals_one_built_file_by_file(
+    world: Runs, indexed: dict[str, Path], tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for n in range(70):  # enough files for the bulk build (rows first, SQL indexes at the end)
+        shutil.copy(indexed["decide"], runs / f"decide-{n:02d}.jsonl")
+    key = world.world.key.key_string()
+
+    def index(db: Path, *dirs: Path) -> None:
+        args = ["index", *map(str, dirs), "--db", str(db), "--key", key, "--workers", "1"]
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, result.output
+
+    index(tmp_path / "bulk.sqlite", runs)  # empty index, 70 files: bulk
+    index(tmp_path / "one.sqlite", runs / "decide-00.jsonl")  # then file by file
+    index(tmp_path / "one.sqlite", runs)
+    bulk, one = _tables(tmp_path / "bulk.sqlite"), _tables(tmp_path / "one.sqlite")
+    assert len(bulk["records"]) == 70 * 5 and len(bulk["indexes"]) >= 10
+    assert bulk == one
+    answer = _query({"db": tmp_path / "bulk.sqlite"}, "--run", DECIDE)["records"]
+    assert len(answer) == 5 and all(r["copies"] == 70 for r in answer)

@@ -9,7 +9,7 @@ from itertools import pairwise
 
 import pytest
 
-from ledger_client.audit.graph_layout import BOX_H, BOX_W, Layout, layout
+from ledger_client.audit.graph_layout import _SHAPES, BOX_H, BOX_W, Layout, layout
 
 
 def _inside(point: tuple[float, float], box: tuple[float, float], margin: float = 0.0) -> bool:
@@ -59,3 +59,14 @@ def test_a_chain_is_one_column_and_disconnected_parts_sit_side_by_side() -> None
     assert len({x for x, _ in (drawn.boxes[c] for c in chain)}) == 1
     assert drawn.width < 1280 and drawn.boxes["alone"][0] > drawn.boxes["c0"][0]
     _check(drawn, [*chain, "alone"], links)
+
+
+def test_a_shape_is_laid_out_once_and_drawn_alike_for_other_ids() -> None:
+    first = layout(["a", "b", "c", "d"], [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")])
+    first.edges[0].clear()  # a caller's change to its answer stays its own
+    other = layout(["w", "x", "y", "z"], [("w", "x"), ("w", "y"), ("x", "z"), ("y", "z")])
+    again = layout(["a", "b", "c", "d"], [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")])
+    assert [other.boxes[n] for n in "wxyz"] == [again.boxes[n] for n in "abcd"]
+    assert other.edges == again.edges and all(len(e) >= 2 for e in again.edges)
+    assert (other.width, other.height) == (again.width, again.height)
+    assert _SHAPES  # computed once, kept

@@ -11,7 +11,9 @@ is skipped; a changed file is re-verified and its rows replaced; rows of files t
 are deleted. The verification settings (keys, TSA roots, origin, witnesses) are fingerprinted;
 other settings than last time re-index everything. Rows are written in transactions of
 ``_BATCH`` files (WAL journal): an interrupted index loses at most the files of the open
-transaction, which the next run re-indexes, never a half-written file.
+transaction, which the next run re-indexes, never a half-written file. Into an empty index
+(at least ``_BULK`` files) the rows go first and the SQL indexes are built once at the end, each
+in one sorted pass (an interrupted build gets them back when the index is next opened).
 
 Files are read with ``ledger_client.receipts.run_load.load_run`` (the reader of
 ``ledger-verify run``: what it refuses, the index refuses, and the file is listed unreadable;
@@ -40,6 +42,7 @@ import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +52,12 @@ from ledger.core.checkpoint import CosignatureVerifier
 from ledger.core.errors import FormatError, UnsupportedSchemaError
 from ledger.core.jcs import canonical_bytes
 from ledger.core.note import Ed25519Verifier
+from ledger.core.timefmt import parse_rfc3339
 from ledger.records.commitments import Commitment
 from ledger.records.decision import DecisionRecord
 from ledger_client.audit.decision import plain_strings, tags_of, usage_of
 from ledger_client.audit.timeline import TimelineRow, label_of, outcome_of, timeline, trust_of
-from ledger_client.audit.verdicts import Check, TimePolicy, run_checks, time_json
+from ledger_client.audit.verdicts import Check, TimePolicy, Verdict, run_checks
 from ledger_client.audit.verify import audit_run
 from ledger_client.receipts.run_load import load_run
 from ledger_client.receipts.verify import ReceiptChecker
@@ -73,6 +77,7 @@ __all__ = [
 _BATCH = 256  # files per transaction
 _MIN_CONTENT = 8  # plain strings this long or longer are found by their content
 _CHUNK = 16  # files per task sent to a worker process
+_BULK = 64  # files to index into an empty index that make it build its indexes at the end
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -98,6 +103,7 @@ CREATE INDEX IF NOT EXISTS records_agent ON records(agent, logged_at_ms);
 CREATE INDEX IF NOT EXISTS records_run ON records(run_id);
 CREATE INDEX IF NOT EXISTS records_kind ON records(kind, tool);
 CREATE INDEX IF NOT EXISTS records_time ON records(logged_at_ms);
+CREATE INDEX IF NOT EXISTS records_trust ON records(trust_label, kind);
 CREATE INDEX IF NOT EXISTS records_digest ON records(record_digest);
 CREATE INDEX IF NOT EXISTS problems_path ON problems(path);
 CREATE INDEX IF NOT EXISTS terms_value ON terms(value, field);
@@ -225,14 +231,42 @@ def _record_rows(
                 check.logged_at_ms, check.index, check.digest, trust_of(record),
                 outcome_of(record), int(row.verified), row.why_not,
                 json.dumps(list(record.parent_digests)),
-                time_json(record, check.logged_at_ms)["difference_ms"],
-                json.dumps(row.verdict.to_json_obj()), record.model,
+                _difference_ms(record.time, check.logged_at_ms),
+                _verdict_text(row.verdict), record.model,
                 otel.trace_id if otel else None, otel.span_id if otel else None,
                 tokens, cost, currency, duration, file_hash,
             )
         )  # fmt: skip
         terms += [(key, check.digest, f, v) for f, v in record_terms(record, check.digest)]
     return records, terms
+
+
+_TEXTS: dict[Verdict, str] = {}  # a worker's verdicts as stored (records share a handful)
+
+
+def _verdict_text(verdict: Verdict) -> str:
+    """The verdict's JSON text, written once per distinct verdict (a frozen value)."""
+    text = _TEXTS.get(verdict)
+    if text is None:
+        if len(_TEXTS) >= 4096:
+            _TEXTS.clear()
+        text = _TEXTS[verdict] = json.dumps(verdict.to_json_obj())
+    return text
+
+
+@lru_cache(maxsize=4096)
+def _claimed_ms(claimed: str) -> int | None:
+    try:
+        return int(parse_rfc3339(claimed).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+def _difference_ms(claimed: str, leaf_ms: int | None) -> int | None:
+    """``time_json(...)["difference_ms"]``: the leaf time minus the claimed time (records of
+    a run often claim the same few times: each parsed once)."""
+    at = _claimed_ms(claimed)
+    return None if leaf_ms is None or at is None else leaf_ms - at
 
 
 def _commitments(value: object) -> Iterator[str]:
@@ -353,17 +387,26 @@ class AuditIndex:
             for path, size, mtime in self.db.execute("SELECT path, size, mtime_ns FROM files")
         }
         todo = []
-        for path in runs:
+        for path in dict.fromkeys(runs):  # each file once, even when given twice
             stat = path.stat()
             if known.get(str(path)) == (stat.st_size, stat.st_mtime_ns):
                 stats.skipped += 1
             else:
                 todo.append((str(path), stat.st_size, stat.st_mtime_ns))
         verified = {"checkpoints": 0, "tokens": 0}
+        bulk = not known and len(todo) >= _BULK
+        if bulk:  # a new index: rows first, then each index sorted in one pass
+            for (name,) in self.db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+            ).fetchall():
+                self.db.execute(f"DROP INDEX {name}")
         for n, done in enumerate(self._audit(todo, spec, workers, trust), 1):
-            self._store(done, stats, verified, commit=n % _BATCH == 0 or n == len(todo))
+            commit = n % _BATCH == 0 or n == len(todo)
+            self._store(done, stats, verified, commit=commit, fresh=bulk)
             if progress is not None:
                 progress(stats.skipped + n)
+        if bulk:
+            self.db.executescript(SCHEMA)
         present = {str(r) for r in runs}
         gone = [p for p in known if p not in present]
         with _Transaction(self.db):
@@ -388,11 +431,20 @@ class AuditIndex:
             yield from pool.map(_audit_file, todo, chunksize=_CHUNK)
 
     def _store(
-        self, done: _Done, stats: IndexStats, verified: dict[str, int], *, commit: bool
+        self,
+        done: _Done,
+        stats: IndexStats,
+        verified: dict[str, int],
+        *,
+        commit: bool,
+        fresh: bool = False,
     ) -> None:
+        """Replace the rows of ``done``'s file (``fresh``: the index held no file before
+        this call, so there are none to delete)."""
         if not self.db.in_transaction:
             self.db.execute("BEGIN")
-        self._delete(done.key)
+        if not fresh:
+            self._delete(done.key)
         self.db.execute("INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", done.file_row)
         marks = ", ".join("?" * len(_RECORD_COLUMNS))
         self.db.executemany(f"INSERT INTO records VALUES ({marks})", done.records)

@@ -124,6 +124,7 @@ class IndexedLineage:
         checker: ReceiptChecker,
     ) -> None:
         self.db = store.db
+        self._verdicts: dict[str, dict[str, Any]] = {}  # stored verdict text -> its JSON (shared)
         stored = store.stored_runs(fingerprint)
         by_hash = {h: p for p, (h, *_) in stored.items()}
         self.runs: list[dict[str, Any]] = []
@@ -262,7 +263,11 @@ class IndexedLineage:
 
     def _parents(self, digest: str, rows: dict[str, dict[str, Any]]) -> list[str]:
         if digest in rows:
-            return list(json.loads(rows[digest]["parents"]))
+            row = rows[digest]
+            found = row.get("parent_list")
+            if found is None:  # parsed once per row (the walk asks again at the end)
+                found = row["parent_list"] = json.loads(row["parents"])
+            return list(found)
         item = self.fresh.items.get(digest)
         return list(item[0].record.parent_digests) if item else []
 
@@ -270,7 +275,9 @@ class IndexedLineage:
         if digest in self.fresh.items:
             return self.fresh.node(digest, depth).to_json_obj()
         row = rows[digest]
-        verdict = json.loads(row["verdict"])
+        verdict = self._verdicts.get(row["verdict"])
+        if verdict is None:  # records share a handful of verdicts: each text is parsed once
+            verdict = self._verdicts[row["verdict"]] = json.loads(row["verdict"])
         return {
             "record_digest": digest,
             "depth": depth,
@@ -285,7 +292,7 @@ class IndexedLineage:
             "logged_at": iso_ms(row["logged_at_ms"]),
             "index": row["log_index"],
             "time_difference_ms": row["time_difference_ms"],
-            "parents": json.loads(row["parents"]),
+            "parents": self._parents(digest, rows),
             "verified": bool(row["verified"]),
             "why_not": row["why_not"],
             "warnings": [c["message"] for c in verdict["checks"] if c["status"] == "warning"],

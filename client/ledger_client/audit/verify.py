@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ledger.core import merkle
+from ledger.core.checkpoint import Checkpoint
 from ledger.core.errors import (
     AnchorsPendingError,
     FormatError,
@@ -44,6 +45,7 @@ from ledger.records.commitments import check_disclosure_in
 from ledger.records.decision import DecisionRecord, record_digest
 from ledger.records.runs import RunProblem, RunReport, check_run
 from ledger.timestamp.rfc3161 import VerifiedTimestamp, imprint_for_checkpoint_body
+from ledger_client.receipts.inclusion import verify_inclusion
 from ledger_client.receipts.receipt import Receipt, ReceiptAnchor
 from ledger_client.receipts.run_verify import RunItem, verify_run
 from ledger_client.receipts.verify import (
@@ -126,6 +128,19 @@ def _anchor_result(
     return VALID, found, None
 
 
+_BODIES: dict[Checkpoint, bytes] = {}  # a checkpoint's body, written once
+_IMPRINTS: dict[bytes, bytes] = {}  # checkpoint body -> its imprint (receipts share a few)
+
+
+def _imprint(body: bytes) -> bytes:
+    found = _IMPRINTS.get(body)
+    if found is None:
+        if len(_IMPRINTS) >= 256:
+            _IMPRINTS.clear()
+        found = _IMPRINTS[body] = imprint_for_checkpoint_body(body)
+    return found
+
+
 def _anchor_status(
     receipt: Receipt, body: bytes, checker: ReceiptChecker, leaf_time: datetime
 ) -> tuple[str, datetime | None]:
@@ -133,7 +148,7 @@ def _anchor_status(
         if checker.tsa_roots:
             raise AnchorsPendingError("anchors pending: the receipt carries no anchor yet")
         return NONE, None
-    digest = imprint_for_checkpoint_body(body)
+    digest = _imprint(body)
     results = [
         _anchor_result(checker, a, digest, index_path("anchors", i))
         for i, a in enumerate(receipt.anchors)
@@ -182,7 +197,7 @@ def _parts(item: RunItem, digest: bytes, checker: ReceiptChecker, got: dict[str,
     got.update(checkpoint=VALID, inclusion=FAILED)
     if checker.witnesses:
         got["witnesses"] = f"{len(verified.cosignatures)} cosigned"
-    merkle.verify_inclusion(
+    verify_inclusion(  # once per shared subtree (ledger_client.receipts.inclusion)
         merkle.leaf_hash(receipt.leaf),
         receipt.index,
         checkpoint.size,
@@ -191,9 +206,12 @@ def _parts(item: RunItem, digest: bytes, checker: ReceiptChecker, got: dict[str,
     )
     got.update(inclusion=VALID, anchor=FAILED)
     leaf_time = datetime.fromtimestamp(leaf.timestamp_ms / 1000, UTC)
-    got["anchor"], got["anchored_at"] = _anchor_status(
-        receipt, checkpoint.body_bytes(), checker, leaf_time
-    )
+    body = _BODIES.get(checkpoint)
+    if body is None:
+        if len(_BODIES) >= 256:
+            _BODIES.clear()
+        body = _BODIES[checkpoint] = checkpoint.body_bytes()
+    got["anchor"], got["anchored_at"] = _anchor_status(receipt, body, checker, leaf_time)
 
 
 def check_item(item: RunItem, checker: ReceiptChecker, digest: bytes | None = None) -> RecordCheck:

@@ -47,7 +47,7 @@ from ledger.core.checkpoint import CosignatureVerifier
 from ledger.core.errors import FormatError
 from ledger.core.jcs import Json, canonical_bytes, loads_strict
 from ledger.core.limits import MAX_ITEM_BYTES
-from ledger.fileio.durable import write_file
+from ledger.fileio.durable import sync_filesystem, write_file
 from ledger.records.decision import DecisionRecord, record_digest
 from ledger_client.audit.export import otlp_json, prov_json
 from ledger_client.audit.index import AuditIndex, CacheSpec
@@ -304,7 +304,7 @@ def lineage(
                         _fail("lineage", as_json, summary, details, [])
                     starts = [found]
                 answer = indexed.walk(starts, direction)
-            details, lines = answer.to_json_obj(), answer.lines()
+            details, lines = answer.to_json_obj(), [] if as_json else answer.lines()
             if not answer.ok:
                 bad = sum(1 for r in answer.records if not r["verified"])
                 summary = (
@@ -411,8 +411,9 @@ def report(
                 audits, folder=folder.name, overview=target.name, **shared,
                 map_runs=lambda section, count: map_forked(section, count, processes),
             )  # fmt: skip
-            for name, page in pages.items():
-                write_file(folder / name, page.encode("utf-8"))
+            for name, page in pages.items():  # made durable together: one sync, not one each
+                write_file(folder / name, page.encode("utf-8"), sync=False)
+            sync_filesystem(folder)
             write_file(target, overview.encode("utf-8"))
         verdicts = [(a, found[id(a)]) for _, a in audits]
         failing = [a.run_id for a, v in verdicts if not v.ok]

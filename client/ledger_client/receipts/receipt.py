@@ -31,6 +31,7 @@ exports the inclusion part as c2sp.org/tlog-proof@v1.
 from __future__ import annotations
 
 import base64
+import binascii
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -38,7 +39,7 @@ from functools import lru_cache
 from typing import cast
 
 from ledger.core import merkle
-from ledger.core.checkpoint import Checkpoint, SignedNote, decode_b64
+from ledger.core.checkpoint import Checkpoint, SignedNote
 from ledger.core.errors import (
     InvalidRecordError,
     MalformedNoteError,
@@ -245,14 +246,17 @@ class Receipt:
         return replace(self, disclosures=tuple(chosen))
 
     @classmethod
-    def from_json_obj(cls, obj: object, *, checked: bool = False) -> Receipt:
+    def from_json_obj(
+        cls, obj: object, *, checked: bool = False, record: DecisionRecord | None = None
+    ) -> Receipt:
         """Validate a JSON object and build the receipt (inverse of ``to_json_obj``).
 
         ``checked``: ``obj`` came from ``loads_strict(..., safe_numbers=True)`` (no second pass
-        over its I-JSON limits).
+        over its I-JSON limits). ``record``: the caller already read ``obj["record"]`` (a
+        non-null record) into this record, so it is not read again.
         """
         try:
-            return _read_receipt(cast(Json, obj) if checked else to_plain(obj))
+            return _read_receipt(cast(Json, obj) if checked else to_plain(obj), record)
         except MalformedReceiptError:
             raise
         except InvalidRecordError as exc:
@@ -280,8 +284,18 @@ def _nested(prefix: str, exc: InvalidRecordError) -> MalformedReceiptError:
     return MalformedReceiptError(f"{prefix}{joiner}{exc.field}", message)
 
 
+def _canonical_b64(text: str) -> bytes | None:
+    """``decode_b64`` through binascii directly (a receipt holds dozens of base64 fields): the
+    bytes when ``text`` is exactly their canonical padded standard base64, else None."""
+    try:
+        raw = binascii.a2b_base64(text, strict_mode=True)
+    except ValueError:  # binascii.Error, or text that is not ASCII
+        return None
+    return raw if binascii.b2a_base64(raw, newline=False) == text.encode("ascii") else None
+
+
 def _bytes_b64(value: Json, path: str) -> bytes:
-    raw = decode_b64(value) if isinstance(value, str) else None
+    raw = _canonical_b64(value) if isinstance(value, str) else None
     if not raw:
         raise MalformedReceiptError(path, "expected non-empty canonical standard base64")
     return raw
@@ -303,6 +317,21 @@ def _note(value: Json, path: str) -> str:
 
 def _anchor(value: Json, path: str) -> ReceiptAnchor:
     obj = read_object(value, path, ANCHOR_FIELDS)
+    tsa, token, certs = obj["tsa"], obj["token"], obj["certificates"]
+    texts = isinstance(certs, list) and all(isinstance(c, str) for c in certs)
+    if isinstance(tsa, str) and isinstance(token, str) and texts:  # a batch shares one anchor
+        return _shared_anchor(tsa, token, tuple(certs), path)  # type: ignore[arg-type]
+    return _read_anchor(obj, path)
+
+
+@lru_cache(maxsize=64)
+def _shared_anchor(tsa: str, token: str, certs: tuple[str, ...], path: str) -> ReceiptAnchor:
+    """``_read_anchor`` of these exact strings, read once (a frozen value: shared safely; an
+    error is raised again each time, as nothing is cached for it)."""
+    return _read_anchor({"tsa": tsa, "token": token, "certificates": list(certs)}, path)
+
+
+def _read_anchor(obj: dict[str, Json], path: str) -> ReceiptAnchor:
     certs = read_list(obj["certificates"], f"{path}.certificates", _bytes_b64)
     return ReceiptAnchor(
         tsa=read_text(obj["tsa"], f"{path}.tsa"),
@@ -349,14 +378,14 @@ def _receipt_version(value: Json) -> None:
         raise UnsupportedSchemaError(int(match.group(1)), RECEIPT_VERSION, where="receipt")
 
 
-def _read_receipt(value: Json) -> Receipt:
+def _read_receipt(value: Json, record: DecisionRecord | None = None) -> Receipt:
     _receipt_version(value)
     obj = read_object(value, "", RECEIPT_FIELDS)
     if obj["receipt"] != RECEIPT_V1:
         raise MalformedReceiptError("receipt", f"expected {RECEIPT_V1!r}, got {obj['receipt']!r}")
     return Receipt(
         record_digest=bytes.fromhex(_hex_digest(obj["record_digest"], "record_digest")),
-        record=_record(obj["record"]),
+        record=_record(obj["record"]) if record is None else record,
         disclosures=read_list(obj["disclosures"], "disclosures", _disclosure),
         leaf=_bytes_b64(obj["leaf"], "leaf"),
         index=read_int(obj["index"], "index"),

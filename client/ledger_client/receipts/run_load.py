@@ -24,8 +24,8 @@ parse and one validation per record.
 from __future__ import annotations
 
 import json
+import marshal
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 from ledger.core.errors import FormatError, InvalidRecordError, UnsupportedSchemaError
@@ -43,7 +43,16 @@ __all__ = ["MAX_ITEM_BYTES", "load_run", "run_item"]
 def _same_json(a: Json, b: Json) -> bool:
     """Whether ``a`` and ``b`` are the same JSON value, JSON types included (``1``, ``1.0``
     and ``true`` differ; member order does not matter)."""
-    return a is b or json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    if a is b:
+        return True
+    if a != b:  # Python equality is looser (1 == 1.0 == true), never stricter
+        return False
+    # Equal as Python values: the same JSON when marshal writes them alike (it keeps every
+    # type and the member order, as a writer gives both copies), else compare the JSON texts
+    # with sorted members.
+    if marshal.dumps(a) == marshal.dumps(b):
+        return True
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
 def _receipt(obj: Json, given: Json) -> tuple[Receipt, DecisionRecord | None]:
@@ -59,8 +68,7 @@ def _receipt(obj: Json, given: Json) -> tuple[Receipt, DecisionRecord | None]:
     if same and isinstance(obj, dict):
         try:
             record = DecisionRecord.from_json_obj(given, checked=True)
-            bare = Receipt.from_json_obj({**obj, "record": None}, checked=True)
-            return replace(bare, record=record), record
+            return Receipt.from_json_obj(obj, checked=True, record=record), record
         except FormatError:
             pass  # refused either way: the reading below names the problem as it always has
     receipt = Receipt.from_json_obj(obj, checked=True)

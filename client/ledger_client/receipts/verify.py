@@ -78,6 +78,7 @@ from ledger.timestamp.policy import (
 )
 from ledger.timestamp.rfc3161 import VerifiedTimestamp, imprint_for_checkpoint_body, verify_token
 from ledger_client.receipts.cache import ALWAYS, Interval, TrustInputs, VerificationCache
+from ledger_client.receipts.inclusion import verify_inclusion
 from ledger_client.receipts.receipt import MalformedReceiptError, Receipt, ReceiptAnchor
 
 __all__ = [
@@ -492,7 +493,7 @@ class ReceiptChecker:
         if checkpoint.size != receipt.tree_size:
             raise BoundsError(f"tree_size {receipt.tree_size} != checkpoint size {checkpoint.size}")
         leaf_hash = merkle.leaf_hash(receipt.leaf)
-        merkle.verify_inclusion(
+        verify_inclusion(  # once per shared subtree (ledger_client.receipts.inclusion)
             leaf_hash, receipt.index, checkpoint.size, receipt.inclusion_proof, checkpoint.root_hash
         )
         old = self._check_previous(receipt, checkpoint)
