@@ -243,8 +243,8 @@ def test_a_bucket_older_than_a_witness_is_refused_at_takeover(
     client = RemoteLog(active.address, timeout=10)
     try:
         client.append([os.urandom(32) for _ in range(10)], wait_for_checkpoint=True)
+        assert pair.bucket_checkpoint()[0] == 10  # waits for the public copy, behind the ack
         old = {name: pair.bucket.get(name) for name in (".ledger/lock", "checkpoint")}
-        assert pair.bucket_checkpoint()[0] == 10
         witnesses[1].stop(signal.SIGKILL)  # w1 misses what follows
         client.append([os.urandom(32) for _ in range(15)], wait_for_checkpoint=True)
         wait_until(lambda: _cosigned(tmp_path / "a", "w0") == 25, timeout=30,
