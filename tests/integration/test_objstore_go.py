@@ -58,7 +58,7 @@ def test_go_tile_hash_reader_verifies_the_bucket(seaweed: Seaweed, tmp_path: Pat
     publisher = log.publisher(address)
     for count in (3, 700, 90):  # full and partial tiles, at level 0 and level 1
         publisher.update([log.grow(count)])
-    base = seaweed.public_url("ledger", "go")
+    base = seaweed.bucket_url("go")
     vkey = log.signer.verifier().key_string()
     done = processes.run([tlogcheck, base, vkey], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
