@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -107,19 +106,13 @@ def run_seaweedfs(root: Path) -> Iterator[Seaweed]:
         yield Seaweed(endpoint=running.endpoint, proc=running.proc)
 
 
-def _spawn_outside_tests(args: processes.Command, **kwargs: Any) -> subprocess.Popen[Any]:
-    """A process group of its own with default signals, like ``processes.spawn``, but not
-    registered for ``processes.reap`` (which kills what a test started, after every test)."""
-    return subprocess.Popen(processes.with_default_signals(args), start_new_session=True, **kwargs)
-
-
 @contextmanager
 def shared_seaweedfs(root: Path) -> Iterator[Seaweed]:
     """``tools.seaweed.run_seaweedfs`` for a session-wide fixture: it outlives each test (not
     reaped after one) and its whole group is killed on exit. Tests on it get their own bucket
     (``fresh_bucket``) and must not stop or kill it (those use ``run_seaweedfs``)."""
     with tools_seaweed.run_seaweedfs(
-        root, spawn=_spawn_outside_tests, kill=processes.kill_group
+        root, spawn=processes.spawn_session, kill=processes.kill_group
     ) as running:
         yield Seaweed(endpoint=running.endpoint, proc=running.proc)
 
