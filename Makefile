@@ -50,7 +50,7 @@ pytest: $(STAMP)
 # over ~5 s): under 90 s on an idle 2-core machine, for the edit-test loop. `make test` runs
 # everything and stays the README's and CI's command.
 test-fast: $(STAMP) lint typecheck
-	$(BIN)/pytest -m "not slow" tests/unit tests/property
+	$(BIN)/pytest $(WORKERS) -m "not slow" tests/unit tests/property
 
 # The docs site (mkdocs.yml): a broken link or anchor fails the build. Output in site/ (ignored).
 .PHONY: docs
