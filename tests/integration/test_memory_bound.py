@@ -20,7 +20,7 @@ from ledger.v1 import ledger_pb2 as pb
 from ledger_client.remote.log import RemoteLog
 from tests.harness import ORIGIN, ServerProcess
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.serial]
 
 METHOD = "/ledger.v1.LedgerService/GetInclusionProofs"
 CALLS = 600

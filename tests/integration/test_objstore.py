@@ -46,7 +46,7 @@ def test_publisher_writes_the_c2sp_layout_readable_anonymously(seaweed: Seaweed)
         sizes.append(cp.size)
         done = publisher.update([cp])
         assert done.size == cp.size and done.existing == 0
-    base = seaweed.public_url("ledger", "logs/one")
+    base = seaweed.bucket_url("logs/one")
     client = TileClient(base)
     verified = client.checkpoint([log.signer.verifier()], origin=ORIGIN)
     assert verified.checkpoint.size == cp.size
@@ -76,7 +76,7 @@ def test_create_only_retry_with_other_gzip_bytes_is_fine(seaweed: Seaweed) -> No
     assert bucket.create("tile/entries/000.p/7", other, {"Content-Encoding": "gzip"})
     done = _publisher(seaweed, log, "logs/two").update([cp])
     assert done.size == 7 and done.existing == 1
-    client = TileClient(seaweed.public_url("ledger", "logs/two"))
+    client = TileClient(seaweed.bucket_url("logs/two"))
     assert client.leaves(0, 7, 7) == log.store.get_leaves(range(7))
 
 
@@ -132,7 +132,7 @@ def test_coalesced_update_skips_intermediate_partial_tiles(seaweed: Seaweed) -> 
     first, middle, last = log.grow(10), log.grow(20), log.grow(5)
     done = publisher.update([first, middle, last], coalesce=True)
     assert done.size == last.size
-    base = seaweed.public_url("ledger", "logs/coalesce")
+    base = seaweed.bucket_url("logs/coalesce")
     bucket = Bucket(_address(seaweed, "logs/coalesce"))
     assert bucket.get("tile/0/000.p/35") is not None
     assert bucket.get("tile/0/000.p/10") is None and bucket.get("tile/entries/000.p/30") is None

@@ -66,7 +66,7 @@ def test_mirror_mode_follows_the_log(seaweed: Seaweed, tmp_path: Path) -> None:
         size = 0
         for count in (10, 500, 3):
             size = remote.append([os.urandom(32) for _ in range(count)]).results[-1].index + 1
-        client = TileClient(seaweed.public_url("ledger", "mirror"))
+        client = TileClient(seaweed.bucket_url("mirror"))
         verifiers = [signer.verifier()]
 
         def published() -> bool:
@@ -154,7 +154,7 @@ def test_receipts_are_fetched_and_upgraded_from_the_bucket_alone(
         remote.append(digests, wait_for_checkpoint=True)
         anchored, anchors, failures = remote.anchor_now()
         assert anchors and not failures
-        client = TileClient(seaweed.public_url("ledger", "receipts"))
+        client = TileClient(seaweed.bucket_url("receipts"))
         verifiers = [signer.verifier()]
         wait_until(
             lambda: anchored_from_bucket(client, verifiers, ORIGIN) is not None,
@@ -194,7 +194,7 @@ def test_tools_work_over_the_bucket(seaweed: Seaweed, tmp_path: Path) -> None:
         remote.append([os.urandom(32) for _ in range(600)], wait_for_checkpoint=True)
         remote.anchor_now()
         size = remote.checkpoint().size
-        url = seaweed.public_url("ledger", "tools")
+        url = seaweed.bucket_url("tools")
         dead = f"http://127.0.0.1:{free_port()}/"
         client = TileClient([dead, url])
         verifiers = [signer.verifier()]
@@ -242,7 +242,7 @@ def test_tiles_export_uploads_a_stopped_log(seaweed: Seaweed, tmp_path: Path) ->
     done = CliRunner().invoke(ledger_main, args)
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout)["size"] == size
-    client = TileClient(seaweed.public_url("ledger", "export"))
+    client = TileClient(seaweed.bucket_url("export"))
     verified = client.checkpoint([signer.verifier()], origin=ORIGIN).checkpoint
     assert verified.size == size and client.root(size) == verified.root_hash
     assert anchored_from_bucket(client, [signer.verifier()], ORIGIN) is not None

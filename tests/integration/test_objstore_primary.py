@@ -101,7 +101,7 @@ def test_a_commit_stages_swaps_then_copies(seaweed: Seaweed) -> None:
     assert writer.primary.wait_published(cp.size)  # the public copy follows the swap
     writer.primary.close()
     assert bucket.get(staging_name(3, writer.log.root_at(3))) is None  # the older one is gone
-    client = TileClient(seaweed.public_url("ledger", "p/commit"))
+    client = TileClient(seaweed.bucket_url("p/commit"))
     verified = client.checkpoint([signer.verifier()], origin=ORIGIN)
     public = bucket.get("checkpoint")
     assert public is not None and public.body.decode() == cp.note
@@ -164,7 +164,7 @@ def test_a_writer_that_takes_over_applies_the_locked_staging_object(seaweed: Sea
     assert state is not None and state.size == size and state.writer == "taker"
     public = bucket.get("checkpoint")
     assert public is not None and public.body.decode() == note
-    client = TileClient(seaweed.public_url("ledger", "p/apply"))
+    client = TileClient(seaweed.bucket_url("p/apply"))
     assert client.root(size) == root
     assert client.leaves(0, size, size) == crashed.store.get_leaves(range(size))
 
@@ -186,7 +186,8 @@ def test_the_watcher_sees_a_lapse_only_after_the_lock_stops_changing(seaweed: Se
     # A skewed wall clock is not consulted: only the standby's own monotonic clock moves this.
 
 
-def test_appends_are_acknowledged_only_once_the_bucket_holds_them(seaweed: Seaweed) -> None:
+def test_appends_are_acknowledged_only_once_the_bucket_holds_them(private_seaweed: Seaweed) -> None:
+    seaweed = private_seaweed  # it SIGSTOPs the store: a SeaweedFS of its own
     address = _ready(seaweed, "p/ack")
     # Short timeouts, one attempt: a stopped bucket shows within about a second.
     writer = _Writer(address, "a", Ed25519Signer.generate(ORIGIN), timeout_s=1.0, attempts=1)
@@ -225,8 +226,9 @@ def test_appends_are_acknowledged_only_once_the_bucket_holds_them(seaweed: Seawe
     asyncio.run(run())
 
 
-def test_a_store_error_does_not_fail_the_log(seaweed: Seaweed) -> None:
+def test_a_store_error_does_not_fail_the_log(private_seaweed: Seaweed) -> None:
     """StoreUnreachableError from the gate leaves the log able to publish again."""
+    seaweed = private_seaweed  # it SIGSTOPs the store: a SeaweedFS of its own
     address = _ready(seaweed, "p/unreachable")
     writer = _Writer(address, "a", Ed25519Signer.generate(ORIGIN), timeout_s=1.0, attempts=1)
     writer.primary.acquire()

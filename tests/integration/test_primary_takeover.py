@@ -104,7 +104,7 @@ def _guide_config(name: str, pair: Pair) -> str:
     test's bucket (the guide's text otherwise as written)."""
     text = (Path(__file__).resolve().parents[2] / "docs" / "operating.md").read_text()
     block = text.split(f"<!-- primary-setup: {name} -->\n```toml\n", 1)[1].split("```", 1)[0]
-    block = block.replace("s3://my-log-bucket/ledger", f"s3://ledger/{pair.prefix}")
+    block = block.replace("s3://my-log-bucket/ledger", f"s3://{pair.seaweed.bucket}/{pair.prefix}")
     block = block.replace("https://s3.example.net", pair.seaweed.endpoint)
     return block.replace("lease_s = 10", f"lease_s = {LEASE_S}")
 
@@ -185,9 +185,10 @@ def test_a_standby_with_a_skewed_clock_takes_over(
         pair.close()
 
 
-def test_the_bucket_stopped_mid_load(seaweed: Seaweed, tmp_path: Path) -> None:
+def test_the_bucket_stopped_mid_load(private_seaweed: Seaweed, tmp_path: Path) -> None:
     """Appends fail (retryably) while the bucket is stalled, nothing acknowledged is missing from
     it, and the log resumes by itself when it answers again."""
+    seaweed = private_seaweed  # it SIGSTOPs the store: a SeaweedFS of its own
     pair = Pair(seaweed, tmp_path, "t/away")
     active = pair.start("a")
     load = Load(active.address)

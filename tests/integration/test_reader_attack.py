@@ -25,7 +25,7 @@ from ledger.fileio.keys import write_signer
 from ledger_client.remote.log import RemoteLog
 from tests.harness import ORIGIN, ServerProcess
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.serial]
 
 SERVER_FILES = 1024
 HALF_SENT_TILES = 1100

@@ -264,7 +264,9 @@ def test_log_stopped_mid_run_loses_nothing(tmp_path: Path) -> None:
     key_file, data, port = tmp_path / "signer.key", tmp_path / "data", free_port()
     signer = Ed25519Signer.generate(ORIGIN)
     write_signer(key_file, signer)
-    listen = ("--listen", f"127.0.0.1:{port}")
+    # the same gRPC port after the restart; tiles on port 0, not at port + 1 (which another
+    # test's port-0 socket may hold)
+    listen = ("--listen", f"127.0.0.1:{port}", "--tiles-listen", "127.0.0.1:0")
     server = ServerProcess(data, key_file, *listen)
     client = LedgerClient(server.address, spool=tmp_path / "a.spool", options=QUICK)
     run_file = tmp_path / "run.jsonl"

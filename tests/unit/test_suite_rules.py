@@ -224,3 +224,19 @@ def test_make_test_fast_leaves_the_slow_tests_out() -> None:
             and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets)
         ]
         assert any("mark.slow" in m for m in marks), f"{path.name}: pytestmark lacks slow"
+
+
+# the tests that measure memory or latency under attack: never beside another worker's tests
+SERIAL_MODULES = ("test_memory_bound", "test_reader_attack")
+
+
+def test_make_test_runs_the_serial_tests_alone_after_the_parallel_run() -> None:
+    makefile = (TESTS.parent / "Makefile").read_text()
+    recipe = makefile.split("\npytest:", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    parallel, alone = recipe
+    assert "$(WORKERS)" in parallel and '-m "not serial"' in parallel
+    assert "$(WORKERS)" not in alone and " -n " not in alone and alone.endswith("-m serial")
+    modules = [p for p in TESTS.rglob("test_*.py") if p.stem in SERIAL_MODULES]
+    assert len(modules) == len(SERIAL_MODULES)
+    for path in modules:
+        assert "mark.serial" in path.read_text().split("pytestmark = ", 1)[1].split("\n", 1)[0]
