@@ -272,7 +272,7 @@ def test_a_takeover_publishes_every_tree_swapped_in_before_a_crash(seaweed: Seaw
     assert taken is not None and taken.size == last.size
     public = bucket.get("checkpoint")
     assert public is not None and public.body.decode() == last.note
-    client = TileClient(seaweed.public_url("ledger", "p/crash"))
+    client = TileClient(seaweed.bucket_url("p/crash"))
     for cp in (middle, last):  # the earlier swapped tree is complete too, note and tiles
         stored = bucket.get(f"checkpoints/{cp.size}")
         assert stored is not None and stored.body.decode() == cp.note
@@ -288,7 +288,7 @@ def test_the_public_checkpoint_is_never_ahead_of_its_tiles(seaweed: Seaweed) -> 
     writer = _Writer(address, "a", signer)
     writer.primary.acquire()
     service = LogService(writer.log, checkpoint_interval=0.005, ack_on_publish=True)
-    client = TileClient(seaweed.public_url("ledger", "p/order"))
+    client = TileClient(seaweed.bucket_url("p/order"))
     seen: list[int] = []
 
     async def load() -> None:

@@ -27,7 +27,7 @@ def test_overlapping_updates_write_each_checkpoint_last_and_in_order(seaweed: Se
     check_store(address, rounds=1, writers=8)
     log = MemoryLog(ORIGIN)
     checkpoints = [log.grow(n) for n in (700, 300, 1, 900, 45)]
-    client = TileClient(seaweed.public_url("ledger", "logs/overlap"))
+    client = TileClient(seaweed.bucket_url("logs/overlap"))
     verifiers = [log.signer.verifier()]
     seen: list[int] = []
     problems: list[str] = []
