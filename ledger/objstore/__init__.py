@@ -8,7 +8,7 @@ the C2SP tlog-tiles publisher (``publisher``), the conditional-write conformance
 holds the log (``primary``: staging object, lock swap, copy; the lease and the standby's watch).
 
 May import: ``ledger.core``, ``ledger.store``, ``ledger.http`` (the pipe to a mirror child,
-shared with the tile mirror); libraries ``boto3``, ``botocore``,
-``prometheus_client``, ``subprocess``, ``urllib3`` (botocore's own HTTP pool), ``http.client``
-(the bucket's keep-alive PUT connections).
+shared with the tile mirror), ``ledger.net.keepalive`` (the PUTs' kept-open connections);
+libraries ``boto3``, ``botocore``, ``prometheus_client``, ``subprocess``, ``urllib3``
+(botocore's own HTTP pool).
 """

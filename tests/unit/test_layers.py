@@ -67,7 +67,7 @@ RULES: Mapping[str, Rule] = {
     # The server, bottom up.
     "ledger.store": rule("ledger.core ledger.fileio", "rocksdict"),
     "ledger.witness": rule("ledger.core ledger.fileio ledger.net", "aiohttp"),
-    "ledger.net": rule("ledger.core", "aiohttp socket ssl"),
+    "ledger.net": rule("ledger.core", "aiohttp http.client socket ssl"),
     "ledger.log": rule(
         "ledger.core ledger.timestamp ledger.store ledger.witness ledger.net ledger.fileio",
         "aiohttp prometheus_client",
@@ -86,8 +86,8 @@ RULES: Mapping[str, Rule] = {
         "aiohttp jsonschema ssl subprocess",
     ),
     "ledger.objstore": rule(
-        "ledger.core ledger.store ledger.http",
-        "boto3 botocore http.client prometheus_client subprocess urllib3",
+        "ledger.core ledger.store ledger.http ledger.net.keepalive",
+        "boto3 botocore prometheus_client subprocess urllib3",
     ),
     "ledger.ops": rule(
         "ledger.core ledger.timestamp ledger.store ledger.log ledger.fileio", "cryptography"
