@@ -125,6 +125,7 @@ class IndexedLineage:
     ) -> None:
         self.db = store.db
         self._verdicts: dict[str, dict[str, Any]] = {}  # stored verdict text -> its JSON (shared)
+        self._seconds: dict[int, str] = {}  # seconds since the epoch -> their RFC 3339 text
         stored = store.stored_runs(fingerprint)
         by_hash = {h: p for p, (h, *_) in stored.items()}
         self.runs: list[dict[str, Any]] = []
@@ -169,6 +170,11 @@ class IndexedLineage:
                 item = dict(zip(_COLUMNS, row, strict=True))
                 if item["path"] in self.given:
                     out.setdefault(item["record_digest"], item)
+        kept = list(out.values())
+        texts = [item["parents"] for item in kept]
+        if all(texts):  # every row's parent list in one parse (else each parsed on demand)
+            for item, parents in zip(kept, json.loads(f"[{','.join(texts)}]"), strict=True):
+                item["parent_list"] = parents
         return out
 
     def find(self, given: str) -> str | None:
@@ -245,14 +251,14 @@ class IndexedLineage:
                         depth[other] = depth[digest] + 1
                         following.append(other)
             level = following
+        parents_of = {d: self._parents(d, rows) for d in depth}
         missing = sorted(
-            {p for d in depth for p in self._parents(d, rows)}
-            - set(rows) - set(self.fresh.items)
-        )  # fmt: skip
+            {p for ps in parents_of.values() for p in ps} - set(rows) - set(self.fresh.items)
+        )
         rows.update(self._rows(missing))
         seen = set(unknown)
         for d in depth:
-            for parent in self._parents(d, rows):
+            for parent in parents_of[d]:
                 known = parent in rows or parent in self.fresh.items
                 if not known and (d, parent) not in seen:
                     seen.add((d, parent))
@@ -265,11 +271,21 @@ class IndexedLineage:
         if digest in rows:
             row = rows[digest]
             found = row.get("parent_list")
-            if found is None:  # parsed once per row (the walk asks again at the end)
+            if found is None:  # parsed once per row (``_rows`` parses them in bulk)
                 found = row["parent_list"] = json.loads(row["parents"])
-            return list(found)
+            return found  # type: ignore[no-any-return]
         item = self.fresh.items.get(digest)
         return list(item[0].record.parent_digests) if item else []
+
+    def _iso_ms(self, ms: int | None) -> str | None:
+        """``iso_ms``, its date and time formatted once per second (records share seconds)."""
+        if ms is None:
+            return None
+        second, milli = divmod(ms, 1000)
+        head = self._seconds.get(second)
+        if head is None:
+            head = self._seconds[second] = str(iso_ms(second * 1000))[:-5]  # less ".000Z"
+        return f"{head}.{milli:03d}Z"
 
     def _node(self, digest: str, depth: int, rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
         if digest in self.fresh.items:
@@ -289,10 +305,10 @@ class IndexedLineage:
             "label": row["label"],
             "trust_label": row["trust_label"],
             "time": row["time"],
-            "logged_at": iso_ms(row["logged_at_ms"]),
+            "logged_at": self._iso_ms(row["logged_at_ms"]),
             "index": row["log_index"],
             "time_difference_ms": row["time_difference_ms"],
-            "parents": self._parents(digest, rows),
+            "parents": list(self._parents(digest, rows)),
             "verified": bool(row["verified"]),
             "why_not": row["why_not"],
             "warnings": [c["message"] for c in verdict["checks"] if c["status"] == "warning"],
