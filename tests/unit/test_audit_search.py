@@ -158,6 +158,17 @@ def test_lineage_uses_stored_verdicts_and_verifies_the_rest(
     # the stored verdicts (encoded once and spliced into the answer) are the verdicts themselves
     verdicts = {r["record_digest"]: r["verdict"] for r in plain["records"]}
     assert {r["record_digest"]: r["verdict"] for r in stored["records"]} == verdicts
+    # two copies of the run are given: each record is taken from the copy stored first
+    with sqlite3.connect(indexed["db"]) as conn:
+        first = {
+            r["record_digest"]: conn.execute(
+                "SELECT path FROM records WHERE record_digest = ? ORDER BY rowid LIMIT 1",
+                (r["record_digest"],),
+            ).fetchone()[0]
+            for r in stored["records"]
+        }
+    assert len(stored["records"]) > 1
+    assert {r["record_digest"]: r["run_file"] for r in stored["records"]} == first
     # a copy elsewhere is the same file hash: stored; a run not in the index: verified now
     other = tmp_path / "other"
     other.mkdir()

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -163,19 +163,36 @@ class IndexedLineage:
         for start in range(0, len(digests), 500):
             part = digests[start : start + 500]
             marks = ", ".join("?" * len(part))
-            for row in self.db.execute(
-                f"SELECT {', '.join(_COLUMNS)} FROM records WHERE record_digest IN ({marks})",
-                part,
-            ):
-                item = dict(zip(_COLUMNS, row, strict=True))
-                if item["path"] in self.given:
-                    out.setdefault(item["record_digest"], item)
-        kept = list(out.values())
+            self._keep(
+                out,
+                self.db.execute(
+                    f"SELECT rowid, {', '.join(_COLUMNS)} FROM records "
+                    f"WHERE record_digest IN ({marks})",
+                    part,
+                ),
+            )
+        self._parse_parents(out)
+        return out
+
+    def _keep(self, out: dict[str, dict[str, Any]], found: Iterable[Sequence[Any]]) -> None:
+        """Rows ``(rowid, *_COLUMNS)`` of the given runs into ``out``: per digest, the row
+        stored first (the least rowid) when copies of a record are given."""
+        given = self.given
+        for row in found:
+            if row[1] in given:
+                item = dict(zip(_COLUMNS, row[1:], strict=True))
+                item["rowid"] = row[0]
+                had = out.get(item["record_digest"])
+                if had is None or had["rowid"] > row[0]:
+                    out[item["record_digest"]] = item
+
+    @staticmethod
+    def _parse_parents(out: dict[str, dict[str, Any]]) -> None:
+        kept = [item for item in out.values() if "parent_list" not in item]
         texts = [item["parents"] for item in kept]
         if all(texts):  # every row's parent list in one parse (else each parsed on demand)
             for item, parents in zip(kept, json.loads(f"[{','.join(texts)}]"), strict=True):
                 item["parent_list"] = parents
-        return out
 
     def find(self, given: str) -> str | None:
         """A full digest from hex or a unique prefix of at least 8 hex digits."""
@@ -209,22 +226,34 @@ class IndexedLineage:
         ]
         return sorted({*stored, *self.fresh.tainted_starts(labels)})
 
-    def _children(self, digests: Sequence[str]) -> dict[str, list[str]]:
-        """parent digest -> the records resting on it (``run_closed`` records left out)."""
+    def _children(
+        self, digests: Sequence[str], rows: dict[str, dict[str, Any]]
+    ) -> dict[str, list[str]]:
+        """parent digest -> the records resting on it (``run_closed`` records left out); the
+        rows of children not yet in ``rows`` go there (as ``_rows`` would choose them)."""
         out: dict[str, list[str]] = {d: list(self.fresh.children.get(d, [])) for d in digests}
+        columns = ", ".join(f"r.{c}" for c in _COLUMNS)
+        new: dict[str, dict[str, Any]] = {}
         for start in range(0, len(digests), 500):
             part = list(digests[start : start + 500])
             marks = ", ".join("?" * len(part))
             found = set()
-            for parent, child, path in self.db.execute(  # by the parent digest first
-                "SELECT t.value, t.record_digest, t.path FROM terms t CROSS JOIN records r ON "
+            hits = self.db.execute(  # by the parent digest first
+                f"SELECT t.value, r.rowid, {columns} FROM terms t CROSS JOIN records r ON "
                 "r.path = t.path AND r.record_digest = t.record_digest WHERE t.field = 'parent' "
                 f"AND t.value IN ({marks}) AND r.kind != 'run_closed'",
                 part,
-            ):
-                if path in self.given and (parent, child) not in found:
+            ).fetchall()
+            given = self.given
+            for hit in hits:
+                parent, child, path = hit[0], hit[12], hit[2]
+                if path in given and (parent, child) not in found:
                     found.add((parent, child))
                     out[parent].append(child)
+            self._keep(new, (hit[1:] for hit in hits))
+        fresh = {d: item for d, item in new.items() if d not in rows}
+        self._parse_parents(fresh)
+        rows.update(fresh)
         return out
 
     def walk(self, starts: Sequence[str], direction: str) -> IndexedResult:
@@ -236,7 +265,7 @@ class IndexedLineage:
         unknown: list[tuple[str, str]] = []
         while level:
             if direction == "descendants":
-                nexts = self._children(level)
+                nexts = self._children(level, rows)
             else:
                 nexts = {d: self._parents(d, rows) for d in level}
             wanted = sorted({o for os in nexts.values() for o in os if o not in rows})
