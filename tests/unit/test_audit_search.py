@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from ledger.records.commitments import Commitment
 from ledger.records.decision import record_digest
 from ledger_client.cli.main import main
+from ledger_client.clikit.outcome import Outcome, SharedJson, finish
 from ledger_client.sdk.capture import content_digest
 from tests.decision_world import (
     DECIDE,
@@ -154,6 +155,20 @@ def test_lineage_uses_stored_verdicts_and_verifies_the_rest(
     }
     assert {r["source"] for r in stored["records"]} == {"index"}
     assert {r["source"] for r in stored["runs"]} == {"index"}
+    # the stored verdicts (encoded once and spliced into the answer) are the verdicts themselves
+    verdicts = {r["record_digest"]: r["verdict"] for r in plain["records"]}
+    assert {r["record_digest"]: r["verdict"] for r in stored["records"]} == verdicts
+    # two copies of the run are given: each record is taken from the copy stored first
+    with sqlite3.connect(indexed["db"]) as conn:
+        first = {
+            r["record_digest"]: conn.execute(
+                "SELECT path FROM records WHERE record_digest = ? ORDER BY rowid LIMIT 1",
+                (r["record_digest"],),
+            ).fetchone()[0]
+            for r in stored["records"]
+        }
+    assert len(stored["records"]) > 1
+    assert {r["record_digest"]: r["run_file"] for r in stored["records"]} == first
     # a copy elsewhere is the same file hash: stored; a run not in the index: verified now
     other = tmp_path / "other"
     other.mkdir()
@@ -201,3 +216,21 @@ def test_a_new_index_built_in_bulk_equals_one_built_file_by_file(
     assert bulk == one
     answer = _query({"db": tmp_path / "bulk.sqlite"}, "--run", DECIDE)["records"]
     assert len(answer) == 5 and all(r["copies"] == 70 for r in answer)
+
+
+def test_shared_json_is_encoded_once_and_spliced_exactly(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    shared = SharedJson()
+    verdict = {"status": "ok", "checks": [{"name": "time", "status": "ok", "message": "é \x00"}]}
+    lookalike = "\x00shared-not-the-token-0"
+    answer: dict[str, Any] = {"records": [{"verdict": verdict}] * 2, "note": lookalike}
+    placed = {
+        **answer,
+        "records": [{"verdict": shared.put(r["verdict"])} for r in answer["records"]],
+    }
+    assert len(shared.texts) == 1  # one value, one encoding
+    with pytest.raises(SystemExit):
+        finish("x", True, lambda: Outcome("x", placed, [], shared.texts))
+    expected = json.dumps({"valid": True, "check": "x", **answer}, sort_keys=True)
+    assert capsys.readouterr().out == expected + "\n"

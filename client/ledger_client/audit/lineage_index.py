@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -125,6 +125,7 @@ class IndexedLineage:
     ) -> None:
         self.db = store.db
         self._verdicts: dict[str, dict[str, Any]] = {}  # stored verdict text -> its JSON (shared)
+        self._seconds: dict[int, str] = {}  # seconds since the epoch -> their RFC 3339 text
         stored = store.stored_runs(fingerprint)
         by_hash = {h: p for p, (h, *_) in stored.items()}
         self.runs: list[dict[str, Any]] = []
@@ -162,14 +163,36 @@ class IndexedLineage:
         for start in range(0, len(digests), 500):
             part = digests[start : start + 500]
             marks = ", ".join("?" * len(part))
-            for row in self.db.execute(
-                f"SELECT {', '.join(_COLUMNS)} FROM records WHERE record_digest IN ({marks})",
-                part,
-            ):
-                item = dict(zip(_COLUMNS, row, strict=True))
-                if item["path"] in self.given:
-                    out.setdefault(item["record_digest"], item)
+            self._keep(
+                out,
+                self.db.execute(
+                    f"SELECT rowid, {', '.join(_COLUMNS)} FROM records "
+                    f"WHERE record_digest IN ({marks})",
+                    part,
+                ),
+            )
+        self._parse_parents(out)
         return out
+
+    def _keep(self, out: dict[str, dict[str, Any]], found: Iterable[Sequence[Any]]) -> None:
+        """Rows ``(rowid, *_COLUMNS)`` of the given runs into ``out``: per digest, the row
+        stored first (the least rowid) when copies of a record are given."""
+        given = self.given
+        for row in found:
+            if row[1] in given:
+                item = dict(zip(_COLUMNS, row[1:], strict=True))
+                item["rowid"] = row[0]
+                had = out.get(item["record_digest"])
+                if had is None or had["rowid"] > row[0]:
+                    out[item["record_digest"]] = item
+
+    @staticmethod
+    def _parse_parents(out: dict[str, dict[str, Any]]) -> None:
+        kept = [item for item in out.values() if "parent_list" not in item]
+        texts = [item["parents"] for item in kept]
+        if all(texts):  # every row's parent list in one parse (else each parsed on demand)
+            for item, parents in zip(kept, json.loads(f"[{','.join(texts)}]"), strict=True):
+                item["parent_list"] = parents
 
     def find(self, given: str) -> str | None:
         """A full digest from hex or a unique prefix of at least 8 hex digits."""
@@ -203,22 +226,34 @@ class IndexedLineage:
         ]
         return sorted({*stored, *self.fresh.tainted_starts(labels)})
 
-    def _children(self, digests: Sequence[str]) -> dict[str, list[str]]:
-        """parent digest -> the records resting on it (``run_closed`` records left out)."""
+    def _children(
+        self, digests: Sequence[str], rows: dict[str, dict[str, Any]]
+    ) -> dict[str, list[str]]:
+        """parent digest -> the records resting on it (``run_closed`` records left out); the
+        rows of children not yet in ``rows`` go there (as ``_rows`` would choose them)."""
         out: dict[str, list[str]] = {d: list(self.fresh.children.get(d, [])) for d in digests}
+        columns = ", ".join(f"r.{c}" for c in _COLUMNS)
+        new: dict[str, dict[str, Any]] = {}
         for start in range(0, len(digests), 500):
             part = list(digests[start : start + 500])
             marks = ", ".join("?" * len(part))
             found = set()
-            for parent, child, path in self.db.execute(  # by the parent digest first
-                "SELECT t.value, t.record_digest, t.path FROM terms t CROSS JOIN records r ON "
+            hits = self.db.execute(  # by the parent digest first
+                f"SELECT t.value, r.rowid, {columns} FROM terms t CROSS JOIN records r ON "
                 "r.path = t.path AND r.record_digest = t.record_digest WHERE t.field = 'parent' "
                 f"AND t.value IN ({marks}) AND r.kind != 'run_closed'",
                 part,
-            ):
-                if path in self.given and (parent, child) not in found:
+            ).fetchall()
+            given = self.given
+            for hit in hits:
+                parent, child, path = hit[0], hit[12], hit[2]
+                if path in given and (parent, child) not in found:
                     found.add((parent, child))
                     out[parent].append(child)
+            self._keep(new, (hit[1:] for hit in hits))
+        fresh = {d: item for d, item in new.items() if d not in rows}
+        self._parse_parents(fresh)
+        rows.update(fresh)
         return out
 
     def walk(self, starts: Sequence[str], direction: str) -> IndexedResult:
@@ -230,7 +265,7 @@ class IndexedLineage:
         unknown: list[tuple[str, str]] = []
         while level:
             if direction == "descendants":
-                nexts = self._children(level)
+                nexts = self._children(level, rows)
             else:
                 nexts = {d: self._parents(d, rows) for d in level}
             wanted = sorted({o for os in nexts.values() for o in os if o not in rows})
@@ -245,14 +280,14 @@ class IndexedLineage:
                         depth[other] = depth[digest] + 1
                         following.append(other)
             level = following
+        parents_of = {d: self._parents(d, rows) for d in depth}
         missing = sorted(
-            {p for d in depth for p in self._parents(d, rows)}
-            - set(rows) - set(self.fresh.items)
-        )  # fmt: skip
+            {p for ps in parents_of.values() for p in ps} - set(rows) - set(self.fresh.items)
+        )
         rows.update(self._rows(missing))
         seen = set(unknown)
         for d in depth:
-            for parent in self._parents(d, rows):
+            for parent in parents_of[d]:
                 known = parent in rows or parent in self.fresh.items
                 if not known and (d, parent) not in seen:
                     seen.add((d, parent))
@@ -265,11 +300,21 @@ class IndexedLineage:
         if digest in rows:
             row = rows[digest]
             found = row.get("parent_list")
-            if found is None:  # parsed once per row (the walk asks again at the end)
+            if found is None:  # parsed once per row (``_rows`` parses them in bulk)
                 found = row["parent_list"] = json.loads(row["parents"])
-            return list(found)
+            return found  # type: ignore[no-any-return]
         item = self.fresh.items.get(digest)
         return list(item[0].record.parent_digests) if item else []
+
+    def _iso_ms(self, ms: int | None) -> str | None:
+        """``iso_ms``, its date and time formatted once per second (records share seconds)."""
+        if ms is None:
+            return None
+        second, milli = divmod(ms, 1000)
+        head = self._seconds.get(second)
+        if head is None:
+            head = self._seconds[second] = str(iso_ms(second * 1000))[:-5]  # less ".000Z"
+        return f"{head}.{milli:03d}Z"
 
     def _node(self, digest: str, depth: int, rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
         if digest in self.fresh.items:
@@ -289,10 +334,10 @@ class IndexedLineage:
             "label": row["label"],
             "trust_label": row["trust_label"],
             "time": row["time"],
-            "logged_at": iso_ms(row["logged_at_ms"]),
+            "logged_at": self._iso_ms(row["logged_at_ms"]),
             "index": row["log_index"],
             "time_difference_ms": row["time_difference_ms"],
-            "parents": self._parents(digest, rows),
+            "parents": list(self._parents(digest, rows)),
             "verified": bool(row["verified"]),
             "why_not": row["why_not"],
             "warnings": [c["message"] for c in verdict["checks"] if c["status"] == "warning"],

@@ -59,6 +59,7 @@ from ledger_client.audit.run_files import run_paths
 from ledger_client.audit.timeline import label_of, timeline
 from ledger_client.audit.verdicts import (
     DEFAULT_MAX_DELAY,
+    FROM_INDEX,
     PENDING,
     TimePolicy,
     Verdict,
@@ -71,7 +72,7 @@ from ledger_client.cli.anchor import load_certificates
 from ledger_client.cli.notes import read_input
 from ledger_client.clikit.errors import EXIT_PENDING
 from ledger_client.clikit.keys import log_verifiers
-from ledger_client.clikit.outcome import EXIT_INVALID, Outcome, finish, json_option
+from ledger_client.clikit.outcome import EXIT_INVALID, Outcome, SharedJson, finish, json_option
 from ledger_client.receipts.disclose import (
     describe_disclosures,
     disclosed_values,
@@ -312,7 +313,12 @@ def lineage(
                     f"verified, {len(answer.unknown)} unknown parent(s)"
                 )
                 _fail("lineage", as_json, summary, details, lines)
-            return Outcome("lineage", details, lines)
+            shared = SharedJson()
+            if as_json:  # records share a handful of stored verdicts: each is encoded once
+                for record in details["records"]:
+                    if record["source"] == FROM_INDEX:
+                        record["verdict"] = shared.put(record["verdict"])
+            return Outcome("lineage", details, lines, shared.texts)
         graph = Lineage(((str(p), load_run(p)) for p in run_paths(runs)), checker, policy=policy)
         if tainted:
             result = graph.walk(graph.tainted_starts(labels or ("untrusted",)), "descendants")

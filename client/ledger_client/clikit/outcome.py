@@ -10,6 +10,7 @@ never valid, never invalid), 4 unsupported schema version
 from __future__ import annotations
 
 import json
+import secrets
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +49,28 @@ class Outcome:
     check: str
     details: dict[str, Any] = field(default_factory=dict)
     lines: list[str] = field(default_factory=list)
+    # placeholder string in ``details`` -> the JSON text written in its place (``shared_json``)
+    spliced: dict[str, str] = field(default_factory=dict)
+
+
+class SharedJson:
+    """One JSON value many places of an answer share, encoded once (``lineage --db`` gives
+    thousands of records the same stored verdict): ``put(value)`` returns a placeholder string
+    to store instead, which ``finish`` replaces with the value's sorted-key JSON text. The
+    placeholder carries a random 128-bit token, so no string of the answer can spell it."""
+
+    def __init__(self) -> None:
+        self._token = secrets.token_hex(16)
+        self._by_id: dict[int, str] = {}
+        self.texts: dict[str, str] = {}
+
+    def put(self, value: object) -> str:
+        found = self._by_id.get(id(value))
+        if found is None:
+            found = f"\x00shared-{self._token}-{len(self._by_id)}"
+            self._by_id[id(value)] = found
+            self.texts[json.dumps(found)] = json.dumps(value, sort_keys=True)
+        return found
 
 
 def finish(check: str, as_json: bool, run: Callable[[], Outcome]) -> NoReturn:
@@ -77,13 +100,18 @@ def finish(check: str, as_json: bool, run: Callable[[], Outcome]) -> NoReturn:
         sys.exit(EXIT_USAGE)
     payload = {"valid": True, "check": outcome.check, **outcome.details}
     human = "\n".join([f"OK: {outcome.check} verified", *outcome.lines])
-    _emit(as_json, payload, human)
+    _emit(as_json, payload, human, outcome.spliced)
     sys.exit(EXIT_VALID)
 
 
-def _emit(as_json: bool, payload: dict[str, Any], human: str) -> None:
+def _emit(
+    as_json: bool, payload: dict[str, Any], human: str, spliced: dict[str, str] | None = None
+) -> None:
     if as_json:
-        click.echo(json.dumps(payload, sort_keys=True))
+        text = json.dumps(payload, sort_keys=True)
+        for placeholder, value in (spliced or {}).items():
+            text = text.replace(placeholder, value)
+        click.echo(text)
     elif payload["valid"]:
         click.echo(human)
     else:
