@@ -20,7 +20,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_PUT(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
-        _Handler.connections.add(id(self.connection))
+        _Handler.connections.add(self.client_address[1])  # a new connection, a new port
         self.send_response(200 if body != b"missing" else 404)
         self.send_header("ETag", '"e1"')
         self.send_header("Content-Length", str(len(body)))
