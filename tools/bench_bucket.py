@@ -23,7 +23,6 @@ The bucket passes one round of ``ledger objstore check`` first (the conformance 
 from __future__ import annotations
 
 import http.client
-import os
 import shutil
 import threading
 import time
@@ -33,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from tools.bench_clients import Outcome, sleep_until
 from tools.bench_stats import percentile, proc_sample
-from tools.seaweed import Seaweed, aws_env, checked_bucket, run_seaweedfs
+from tools.seaweed import Seaweed, checked_bucket, restore_env, run_seaweedfs, use_aws_env
 
 if TYPE_CHECKING:
     from tools.bench_scenarios import Bench
@@ -167,8 +166,7 @@ def b13_bucket(bench: Bench, run: int) -> dict[str, float]:
     """Scenario B13 (module docstring)."""
     _progress(f"run {run} B13: B2 without and with the bucket mirror (SeaweedFS), lag, tile GETs")
     root = bench.work / f"run{run}-B13-weed"
-    saved = {k: os.environ.get(k) for k in aws_env()}
-    os.environ.update(aws_env())  # the server's mirror child inherits the credentials
+    saved = use_aws_env()  # the server's mirror child inherits the credentials
     try:
         with run_seaweedfs(root) as weed:
             url = _prepare(weed)
@@ -207,11 +205,7 @@ def b13_bucket(bench: Bench, run: int) -> dict[str, float]:
                 on.stop()
                 shutil.rmtree(on_dir, ignore_errors=True)
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        restore_env(saved)
         shutil.rmtree(root, ignore_errors=True)
     per_off = without["records"] / without["server_cpu_s"]
     per_on = with_mirror["records"] / with_mirror["server_cpu_s"]

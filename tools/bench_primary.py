@@ -42,7 +42,7 @@ from ledger_client.remote.log import RemoteLog
 from tools.bench_clients import Outcome, Task, sleep_until
 from tools.bench_server import BenchServer, make_key
 from tools.bench_stats import percentile, proc_sample
-from tools.seaweed import aws_env, checked_bucket, run_seaweedfs
+from tools.seaweed import aws_env, checked_bucket, restore_env, run_seaweedfs, use_aws_env
 
 if TYPE_CHECKING:
     from tools.bench_scenarios import Bench
@@ -101,8 +101,7 @@ def b14_primary(bench: Bench, run: int) -> dict[str, float]:
 
     progress(f"run {run} B14: B2 and B4 local-only, then in primary mode (SeaweedFS)")
     root = bench.work / f"run{run}-B14-weed"
-    saved = {k: os.environ.get(k) for k in aws_env()}
-    os.environ.update(aws_env())  # the primary server finds its bucket credentials here
+    saved = use_aws_env()  # the primary server finds its bucket credentials here
     out: dict[str, float] = {}
     try:
         with run_seaweedfs(root) as weed:
@@ -119,11 +118,7 @@ def b14_primary(bench: Bench, run: int) -> dict[str, float]:
                     shutil.rmtree(data_dir, ignore_errors=True)
                 out |= {f"{mode}_{name}": value for name, value in figures.items()}
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        restore_env(saved)
         shutil.rmtree(root, ignore_errors=True)
     out["primary_over_local_per_cpu"] = (
         out["primary_per_server_cpu_s"] / out["local_per_server_cpu_s"]

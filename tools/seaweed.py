@@ -12,6 +12,7 @@ through ``tests/processes.py``).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -54,6 +55,23 @@ def aws_env() -> dict[str, str]:
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_EC2_METADATA_DISABLED": "true",
     }
+
+
+def use_aws_env() -> dict[str, str | None]:
+    """Set ``aws_env()`` in this process's environment (its children inherit it); the values
+    those variables had before, for ``restore_env``."""
+    saved = {k: os.environ.get(k) for k in aws_env()}
+    os.environ.update(aws_env())
+    return saved
+
+
+def restore_env(saved: dict[str, str | None]) -> None:
+    """Put back the variables ``use_aws_env`` replaced (unset those that were unset)."""
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from ledger.api.auth import FailureThrottle, Identity, Policy, RateLimiter
 from ledger.core.errors import LedgerError, UnauthenticatedError
 from ledger.log.metrics import LedgerMetrics
 
-__all__ = ["AuthInterceptor"]
+__all__ = ["AuthInterceptor", "WrapOnce"]
 
 Context = grpc.aio.ServicerContext[Any, Any]
 Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
@@ -50,7 +50,35 @@ def _peer_host(context: Context) -> str:
     return peer.rsplit(":", 1)[0]
 
 
-class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
+class WrapOnce(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
+    """An interceptor that wraps each method's handler once (``_wrap``) and hands out that
+    wrapper for as long as grpc continues to the same handler (not a new wrapper per call)."""
+
+    def __init__(self) -> None:
+        # per method: the handler continued to and its wrapped form
+        self._wrapped: dict[str, tuple[Any, Any]] = {}
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Any]],
+        details: grpc.HandlerCallDetails,
+    ) -> Any:
+        handler = await continuation(details)
+        if handler is None:
+            return None
+        method = str(details.method)
+        known = self._wrapped.get(method)
+        if known is not None and known[0] is handler:
+            return known[1]
+        wrapped = self._wrap(method, handler)
+        self._wrapped[method] = (handler, wrapped)
+        return wrapped
+
+    def _wrap(self, method: str, handler: Any) -> Any:
+        raise NotImplementedError
+
+
+class AuthInterceptor(WrapOnce):
     """Wraps every method handler: decide, limit, run, log."""
 
     def __init__(
@@ -67,26 +95,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         self._policy = policy
         self._limiter = limiter
         self._metrics = metrics
-        # per method: the handler continued to and its wrapped form (built once, not per call)
-        self._wrapped: dict[str, tuple[Handler, Handler]] = {}
-
-    async def intercept_service(
-        self,
-        continuation: Callable[
-            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]
-        ],
-        details: grpc.HandlerCallDetails,
-    ) -> Handler:
-        handler = await continuation(details)
-        if handler is None:
-            return handler
-        method: str = details.method
-        known = self._wrapped.get(method)
-        if known is not None and known[0] is handler:
-            return known[1]
-        wrapped = self._wrap(method, handler)
-        self._wrapped[method] = (handler, wrapped)
-        return wrapped
+        super().__init__()
 
     def _wrap(self, method: str, handler: Handler) -> Handler:
         if handler.unary_unary is not None:

@@ -26,6 +26,7 @@ from grpc_reflection.v1alpha import reflection
 from ledger.api import wire
 from ledger.api.auth import ADMIN_METHODS, APPEND_METHODS
 from ledger.api.budget import DEFAULT_BUDGET_BYTES, ByteBudget
+from ledger.api.interceptor import WrapOnce
 from ledger.api.streams import DEFAULT_IDLE_S, Group, ReadDeadline, StreamReader
 from ledger.core.errors import (
     FailedPreconditionError,
@@ -152,7 +153,7 @@ def _memory_options(limits: ServerLimits) -> list[tuple[str, int]]:
     ]
 
 
-class BoundedMemory(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
+class BoundedMemory(WrapOnce):
     """Every read of a request message waits for room in the byte budget first (innermost
     interceptor, over every service: ledger, health, reflection).
 
@@ -172,24 +173,7 @@ class BoundedMemory(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         self._reserve = limits.max_request_bytes
         self._read_limit = limits.max_read_request_bytes
         self._read_timeout_s = limits.idle_s
-        # per method: the handler continued to and its wrapped form (built once, not per call)
-        self._wrapped: dict[str, tuple[Any, Any]] = {}
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Any]],
-        details: grpc.HandlerCallDetails,
-    ) -> Any:
-        handler = await continuation(details)
-        if handler is None:
-            return None
-        method = str(details.method)
-        known = self._wrapped.get(method)
-        if known is not None and known[0] is handler:
-            return known[1]
-        wrapped = self._wrap(method, handler)
-        self._wrapped[method] = (handler, wrapped)
-        return wrapped
+        super().__init__()
 
     def _wrap(self, method: str, handler: Any) -> Any:
         name = method.rpartition("/")[2]
