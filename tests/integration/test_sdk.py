@@ -312,7 +312,9 @@ def test_overflow_while_the_log_is_unreachable(tmp_path: Path) -> None:
 
     patient = SenderOptions(max_pending=5, backoff=Backoff(maximum=0.1))
     client = LedgerClient(address, spool=tmp_path / "a.spool", options=patient)
-    with running_server(tmp_path / "data", listen=address) as (_, remote, _):
+    # tiles on port 0, not at port + 1 (which another test's port-0 socket may hold)
+    tiles = "127.0.0.1:0"
+    with running_server(tmp_path / "data", listen=address, tiles_listen=tiles) as (_, remote, _):
         waiter = threading.Thread(target=client.submit, args=(records[5],))
         waiter.start()  # blocks until the log is back and takes the backlog
         waiter.join(10)
