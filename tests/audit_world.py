@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledger.core.jcs import canonical_bytes
 from ledger.records.commitments import Disclosure, commit
 from ledger.records.decision import (
     DecisionRecord,
@@ -23,7 +22,7 @@ from ledger.records.decision import (
     record_digest,
 )
 from ledger.records.runs import run_closed_record, run_steps
-from tests.receipt_world import T0, World, filler, tsa
+from tests.receipt_world import T0, World, filler, write_private_and_root
 
 SUPPORT, REVIEW = "01a20000-0000-7000-8000-000000000001", "01a20000-0000-7000-8000-000000000002"
 URL = "https://forum.example/refunds"
@@ -103,19 +102,7 @@ def write_runs(folder: Path, runs: Runs | None = None) -> dict[str, Path]:
         path = folder / f"{name}.jsonl"
         path.write_text("".join(json.dumps(item(runs, r)) + "\n" for r in records))
         out[name] = path
-    private = folder / "support.disclosures.jsonl"
-    private.write_bytes(
-        b"".join(
-            canonical_bytes({"record_digest": d, "disclosures": [x.to_json_obj() for x in ds]})
-            + b"\n"
-            for d, ds in runs.disclosures.items()
-        )
-    )
-    out["private"] = private
-    root = folder.parent / "root.pem"
-    root.write_bytes(tsa().root_pem())
-    out["root"] = root
-    return out
+    return out | write_private_and_root(folder, "support.disclosures.jsonl", runs.disclosures)
 
 
 def tamper(path: Path, line: int = 3) -> None:

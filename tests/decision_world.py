@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledger.core.jcs import canonical_bytes
 from ledger.records.commitments import Disclosure, commit
 from ledger.records.decision import (
     Candidate,
@@ -30,7 +29,7 @@ from ledger.records.decision import (
 from ledger.records.links import derived_by_evidence
 from ledger.records.runs import run_closed_record, run_steps
 from ledger_client.sdk.capture import content_digest
-from tests.receipt_world import T0, World, filler, tsa
+from tests.receipt_world import T0, World, filler, write_private_and_root
 
 DECIDE = "01a30000-0000-7000-8000-000000000001"
 CHAIN = "01a30000-0000-7000-8000-000000000002"
@@ -171,16 +170,4 @@ def write(folder: Path, runs: Runs | None = None) -> dict[str, Path]:
         path = folder / f"{name}.jsonl"
         path.write_text("".join(json.dumps(item(runs, r)) + "\n" for r in runs.runs[run]))
         out[name] = path
-    private = folder / "decide.disclosures.jsonl"
-    private.write_bytes(
-        b"".join(
-            canonical_bytes({"record_digest": d, "disclosures": [x.to_json_obj() for x in ds]})
-            + b"\n"
-            for d, ds in runs.disclosures.items()
-        )
-    )
-    out["private"] = private
-    root = folder.parent / "root.pem"
-    root.write_bytes(tsa().root_pem())
-    out["root"] = root
-    return out
+    return out | write_private_and_root(folder, "decide.disclosures.jsonl", runs.disclosures)

@@ -5,17 +5,19 @@ decision records logged in it. Shared by the receipt, run, CLI, property and aud
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from cryptography import x509
 
 from ledger.core import merkle
 from ledger.core.checkpoint import Checkpoint, Ed25519Signer, Ed25519Verifier, sign_checkpoint
+from ledger.core.jcs import canonical_bytes
 from ledger.core.types import encode_leaf
-from ledger.records.commitments import commit
+from ledger.records.commitments import Disclosure, commit
 from ledger.records.decision import (
     DecisionRecord,
     MemoryWrite,
@@ -204,3 +206,21 @@ def items(order: tuple[int, ...] = (0, 1, 2, 3, 4)) -> list[dict[str, Any]]:
 
 def key() -> str:
     return logged()[0].key.key_string()
+
+
+def write_private_and_root(
+    folder: Path, name: str, disclosures: Mapping[str, Sequence[Disclosure]]
+) -> dict[str, Path]:
+    """The auditor's disclosures file ``folder/name`` (one line per record digest) and the TSA's
+    root beside ``folder``: ``{"private": ..., "root": ...}``."""
+    private = folder / name
+    private.write_bytes(
+        b"".join(
+            canonical_bytes({"record_digest": d, "disclosures": [x.to_json_obj() for x in ds]})
+            + b"\n"
+            for d, ds in disclosures.items()
+        )
+    )
+    root = folder.parent / "root.pem"
+    root.write_bytes(tsa().root_pem())
+    return {"private": private, "root": root}
