@@ -38,49 +38,26 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-from cryptography.hazmat.primitives.serialization import Encoding
 
-from ledger.core.checkpoint import CosignatureVerifier
 from ledger.core.errors import FormatError
-from ledger.core.jcs import Json, canonical_bytes, loads_strict
-from ledger.core.limits import MAX_ITEM_BYTES
-from ledger.fileio.durable import sync_filesystem, write_file
-from ledger.records.decision import DecisionRecord, record_digest
-from ledger_client.audit.export import otlp_json, prov_json
-from ledger_client.audit.index import AuditIndex, CacheSpec
-from ledger_client.audit.lineage import Lineage, LineageResult
-from ledger_client.audit.lineage_index import IndexedLineage
-from ledger_client.audit.parallel import audit_runs, map_forked
-from ledger_client.audit.report_html import PAGE_RUNS, render_pages, render_report
-from ledger_client.audit.run_files import run_paths
-from ledger_client.audit.timeline import label_of, timeline
-from ledger_client.audit.verdicts import (
-    DEFAULT_MAX_DELAY,
-    FROM_INDEX,
-    PENDING,
-    TimePolicy,
-    Verdict,
-    format_delta,
-    run_checks,
+from ledger_client.cli.options import (
+    DEFAULT_MAX_DELAY_TEXT,
+    agent_verifiers,
+    chain_options,
+    default_max_delay,
 )
-from ledger_client.audit.verify import audit_as_run
-from ledger_client.cli.agent import agent_verifiers, chain_options, chain_verdicts
-from ledger_client.cli.anchor import load_certificates
-from ledger_client.cli.notes import read_input
-from ledger_client.clikit.errors import EXIT_PENDING
-from ledger_client.clikit.keys import log_verifiers
 from ledger_client.clikit.outcome import EXIT_INVALID, Outcome, SharedJson, finish, json_option
-from ledger_client.receipts.disclose import (
-    describe_disclosures,
-    disclosed_values,
-    load_private_disclosures,
-)
-from ledger_client.receipts.receipt import Receipt
-from ledger_client.receipts.run_load import load_run
-from ledger_client.receipts.verify import ReceiptChecker
+
+if TYPE_CHECKING:  # the rest is imported by the command that uses it (start-up)
+    from ledger.core.jcs import Json
+    from ledger.records.decision import DecisionRecord
+    from ledger_client.audit.lineage import LineageResult
+    from ledger_client.audit.verdicts import TimePolicy
+    from ledger_client.receipts.receipt import Receipt
+    from ledger_client.receipts.verify import ReceiptChecker
 
 __all__ = [
     "COMMANDS",
@@ -144,7 +121,7 @@ def time_policy_options(fn: click.decorators.FC) -> click.decorators.FC:
     return click.option(
         "--max-delay", "max_delay", metavar="DURATION", default=None,
         help=f"the log may log a record this long after its claimed time without a warning "
-        f"(default {format_delta(DEFAULT_MAX_DELAY)}); e.g. 10m, 2h, 1d",
+        f"(default {DEFAULT_MAX_DELAY_TEXT}); e.g. 10m, 2h, 1d",
     )(fn)  # fmt: skip
 
 
@@ -152,7 +129,9 @@ def time_policy(
     max_delay: str | None, late: str | None, agent_keys: Sequence[str] = ()
 ) -> TimePolicy:
     """The auditor's policy from ``--max-delay``, ``--late`` and ``--agent-key``."""
-    delay = DEFAULT_MAX_DELAY if max_delay is None else parse_duration(max_delay, "--max-delay")
+    from ledger_client.audit.verdicts import TimePolicy
+
+    delay = default_max_delay() if max_delay is None else parse_duration(max_delay, "--max-delay")
     fails = (max_delay is not None) if late is None else late == "fail"
     agents = agent_verifiers(agent_keys)
     return TimePolicy(max_delay=delay, late_fails=fails, agent_keys=agents)
@@ -162,6 +141,11 @@ def make_checker(
     keys: Sequence[str], roots: Sequence[str], origin: str | None, witnesses: Sequence[str]
 ) -> ReceiptChecker:
     """A ``ReceiptChecker`` from the command-line values (bad keys or PEMs: exit 2)."""
+    from ledger.core.checkpoint import CosignatureVerifier
+    from ledger_client.cli.anchor import load_certificates
+    from ledger_client.clikit.keys import log_verifiers
+    from ledger_client.receipts.verify import ReceiptChecker
+
     try:
         wits = [CosignatureVerifier.from_key_string(w) for w in witnesses]
     except FormatError as exc:
@@ -222,6 +206,8 @@ def _runs_lines(result: LineageResult) -> list[str]:
 
 
 def _lineage_lines(result: LineageResult) -> list[str]:
+    from ledger_client.audit.timeline import label_of
+
     lines = _runs_lines(result)
     lines.append(f"{result.direction} of {', '.join(s[:16] for s in result.start) or 'nothing'}:")
     for node in result.nodes:
@@ -278,6 +264,8 @@ def lineage(
     memory write)."""
 
     def check() -> Outcome:
+        from ledger_client.audit.run_files import run_paths
+
         if (start is None) == (not tainted):
             raise click.BadParameter("give exactly one of --from DIGEST and --tainted")
         policy = time_policy(max_delay, late, agent_keys)
@@ -287,6 +275,10 @@ def lineage(
                 raise FormatError(f"--db {db}: no such index (make one with `ledger-verify index`)")
             default_policy = max_delay is None and late is None  # what the index stored under
             fingerprint = trust_fingerprint(keys, roots, origin, witnesses, agent_keys=agent_keys)
+            from ledger_client.audit.index import AuditIndex
+            from ledger_client.audit.lineage_index import IndexedLineage
+            from ledger_client.audit.verdicts import FROM_INDEX
+
             with AuditIndex(db) as store:
                 indexed = IndexedLineage(
                     list(run_paths([str(Path(r).resolve()) for r in runs])),
@@ -319,6 +311,9 @@ def lineage(
                     if record["source"] == FROM_INDEX:
                         record["verdict"] = shared.put(record["verdict"])
             return Outcome("lineage", details, lines, shared.texts)
+        from ledger_client.audit.lineage import Lineage
+        from ledger_client.receipts.run_load import load_run
+
         graph = Lineage(((str(p), load_run(p)) for p in run_paths(runs)), checker, policy=policy)
         if tainted:
             result = graph.walk(graph.tainted_starts(labels or ("untrusted",)), "descendants")
@@ -385,6 +380,18 @@ def report(
     than 20 runs: an overview page and one page per run in OUT-runs/)."""
 
     def check() -> Outcome:
+        from cryptography.hazmat.primitives.serialization import Encoding
+
+        from ledger.fileio.durable import sync_filesystem, write_file
+        from ledger_client.audit.index import CacheSpec
+        from ledger_client.audit.parallel import audit_runs, map_forked
+        from ledger_client.audit.report_html import PAGE_RUNS, render_pages, render_report
+        from ledger_client.audit.run_files import run_paths
+        from ledger_client.audit.verdicts import PENDING, Verdict
+        from ledger_client.cli.agent import chain_verdicts
+        from ledger_client.clikit.errors import EXIT_PENDING
+        from ledger_client.receipts.disclose import load_private_disclosures
+
         policy = time_policy(max_delay, late, agent_keys)
         checker = make_checker(keys, roots, origin, witnesses)
         private = load_private_disclosures(private_file) if private_file else None
@@ -470,6 +477,13 @@ def export(
     """Export a verified run, each record with its verdict, as OTLP/JSON or PROV-JSON."""
 
     def check() -> Outcome:
+        from ledger.fileio.durable import write_file
+        from ledger_client.audit.export import otlp_json, prov_json
+        from ledger_client.audit.timeline import timeline
+        from ledger_client.audit.verdicts import run_checks
+        from ledger_client.audit.verify import audit_as_run
+        from ledger_client.receipts.run_load import load_run
+
         policy = time_policy(max_delay, late, agent_keys)
         checker = make_checker(keys, roots, origin, witnesses)
         audit = audit_as_run(load_run(run_file), checker)
@@ -498,6 +512,8 @@ def export(
 
 def _attached(receipt: Receipt, record: DecisionRecord | None) -> Receipt:
     """The receipt carrying its record (needed to disclose a field of it)."""
+    from ledger.records.decision import record_digest
+
     if receipt.record is not None or record is None:
         return receipt
     if record_digest(record) != receipt.record_digest:
@@ -507,6 +523,13 @@ def _attached(receipt: Receipt, record: DecisionRecord | None) -> Receipt:
 
 def _receipt_from(path: str, digest: str | None) -> Receipt:
     """A receipt from a receipt file, a ``{record, receipt}`` item, or a run file + digest."""
+    from ledger.core.jcs import loads_strict
+    from ledger.core.limits import MAX_ITEM_BYTES
+    from ledger.records.decision import DecisionRecord
+    from ledger_client.cli.notes import read_input
+    from ledger_client.receipts.receipt import Receipt
+    from ledger_client.receipts.run_load import load_run
+
     if digest is not None:
         found = [i for i in load_run(path) if i.digest.startswith(digest.lower())]
         if len(digest) < 8 or len(found) != 1:
@@ -546,6 +569,13 @@ def disclose(
     """Write a receipt that discloses exactly the given field paths of its record."""
 
     def check() -> Outcome:
+        from ledger.core.jcs import canonical_bytes
+        from ledger_client.receipts.disclose import (
+            describe_disclosures,
+            disclosed_values,
+            load_private_disclosures,
+        )
+
         receipt = _receipt_from(receipt_file, digest)
         source = Path(private) if private else _private_default(receipt_file)
         kept = None
