@@ -48,6 +48,7 @@ from ledger_client.cli.options import (
     agent_verifiers,
     chain_options,
     default_max_delay,
+    load_certificates,
 )
 from ledger_client.clikit.outcome import EXIT_INVALID, Outcome, SharedJson, finish, json_option
 
@@ -141,21 +142,29 @@ def make_checker(
     keys: Sequence[str], roots: Sequence[str], origin: str | None, witnesses: Sequence[str]
 ) -> ReceiptChecker:
     """A ``ReceiptChecker`` from the command-line values (bad keys or PEMs: exit 2)."""
+    return checker_of(trust_inputs(keys, roots, origin, witnesses))
+
+
+def trust_inputs(
+    keys: Sequence[str], roots: Sequence[str], origin: str | None, witnesses: Sequence[str]
+) -> tuple[Any, ...]:
+    """The command-line trust inputs parsed (bad keys or PEMs: exit 2), for ``checker_of``."""
     from ledger.core.checkpoint import CosignatureVerifier
-    from ledger_client.cli.anchor import load_certificates
     from ledger_client.clikit.keys import log_verifiers
-    from ledger_client.receipts.verify import ReceiptChecker
 
     try:
         wits = [CosignatureVerifier.from_key_string(w) for w in witnesses]
     except FormatError as exc:
         raise FormatError(f"--witness: {exc}") from None
-    return ReceiptChecker(
-        log_verifiers(keys),
-        tsa_roots=load_certificates(roots, "--tsa-root") or None,
-        origin=origin,
-        witnesses=wits,
-    )
+    return log_verifiers(keys), load_certificates(roots, "--tsa-root") or None, origin, wits
+
+
+def checker_of(trust: tuple[Any, ...]) -> ReceiptChecker:
+    """The ``ReceiptChecker`` of parsed trust inputs (``trust_inputs``)."""
+    from ledger_client.receipts.verify import ReceiptChecker
+
+    verifiers, roots, origin, witnesses = trust
+    return ReceiptChecker(verifiers, tsa_roots=roots, origin=origin, witnesses=witnesses)
 
 
 def trust_fingerprint(
@@ -264,27 +273,28 @@ def lineage(
     memory write)."""
 
     def check() -> Outcome:
-        from ledger_client.audit.run_files import run_paths
+        from ledger_client.audit.run_files import run_path_names, run_paths
 
         if (start is None) == (not tainted):
             raise click.BadParameter("give exactly one of --from DIGEST and --tainted")
-        policy = time_policy(max_delay, late, agent_keys)
-        checker = make_checker(keys, roots, origin, witnesses)
-        if db is not None:
+        if db is not None:  # the policy and checker are made only if a run is verified now
+            if max_delay is not None:
+                parse_duration(max_delay, "--max-delay")
+            agent_verifiers(agent_keys)
+            trust = trust_inputs(keys, roots, origin, witnesses)
             if not Path(db).is_file():
                 raise FormatError(f"--db {db}: no such index (make one with `ledger-verify index`)")
             default_policy = max_delay is None and late is None  # what the index stored under
             fingerprint = trust_fingerprint(keys, roots, origin, witnesses, agent_keys=agent_keys)
-            from ledger_client.audit.index import AuditIndex
-            from ledger_client.audit.lineage_index import IndexedLineage
-            from ledger_client.audit.verdicts import FROM_INDEX
+            from ledger_client.audit.lineage_index import FROM_INDEX, IndexedLineage, open_index
 
-            with AuditIndex(db) as store:
+            store = open_index(db)
+            try:
                 indexed = IndexedLineage(
-                    list(run_paths([str(Path(r).resolve()) for r in runs])),
+                    run_path_names([str(Path(r).resolve()) for r in runs]),
                     store,
                     fingerprint if default_policy else "",
-                    checker,
+                    lambda: checker_of(trust),
                 )
                 if tainted:
                     starts = indexed.tainted_starts(labels or ("untrusted",))
@@ -297,6 +307,8 @@ def lineage(
                         _fail("lineage", as_json, summary, details, [])
                     starts = [found]
                 answer = indexed.walk(starts, direction)
+            finally:
+                store.close()
             details, lines = answer.to_json_obj(), [] if as_json else answer.lines()
             if not answer.ok:
                 bad = sum(1 for r in answer.records if not r["verified"])
@@ -314,6 +326,8 @@ def lineage(
         from ledger_client.audit.lineage import Lineage
         from ledger_client.receipts.run_load import load_run
 
+        policy = time_policy(max_delay, late, agent_keys)
+        checker = make_checker(keys, roots, origin, witnesses)
         graph = Lineage(((str(p), load_run(p)) for p in run_paths(runs)), checker, policy=policy)
         if tainted:
             result = graph.walk(graph.tainted_starts(labels or ("untrusted",)), "descendants")
@@ -526,7 +540,7 @@ def _receipt_from(path: str, digest: str | None) -> Receipt:
     from ledger.core.jcs import loads_strict
     from ledger.core.limits import MAX_ITEM_BYTES
     from ledger.records.decision import DecisionRecord
-    from ledger_client.cli.notes import read_input
+    from ledger_client.cli.options import read_input
     from ledger_client.receipts.receipt import Receipt
     from ledger_client.receipts.run_load import load_run
 

@@ -9,10 +9,53 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ledger.core.errors import FormatError
+
 if TYPE_CHECKING:
+    from cryptography import x509
+
     from ledger.core.note import Ed25519Verifier
 
-__all__ = ["DEFAULT_MAX_DELAY_TEXT", "agent_verifiers", "chain_options"]
+__all__ = [
+    "DEFAULT_MAX_DELAY_TEXT",
+    "MAX_INPUT_BYTES",
+    "agent_verifiers",
+    "chain_options",
+    "load_certificates",
+    "read_input",
+]
+
+MAX_INPUT_BYTES = 1 << 20  # notes, proof files and tokens are a few kilobytes
+
+
+def read_input(path: str, what: str, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of file ``path`` (``-`` is stdin), refusing more than ``limit`` (receipts and
+    records: ``ledger.core.limits.MAX_ITEM_BYTES``, the one size limit plus a receipt)."""
+    with click.open_file(path, "rb") as stream:
+        data: bytes = stream.read(limit + 1)
+    if len(data) > limit:
+        raise FormatError(f"{what} {path} is larger than {limit} bytes")
+    return data
+
+
+def load_certificates(paths: Sequence[str], option: str) -> list[x509.Certificate]:
+    """Every certificate in the PEM (or DER) files given with ``option``."""
+    if not paths:
+        return []
+    from cryptography import x509
+
+    certs: list[x509.Certificate] = []
+    for path in paths:
+        data = read_input(path, option)
+        try:
+            if b"-----BEGIN" in data:
+                certs += x509.load_pem_x509_certificates(data)
+            else:
+                certs.append(x509.load_der_x509_certificate(data))
+        except ValueError as exc:
+            raise FormatError(f"{option} {path}: not a PEM or DER certificate ({exc})") from None
+    return certs
+
 
 # ``format_delta(verdicts.DEFAULT_MAX_DELAY)``, for help texts (a test keeps them equal)
 DEFAULT_MAX_DELAY_TEXT = "1 h"
