@@ -35,7 +35,16 @@ if TYPE_CHECKING:  # imported when a run is verified now (start-up: ``cli.main``
     from ledger_client.audit.lineage import Lineage
     from ledger_client.receipts.verify import ReceiptChecker
 
-__all__ = ["FROM_INDEX", "IndexedLineage", "IndexedResult", "open_index", "stored_runs"]
+__all__ = [
+    "FROM_INDEX",
+    "IndexedLineage",
+    "IndexedResult",
+    "open_index",
+    "passing",
+    "stored_files",
+    "stored_runs",
+    "verdict_of",
+]
 
 FROM_INDEX = "index"  # ``audit.verdicts.FROM_INDEX`` (a test keeps them equal)
 
@@ -171,6 +180,35 @@ def verdict_of(conn: sqlite3.Connection, path: str) -> str:
     return str(row[0] or "") if row else ""
 
 
+def stored_files(
+    conn: sqlite3.Connection, fingerprint: str, paths: Sequence[str]
+) -> dict[str, tuple[str, tuple[str, int, int, str, str | None]]]:
+    """Given path -> (the indexed path, ``stored_runs``' entry) for each of ``paths`` the index
+    holds under ``fingerprint`` with the same content (module docstring): the same path,
+    size and modification time, or else the same SHA-256 file hash (a copy)."""
+    stored = stored_runs(conn, fingerprint)
+    by_hash: dict[str, str] | None = None
+    out = {}
+    for path in paths:
+        key = path
+        info = os.stat(path)
+        known = stored.get(key)
+        if known is None or (known[1], known[2]) != (info.st_size, info.st_mtime_ns):
+            if by_hash is None:
+                by_hash = {h: p for p, (h, *_) in stored.items()}
+            digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+            key = by_hash.get(digest, "")
+            known = stored.get(key) if key else None
+        if known is not None:
+            out[path] = (key, known)
+    return out
+
+
+def passing(head: str) -> bool:
+    """Whether a stored run verdict (its first 40 characters, ``stored_runs``) passed."""
+    return head.startswith(('{"status": "ok"', '{"status": "warning"'))
+
+
 class _NoneFresh:
     """``Lineage`` over no runs (every run given is stored)."""
 
@@ -202,21 +240,12 @@ class IndexedLineage:
         self._verdicts: dict[str, tuple[dict[str, Any], list[str]]] = {}
         self._parent_lists: dict[str, list[str]] = {}  # record digest -> its parents, parsed
         self._seconds: dict[int, str] = {}  # seconds since the epoch -> their RFC 3339 text
-        stored = stored_runs(db, fingerprint)
-        by_hash: dict[str, str] | None = None
+        matched = stored_files(db, fingerprint, paths)
         self.runs: list[dict[str, Any]] = []
         self.stored_paths: list[str] = []
         fresh: list[tuple[str, Any]] = []
         for path in paths:
-            key = path
-            info = os.stat(path)
-            known = stored.get(key)
-            if known is None or (known[1], known[2]) != (info.st_size, info.st_mtime_ns):
-                if by_hash is None:
-                    by_hash = {h: p for p, (h, *_) in stored.items()}
-                digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-                key = by_hash.get(digest, "")
-                known = stored.get(key) if key else None
+            key, known = matched.get(path, ("", None))
             if known is None:
                 from ledger_client.receipts.run_load import load_run
 

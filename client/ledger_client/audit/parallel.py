@@ -31,26 +31,36 @@ __all__ = ["audit_runs", "map_forked"]
 
 _CHUNK = 8  # files per task
 _CHECKER: list[ReceiptChecker] = []
+_STORED: list[frozenset[str]] = [frozenset()]
 _FORKED: list[Callable[[int], Any]] = []  # the function map_forked's workers inherit
 
 
-def _start(spec: CacheSpec) -> None:
+def _start(spec: CacheSpec, stored: frozenset[str]) -> None:
     _CHECKER[:] = [spec.build()]
+    _STORED[:] = [stored]
 
 
 def _one(path: str) -> tuple[str, RunAudit]:
-    return path, audit_as_run(load_run(path), _CHECKER[0])
+    return path, audit_as_run(load_run(path), _CHECKER[0], stored=path in _STORED[0])
 
 
 def audit_runs(
-    paths: Sequence[Path], spec: CacheSpec, workers: int, checker: ReceiptChecker | None = None
+    paths: Sequence[Path],
+    spec: CacheSpec,
+    workers: int,
+    checker: ReceiptChecker | None = None,
+    *,
+    stored: frozenset[str] = frozenset(),
 ) -> list[tuple[str, RunAudit]]:
-    """Every run file checked (module docstring); ``checker``: the one to use in-process."""
+    """Every run file checked (module docstring); ``checker``: the one to use in-process;
+    ``stored``: the files (as ``str(path)``) the auditor's index holds a passing verdict for,
+    under these trust inputs (``audit_as_run``)."""
     names = [str(p) for p in paths]
     if workers <= 1 or len(names) < 4 * _CHUNK:
         local = checker or spec.build()
-        return [(name, audit_as_run(load_run(name), local)) for name in names]
-    with ProcessPoolExecutor(workers, initializer=_start, initargs=(spec,)) as pool:
+        return [(name, audit_as_run(load_run(name), local, stored=name in stored))
+                for name in names]  # fmt: skip
+    with ProcessPoolExecutor(workers, initializer=_start, initargs=(spec, stored)) as pool:
         return list(pool.map(_one, names, chunksize=_CHUNK))
 
 

@@ -26,14 +26,21 @@ from the files is HTML-escaped.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from html import escape
 
 from ledger.records.commitments import Kept
 from ledger_client.audit.decision import Decision, shown_text
 from ledger_client.audit.graph_layout import BOX_H, BOX_W, layout
 from ledger_client.audit.timeline import TimelineRow, label_of, timeline, trust_of
-from ledger_client.audit.verdicts import PENDING, TimePolicy, Verdict, run_checks, time_text
+from ledger_client.audit.verdicts import (
+    FROM_INDEX,
+    PENDING,
+    TimePolicy,
+    Verdict,
+    run_checks,
+    time_text,
+)
 from ledger_client.audit.verify import RunAudit, iso_ms
 
 __all__ = ["PAGE_RUNS", "render_pages", "render_report", "run_verdict"]
@@ -330,6 +337,8 @@ def _run_section(
     """The run's section and its verdict."""
     rows = timeline(audit, policy, private)
     verdict = run_checks(audit, [(r.check, r.verdict) for r in rows])
+    if audit.stored:  # the index's stored verdict for this file and these trust inputs
+        verdict = Verdict(checks=tuple(replace(c, source=FROM_INDEX) for c in verdict.checks))
     late = [r for r in rows if (t := r.verdict.named("time")) and t.status == "failed"]
     bad = len(audit.problems) + len(late)
     warned = len(verdict.of("warning"))

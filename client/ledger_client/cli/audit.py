@@ -371,6 +371,12 @@ def lineage(
 )
 @click.option("--workers", type=click.IntRange(0, 64), default=0,
               help="processes checking run files (default 0: one per core)")  # fmt: skip
+@click.option(
+    "--db",
+    metavar="FILE",
+    help="an audit index: the runs it verified (same file, same trust inputs) are not "
+    "verified again",
+)
 @time_policy_options
 @chain_options
 @json_option
@@ -383,6 +389,7 @@ def report(
     out: str,
     private_file: str | None,
     workers: int,
+    db: str | None,
     max_delay: str | None,
     late: str | None,
     agent_keys: tuple[str, ...],
@@ -419,7 +426,13 @@ def report(
         chains, scan, size = chain_verdicts([str(p) for p in paths], tiles, chain_key, keys, origin)
         policy = replace(policy, chains=chains)
         processes = workers or os.cpu_count() or 1
-        audits = audit_runs(paths, spec, processes, checker)
+        stored = frozenset[str]()
+        if db is not None:
+            if not Path(db).is_file():
+                raise FormatError(f"--db {db}: no such index (make one with `ledger-verify index`)")
+            if max_delay is None and late is None and tiles is None:  # what the index stored
+                stored = _passing_runs(db, paths, keys, roots, origin, witnesses, agent_keys)
+        audits = audit_runs(paths, spec, processes, checker, stored=stored)
         found: dict[int, Verdict] = {}
         shared: dict[str, Any] = {
             "verdicts": found,
@@ -465,6 +478,29 @@ def report(
         return Outcome("report", details, lines)
 
     finish("report", as_json, check)
+
+
+def _passing_runs(
+    db: str,
+    paths: Sequence[Path],
+    keys: Sequence[str],
+    roots: Sequence[str],
+    origin: str | None,
+    witnesses: Sequence[str],
+    agent_keys: Sequence[str],
+) -> frozenset[str]:
+    """The run files (``str(path)``) whose passing verdict the index ``db`` holds for the
+    same content and trust inputs (``audit.lineage_index.stored_files``)."""
+    from ledger_client.audit.lineage_index import open_index, passing, stored_files
+
+    fingerprint = trust_fingerprint(keys, roots, origin, witnesses, agent_keys=agent_keys)
+    names = {str(p.resolve()): str(p) for p in paths}  # the index holds resolved paths
+    conn = open_index(db)
+    try:
+        found = stored_files(conn, fingerprint, list(names))
+    finally:
+        conn.close()
+    return frozenset(names[path] for path, (_, known) in found.items() if passing(known[3]))
 
 
 @click.command("export")
