@@ -14,8 +14,15 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from cryptography.hazmat.primitives.serialization import Encoding
 
+from ledger_client.audit.index import CacheSpec
+from ledger_client.audit.parallel import audit_runs
+from ledger_client.audit.report_html import render_pages
+from ledger_client.audit.run_files import run_paths
+from ledger_client.audit.verdicts import TimePolicy, Verdict
 from ledger_client.audit.verify import audit_as_run, audit_run
+from ledger_client.cli.audit import make_checker
 from ledger_client.cli.main import main
 from ledger_client.cli.options import load_certificates
 from ledger_client.receipts.run_load import load_run
@@ -31,7 +38,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     files = write(folder / "runs", runs)
     copies = folder / "copies"  # more than a page of runs: the overview and one page per run
     copies.mkdir()
-    for n in range(8):
+    for n in range(11):  # 33 runs: enough for the forked processes
         for name in ("decide", "chain", "fan"):
             shutil.copy(files[name], copies / f"{name}-{n}.jsonl")
     db = folder / "audit.sqlite"
@@ -44,9 +51,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def _report(world: dict[str, Any], out: Path, *extra: str) -> tuple[int, dict[str, Any]]:
+    extra = extra if "--workers" in extra else (*extra, "--workers", "1")
     root = str(world["files"]["root"])
     args = ["report", str(world["copies"]), "--key", world["key"], "--tsa-root", root,
-            "--html", str(out), "--workers", "1", "--json", *extra]  # fmt: skip
+            "--html", str(out), "--json", *extra]  # fmt: skip
     result = CliRunner().invoke(main, args)
     return result.exit_code, json.loads(result.output)
 
@@ -67,10 +75,10 @@ def test_stored_verdicts_show_what_a_fresh_verification_shows(
     assert sources == {"index"}  # every run taken from the index, and saying so
     for v in stored["verdicts"]:
         v["checks"] = [{**c, "source": "verified now"} for c in v["checks"]]
-    assert stored["verdicts"] == fresh["verdicts"] and len(fresh["verdicts"]) == 24
+    assert stored["verdicts"] == fresh["verdicts"] and len(fresh["verdicts"]) == 33
     pages = _pages(tmp_path / "fresh" / "report.html")
     from_index = _pages(tmp_path / "stored" / "report.html")
-    assert len(pages) == 25 and all(
+    assert len(pages) == 34 and all(
         "[index]" in p for n, p in from_index.items() if n != "overview"
     )
     assert {n: p.replace("[index]", "[verified now]") for n, p in from_index.items()} == pages
@@ -124,3 +132,24 @@ def test_each_receipt_checked_once_gives_the_audit_of_checking_twice(
         stored = audit_as_run(items, checker, stored=True)
         assert replace(stored, stored=False) == twice
         assert stored.stored == twice.ok  # a run that fails is never taken as stored
+
+
+def test_pages_made_in_the_checking_processes_equal_pages_made_here(
+    world: dict[str, Any], tmp_path: Path
+) -> None:
+    out = tmp_path / "forked" / "report.html"
+    code, forked = _report(world, out, "--workers", "2")
+    assert code == 0
+    key, root = world["key"], str(world["files"]["root"])
+    checker = make_checker([key], [root], None, [])
+    spec = CacheSpec(keys=(key,), roots_der=tuple(c.public_bytes(Encoding.DER)
+                     for c in checker.tsa_roots), origin=None, witnesses=())  # fmt: skip
+    audits = audit_runs(list(run_paths([str(world["copies"])])), spec, 1, checker)
+    found: dict[int, Verdict] = {}
+    overview, pages = render_pages(audits, anchors_checked=True, witnesses_checked=False,
+                                   folder=out.stem + "-runs", overview=out.name,
+                                   policy=TimePolicy(), verdicts=found)  # fmt: skip
+    assert _pages(out) == {"overview": overview, **pages}
+    assert [found[id(a)].to_json_obj() for _, a in audits] == [
+        {k: v for k, v in r.items() if k != "run_id"} for r in forked["verdicts"]
+    ]

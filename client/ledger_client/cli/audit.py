@@ -405,8 +405,15 @@ def report(
 
         from ledger.fileio.durable import sync_filesystem, write_file
         from ledger_client.audit.index import CacheSpec
-        from ledger_client.audit.parallel import audit_runs, map_forked
-        from ledger_client.audit.report_html import PAGE_RUNS, render_pages, render_report
+        from ledger_client.audit.parallel import audit_runs, report_pages
+        from ledger_client.audit.report_html import (
+            PAGE_RUNS,
+            PagePlan,
+            RunSummary,
+            overview_page,
+            plan_pages,
+            render_report,
+        )
         from ledger_client.audit.run_files import run_paths
         from ledger_client.audit.verdicts import PENDING, Verdict
         from ledger_client.cli.agent import chain_verdicts
@@ -432,40 +439,39 @@ def report(
                 raise FormatError(f"--db {db}: no such index (make one with `ledger-verify index`)")
             if max_delay is None and late is None and tiles is None:  # what the index stored
                 stored = _passing_runs(db, paths, keys, roots, origin, witnesses, agent_keys)
-        audits = audit_runs(paths, spec, processes, checker, stored=stored)
-        found: dict[int, Verdict] = {}
-        shared: dict[str, Any] = {
-            "verdicts": found,
-            "anchors_checked": bool(checker.tsa_roots),
-            "witnesses_checked": bool(witnesses),
-            "policy": policy,
-            "private": private,
-        }
         target = Path(out)
-        if len(audits) <= PAGE_RUNS:
-            write_file(target, render_report(audits, **shared).encode("utf-8"))
-        else:
+        checked = {"anchors_checked": bool(checker.tsa_roots), "witnesses_checked": bool(witnesses)}
+        verdicts: list[tuple[str | None, Verdict]]
+        if len(paths) <= PAGE_RUNS:
+            audits = audit_runs(paths, spec, processes, checker, stored=stored)
+            found: dict[int, Verdict] = {}
+            page = render_report(audits, verdicts=found, policy=policy, private=private, **checked)
+            write_file(target, page.encode("utf-8"))
+            verdicts = [(a.run_id, found[id(a)]) for _, a in audits]
+        else:  # each process checks its share of the runs and writes their pages
             folder = target.with_name(target.stem + "-runs")
             folder.mkdir(parents=True, exist_ok=True)
-            overview, pages = render_pages(
-                audits, folder=folder.name, overview=target.name, **shared,
-                map_runs=lambda section, count: map_forked(section, count, processes),
+
+            def plan_of(summaries: list[RunSummary]) -> PagePlan:
+                return plan_pages(summaries, folder=folder.name, overview=target.name, **checked)
+
+            summaries, plan, shown = report_pages(
+                [str(p) for p in paths], spec, processes, plan_of, folder, checker=checker,
+                stored=stored, policy=policy, private=private,
             )  # fmt: skip
-            for name, page in pages.items():  # made durable together: one sync, not one each
-                write_file(folder / name, page.encode("utf-8"), sync=False)
-            sync_filesystem(folder)
-            write_file(target, overview.encode("utf-8"))
-        verdicts = [(a, found[id(a)]) for _, a in audits]
-        failing = [a.run_id for a, v in verdicts if not v.ok]
-        pending = [a.run_id for a, v in verdicts if v.status == PENDING]
+            sync_filesystem(folder)  # the pages made durable together: one sync, not one each
+            write_file(target, overview_page(plan, summaries, shown).encode("utf-8"))
+            verdicts = [(s.run_id, v) for s, v in zip(summaries, shown, strict=True)]
+        failing = [run for run, v in verdicts if not v.ok]
+        pending = [run for run, v in verdicts if v.status == PENDING]
         details: dict[str, Any] = {
             "html": out,
-            "runs": len(audits),
+            "runs": len(verdicts),
             "failing_runs": failing,
             "pending_runs": pending,
-            "verdicts": [{"run_id": a.run_id, **v.to_json_obj()} for a, v in verdicts],
+            "verdicts": [{"run_id": run, **v.to_json_obj()} for run, v in verdicts],
         }
-        lines = [f"wrote {out}: {len(audits)} run(s), {len(failing)} not verified"]
+        lines = [f"wrote {out}: {len(verdicts)} run(s), {len(failing)} not verified"]
         if scan is not None:
             details["chain_scan"] = {"tree_size": size, **scan.to_json_obj()}
             lines += ["chains (from the log's tiles):", *scan.lines()]
