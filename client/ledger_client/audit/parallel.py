@@ -4,12 +4,19 @@
 does (``audit.verify.audit_as_run``) in ``workers`` processes, each with its own checker and
 verification cache (``audit.index.CacheSpec``, as the index uses them), and returns the
 ``(file name, RunAudit)`` pairs in the order given. A file that cannot be read raises its
-``FormatError`` as the single-process path does. Used by ``ledger-verify report``.
+``FormatError`` as the single-process path does. Used by ``ledger-verify report`` for a page
+of at most 20 runs.
 
 ``map_forked(fn, count, workers)`` is ``[fn(n) for n in range(count)]`` computed in ``workers``
 forked processes: they inherit ``fn`` and everything it reads (the report's audits) from this
-process, so only the numbers and the results cross between processes. The report renders its
-per-run pages with it. Where ``fork`` is not available, or for few items, it runs here.
+process, so only the numbers and the results cross between processes (``report_html.render_pages``
+can render its per-run pages with it). Where ``fork`` is not available, or for few items, it runs
+here.
+
+``report_pages(names, spec, workers, plan_of, folder)``: the report over many runs in one pass
+of ``workers`` forked processes, each checking a share of the run files and writing their pages
+(only each run's summary, the page plan and the verdicts cross between processes: a checked
+run is never sent back). ``ledger-verify report`` uses it for more than one page of runs.
 """
 
 from __future__ import annotations

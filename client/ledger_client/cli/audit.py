@@ -11,6 +11,9 @@
   (``ledger_client.audit.report_html``). Exit 1 when a run is not verified (the page is written).
   ``--tiles URL --chain-key HEX``: each run's chain check from the log's tiles (withheld runs,
   forks, restarts; ``ledger_client.cli.agent.chain_verdicts``), ``chain_scan`` in ``--json``.
+  ``--db FILE``: a run file the index verified and found passing (same content and trust
+  inputs, default time policy, no ``--tiles``) is taken with its stored verdict
+  (``audit.verify.audit_as_run``), its run checks' source ``index``.
 * ``export RUN --key VKEY --format otlp|prov --out FILE``: the run, each record with its
   verdict, as OTLP/JSON (the body of ``POST /v1/traces``) or W3C PROV-JSON
   (``ledger_client.audit.export``). Exit 1 when the run is not verified (the file is written).
