@@ -140,3 +140,19 @@ def test_run_path_names_are_the_run_paths(tmp_path: Path) -> None:
                   [str(tmp_path / "z"), str(tmp_path / "a")]):  # fmt: skip
         assert run_path_names(given) == [str(p) for p in run_paths(given)]
     assert len(run_path_names([str(tmp_path)])) == 5
+
+
+def test_runs_verified_now_are_held_to_the_auditors_time_policy(indexed: dict[str, Any]) -> None:
+    """Under another time policy nothing is taken from the index, and the runs verified now
+    are judged under that policy, as without ``--db``."""
+    world, folder = indexed["world"], indexed["files"]["chain"].parent
+    start = world.digest(world.runs[FAN][0])
+    given = [str(folder), "--key", indexed["key"], "--json", "--from", start, "--max-delay", "1s"]
+    plain = CliRunner().invoke(main, ["lineage", *given])
+    stored = CliRunner().invoke(main, ["lineage", *given, "--db", str(indexed["db"])])
+    assert plain.exit_code == stored.exit_code == 1
+    answers = [json.loads(r.output) for r in (plain, stored)]
+    verdicts = [{r["record_digest"]: r["verdict"] for r in a["records"]} for a in answers]
+    assert verdicts[0] == verdicts[1]
+    assert {c["status"] for v in verdicts[1].values() for c in v["checks"]
+            if c["name"] == "time"} == {"failed"}  # fmt: skip

@@ -33,6 +33,7 @@ from ledger.core.timefmt import from_epoch_ms, rfc3339_millis
 
 if TYPE_CHECKING:  # imported when a run is verified now (start-up: ``cli.main``)
     from ledger_client.audit.lineage import Lineage
+    from ledger_client.audit.verdicts import TimePolicy
     from ledger_client.receipts.verify import ReceiptChecker
 
 __all__ = [
@@ -226,7 +227,8 @@ class _NoneFresh:
 
 class IndexedLineage:
     """The given runs, split into stored (index) and fresh (verified now) (module docstring).
-    ``checker`` makes the ``ReceiptChecker`` for the fresh runs (only when there are any)."""
+    ``checker`` and ``policy`` make the ``ReceiptChecker`` and the auditor's time policy for
+    the fresh runs (only when there are any; no ``policy``: the default)."""
 
     def __init__(
         self,
@@ -234,6 +236,7 @@ class IndexedLineage:
         db: sqlite3.Connection,
         fingerprint: str,
         checker: Callable[[], ReceiptChecker],
+        policy: Callable[[], TimePolicy] | None = None,
     ) -> None:
         self.db = db
         # stored verdict text -> its JSON (shared) and its warnings
@@ -268,7 +271,7 @@ class IndexedLineage:
         if fresh:
             from ledger_client.audit.lineage import Lineage
 
-            self.fresh = Lineage(fresh, checker())
+            self.fresh = Lineage(fresh, checker(), policy=policy() if policy else None)
         self.runs += [r.to_json_obj() for r in self.fresh.runs]
         self.given = set(self.stored_paths)
 

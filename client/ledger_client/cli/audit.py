@@ -298,6 +298,7 @@ def lineage(
                     store,
                     fingerprint if default_policy else "",
                     lambda: checker_of(trust),
+                    lambda: time_policy(max_delay, late, agent_keys),
                 )
                 if tainted:
                     starts = indexed.tainted_starts(labels or ("untrusted",))
