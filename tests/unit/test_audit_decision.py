@@ -192,3 +192,17 @@ def test_map_forked_keeps_order_and_uses_other_processes() -> None:
     got = map_forked(lambda n: (n * n, os.getpid()), 100, 2)
     assert [v for v, _ in got] == [n * n for n in range(100)]
     assert {pid for _, pid in got} - {here}  # computed in forked workers
+
+
+def test_shown_in_one_pass_equals_json_then_open() -> None:
+    """The report's one-pass view of a record's members (nothing opened) is ``_open`` over
+    ``_json``, for every member of every record of the decision world."""
+    from ledger_client.audit.decision import _SHOWN, _json, _open, _shown
+    from tests.decision_world import build
+
+    world = build()
+    records = [r for rs in world.runs.values() for r in rs]
+    tricky = {"commitment": {"commitment": "x"}, "a": [{"commitment": 1}, {"b": 2.5}]}
+    for value in [*(getattr(r, n, None) for r in records for n in _SHOWN), tricky]:
+        assert _shown(value) == _open(_json(value), "p", {})
+    assert any(_shown(getattr(r, "parameters", None)) != _json(r.parameters) for r in records)

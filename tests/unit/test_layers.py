@@ -331,6 +331,7 @@ def test_the_offline_verifier_loads_no_grpc_rocksdict_or_aiohttp() -> None:
     receipts = sorted(n for n in modules() if package_of(n) == "ledger_client.receipts")
     code = "".join(f"import {name}\n" for name in receipts) + (
         "import ledger_client.cli.main\n"
+        "ledger_client.cli.main.main.commands\n"  # every subcommand's module (lazy otherwise)
         "from ledger_client import Receipt, verify_receipt, verify_run\n"
     )
     loaded = loaded_by(code)

@@ -269,15 +269,36 @@ def _json(value: object) -> Json:
     raise TypeError(f"{type(value).__name__} is not a record value")
 
 
+def _shown(value: object) -> Json:
+    """``_open(_json(value), path, {})`` in one pass: with nothing opened no field path is
+    needed (the report shows thousands of records)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, Mapping):
+        if len(value) == 1:
+            ((key, inner),) = value.items()
+            if str(key) == COMMITMENT_KEY:
+                return {COMMITTED: _json(inner)}
+        return {str(k): _shown(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_shown(v) for v in value]
+    convert = getattr(value, "to_json_obj", None)
+    if callable(convert):
+        return _shown(convert())
+    raise TypeError(f"{type(value).__name__} is not a record value")
+
+
 _SHOWN = ("candidates", "parameters", "expected_outcome", "actual_outcome", "payload", *_CAPTURE)
 
 
 def decision_of(record: DecisionRecord, opened: Mapping[str, Json] | None = None) -> Decision:
     """What ``record`` decided (module docstring); ``opened``: field path -> checked value."""
-    opened = opened or {}
-    obj: dict[str, Any] = {
-        name: _open(_json(getattr(record, name, None)), name, opened) for name in _SHOWN
-    }
+    if opened:
+        obj: dict[str, Any] = {
+            name: _open(_json(getattr(record, name, None)), name, opened) for name in _SHOWN
+        }
+    else:
+        obj = {name: _shown(getattr(record, name, None)) for name in _SHOWN}
     candidates = sorted(
         (
             {

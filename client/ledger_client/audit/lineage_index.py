@@ -20,20 +20,34 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+import os
+import sqlite3
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger.core.errors import FormatError
-from ledger_client.audit.index import AuditIndex
-from ledger_client.audit.lineage import Lineage
-from ledger_client.audit.verdicts import FROM_INDEX
-from ledger_client.audit.verify import iso_ms
-from ledger_client.receipts.run_load import load_run
-from ledger_client.receipts.verify import ReceiptChecker
+from ledger.core.timefmt import from_epoch_ms, rfc3339_millis
 
-__all__ = ["IndexedLineage", "IndexedResult"]
+if TYPE_CHECKING:  # imported when a run is verified now (start-up: ``cli.main``)
+    from ledger_client.audit.lineage import Lineage
+    from ledger_client.audit.verdicts import TimePolicy
+    from ledger_client.receipts.verify import ReceiptChecker
+
+__all__ = [
+    "FROM_INDEX",
+    "IndexedLineage",
+    "IndexedResult",
+    "open_index",
+    "passing",
+    "stored_files",
+    "stored_runs",
+    "verdict_of",
+]
+
+FROM_INDEX = "index"  # ``audit.verdicts.FROM_INDEX`` (a test keeps them equal)
 
 _COLUMNS = (
     "path", "run_id", "agent", "step", "kind", "label", "trust_label", "time", "logged_at_ms",
@@ -103,63 +117,166 @@ class IndexedResult:
         return out
 
 
-def _status(verdict: str) -> str:
-    """A stored run verdict's status (``failed`` when none was stored)."""
-    if not verdict:
+# a records row as read: (rowid, *_COLUMNS)
+_Row = tuple[Any, ...]
+_PATH, _DIGEST, _PARENTS, _VERDICT = (1 + _COLUMNS.index(c) for c in
+                                      ("path", "record_digest", "parents", "verdict"))  # fmt: skip
+assert _COLUMNS[1:11] == (
+    "run_id", "agent", "step", "kind", "label", "trust_label", "time", "logged_at_ms",
+    "log_index", "record_digest",
+) and _COLUMNS[12:15] == ("time_difference_ms", "verified", "why_not")  # fmt: skip
+
+
+def _status(head: str, whole: Callable[[], str]) -> str:
+    """A stored run verdict's status from the first 40 characters of its text (``whole``:
+    the text, read when they do not tell); ``failed`` when none was stored."""
+    if not head:
         return "failed"
-    head = verdict[:40]  # stored as json.dumps({"status": ..., "checks": ...})
-    if head.startswith('{"status": "'):
-        return head[12:].split('"', 1)[0]
-    return str(json.loads(verdict)["status"])
+    if head.startswith('{"status": "'):  # stored as json.dumps({"status": ..., "checks": ...})
+        found = head[12:].split('"', 1)
+        if len(found) == 2:
+            return found[0]
+    return str(json.loads(whole())["status"])
+
+
+def open_index(db: str | Path) -> sqlite3.Connection:
+    """An audit index opened to read (``audit.index.AuditIndex`` makes and fills it); a file
+    that is not an SQLite database: ``FormatError``, as ``AuditIndex`` words it."""
+    try:
+        conn = sqlite3.connect(str(db), isolation_level=None)
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        conn.execute("PRAGMA query_only = 1")  # reads only
+        conn.execute(f"PRAGMA mmap_size = {1 << 30}")  # pages read in place, not copied
+    except sqlite3.DatabaseError as exc:
+        raise FormatError(f"{db}: not an audit index ({exc})") from None
+    return conn
+
+
+def stored_runs(
+    conn: sqlite3.Connection, fingerprint: str
+) -> dict[str, tuple[str, int, int, str, str | None]]:
+    """``AuditIndex.stored_runs``: path -> (file hash, size, mtime_ns, the first 40 characters
+    of the run verdict's JSON, run id) of the files indexed under the trust inputs
+    ``fingerprint``; empty when the index was made under others, or by a verifier whose index
+    has other columns (it is rebuilt then). ``verdict_of`` reads a verdict whole."""
+    try:
+        columns = {r[1] for r in conn.execute("PRAGMA table_info(records)")}
+        row = conn.execute("SELECT value FROM meta WHERE key = 'settings'").fetchone()
+    except sqlite3.OperationalError:  # no tables: nothing indexed
+        return {}
+    if "cost_currency" not in columns or row is None or row[0] != fingerprint:
+        return {}
+    return {
+        path: (file_hash, size, mtime, verdict or "", run_id)
+        for path, file_hash, size, mtime, verdict, run_id in conn.execute(
+            "SELECT path, file_hash, size, mtime_ns, substr(verdict, 1, 40), run_id FROM files "
+            "WHERE file_hash != ''"
+        )
+    }
+
+
+def verdict_of(conn: sqlite3.Connection, path: str) -> str:
+    """The stored run verdict's JSON text of the file ``path`` ("" when none was stored)."""
+    row = conn.execute("SELECT verdict FROM files WHERE path = ?", (path,)).fetchone()
+    return str(row[0] or "") if row else ""
+
+
+def stored_files(
+    conn: sqlite3.Connection, fingerprint: str, paths: Sequence[str]
+) -> dict[str, tuple[str, tuple[str, int, int, str, str | None]]]:
+    """Given path -> (the indexed path, ``stored_runs``' entry) for each of ``paths`` the index
+    holds under ``fingerprint`` with the same content (module docstring): the same path,
+    size and modification time, or else the same SHA-256 file hash (a copy)."""
+    stored = stored_runs(conn, fingerprint)
+    by_hash: dict[str, str] | None = None
+    out = {}
+    for path in paths:
+        key = path
+        info = os.stat(path)
+        known = stored.get(key)
+        if known is None or (known[1], known[2]) != (info.st_size, info.st_mtime_ns):
+            if by_hash is None:
+                by_hash = {h: p for p, (h, *_) in stored.items()}
+            digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+            key = by_hash.get(digest, "")
+            known = stored.get(key) if key else None
+        if known is not None:
+            out[path] = (key, known)
+    return out
+
+
+def passing(head: str) -> bool:
+    """Whether a stored run verdict (its first 40 characters, ``stored_runs``) passed."""
+    return head.startswith(('{"status": "ok"', '{"status": "warning"'))
+
+
+class _NoneFresh:
+    """``Lineage`` over no runs (every run given is stored)."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, Any] = {}
+        self.children: dict[str, list[str]] = {}
+        self.runs: tuple[Any, ...] = ()
+
+    def tainted_starts(self, labels: Sequence[str]) -> list[str]:
+        return []
+
+    def node(self, digest: str, depth: int) -> Any:
+        raise KeyError(digest)
 
 
 class IndexedLineage:
-    """The given runs, split into stored (index) and fresh (verified now) (module docstring)."""
+    """The given runs, split into stored (index) and fresh (verified now) (module docstring).
+    ``checker`` and ``policy`` make the ``ReceiptChecker`` and the auditor's time policy for
+    the fresh runs (only when there are any; no ``policy``: the default)."""
 
     def __init__(
         self,
-        paths: Sequence[Path],
-        store: AuditIndex,
+        paths: Sequence[str],
+        db: sqlite3.Connection,
         fingerprint: str,
-        checker: ReceiptChecker,
+        checker: Callable[[], ReceiptChecker],
+        policy: Callable[[], TimePolicy] | None = None,
     ) -> None:
-        self.db = store.db
-        self._verdicts: dict[str, dict[str, Any]] = {}  # stored verdict text -> its JSON (shared)
+        self.db = db
+        # stored verdict text -> its JSON (shared) and its warnings
+        self._verdicts: dict[str, tuple[dict[str, Any], list[str]]] = {}
+        self._parent_lists: dict[str, list[str]] = {}  # record digest -> its parents, parsed
         self._seconds: dict[int, str] = {}  # seconds since the epoch -> their RFC 3339 text
-        stored = store.stored_runs(fingerprint)
-        by_hash = {h: p for p, (h, *_) in stored.items()}
+        matched = stored_files(db, fingerprint, paths)
         self.runs: list[dict[str, Any]] = []
         self.stored_paths: list[str] = []
         fresh: list[tuple[str, Any]] = []
         for path in paths:
-            key = str(path)
-            info = path.stat()
-            known = stored.get(key)
-            if known is None or (known[1], known[2]) != (info.st_size, info.st_mtime_ns):
-                digest = hashlib.sha256(path.read_bytes()).hexdigest()
-                key = by_hash.get(digest, "")
-                known = stored.get(key) if key else None
+            key, known = matched.get(path, ("", None))
             if known is None:
-                fresh.append((str(path), load_run(path)))
+                from ledger_client.receipts.run_load import load_run
+
+                fresh.append((path, load_run(path)))
                 continue
             self.stored_paths.append(key)
-            status = _status(known[3])
+            status = _status(known[3], partial(verdict_of, db, key))
             run: dict[str, Any] = {
-                "run_file": str(path),
+                "run_file": path,
                 "run_id": known[4],
                 "verified": status in ("ok", "warning"),
                 "source": FROM_INDEX,
                 "status": status,
             }
             if not run["verified"]:  # the checks of a failing run, in full
-                run["verdict"] = json.loads(known[3]) if known[3] else {"status": status}
+                whole = verdict_of(db, key)
+                run["verdict"] = json.loads(whole) if whole else {"status": status}
             self.runs.append(run)
-        self.fresh = Lineage(fresh, checker)
+        self.fresh: Lineage | _NoneFresh = _NoneFresh()
+        if fresh:
+            from ledger_client.audit.lineage import Lineage
+
+            self.fresh = Lineage(fresh, checker(), policy=policy() if policy else None)
         self.runs += [r.to_json_obj() for r in self.fresh.runs]
         self.given = set(self.stored_paths)
 
-    def _rows(self, digests: Sequence[str]) -> dict[str, dict[str, Any]]:
-        out: dict[str, dict[str, Any]] = {}
+    def _rows(self, digests: Sequence[str]) -> dict[str, _Row]:
+        out: dict[str, _Row] = {}
         for start in range(0, len(digests), 500):
             part = digests[start : start + 500]
             marks = ", ".join("?" * len(part))
@@ -174,25 +291,25 @@ class IndexedLineage:
         self._parse_parents(out)
         return out
 
-    def _keep(self, out: dict[str, dict[str, Any]], found: Iterable[Sequence[Any]]) -> None:
+    def _keep(self, out: dict[str, _Row], found: Iterable[_Row]) -> None:
         """Rows ``(rowid, *_COLUMNS)`` of the given runs into ``out``: per digest, the row
         stored first (the least rowid) when copies of a record are given."""
         given = self.given
         for row in found:
-            if row[1] in given:
-                item = dict(zip(_COLUMNS, row[1:], strict=True))
-                item["rowid"] = row[0]
-                had = out.get(item["record_digest"])
-                if had is None or had["rowid"] > row[0]:
-                    out[item["record_digest"]] = item
+            if row[_PATH] in given:
+                digest = row[_DIGEST]
+                had = out.get(digest)
+                if had is None or had[0] > row[0]:
+                    out[digest] = row
 
-    @staticmethod
-    def _parse_parents(out: dict[str, dict[str, Any]]) -> None:
-        kept = [item for item in out.values() if "parent_list" not in item]
-        texts = [item["parents"] for item in kept]
+    def _parse_parents(self, out: dict[str, _Row]) -> None:
+        lists = self._parent_lists
+        kept = [(d, row) for d, row in out.items() if d not in lists]
+        texts = [row[_PARENTS] for _, row in kept]
         if all(texts):  # every row's parent list in one parse (else each parsed on demand)
-            for item, parents in zip(kept, json.loads(f"[{','.join(texts)}]"), strict=True):
-                item["parent_list"] = parents
+            parsed = json.loads(f"[{','.join(texts)}]")
+            for (digest, _), parents in zip(kept, parsed, strict=True):
+                lists[digest] = parents
 
     def find(self, given: str) -> str | None:
         """A full digest from hex or a unique prefix of at least 8 hex digits."""
@@ -226,14 +343,13 @@ class IndexedLineage:
         ]
         return sorted({*stored, *self.fresh.tainted_starts(labels)})
 
-    def _children(
-        self, digests: Sequence[str], rows: dict[str, dict[str, Any]]
-    ) -> dict[str, list[str]]:
+    def _children(self, digests: Sequence[str], rows: dict[str, _Row]) -> dict[str, list[str]]:
         """parent digest -> the records resting on it (``run_closed`` records left out); the
         rows of children not yet in ``rows`` go there (as ``_rows`` would choose them)."""
         out: dict[str, list[str]] = {d: list(self.fresh.children.get(d, [])) for d in digests}
         columns = ", ".join(f"r.{c}" for c in _COLUMNS)
-        new: dict[str, dict[str, Any]] = {}
+        new: dict[str, _Row] = {}
+        given = self.given
         for start in range(0, len(digests), 500):
             part = list(digests[start : start + 500])
             marks = ", ".join("?" * len(part))
@@ -244,14 +360,13 @@ class IndexedLineage:
                 f"AND t.value IN ({marks}) AND r.kind != 'run_closed'",
                 part,
             ).fetchall()
-            given = self.given
             for hit in hits:
-                parent, child, path = hit[0], hit[12], hit[2]
+                parent, child, path = hit[0], hit[_DIGEST + 1], hit[_PATH + 1]
                 if path in given and (parent, child) not in found:
                     found.add((parent, child))
                     out[parent].append(child)
             self._keep(new, (hit[1:] for hit in hits))
-        fresh = {d: item for d, item in new.items() if d not in rows}
+        fresh = {d: row for d, row in new.items() if d not in rows}
         self._parse_parents(fresh)
         rows.update(fresh)
         return out
@@ -296,13 +411,12 @@ class IndexedLineage:
         records.sort(key=lambda r: (r["depth"], str(r["time"]), r["index"]))
         return IndexedResult(direction, list(starts), records, unknown, self.runs)
 
-    def _parents(self, digest: str, rows: dict[str, dict[str, Any]]) -> list[str]:
+    def _parents(self, digest: str, rows: dict[str, _Row]) -> list[str]:
         if digest in rows:
-            row = rows[digest]
-            found = row.get("parent_list")
+            found = self._parent_lists.get(digest)
             if found is None:  # parsed once per row (``_rows`` parses them in bulk)
-                found = row["parent_list"] = json.loads(row["parents"])
-            return found  # type: ignore[no-any-return]
+                found = self._parent_lists[digest] = json.loads(rows[digest][_PARENTS])
+            return found
         item = self.fresh.items.get(digest)
         return list(item[0].record.parent_digests) if item else []
 
@@ -313,34 +427,38 @@ class IndexedLineage:
         second, milli = divmod(ms, 1000)
         head = self._seconds.get(second)
         if head is None:
-            head = self._seconds[second] = str(iso_ms(second * 1000))[:-5]  # less ".000Z"
+            # ``audit.verify.iso_ms`` of the whole second, less ".000Z"
+            head = self._seconds[second] = rfc3339_millis(from_epoch_ms(second * 1000))[:-5]
         return f"{head}.{milli:03d}Z"
 
-    def _node(self, digest: str, depth: int, rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    def _node(self, digest: str, depth: int, rows: dict[str, _Row]) -> dict[str, Any]:
         if digest in self.fresh.items:
             return self.fresh.node(digest, depth).to_json_obj()
         row = rows[digest]
-        verdict = self._verdicts.get(row["verdict"])
-        if verdict is None:  # records share a handful of verdicts: each text is parsed once
-            verdict = self._verdicts[row["verdict"]] = json.loads(row["verdict"])
+        text = row[_VERDICT]
+        shared = self._verdicts.get(text)
+        if shared is None:  # records share a handful of verdicts: each text is parsed once
+            verdict = json.loads(text)
+            warned = [c["message"] for c in verdict["checks"] if c["status"] == "warning"]
+            shared = self._verdicts[text] = (verdict, warned)
         return {
             "record_digest": digest,
             "depth": depth,
-            "kind": row["kind"],
-            "step": row["step"],
-            "run_id": row["run_id"],
-            "run_file": row["path"],
-            "agent": row["agent"],
-            "label": row["label"],
-            "trust_label": row["trust_label"],
-            "time": row["time"],
-            "logged_at": self._iso_ms(row["logged_at_ms"]),
-            "index": row["log_index"],
-            "time_difference_ms": row["time_difference_ms"],
+            "kind": row[5],
+            "step": row[4],
+            "run_id": row[2],
+            "run_file": row[_PATH],
+            "agent": row[3],
+            "label": row[6],
+            "trust_label": row[7],
+            "time": row[8],
+            "logged_at": self._iso_ms(row[9]),
+            "index": row[10],
+            "time_difference_ms": row[13],
             "parents": list(self._parents(digest, rows)),
-            "verified": bool(row["verified"]),
-            "why_not": row["why_not"],
-            "warnings": [c["message"] for c in verdict["checks"] if c["status"] == "warning"],
-            "verdict": verdict,
+            "verified": bool(row[14]),
+            "why_not": row[15],
+            "warnings": list(shared[1]),
+            "verdict": shared[0],
             "source": FROM_INDEX,
         }

@@ -26,14 +26,21 @@ from the files is HTML-escaped.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from html import escape
 
 from ledger.records.commitments import Kept
 from ledger_client.audit.decision import Decision, shown_text
 from ledger_client.audit.graph_layout import BOX_H, BOX_W, layout
 from ledger_client.audit.timeline import TimelineRow, label_of, timeline, trust_of
-from ledger_client.audit.verdicts import PENDING, TimePolicy, Verdict, run_checks, time_text
+from ledger_client.audit.verdicts import (
+    FROM_INDEX,
+    PENDING,
+    TimePolicy,
+    Verdict,
+    run_checks,
+    time_text,
+)
 from ledger_client.audit.verify import RunAudit, iso_ms
 
 __all__ = ["PAGE_RUNS", "render_pages", "render_report", "run_verdict"]
@@ -79,20 +86,48 @@ class _Where:
     tainted: frozenset[str] = frozenset()
 
 
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """What the pages of other runs need to know of a run (small: it crosses processes): its
+    file, id, agent, when it started and, per record in log order, (digest, step, closes the
+    run, parents, an untrusted memory write)."""
+
+    name: str
+    run_id: str | None
+    agent: str | None
+    started: tuple[int, str]
+    records: tuple[tuple[str, int, bool, tuple[str, ...], bool], ...]
+
+
+def run_summary(name: str, audit: RunAudit) -> RunSummary:
+    records = tuple(
+        (c.digest, c.record.step, c.record.kind == "run_closed", c.record.parent_digests,
+         trust_of(c.record) == "untrusted")
+        for c in audit.checks
+    )  # fmt: skip
+    return RunSummary(
+        name=name, run_id=audit.run_id, agent=audit.agent, started=_started(audit), records=records
+    )
+
+
 def _where(audits: Sequence[RunAudit], href: Mapping[str, str]) -> _Where:
+    return _where_of([run_summary("", a) for a in audits], href)
+
+
+def _where_of(runs_in_order: Sequence[RunSummary], href: Mapping[str, str]) -> _Where:
     runs: dict[str, tuple[str, int, str]] = {}
     children: dict[str, list[str]] = {}
     sources = []
-    for audit in audits:
-        target = href.get(audit.run_id or "", "")
-        for c in audit.checks:
-            runs.setdefault(c.digest, (audit.run_id or "?", c.record.step, target))
-            if c.record.kind == "run_closed":
+    for run in runs_in_order:
+        target = href.get(run.run_id or "", "")
+        for digest, step, closes, parents, untrusted in run.records:
+            runs.setdefault(digest, (run.run_id or "?", step, target))
+            if closes:
                 continue
-            for parent in c.record.parent_digests:
-                children.setdefault(parent, []).append(c.digest)
-            if trust_of(c.record) == "untrusted":
-                sources.append(c.digest)
+            for parent in parents:
+                children.setdefault(parent, []).append(digest)
+            if untrusted:
+                sources.append(digest)
     tainted = set(sources)
     todo = list(sources)
     while todo:
@@ -330,6 +365,8 @@ def _run_section(
     """The run's section and its verdict."""
     rows = timeline(audit, policy, private)
     verdict = run_checks(audit, [(r.check, r.verdict) for r in rows])
+    if audit.stored:  # the index's stored verdict for this file and these trust inputs
+        verdict = Verdict(checks=tuple(replace(c, source=FROM_INDEX) for c in verdict.checks))
     late = [r for r in rows if (t := r.verdict.named("time")) and t.status == "failed"]
     bad = len(audit.problems) + len(late)
     warned = len(verdict.of("warning"))
@@ -453,6 +490,74 @@ def run_page_name(number: int) -> str:
     return f"run-{number:05d}.html"
 
 
+@dataclass(frozen=True, slots=True)
+class PagePlan:
+    """The pages of many runs (``render_pages``): ``order[n]`` is the index (in the runs given)
+    of the run on page ``n`` (time order); ``names``: run id -> its page, as the overview
+    links it; ``where``: every record's run and page, and the tainted records."""
+
+    order: tuple[int, ...]
+    names: Mapping[str, str]
+    where: _Where
+    notes: tuple[str, ...]
+    overview: str
+
+
+def plan_pages(
+    summaries: Sequence[RunSummary],
+    *,
+    anchors_checked: bool,
+    witnesses_checked: bool,
+    folder: str,
+    overview: str,
+) -> PagePlan:
+    order = sorted(range(len(summaries)), key=lambda i: (summaries[i].started, summaries[i].name))
+    names = {summaries[i].run_id or "": f"{folder}/{run_page_name(n)}" for n, i in enumerate(order)}
+    pages_of = {run: path.rsplit("/", 1)[-1] for run, path in names.items()}
+    where = _where_of([summaries[i] for i in order], pages_of)
+    notes = tuple(_notes(anchors_checked, witnesses_checked))
+    return PagePlan(tuple(order), names, where, notes, overview)
+
+
+def run_page(
+    plan: PagePlan,
+    name: str,
+    audit: RunAudit,
+    *,
+    policy: TimePolicy | None = None,
+    private: Mapping[str, Sequence[Kept]] | None = None,
+) -> tuple[str, Verdict]:
+    """A run's page (``plan``: ``plan_pages``) and its verdict."""
+    section, verdict = _run_section(name, audit, policy, plan.where, private)
+    back = f'<p><a href="../{escape(plan.overview)}">overview of every run</a></p>'
+    page = _page(f"{_TITLE}: run {audit.run_id or '?'}", list(plan.notes), back, section)
+    return page, verdict
+
+
+def overview_page(
+    plan: PagePlan, summaries: Sequence[RunSummary], verdicts: Sequence[Verdict]
+) -> str:
+    """The overview: one line per run (``summaries`` and ``verdicts`` in the order given,
+    shown in ``plan.order``), linking its page."""
+    lines = []
+    for n, i in enumerate(plan.order):
+        run, verdict = summaries[i], verdicts[i]
+        css = "v" if verdict.ok else "x"
+        lines.append(
+            f'<tr><td>{n + 1}</td><td><a href="{escape(plan.names[run.run_id or ""])}">'
+            f"{escape(run.run_id or '?')}</a></td><td>{escape(run.agent or '?')}</td>"
+            f"<td>{len(run.records)}</td><td>{escape(run.name)}</td>"
+            f'<td class="{css}">{escape(verdict.status)}'
+            f"{escape(': ' + '; '.join(verdict.notes())) if verdict.notes() else ''}</td></tr>"
+        )
+    table = (
+        "<table><thead><tr><th>#</th><th>run</th><th>agent</th><th>records</th><th>file</th>"
+        f"<th>verdict</th></tr></thead><tbody>{''.join(lines)}</tbody></table>"
+    )
+    shown = [verdicts[i] for i in plan.order]
+    return _page(_TITLE, list(plan.notes), _summary(shown), table)
+
+
 def render_pages(
     runs: Sequence[tuple[str, RunAudit]],
     *,
@@ -471,39 +576,24 @@ def render_pages(
     the overview's file name); every page self-contained. ``verdicts`` as for
     ``render_report``. ``map_runs(section, count)``: ``[section(n) for n in range(count)]``,
     in order (the default), or the same computed elsewhere (``audit.parallel.map_forked``:
-    in worker processes)."""
-    ordered = _ordered(runs)
-    names = {a.run_id or "": f"{folder}/{run_page_name(n)}" for n, (_, a) in enumerate(ordered)}
-    pages_of = {run: path.rsplit("/", 1)[-1] for run, path in names.items()}
-    where = _where([a for _, a in ordered], pages_of)
-    notes = _notes(anchors_checked, witnesses_checked)
-    pages: dict[str, str] = {}
-    lines = []
-    shown: list[Verdict] = []
+    in worker processes). ``audit.parallel.report_pages`` makes the same pages in the
+    processes that check the runs."""
+    summaries = [run_summary(name, audit) for name, audit in runs]
+    plan = plan_pages(
+        summaries, anchors_checked=anchors_checked, witnesses_checked=witnesses_checked,
+        folder=folder, overview=overview,
+    )  # fmt: skip
 
-    def section_of(n: int) -> tuple[str, Verdict]:
-        name, audit = ordered[n]
-        return _run_section(name, audit, policy, where, private)
+    def page_of(n: int) -> tuple[str, Verdict]:
+        name, audit = runs[plan.order[n]]
+        return run_page(plan, name, audit, policy=policy, private=private)
 
-    every = (map_runs or _in_order)(section_of, len(ordered))
-    for n, ((name, audit), (section, verdict)) in enumerate(zip(ordered, every, strict=True)):
-        shown.append(verdict)
+    every = (map_runs or _in_order)(page_of, len(runs))
+    pages = {run_page_name(n): page for n, (page, _) in enumerate(every)}
+    shown: list[Verdict | None] = [None] * len(runs)
+    for i, (_, verdict) in zip(plan.order, every, strict=True):
+        shown[i] = verdict
         if verdicts is not None:
-            verdicts[id(audit)] = verdict
-        back = f'<p><a href="../{escape(overview)}">overview of every run</a></p>'
-        pages[run_page_name(n)] = _page(
-            f"{_TITLE}: run {audit.run_id or '?'}", notes, back, section
-        )
-        css = "v" if verdict.ok else "x"
-        lines.append(
-            f'<tr><td>{n + 1}</td><td><a href="{escape(names[audit.run_id or ""])}">'
-            f"{escape(audit.run_id or '?')}</a></td><td>{escape(audit.agent or '?')}</td>"
-            f"<td>{len(audit.checks)}</td><td>{escape(name)}</td>"
-            f'<td class="{css}">{escape(verdict.status)}'
-            f"{escape(': ' + '; '.join(verdict.notes())) if verdict.notes() else ''}</td></tr>"
-        )
-    table = (
-        "<table><thead><tr><th>#</th><th>run</th><th>agent</th><th>records</th><th>file</th>"
-        f"<th>verdict</th></tr></thead><tbody>{''.join(lines)}</tbody></table>"
-    )
-    return _page(_TITLE, notes, _summary(shown), table), pages
+            verdicts[id(runs[i][1])] = verdict
+    done = [v for v in shown if v is not None]
+    return overview_page(plan, summaries, done), pages

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ledger.core.errors import FormatError
 
-__all__ = ["PRIVATE_SUFFIX", "run_paths"]
+__all__ = ["PRIVATE_SUFFIX", "run_path_names", "run_paths"]
 
 PRIVATE_SUFFIX = ".disclosures.jsonl"
 
@@ -25,26 +25,34 @@ def _run_files(folder: Path) -> list[Path]:
     what ``rglob("*.jsonl")`` and ``is_file()`` find, from one ``scandir`` per folder (an index
     or lineage lists 10,000 files). Symbolic links to folders are not followed, as ``rglob``
     does not; a link to a file counts as the file."""
-    found: list[Path] = []
-    pending = [folder]
+    return [folder.joinpath(*parts) for parts in _run_file_parts(folder)]
+
+
+def _run_file_parts(folder: Path) -> list[tuple[str, ...]]:
+    """``_run_files`` as the names of each file's folders and its own name below ``folder``,
+    in path order (10,000 tuples cost less than 10,000 ``Path`` objects)."""
+    found: list[tuple[str, ...]] = []
+    pending: list[tuple[str, ...]] = [()]
     while pending:
-        where = pending.pop()
+        below = pending.pop()
         try:
-            with os.scandir(where) as entries:
+            with os.scandir(folder.joinpath(*below)) as entries:
                 listed = list(entries)
         except PermissionError:
             continue
         for entry in listed:
+            name = entry.name
             if entry.is_dir(follow_symlinks=False):
-                pending.append(where / entry.name)
+                pending.append((*below, name))
             elif (
-                entry.name.endswith(".jsonl")
-                and entry.name != ".jsonl"  # a dot file: no suffix
-                and not entry.name.endswith(PRIVATE_SUFFIX)
+                name.endswith(".jsonl")
+                and name != ".jsonl"  # a dot file: no suffix
+                and not name.endswith(PRIVATE_SUFFIX)
                 and entry.is_file()
             ):
-                found.append(where / entry.name)
-    return sorted(found, key=lambda p: p.parts)  # path order, without Path comparisons
+                found.append((*below, name))
+    found.sort()  # the order of ``Path.parts``: the folder's own parts are common to all
+    return found
 
 
 def run_paths(paths: Sequence[str]) -> Iterator[Path]:
@@ -63,3 +71,22 @@ def run_paths(paths: Sequence[str]) -> Iterator[Path]:
                 raise FormatError(f"{given}: no run files (*.jsonl) or run items (*.json) in it")
         else:
             raise FormatError(f"{given}: no such file or folder")
+
+
+def run_path_names(paths: Sequence[str]) -> list[str]:
+    """``[str(p) for p in run_paths(paths)]``, the names built as strings (``lineage --db``
+    lists 10,000 files)."""
+    out: list[str] = []
+    for given in paths:
+        where = Path(given)
+        if not where.is_dir():
+            out += [str(p) for p in run_paths([given])]
+            continue
+        parts = _run_file_parts(where)
+        if not parts:
+            out += [str(p) for p in run_paths([given])]
+            continue
+        head = str(where)
+        prefix = "" if head == "." else head if head.endswith(os.sep) else head + os.sep
+        out += [prefix + os.sep.join(p) for p in parts]
+    return out

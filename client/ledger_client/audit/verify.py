@@ -206,12 +206,52 @@ def _parts(item: RunItem, digest: bytes, checker: ReceiptChecker, got: dict[str,
     )
     got.update(inclusion=VALID, anchor=FAILED)
     leaf_time = datetime.fromtimestamp(leaf.timestamp_ms / 1000, UTC)
+    body = _checkpoint_body(checkpoint)
+    got["anchor"], got["anchored_at"] = _anchor_status(receipt, body, checker, leaf_time)
+
+
+def _checkpoint_body(checkpoint: Checkpoint) -> bytes:
     body = _BODIES.get(checkpoint)
     if body is None:
         if len(_BODIES) >= 256:
             _BODIES.clear()
         body = _BODIES[checkpoint] = checkpoint.body_bytes()
-    got["anchor"], got["anchored_at"] = _anchor_status(receipt, body, checker, leaf_time)
+    return body
+
+
+def _accepted(
+    item: RunItem, digest: bytes, checker: ReceiptChecker, *, strict_anchors: bool = False
+) -> RecordCheck | None:
+    """``check_item`` for a receipt already accepted whole under these log keys, origin and
+    TSA roots (``verify_run``, or the index's stored verdict for the same file): the parts that
+    proved nothing new (digests, leaf, signature, size, inclusion) are taken as valid; the
+    witnesses and anchors are read again (each checkpoint and token once, ``VerificationCache``)
+    for what they show. None when it cannot be shown so (a previous checkpoint, disclosures, or
+    a part that fails now): then ``check_item`` checks it in full. ``strict_anchors``: also None
+    when an anchor fails, as ``verify_run`` refuses it even beside a valid one."""
+    receipt = item.receipt
+    if receipt.previous is not None or receipt.disclosures:
+        return None
+    got: dict[str, Any] = {}
+    try:
+        leaf = decode_leaf(receipt.index, receipt.leaf)
+        got["logged_at_ms"] = leaf.timestamp_ms
+        verified = checker.open_note(receipt.checkpoint)
+        if checker.witnesses:
+            got["witnesses"] = f"{len(verified.cosignatures)} cosigned"
+        leaf_time = datetime.fromtimestamp(leaf.timestamp_ms / 1000, UTC)
+        body = _checkpoint_body(verified.checkpoint)
+        if strict_anchors and checker.tsa_roots:
+            imprint = _imprint(body)
+            for i, anchor in enumerate(receipt.anchors):
+                status = _anchor_result(checker, anchor, imprint, index_path("anchors", i))[0]
+                if status == FAILED:
+                    return None
+        got["anchor"], got["anchored_at"] = _anchor_status(receipt, body, checker, leaf_time)
+    except (LedgerError, ValueError):
+        return None
+    got.update(record_status=VALID, checkpoint=VALID, inclusion=VALID)
+    return _record_check(item, digest, got, None)
 
 
 def check_item(item: RunItem, checker: ReceiptChecker, digest: bytes | None = None) -> RecordCheck:
@@ -258,6 +298,7 @@ class RunAudit:
     checks: tuple[RecordCheck, ...]
     problems: tuple[tuple[RunProblem, str | None], ...]
     external_parents: tuple[str, ...] = field(default=())
+    stored: bool = False  # taken with the index's stored verdict (``audit_as_run``)
 
     @property
     def ok(self) -> bool:
@@ -338,12 +379,67 @@ def _problem(code: str, message: str, check: RecordCheck) -> RunProblem:
     )
 
 
-def audit_as_run(items: Sequence[RunItem], checker: ReceiptChecker) -> RunAudit:
+def audit_as_run(
+    items: Sequence[RunItem], checker: ReceiptChecker, *, stored: bool = False
+) -> RunAudit:
     """The run audited with the problems ``ledger-verify run`` reports (``verify_run`` under
-    its trust inputs: no witnesses; sharing the cache, never a verdict under other inputs)."""
+    its trust inputs: no witnesses; sharing the cache, never a verdict under other inputs).
+
+    Each receipt is checked once: ``verify_run``'s check, then for the receipts it accepted
+    the parts shown (``_accepted``: witnesses and anchors, from the cache); a receipt it
+    refused is checked part by part (``check_item``), to show which part failed.
+    ``stored``: the auditor's index holds a passing verdict for this very file under these
+    trust inputs (``audit.lineage_index.stored_files``): its receipts are taken as accepted
+    (``RunAudit.stored``) unless one cannot be shown so or the run checks find a problem, and
+    then the run is checked as above."""
+    ordered = sorted(items, key=lambda item: item.receipt.index)
+    digests = [bytes.fromhex(item.digest) for item in ordered]
+    if stored:
+        found = _stored_audit(ordered, digests, checker)
+        if found is not None:
+            return found
     as_run = ReceiptChecker(
         checker.log_keys, tsa_roots=checker.tsa_roots, origin=checker.origin, now=checker.now,
         cache=checker.cache,
     )  # fmt: skip
     verdict = verify_run(items, (), checker=as_run)
-    return audit_run(items, checker, run_problems=verdict.problems)
+    refused = {
+        p.record_digest
+        for p, _ in verdict.problems
+        if p.code in ("invalid_receipt", "anchors_pending")
+    }
+    checks = [
+        (None if item.digest in refused else _accepted(item, digest, checker))
+        or check_item(item, checker, digest)
+        for item, digest in zip(ordered, digests, strict=True)
+    ]
+    return RunAudit(
+        run_id=verdict.run.run_id,
+        agent=ordered[0].record.agent if ordered else None,
+        checks=tuple(checks),
+        problems=tuple(verdict.problems),
+        external_parents=verdict.run.external_parents,
+    )
+
+
+def _stored_audit(
+    ordered: Sequence[RunItem], digests: Sequence[bytes], checker: ReceiptChecker
+) -> RunAudit | None:
+    """The run from its stored passing verdict (``audit_as_run``), or None."""
+    checks = []
+    for item, digest in zip(ordered, digests, strict=True):
+        check = _accepted(item, digest, checker, strict_anchors=True)
+        if check is None:
+            return None
+        checks.append(check)
+    report = check_run([item.record for item in ordered], digests=[d.hex() for d in digests])
+    if _run_problems(checks, report):
+        return None
+    return RunAudit(
+        run_id=report.run_id,
+        agent=ordered[0].record.agent if ordered else None,
+        checks=tuple(checks),
+        problems=(),
+        external_parents=report.external_parents,
+        stored=True,
+    )

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -35,24 +35,12 @@ from ledger.records.agent import agent_chain_key, verify_record_signature
 from ledger.records.decision import DecisionRecord
 from ledger_client.audit.chain import ChainReport, ChainRun, scan_chains
 from ledger_client.audit.verdicts import Check
+from ledger_client.cli.options import agent_verifiers, chain_options
 from ledger_client.clikit.keys import log_verifiers, witness_options, witness_policy
 from ledger_client.clikit.outcome import EXIT_INVALID, Outcome, finish, json_option
 from ledger_client.receipts.receipt import Receipt
 
 __all__ = ["COMMANDS", "agent_verifiers", "chain_options", "chain_verdicts", "refuse_confusable"]
-
-
-def agent_verifiers(texts: Sequence[str]) -> tuple[Ed25519Verifier, ...]:
-    """Parse ``--agent-key`` values (verifier keys, the log's vkey format)."""
-    keys = []
-    for text in texts:
-        if text.strip().upper().startswith("PRIVATE+KEY"):
-            raise click.BadParameter("--agent-key: give the verifier key, not the private key")
-        try:
-            keys.append(Ed25519Verifier.from_key_string(text))
-        except Exception as exc:
-            raise click.BadParameter(f"--agent-key {text[:40]!r}: {exc}") from None
-    return tuple(keys)
 
 
 def refuse_confusable(
@@ -247,19 +235,6 @@ def _invalid(as_json: bool, details: dict[str, Json], lines: list[str]) -> None:
     else:
         click.echo("\n".join([f"INVALID: {summary}", *lines]), err=True)
     sys.exit(EXIT_INVALID)
-
-
-def chain_options(fn: Callable[..., None]) -> Callable[..., None]:
-    """``--tiles URL`` and ``--chain-key HEX`` for ``run``, ``report`` and ``index``: the
-    presented runs' chain verdicts from the log's tiles (``chain_verdicts``)."""
-    fn = click.option(
-        "--chain-key", "chain_key", metavar="HEX", default=None,
-        help="the agent's chain key: with --tiles, find withheld runs, forks and restarts",
-    )(fn)  # fmt: skip
-    return click.option(
-        "--tiles", "tiles", metavar="URL", default=None,
-        help="the log's C2SP tlog-tiles base URL (with --chain-key)",
-    )(fn)  # fmt: skip
 
 
 def chain_verdicts(

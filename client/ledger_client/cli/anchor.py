@@ -41,6 +41,7 @@ from ledger_client.cli.notes import (
     iso_utc,
     read_input,
 )
+from ledger_client.cli.options import load_certificates
 from ledger_client.clikit.keys import log_verifiers
 from ledger_client.clikit.outcome import Outcome, finish, json_option
 
@@ -76,21 +77,6 @@ def load_token(data: bytes) -> bytes:
     """The DER TimeStampToken in ``data``: a token or a granted response, DER or base64."""
     der = _der_or_base64(data)
     return token_from_response(der) if _is_response(der) else der
-
-
-def load_certificates(paths: Sequence[str], option: str) -> list[x509.Certificate]:
-    """Every certificate in the PEM (or DER) files given with ``option``."""
-    certs: list[x509.Certificate] = []
-    for path in paths:
-        data = read_input(path, option)
-        try:
-            if b"-----BEGIN" in data:
-                certs += x509.load_pem_x509_certificates(data)
-            else:
-                certs.append(x509.load_der_x509_certificate(data))
-        except ValueError as exc:
-            raise FormatError(f"{option} {path}: not a PEM or DER certificate ({exc})") from None
-    return certs
 
 
 def _checkpoint(data: bytes, keys: Sequence[str]) -> tuple[Checkpoint, dict[str, Any], list[str]]:

@@ -11,6 +11,9 @@
   (``ledger_client.audit.report_html``). Exit 1 when a run is not verified (the page is written).
   ``--tiles URL --chain-key HEX``: each run's chain check from the log's tiles (withheld runs,
   forks, restarts; ``ledger_client.cli.agent.chain_verdicts``), ``chain_scan`` in ``--json``.
+  ``--db FILE``: a run file the index verified and found passing (same content and trust
+  inputs, default time policy, no ``--tiles``) is taken with its stored verdict
+  (``audit.verify.audit_as_run``), its run checks' source ``index``.
 * ``export RUN --key VKEY --format otlp|prov --out FILE``: the run, each record with its
   verdict, as OTLP/JSON (the body of ``POST /v1/traces``) or W3C PROV-JSON
   (``ledger_client.audit.export``). Exit 1 when the run is not verified (the file is written).
@@ -38,49 +41,27 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-from cryptography.hazmat.primitives.serialization import Encoding
 
-from ledger.core.checkpoint import CosignatureVerifier
 from ledger.core.errors import FormatError
-from ledger.core.jcs import Json, canonical_bytes, loads_strict
-from ledger.core.limits import MAX_ITEM_BYTES
-from ledger.fileio.durable import sync_filesystem, write_file
-from ledger.records.decision import DecisionRecord, record_digest
-from ledger_client.audit.export import otlp_json, prov_json
-from ledger_client.audit.index import AuditIndex, CacheSpec
-from ledger_client.audit.lineage import Lineage, LineageResult
-from ledger_client.audit.lineage_index import IndexedLineage
-from ledger_client.audit.parallel import audit_runs, map_forked
-from ledger_client.audit.report_html import PAGE_RUNS, render_pages, render_report
-from ledger_client.audit.run_files import run_paths
-from ledger_client.audit.timeline import label_of, timeline
-from ledger_client.audit.verdicts import (
-    DEFAULT_MAX_DELAY,
-    FROM_INDEX,
-    PENDING,
-    TimePolicy,
-    Verdict,
-    format_delta,
-    run_checks,
+from ledger_client.cli.options import (
+    DEFAULT_MAX_DELAY_TEXT,
+    agent_verifiers,
+    chain_options,
+    default_max_delay,
+    load_certificates,
 )
-from ledger_client.audit.verify import audit_as_run
-from ledger_client.cli.agent import agent_verifiers, chain_options, chain_verdicts
-from ledger_client.cli.anchor import load_certificates
-from ledger_client.cli.notes import read_input
-from ledger_client.clikit.errors import EXIT_PENDING
-from ledger_client.clikit.keys import log_verifiers
 from ledger_client.clikit.outcome import EXIT_INVALID, Outcome, SharedJson, finish, json_option
-from ledger_client.receipts.disclose import (
-    describe_disclosures,
-    disclosed_values,
-    load_private_disclosures,
-)
-from ledger_client.receipts.receipt import Receipt
-from ledger_client.receipts.run_load import load_run
-from ledger_client.receipts.verify import ReceiptChecker
+
+if TYPE_CHECKING:  # the rest is imported by the command that uses it (start-up)
+    from ledger.core.jcs import Json
+    from ledger.records.decision import DecisionRecord
+    from ledger_client.audit.lineage import LineageResult
+    from ledger_client.audit.verdicts import TimePolicy
+    from ledger_client.receipts.receipt import Receipt
+    from ledger_client.receipts.verify import ReceiptChecker
 
 __all__ = [
     "COMMANDS",
@@ -144,7 +125,7 @@ def time_policy_options(fn: click.decorators.FC) -> click.decorators.FC:
     return click.option(
         "--max-delay", "max_delay", metavar="DURATION", default=None,
         help=f"the log may log a record this long after its claimed time without a warning "
-        f"(default {format_delta(DEFAULT_MAX_DELAY)}); e.g. 10m, 2h, 1d",
+        f"(default {DEFAULT_MAX_DELAY_TEXT}); e.g. 10m, 2h, 1d",
     )(fn)  # fmt: skip
 
 
@@ -152,7 +133,9 @@ def time_policy(
     max_delay: str | None, late: str | None, agent_keys: Sequence[str] = ()
 ) -> TimePolicy:
     """The auditor's policy from ``--max-delay``, ``--late`` and ``--agent-key``."""
-    delay = DEFAULT_MAX_DELAY if max_delay is None else parse_duration(max_delay, "--max-delay")
+    from ledger_client.audit.verdicts import TimePolicy
+
+    delay = default_max_delay() if max_delay is None else parse_duration(max_delay, "--max-delay")
     fails = (max_delay is not None) if late is None else late == "fail"
     agents = agent_verifiers(agent_keys)
     return TimePolicy(max_delay=delay, late_fails=fails, agent_keys=agents)
@@ -162,16 +145,29 @@ def make_checker(
     keys: Sequence[str], roots: Sequence[str], origin: str | None, witnesses: Sequence[str]
 ) -> ReceiptChecker:
     """A ``ReceiptChecker`` from the command-line values (bad keys or PEMs: exit 2)."""
+    return checker_of(trust_inputs(keys, roots, origin, witnesses))
+
+
+def trust_inputs(
+    keys: Sequence[str], roots: Sequence[str], origin: str | None, witnesses: Sequence[str]
+) -> tuple[Any, ...]:
+    """The command-line trust inputs parsed (bad keys or PEMs: exit 2), for ``checker_of``."""
+    from ledger.core.checkpoint import CosignatureVerifier
+    from ledger_client.clikit.keys import log_verifiers
+
     try:
         wits = [CosignatureVerifier.from_key_string(w) for w in witnesses]
     except FormatError as exc:
         raise FormatError(f"--witness: {exc}") from None
-    return ReceiptChecker(
-        log_verifiers(keys),
-        tsa_roots=load_certificates(roots, "--tsa-root") or None,
-        origin=origin,
-        witnesses=wits,
-    )
+    return log_verifiers(keys), load_certificates(roots, "--tsa-root") or None, origin, wits
+
+
+def checker_of(trust: tuple[Any, ...]) -> ReceiptChecker:
+    """The ``ReceiptChecker`` of parsed trust inputs (``trust_inputs``)."""
+    from ledger_client.receipts.verify import ReceiptChecker
+
+    verifiers, roots, origin, witnesses = trust
+    return ReceiptChecker(verifiers, tsa_roots=roots, origin=origin, witnesses=witnesses)
 
 
 def trust_fingerprint(
@@ -222,6 +218,8 @@ def _runs_lines(result: LineageResult) -> list[str]:
 
 
 def _lineage_lines(result: LineageResult) -> list[str]:
+    from ledger_client.audit.timeline import label_of
+
     lines = _runs_lines(result)
     lines.append(f"{result.direction} of {', '.join(s[:16] for s in result.start) or 'nothing'}:")
     for node in result.nodes:
@@ -278,21 +276,29 @@ def lineage(
     memory write)."""
 
     def check() -> Outcome:
+        from ledger_client.audit.run_files import run_path_names, run_paths
+
         if (start is None) == (not tainted):
             raise click.BadParameter("give exactly one of --from DIGEST and --tainted")
-        policy = time_policy(max_delay, late, agent_keys)
-        checker = make_checker(keys, roots, origin, witnesses)
-        if db is not None:
+        if db is not None:  # the policy and checker are made only if a run is verified now
+            if max_delay is not None:
+                parse_duration(max_delay, "--max-delay")
+            agent_verifiers(agent_keys)
+            trust = trust_inputs(keys, roots, origin, witnesses)
             if not Path(db).is_file():
                 raise FormatError(f"--db {db}: no such index (make one with `ledger-verify index`)")
             default_policy = max_delay is None and late is None  # what the index stored under
             fingerprint = trust_fingerprint(keys, roots, origin, witnesses, agent_keys=agent_keys)
-            with AuditIndex(db) as store:
+            from ledger_client.audit.lineage_index import FROM_INDEX, IndexedLineage, open_index
+
+            store = open_index(db)
+            try:
                 indexed = IndexedLineage(
-                    list(run_paths([str(Path(r).resolve()) for r in runs])),
+                    run_path_names([str(Path(r).resolve()) for r in runs]),
                     store,
                     fingerprint if default_policy else "",
-                    checker,
+                    lambda: checker_of(trust),
+                    lambda: time_policy(max_delay, late, agent_keys),
                 )
                 if tainted:
                     starts = indexed.tainted_starts(labels or ("untrusted",))
@@ -305,6 +311,8 @@ def lineage(
                         _fail("lineage", as_json, summary, details, [])
                     starts = [found]
                 answer = indexed.walk(starts, direction)
+            finally:
+                store.close()
             details, lines = answer.to_json_obj(), [] if as_json else answer.lines()
             if not answer.ok:
                 bad = sum(1 for r in answer.records if not r["verified"])
@@ -319,6 +327,11 @@ def lineage(
                     if record["source"] == FROM_INDEX:
                         record["verdict"] = shared.put(record["verdict"])
             return Outcome("lineage", details, lines, shared.texts)
+        from ledger_client.audit.lineage import Lineage
+        from ledger_client.receipts.run_load import load_run
+
+        policy = time_policy(max_delay, late, agent_keys)
+        checker = make_checker(keys, roots, origin, witnesses)
         graph = Lineage(((str(p), load_run(p)) for p in run_paths(runs)), checker, policy=policy)
         if tainted:
             result = graph.walk(graph.tainted_starts(labels or ("untrusted",)), "descendants")
@@ -362,6 +375,12 @@ def lineage(
 )
 @click.option("--workers", type=click.IntRange(0, 64), default=0,
               help="processes checking run files (default 0: one per core)")  # fmt: skip
+@click.option(
+    "--db",
+    metavar="FILE",
+    help="an audit index: the runs it verified (same file, same trust inputs) are not "
+    "verified again",
+)
 @time_policy_options
 @chain_options
 @json_option
@@ -374,6 +393,7 @@ def report(
     out: str,
     private_file: str | None,
     workers: int,
+    db: str | None,
     max_delay: str | None,
     late: str | None,
     agent_keys: tuple[str, ...],
@@ -385,6 +405,25 @@ def report(
     than 20 runs: an overview page and one page per run in OUT-runs/)."""
 
     def check() -> Outcome:
+        from cryptography.hazmat.primitives.serialization import Encoding
+
+        from ledger.fileio.durable import sync_filesystem, write_file
+        from ledger_client.audit.index import CacheSpec
+        from ledger_client.audit.parallel import audit_runs, report_pages
+        from ledger_client.audit.report_html import (
+            PAGE_RUNS,
+            PagePlan,
+            RunSummary,
+            overview_page,
+            plan_pages,
+            render_report,
+        )
+        from ledger_client.audit.run_files import run_paths
+        from ledger_client.audit.verdicts import PENDING, Verdict
+        from ledger_client.cli.agent import chain_verdicts
+        from ledger_client.clikit.errors import EXIT_PENDING
+        from ledger_client.receipts.disclose import load_private_disclosures
+
         policy = time_policy(max_delay, late, agent_keys)
         checker = make_checker(keys, roots, origin, witnesses)
         private = load_private_disclosures(private_file) if private_file else None
@@ -398,40 +437,45 @@ def report(
         chains, scan, size = chain_verdicts([str(p) for p in paths], tiles, chain_key, keys, origin)
         policy = replace(policy, chains=chains)
         processes = workers or os.cpu_count() or 1
-        audits = audit_runs(paths, spec, processes, checker)
-        found: dict[int, Verdict] = {}
-        shared: dict[str, Any] = {
-            "verdicts": found,
-            "anchors_checked": bool(checker.tsa_roots),
-            "witnesses_checked": bool(witnesses),
-            "policy": policy,
-            "private": private,
-        }
+        stored = frozenset[str]()
+        if db is not None:
+            if not Path(db).is_file():
+                raise FormatError(f"--db {db}: no such index (make one with `ledger-verify index`)")
+            if max_delay is None and late is None and tiles is None:  # what the index stored
+                stored = _passing_runs(db, paths, keys, roots, origin, witnesses, agent_keys)
         target = Path(out)
-        if len(audits) <= PAGE_RUNS:
-            write_file(target, render_report(audits, **shared).encode("utf-8"))
-        else:
+        checked = {"anchors_checked": bool(checker.tsa_roots), "witnesses_checked": bool(witnesses)}
+        verdicts: list[tuple[str | None, Verdict]]
+        if len(paths) <= PAGE_RUNS:
+            audits = audit_runs(paths, spec, processes, checker, stored=stored)
+            found: dict[int, Verdict] = {}
+            page = render_report(audits, verdicts=found, policy=policy, private=private, **checked)
+            write_file(target, page.encode("utf-8"))
+            verdicts = [(a.run_id, found[id(a)]) for _, a in audits]
+        else:  # each process checks its share of the runs and writes their pages
             folder = target.with_name(target.stem + "-runs")
             folder.mkdir(parents=True, exist_ok=True)
-            overview, pages = render_pages(
-                audits, folder=folder.name, overview=target.name, **shared,
-                map_runs=lambda section, count: map_forked(section, count, processes),
+
+            def plan_of(summaries: list[RunSummary]) -> PagePlan:
+                return plan_pages(summaries, folder=folder.name, overview=target.name, **checked)
+
+            summaries, plan, shown = report_pages(
+                [str(p) for p in paths], spec, processes, plan_of, folder, checker=checker,
+                stored=stored, policy=policy, private=private,
             )  # fmt: skip
-            for name, page in pages.items():  # made durable together: one sync, not one each
-                write_file(folder / name, page.encode("utf-8"), sync=False)
-            sync_filesystem(folder)
-            write_file(target, overview.encode("utf-8"))
-        verdicts = [(a, found[id(a)]) for _, a in audits]
-        failing = [a.run_id for a, v in verdicts if not v.ok]
-        pending = [a.run_id for a, v in verdicts if v.status == PENDING]
+            sync_filesystem(folder)  # the pages made durable together: one sync, not one each
+            write_file(target, overview_page(plan, summaries, shown).encode("utf-8"))
+            verdicts = [(s.run_id, v) for s, v in zip(summaries, shown, strict=True)]
+        failing = [run for run, v in verdicts if not v.ok]
+        pending = [run for run, v in verdicts if v.status == PENDING]
         details: dict[str, Any] = {
             "html": out,
-            "runs": len(audits),
+            "runs": len(verdicts),
             "failing_runs": failing,
             "pending_runs": pending,
-            "verdicts": [{"run_id": a.run_id, **v.to_json_obj()} for a, v in verdicts],
+            "verdicts": [{"run_id": run, **v.to_json_obj()} for run, v in verdicts],
         }
-        lines = [f"wrote {out}: {len(audits)} run(s), {len(failing)} not verified"]
+        lines = [f"wrote {out}: {len(verdicts)} run(s), {len(failing)} not verified"]
         if scan is not None:
             details["chain_scan"] = {"tree_size": size, **scan.to_json_obj()}
             lines += ["chains (from the log's tiles):", *scan.lines()]
@@ -444,6 +488,29 @@ def report(
         return Outcome("report", details, lines)
 
     finish("report", as_json, check)
+
+
+def _passing_runs(
+    db: str,
+    paths: Sequence[Path],
+    keys: Sequence[str],
+    roots: Sequence[str],
+    origin: str | None,
+    witnesses: Sequence[str],
+    agent_keys: Sequence[str],
+) -> frozenset[str]:
+    """The run files (``str(path)``) whose passing verdict the index ``db`` holds for the
+    same content and trust inputs (``audit.lineage_index.stored_files``)."""
+    from ledger_client.audit.lineage_index import open_index, passing, stored_files
+
+    fingerprint = trust_fingerprint(keys, roots, origin, witnesses, agent_keys=agent_keys)
+    names = {str(p.resolve()): str(p) for p in paths}  # the index holds resolved paths
+    conn = open_index(db)
+    try:
+        found = stored_files(conn, fingerprint, list(names))
+    finally:
+        conn.close()
+    return frozenset(names[path] for path, (_, known) in found.items() if passing(known[3]))
 
 
 @click.command("export")
@@ -470,6 +537,13 @@ def export(
     """Export a verified run, each record with its verdict, as OTLP/JSON or PROV-JSON."""
 
     def check() -> Outcome:
+        from ledger.fileio.durable import write_file
+        from ledger_client.audit.export import otlp_json, prov_json
+        from ledger_client.audit.timeline import timeline
+        from ledger_client.audit.verdicts import run_checks
+        from ledger_client.audit.verify import audit_as_run
+        from ledger_client.receipts.run_load import load_run
+
         policy = time_policy(max_delay, late, agent_keys)
         checker = make_checker(keys, roots, origin, witnesses)
         audit = audit_as_run(load_run(run_file), checker)
@@ -498,6 +572,8 @@ def export(
 
 def _attached(receipt: Receipt, record: DecisionRecord | None) -> Receipt:
     """The receipt carrying its record (needed to disclose a field of it)."""
+    from ledger.records.decision import record_digest
+
     if receipt.record is not None or record is None:
         return receipt
     if record_digest(record) != receipt.record_digest:
@@ -507,6 +583,13 @@ def _attached(receipt: Receipt, record: DecisionRecord | None) -> Receipt:
 
 def _receipt_from(path: str, digest: str | None) -> Receipt:
     """A receipt from a receipt file, a ``{record, receipt}`` item, or a run file + digest."""
+    from ledger.core.jcs import loads_strict
+    from ledger.core.limits import MAX_ITEM_BYTES
+    from ledger.records.decision import DecisionRecord
+    from ledger_client.cli.options import read_input
+    from ledger_client.receipts.receipt import Receipt
+    from ledger_client.receipts.run_load import load_run
+
     if digest is not None:
         found = [i for i in load_run(path) if i.digest.startswith(digest.lower())]
         if len(digest) < 8 or len(found) != 1:
@@ -546,6 +629,13 @@ def disclose(
     """Write a receipt that discloses exactly the given field paths of its record."""
 
     def check() -> Outcome:
+        from ledger.core.jcs import canonical_bytes
+        from ledger_client.receipts.disclose import (
+            describe_disclosures,
+            disclosed_values,
+            load_private_disclosures,
+        )
+
         receipt = _receipt_from(receipt_file, digest)
         source = Path(private) if private else _private_default(receipt_file)
         kept = None

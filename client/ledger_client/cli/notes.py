@@ -27,9 +27,9 @@ from ledger.core.checkpoint import (
     VerifiedCheckpoint,
     open_checkpoint,
 )
-from ledger.core.errors import FormatError
 from ledger.core.timefmt import rfc3339
 from ledger.core.tlogproof import TlogProof
+from ledger_client.cli.options import MAX_INPUT_BYTES, read_input
 from ledger_client.clikit.keys import log_verifiers, witness_options, witness_policy
 from ledger_client.clikit.outcome import HASH_HELP, Outcome, finish, json_option, parse_hash
 
@@ -43,20 +43,8 @@ __all__ = [
     "tlog_proof",
 ]
 
-MAX_INPUT_BYTES = 1 << 20  # notes, proof files and tokens are a few kilobytes
-
 _KEY_HELP = "log verifier key name+hexid+base64 (type 0x01); repeat for several"
 _ORIGIN_HELP = "expected checkpoint origin (compared with the origin line, never a key name)"
-
-
-def read_input(path: str, what: str, limit: int = MAX_INPUT_BYTES) -> bytes:
-    """The bytes of file ``path`` (``-`` is stdin), refusing more than ``limit`` (receipts and
-    records: ``ledger.core.limits.MAX_ITEM_BYTES``, the one size limit plus a receipt)."""
-    with click.open_file(path, "rb") as stream:
-        data: bytes = stream.read(limit + 1)
-    if len(data) > limit:
-        raise FormatError(f"{what} {path} is larger than {limit} bytes")
-    return data
 
 
 def iso_utc(moment: datetime) -> str:

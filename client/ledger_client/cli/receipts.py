@@ -69,12 +69,12 @@ from ledger_client.audit.verdicts import (
     time_json,
 )
 from ledger_client.cli.agent import chain_options, chain_verdicts, refuse_confusable
-from ledger_client.cli.anchor import load_certificates
 from ledger_client.cli.audit import time_policy, time_policy_options
 from ledger_client.cli.notes import (
     iso_utc,
     read_input,
 )
+from ledger_client.cli.options import load_certificates
 from ledger_client.clikit.errors import EXIT_PENDING
 from ledger_client.clikit.keys import log_verifiers, witness_options, witness_policy
 from ledger_client.clikit.outcome import EXIT_INVALID, Outcome, finish, json_option

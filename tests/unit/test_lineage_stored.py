@@ -1,0 +1,158 @@
+"""``ledger-verify lineage --db`` at scale: a subcommand imports only its own modules, and the
+answer from stored verdicts, written as a stream, is the answer ``json.dumps`` gives."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from ledger_client.audit.index import AuditIndex
+from ledger_client.audit.lineage_index import (
+    FROM_INDEX,
+    IndexedLineage,
+    open_index,
+    stored_runs,
+    verdict_of,
+)
+from ledger_client.audit.run_files import run_path_names, run_paths
+from ledger_client.audit.verdicts import DEFAULT_MAX_DELAY, format_delta
+from ledger_client.audit.verdicts import FROM_INDEX as VERDICT_FROM_INDEX
+from ledger_client.cli.audit import make_checker, trust_fingerprint
+from ledger_client.cli.main import COMMANDS, main
+from ledger_client.cli.options import DEFAULT_MAX_DELAY_TEXT
+from tests import processes
+from tests.decision_world import CHAIN, FAN, build, write
+
+
+def test_every_subcommand_is_listed_and_loads_by_its_name() -> None:
+    loaded = main.commands
+    assert sorted(loaded) == sorted(COMMANDS)
+    assert all(isinstance(c, click.Command) and c.name == n for n, c in loaded.items())
+    assert format_delta(DEFAULT_MAX_DELAY) == DEFAULT_MAX_DELAY_TEXT
+
+
+def _loaded_by(*args: str) -> set[str]:
+    probe = (
+        "import json, sys\nfrom ledger_client.cli.main import main\n"
+        f"try:\n    main({list(args)!r})\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    out = processes.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                        timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    return set(json.loads(out.stdout.splitlines()[-1]))
+
+
+def test_lineage_loads_neither_the_report_nor_the_monitor() -> None:
+    loaded = _loaded_by("lineage", "--help")
+    heavy = ("ledger_client.audit.report_html", "ledger_client.audit.export",
+             "ledger_client.cli.monitor", "ledger_client.remote", "ledger_client.audit.index",
+             "ledger_client.receipts", "cryptography.x509", "asyncio")  # fmt: skip
+    assert sorted(m for m in loaded if m.startswith(heavy)) == []
+    assert "ledger_client.cli.audit" in loaded
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    world = build()
+    folder = tmp_path_factory.mktemp("stored")
+    files = write(folder / "runs", world)
+    lines = files["chain"].read_text().splitlines(keepends=True)
+    cut = folder / "damaged" / "cut.jsonl"  # the chain less its fifth record: not verified
+    cut.parent.mkdir()
+    cut.write_text("".join(lines[:4] + lines[5:]))
+    db = folder / "audit.sqlite"
+    key = world.world.key.key_string()
+    result = CliRunner().invoke(main, ["index", str(folder / "runs"), str(cut.parent), "--db",
+                                       str(db), "--key", key, "--workers", "1"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return {"world": world, "files": files, "db": db, "key": key, "cut": cut}
+
+
+def _stored_answer(indexed: dict[str, Any], folder: Path, args: list[str]) -> str:
+    """The answer as ``json.dumps`` writes it, from ``IndexedLineage`` directly."""
+    key = indexed["key"]
+    with open_index(indexed["db"]) as conn:
+        lineage = IndexedLineage(
+            run_path_names([str(folder.resolve())]), conn,
+            trust_fingerprint([key], [], None, []), lambda: make_checker([key], [], None, []),
+        )  # fmt: skip
+        if args[0] == "--tainted":
+            starts = lineage.tainted_starts(["untrusted"])
+        else:
+            starts = [str(lineage.find(args[1]))]
+        answer = lineage.walk(starts, "ancestors" if "--ancestors" in args else "descendants")
+    assert answer.ok and {r["source"] for r in answer.runs} == {"index"}
+    return json.dumps({"valid": True, "check": "lineage", **answer.to_json_obj()}, sort_keys=True)
+
+
+def test_the_stored_answer_is_written_as_json_dumps_writes_it(indexed: dict[str, Any]) -> None:
+    world, files = indexed["world"], indexed["files"]
+    folder = files["chain"].parent
+    first, last = world.runs[FAN][0], world.runs[CHAIN][-2]
+    for args in (["--tainted"], ["--from", world.digest(first)],
+                 ["--from", world.digest(last), "--ancestors"]):  # fmt: skip
+        given = [str(folder), "--key", indexed["key"], "--db", str(indexed["db"]), "--json"]
+        result = CliRunner().invoke(main, ["lineage", *given, *args])
+        assert result.exit_code == 0, result.output
+        assert result.output == _stored_answer(indexed, folder, args) + "\n"
+        assert len(json.loads(result.output)["records"]) > 1
+
+
+def test_a_stored_failing_run_shows_its_stored_verdict(indexed: dict[str, Any]) -> None:
+    cut = indexed["cut"]
+    with sqlite3.connect(indexed["db"]) as conn:
+        stored = conn.execute("SELECT verdict FROM files WHERE path = ?", (str(cut),)).fetchone()
+    start = indexed["world"].digest(indexed["world"].runs[CHAIN][0])
+    result = CliRunner().invoke(main, ["lineage", str(cut), "--key", indexed["key"], "--db",
+                                       str(indexed["db"]), "--json", "--from", start])  # fmt: skip
+    assert result.exit_code == 1, result.output
+    (run,) = json.loads(result.output)["runs"]
+    assert run["source"] == "index" and run["verified"] is False
+    assert run["verdict"] == json.loads(stored[0]) and run["status"] == "failed"
+
+
+def test_stored_runs_are_read_as_the_index_keeps_them(indexed: dict[str, Any]) -> None:
+    fingerprint = trust_fingerprint([indexed["key"]], [], None, [])
+    with AuditIndex(indexed["db"]) as store:
+        kept = store.stored_runs(fingerprint)
+    with open_index(indexed["db"]) as conn:
+        read = stored_runs(conn, fingerprint)
+        assert stored_runs(conn, "another") == {}
+        assert {p: verdict_of(conn, p) for p in read} == {p: v[3] for p, v in kept.items()}
+    assert read == {p: (*v[:3], v[3][:40], v[4]) for p, v in kept.items()} and len(read) == 4
+    assert FROM_INDEX == VERDICT_FROM_INDEX
+
+
+def test_run_path_names_are_the_run_paths(tmp_path: Path) -> None:
+    for name in ("b.jsonl", "a/c.jsonl", "a/b/d.jsonl", "a.jsonl", "x.disclosures.jsonl",
+                 ".jsonl", "z/e.json", "a b/f.jsonl"):  # fmt: skip
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("{}\n")
+    for given in ([str(tmp_path)], [str(tmp_path) + "/"], [str(tmp_path / "a" / "c.jsonl")],
+                  [str(tmp_path / "z"), str(tmp_path / "a")]):  # fmt: skip
+        assert run_path_names(given) == [str(p) for p in run_paths(given)]
+    assert len(run_path_names([str(tmp_path)])) == 5
+
+
+def test_runs_verified_now_are_held_to_the_auditors_time_policy(indexed: dict[str, Any]) -> None:
+    """Under another time policy nothing is taken from the index, and the runs verified now
+    are judged under that policy, as without ``--db``."""
+    world, folder = indexed["world"], indexed["files"]["chain"].parent
+    start = world.digest(world.runs[FAN][0])
+    given = [str(folder), "--key", indexed["key"], "--json", "--from", start, "--max-delay", "1s"]
+    plain = CliRunner().invoke(main, ["lineage", *given])
+    stored = CliRunner().invoke(main, ["lineage", *given, "--db", str(indexed["db"])])
+    assert plain.exit_code == stored.exit_code == 1
+    answers = [json.loads(r.output) for r in (plain, stored)]
+    verdicts = [{r["record_digest"]: r["verdict"] for r in a["records"]} for a in answers]
+    assert verdicts[0] == verdicts[1]
+    assert {c["status"] for v in verdicts[1].values() for c in v["checks"]
+            if c["name"] == "time"} == {"failed"}  # fmt: skip
