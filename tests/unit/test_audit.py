@@ -372,3 +372,41 @@ def test_receipt_disclose_opens_exactly_the_paths_asked() -> None:
     assert [d.field_path for d in other.disclose(["payload.value"], both).disclosures] == [
         "payload.value"
     ]
+
+
+def test_a_bad_anchor_beside_a_valid_one_fails_run_index_and_report_alike(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
+    """``verify_run`` refuses a receipt with a failing anchor even beside a valid one; the
+    part-by-part check behind ``index``, ``lineage --db`` and the report used to take the valid
+    one and store the run as verified."""
+
+    def second_anchor(text: str) -> str:
+        obj = json.loads(text)
+        anchors = obj["receipt"]["anchors"]
+        assert len(anchors) == 1
+        anchors.append(dict(anchors[0], token="MAo="))  # DER of an empty SEQUENCE: not a token
+        return json.dumps(obj)
+
+    _edit_line(files["review"], 0, second_anchor)
+    roots = ["--key", KEY, "--tsa-root", str(files["root"])]
+    code, out = invoke_json("run", str(files["review"]), *roots)
+    assert code == 1 and out["valid"] is False, out
+    db = str(tmp_path / "anchors.sqlite")
+    folder = str(files["review"].parent)
+    code, indexed = invoke_json("index", folder, "--db", db, *roots, "--workers", "1")
+    assert code == 0, indexed
+    stored = (
+        sqlite3.connect(db)
+        .execute("SELECT verified FROM files WHERE path LIKE '%review.jsonl'")
+        .fetchall()
+    )
+    assert stored == [(0,)]
+    records = (
+        sqlite3.connect(db)
+        .execute(
+            "SELECT verified, why_not FROM records WHERE path LIKE '%review.jsonl' AND step = 0"
+        )
+        .fetchall()
+    )
+    assert [v for v, _ in records] == [0] and "anchor" in str(records[0][1])

@@ -156,13 +156,13 @@ def _anchor_status(
     for anchor, (_, stamp, _) in zip(receipt.anchors, results, strict=True):
         if stamp is not None:
             checker.check_anchor_time(anchor, stamp, leaf_time)
+    statuses = {status for status, _, _ in results}
+    if FAILED in statuses:  # as ``verify_receipt``: even beside a valid anchor
+        detail = next(d for s, _, d in results if s == FAILED)
+        raise TimestampError("anchor", detail or "an anchor failed")
     times = [stamp.gen_time for _, stamp, _ in results if stamp is not None]
     if times:
         return VALID, min(times)
-    statuses = {status for status, _, _ in results}
-    if FAILED in statuses:
-        detail = next(d for s, _, d in results if s == FAILED)
-        raise TimestampError("anchor", detail or "an anchor failed")
     if UNTRUSTED in statuses:
         raise TimestampError("anchor", "no anchor chains to a given TSA root")
     return NOT_CHECKED, None
@@ -219,16 +219,14 @@ def _checkpoint_body(checkpoint: Checkpoint) -> bytes:
     return body
 
 
-def _accepted(
-    item: RunItem, digest: bytes, checker: ReceiptChecker, *, strict_anchors: bool = False
-) -> RecordCheck | None:
+def _accepted(item: RunItem, digest: bytes, checker: ReceiptChecker) -> RecordCheck | None:
     """``check_item`` for a receipt already accepted whole under these log keys, origin and
     TSA roots (``verify_run``, or the index's stored verdict for the same file): the parts that
     proved nothing new (digests, leaf, signature, size, inclusion) are taken as valid; the
     witnesses and anchors are read again (each checkpoint and token once, ``VerificationCache``)
     for what they show. None when it cannot be shown so (a previous checkpoint, disclosures, or
-    a part that fails now): then ``check_item`` checks it in full. ``strict_anchors``: also None
-    when an anchor fails, as ``verify_run`` refuses it even beside a valid one."""
+    a part that fails now, an anchor beside a valid one included): then ``check_item`` checks it
+    in full."""
     receipt = item.receipt
     if receipt.previous is not None or receipt.disclosures:
         return None
@@ -241,12 +239,6 @@ def _accepted(
             got["witnesses"] = f"{len(verified.cosignatures)} cosigned"
         leaf_time = datetime.fromtimestamp(leaf.timestamp_ms / 1000, UTC)
         body = _checkpoint_body(verified.checkpoint)
-        if strict_anchors and checker.tsa_roots:
-            imprint = _imprint(body)
-            for i, anchor in enumerate(receipt.anchors):
-                status = _anchor_result(checker, anchor, imprint, index_path("anchors", i))[0]
-                if status == FAILED:
-                    return None
         got["anchor"], got["anchored_at"] = _anchor_status(receipt, body, checker, leaf_time)
     except (LedgerError, ValueError):
         return None
@@ -428,7 +420,7 @@ def _stored_audit(
     """The run from its stored passing verdict (``audit_as_run``), or None."""
     checks = []
     for item, digest in zip(ordered, digests, strict=True):
-        check = _accepted(item, digest, checker, strict_anchors=True)
+        check = _accepted(item, digest, checker)
         if check is None:
             return None
         checks.append(check)
