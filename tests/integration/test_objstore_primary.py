@@ -68,7 +68,7 @@ class _Writer:
             origin=ORIGIN,
             writer=name,
         )
-        self.log = Log(store=self.store, signer=signer, origin=ORIGIN, gate=self.primary.commit)
+        self.log = Log(store=self.store, signer=signer, origin=ORIGIN, gate=self.primary)
         _WRITERS.append(self.primary)
 
     def grow(self, count: int) -> PublishedCheckpoint:
@@ -87,11 +87,13 @@ def test_a_commit_stages_swaps_then_copies(seaweed: Seaweed) -> None:
     signer = Ed25519Signer.generate(ORIGIN)
     writer = _Writer(address, "a", signer)
     writer.primary.acquire()
+    previous = 0
     for count in (3, 300):
         cp = writer.grow(count)
         lock = writer.primary.read_lock()
         assert lock is not None and lock.note == cp.note and lock.writer == "a"
-        assert lock.staging == staging_name(cp.size, cp.root_hash)
+        assert lock.staging == staging_name(cp.size, cp.root_hash, previous)
+        previous = cp.size
     bucket = writer.primary.bucket
     assert lock is not None
     staged = bucket.get(lock.staging)
@@ -100,7 +102,7 @@ def test_a_commit_stages_swaps_then_copies(seaweed: Seaweed) -> None:
     assert paths == [t.path for t in tiles.new_tiles(3, cp.size)] + [f"checkpoints/{cp.size}"]
     assert writer.primary.wait_published(cp.size)  # the public copy follows the swap
     writer.primary.close()
-    assert bucket.get(staging_name(3, writer.log.root_at(3))) is None  # the older one is gone
+    assert bucket.get(staging_name(3, writer.log.root_at(3), 0)) is None  # the older one is gone
     client = TileClient(seaweed.bucket_url("p/commit"))
     verified = client.checkpoint([signer.verifier()], origin=ORIGIN)
     public = bucket.get("checkpoint")
@@ -126,7 +128,7 @@ def test_a_stale_writer_is_fenced_and_its_checkpoint_never_leaves(seaweed: Seawe
         old.log.publish()  # the stale writer wakes: its swap fails, it stops
     assert old.log.latest_checkpoint() == first  # the signed size-15 note never left
     assert old.store.get_checkpoint(15) is None
-    assert old.primary.bucket.get(staging_name(15, old.log.root_at(15))) is not None
+    assert old.primary.bucket.get(staging_name(15, old.log.root_at(15), 10)) is not None
     public = old.primary.bucket.get("checkpoint")
     assert public is not None and public.body.decode() == first.note
     with pytest.raises(LogFailedError):
@@ -147,7 +149,7 @@ def test_a_writer_that_takes_over_applies_the_locked_staging_object(seaweed: Sea
     size, root = crashed.log.size, crashed.log.root_at(crashed.log.size)
     jobs = tiles.new_tiles(4, size)
     bucket = crashed.primary.bucket
-    name = staging_name(size, root)
+    name = staging_name(size, root, 4)
     assert bucket.create(name, encode_staging([(t.path, crashed.reader.read(t, size))
                                                for t in jobs]), {})  # fmt: skip
     from ledger.core.checkpoint import Checkpoint, sign_checkpoint
@@ -261,8 +263,8 @@ def test_a_takeover_publishes_every_tree_swapped_in_before_a_crash(seaweed: Seaw
     assert lock is not None
     state = LockState.decode(lock.body)
     assert state.size == last.size and state.pending == (
-        staging_name(middle.size, middle.root_hash),
-        staging_name(last.size, last.root_hash),
+        staging_name(middle.size, middle.root_hash, first.size),
+        staging_name(last.size, last.root_hash, middle.size),
     )
     public = bucket.get("checkpoint")
     assert public is not None and public.body.decode() == first.note  # acked, not yet copied
