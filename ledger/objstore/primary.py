@@ -219,7 +219,7 @@ class PrimaryBucket:
         tile_source: TileSource,
         origin: str,
         writer: str,
-        threads: int = 16,
+        threads: int = 8,
     ) -> None:
         self.bucket = bucket
         self._tiles = tile_source
