@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -353,6 +354,7 @@ class _Watched:
             self.early.append(f"index {self.acked} acknowledged before the swap of {size}")
         self.swapping = True
         try:
+            time.sleep(0.01)  # a slower bucket: the next checkpoint is staged meanwhile
             self.primary.swap(staged)
         finally:
             self.swapping = False
@@ -388,15 +390,18 @@ def test_pipelined_checkpoints_leave_the_process_only_after_their_swap(seaweed: 
 
     service = LogService(log, checkpoint_interval=0.002, ack_on_publish=True, on_publish=served)
 
-    async def client(rounds: int) -> None:
-        for _ in range(rounds):
-            (result,) = await service.append([AppendItem(os.urandom(32))])
-            watched.acked = max(watched.acked, result.index)
+    async def one() -> None:
+        (result,) = await service.append([AppendItem(os.urandom(32))])
+        watched.acked = max(watched.acked, result.index)
 
     async def run() -> None:
         await service.start()
         try:
-            await asyncio.gather(*[client(40) for _ in range(12)])
+            sent: list[asyncio.Future[None]] = []
+            for _ in range(40):  # appends keep coming while checkpoints are on their way
+                sent += [asyncio.ensure_future(one()) for _ in range(12)]
+                await asyncio.sleep(0.004)
+            await asyncio.gather(*sent)
         finally:
             await service.stop()
 
