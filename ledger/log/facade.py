@@ -78,6 +78,9 @@ class Log:
         self._store = store
         self._lock = threading.Lock()
         self._publishing = threading.Lock()  # step 3 of publishing: one at a time, in order
+        # The mark and a swapped checkpoint's store (step 3) take this one, not the writer's
+        # lock, so they never wait behind a group commit; always taken last.
+        self._marking = threading.Lock()
         self._cosign_lock = threading.Lock()
         self._max_batch = max_batch
         self._failure: Exception | None = None
@@ -145,7 +148,7 @@ class Log:
 
     def confirm(self, why: str) -> bool:
         """Lift an unconfirmed hold (recording a mark when there is none); True when lifted."""
-        with self._lock:
+        with self._lock, self._marking:
             if self._unconfirmed is None:
                 return False
             if self._mark is not None and self._mark.read() is None:
@@ -159,7 +162,7 @@ class Log:
         """Stop signing and appending on evidence (``ledger.log.evidence``); True the first
         time. A larger checkpoint this log signed goes to the high-water mark first, so a
         restart refuses too."""
-        with self._lock:
+        with self._lock, self._marking:
             if self._halted is not None:
                 return False
             self._halted = reason
@@ -296,7 +299,9 @@ class Log:
                 if isinstance(exc, LogFailedError | ReadOnlyError):
                     raise
                 self._raise_publish_failed(exc)
-            with self._lock:
+            with self._marking:  # not the writer's lock: a commit may run meanwhile
+                if self._halted is not None:  # halted on evidence meanwhile: not served
+                    raise ReadOnlyError(self._halted)
                 try:
                     return self._publisher.store(signed)
                 except Exception as exc:
@@ -322,7 +327,7 @@ class Log:
         the published mark again (and ``target``, a verified checkpoint of this log from a copy
         of its tiles, beyond the mark: the way out of a halt on witness evidence); the leaves
         are checked before any is stored: together they must rebuild the published roots."""
-        with self._lock:
+        with self._lock, self._marking:
             behind = target is not None and target.size > self.size
             if self._mark is None or (self._restored is None and not behind):
                 raise InvalidArgumentError("catch-up: the log is not behind its published mark")
@@ -335,7 +340,7 @@ class Log:
         """Primary mode (a standby following the bucket, or a writer rebuilding its cache):
         append ``leaves`` verbatim after the tree and adopt ``checkpoint`` (its signature
         verified by the caller) once they rebuild its root; DataLossError when they do not."""
-        with self._lock:
+        with self._lock, self._marking:
             self._raise_if_failed()
             if not leaves and checkpoint.size <= self.size:  # entries past it: never acked
                 if self.root_at(checkpoint.size) != checkpoint.root_hash:

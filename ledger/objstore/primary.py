@@ -1,17 +1,22 @@
 """Primary mode: the bucket is where the log lives; an append is acknowledged only once its
 entry bundle, the tiles and a checkpoint covering it are stored there.
 
-One commit of a new tree (``PrimaryBucket.commit``), after the checkpoint is signed and before
-anyone sees it, on the caller's (the log writer's) thread: two round trips.
+One commit of a new tree, after the checkpoint is signed and before anyone sees it: two round
+trips, ``stage`` then ``swap`` (``commit`` does both in a row). The log pipelines them
+(``ledger.log.publisher``): the next checkpoint's ``stage`` may run while this one's ``swap``
+is in flight; the swaps come strictly in signing order.
 
 1. **stage**: every tile and entry bundle the new tree has that the previous one did not, and its
    signed note as ``checkpoints/<size>``, go into one create-only object
-   ``.ledger/staging/<size>-<root hex>`` (a 412 there is the same tree's staging object: its name
-   fixes the tree, so its content is the same);
+   ``.ledger/staging/<size>-<root hex>-<previous size>`` (a 412 there is the same object: the
+   name fixes both trees, so its content is the same; a tree staged over a checkpoint whose
+   swap then failed is staged again under another name, never reused). Nothing here reads or
+   changes the lock;
 2. **swap**: ``.ledger/lock`` (readers never fetch it) is replaced by ``If-Match`` on the ETag
    this writer last wrote (no re-read), with the signed note, the staging object's name, the
    names of the staging objects swapped in but not yet known to be copied (``pending``, oldest
-   first) and this writer's id.
+   first) and this writer's id. A staged tree whose ``previous`` is not the locked size (an
+   earlier swap failed) is refused here.
 
 After step 2 the checkpoint is durable in the bucket (the staging object holds its tiles and a
 writer that takes over applies it), so the caller may serve it, send it to witnesses, put it in
