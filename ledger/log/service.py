@@ -114,6 +114,7 @@ class LogService:
         # ... and its checkpoints are pipelined (``_publish_pipelined``): signed on the writer
         # thread, staged on one thread while the previous one's swap runs on another.
         self._in_flight: list[asyncio.Task[None]] = []
+        self._signing = asyncio.Lock()
         self._stager = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-stage")
         self._swapper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-swap")
         self._on_publish = on_publish  # called on the loop after each publish; must be quick
@@ -537,24 +538,25 @@ class LogService:
         (``Log.complete_publish``, strictly in signing order) and only then is it served and
         are the appends it covers acknowledged. At most ``PIPELINE_DEPTH`` on their way; when
         one lands a due publish goes next."""
-        if len(self._in_flight) >= PIPELINE_DEPTH:
-            self._dirty = True  # the landing one publishes again
-            return
-        self._dirty = False
-        self._last_publish = asyncio.get_running_loop().time()
-        try:
-            signed = await self._run(self.log.prepare_publish)
-        except Exception as exc:
-            self._release_held(None, exc)
-            raise
-        if signed is None:  # nothing new: what is held waits for a checkpoint in flight
-            latest = self.log.latest_checkpoint()
-            if latest is not None and not self._in_flight:
-                self._release_held(latest.size, None)
-            return
-        before = self._in_flight[-1] if self._in_flight else None
-        task = asyncio.get_running_loop().create_task(self._land(signed, before))
-        self._in_flight.append(task)
+        async with self._signing:  # signed and queued in one order (write and publish loops)
+            if len(self._in_flight) >= PIPELINE_DEPTH:
+                self._dirty = True  # the landing one publishes again
+                return
+            self._dirty = False
+            self._last_publish = asyncio.get_running_loop().time()
+            try:
+                signed = await self._run(self.log.prepare_publish)
+            except Exception as exc:
+                self._release_held(None, exc)
+                raise
+            if signed is None:  # nothing new: what is held waits for a checkpoint in flight
+                latest = self.log.latest_checkpoint()
+                if latest is not None and not self._in_flight:
+                    self._release_held(latest.size, None)
+                return
+            before = self._in_flight[-1] if self._in_flight else None
+            task = asyncio.get_running_loop().create_task(self._land(signed, before))
+            self._in_flight.append(task)
 
     async def _land(self, signed: Signed, before: asyncio.Task[None] | None) -> None:
         """Stage ``signed``, wait for the checkpoint signed before it, swap and store it, then
@@ -571,7 +573,10 @@ class LogService:
             except Exception as exc:  # a fault also reaches ``_fail`` through the listener
                 self._release_held(None, exc)
                 return
-            await self._published_now(published)
+            try:
+                await self._published_now(published)
+            except Exception:  # a listener's bug: the checkpoint is published all the same
+                _log.exception("after publishing checkpoint %d", published.size)
         finally:
             self._in_flight = [t for t in self._in_flight if t is not asyncio.current_task()]
             if self._dirty and self._failure is None and self._accepting:
