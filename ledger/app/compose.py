@@ -472,7 +472,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
             origin=settings.origin,
             mark=mark,
             acked=acked,
-            gate=None if primary is None else primary.gate,
+            gate=primary,
             clock_ms=_skewed_clock(settings.clock_offset_ms),
         )
         mark.reserve()  # the writer's files stay open: no append needs a new descriptor

@@ -1,8 +1,8 @@
 """Primary mode in the server (``[object_store] mode = "primary"``; ``ledger.objstore.primary``):
 the bucket holds the log, the data dir is a cache and dedup index rebuilt from it.
 
-* ``PrimaryMode.open(settings, store)`` builds the writer's ``PrimaryBucket`` (its ``commit`` is
-  the log's publish gate).
+* ``PrimaryMode.open(settings, store)`` builds the writer's ``PrimaryBucket``; the mode itself
+  is the log's publish gate (``stage``, then ``swap``: ``ledger.log.publisher``).
 * ``start(log)``, active: takes the lock (``WriterActiveError`` while another writer's lease is
   live: start that one with ``--standby``), then ``catch_up``.
 * ``start(log)``, ``--standby``: follows the bucket's public checkpoint into the data dir until
@@ -17,7 +17,8 @@ the bucket holds the log, the data dir is a cache and dedup index rebuilt from i
   size larger than the bucket's checkpoint halts the log (one witness is enough here).
 * The lease keeper renews the lock every ``lease_s / 3``; a renewal that finds another writer
   halts the log (health NOT_SERVING, with the reason).
-* ``gate`` (the log's publish gate) fails fast while the bucket is stalled (``STALL_RETRY_S``).
+* ``stage``/``swap`` (the log's publish gate) fail fast while the bucket is stalled
+  (``STALL_RETRY_S``).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from ledger.objstore.primary import (
     LockState,
     LockWatcher,
     PrimaryBucket,
+    StagedTree,
     public_checkpoint,
     read_leaves,
 )
@@ -205,14 +207,22 @@ class PrimaryMode:
             origin=body.origin, size=body.size, root_hash=body.root_hash, note=note
         )
 
-    def gate(self, previous: int, published: PublishedCheckpoint) -> None:
-        """The log's publish gate: ``PrimaryBucket.commit``, failing fast while the bucket is
-        stalled (``StoreUnreachableError`` naming the bucket: gRPC UNAVAILABLE; nothing leaves
-        the process). One real commit is tried every ``STALL_RETRY_S``; a lease renewal that
-        succeeds ends the stall at once."""
+    def stage(self, previous: int, published: PublishedCheckpoint) -> StagedTree:
+        """The log's publish gate, step 1 (``PrimaryBucket.stage``), failing fast while the
+        bucket is stalled (``StoreUnreachableError`` naming the bucket: gRPC UNAVAILABLE;
+        nothing leaves the process). One real commit is tried every ``STALL_RETRY_S``; a lease
+        renewal that succeeds ends the stall at once."""
         self.stall.check(self.primary.bucket.address.url)
         try:
-            self.primary.commit(previous, published)
+            return self.primary.stage(previous, published)
+        except StoreUnreachableError as exc:
+            self.stall.began(str(exc))
+            raise
+
+    def swap(self, staged: object) -> None:
+        """The log's publish gate, step 2 (``PrimaryBucket.swap``), in signing order."""
+        try:
+            self.primary.swap(staged)
         except StoreUnreachableError as exc:
             self.stall.began(str(exc))
             raise
@@ -240,7 +250,7 @@ class PrimaryMode:
 
 
 class _Stall:
-    """Whether the bucket stopped answering, and since when (``PrimaryMode.gate``)."""
+    """Whether the bucket stopped answering, and since when (``PrimaryMode.stage``)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import NoReturn
 
 from ledger.core import merkle
 from ledger.core.checkpoint import NoteSignature, SignedNote, Signer, add_signatures
@@ -46,7 +47,7 @@ from ledger.log import selfcheck
 from ledger.log.clock import BoundedClock
 from ledger.log.highwater import AckedSize, HighWaterMark, MarkState
 from ledger.log.integrator import Integrator
-from ledger.log.publisher import Gate, Publisher
+from ledger.log.publisher import Gate, Publisher, Signed
 from ledger.log.recovery import check_against_mark, leave_read_only
 from ledger.log.sequencer import PackedSequenced, Sequencer, validate_items
 from ledger.store.contract import Store, TreeState
@@ -76,6 +77,10 @@ class Log:
     ) -> None:
         self._store = store
         self._lock = threading.Lock()
+        self._publishing = threading.Lock()  # step 3 of publishing: one at a time, in order
+        # The mark and a swapped checkpoint's store (step 3) take this one, not the writer's
+        # lock, so they never wait behind a group commit; always taken last.
+        self._marking = threading.Lock()
         self._cosign_lock = threading.Lock()
         self._max_batch = max_batch
         self._failure: Exception | None = None
@@ -143,7 +148,7 @@ class Log:
 
     def confirm(self, why: str) -> bool:
         """Lift an unconfirmed hold (recording a mark when there is none); True when lifted."""
-        with self._lock:
+        with self._lock, self._marking:
             if self._unconfirmed is None:
                 return False
             if self._mark is not None and self._mark.read() is None:
@@ -157,7 +162,7 @@ class Log:
         """Stop signing and appending on evidence (``ledger.log.evidence``); True the first
         time. A larger checkpoint this log signed goes to the high-water mark first, so a
         restart refuses too."""
-        with self._lock:
+        with self._lock, self._marking:
             if self._halted is not None:
                 return False
             self._halted = reason
@@ -248,31 +253,72 @@ class Log:
         )
 
     def publish(self) -> PublishedCheckpoint:
-        """Sign and store a checkpoint for the durable tree (no-op when nothing is new)."""
+        """Sign and store a checkpoint for the durable tree (no-op when nothing is new): the
+        three steps of ``ledger.log.publisher`` in a row."""
+        signed = self.prepare_publish()
+        if signed is None:
+            latest = self._publisher.latest
+            if latest is None:
+                raise NotYetPublishedError("the first checkpoint is still on its way")
+            return latest
+        return self.complete_publish(self.stage_publish(signed))
+
+    def prepare_publish(self) -> Signed | None:
+        """Step 1 of ``publish``: sign a checkpoint of the durable tree, extending the newest
+        signed one (None: nothing new, or read-only with a published checkpoint). Nobody sees
+        it before ``complete_publish`` returns it."""
         with self._lock:
             self._raise_if_failed()
             if self.read_only is not None:  # never sign while behind the published mark
-                latest = self._publisher.latest
-                if latest is None:
+                if self._publisher.latest is None:
                     raise ReadOnlyError(self.read_only)
-                return latest
+                return None
             try:
-                return self._publisher.publish(self._integrator.size, self._integrator.root())
-            except DataLossError as exc:
-                self._set_failure(exc)
-                raise
-            except WriterFencedError as exc:
-                self._set_failure(exc)  # another writer holds the bucket: stop sequencing
-                raise
-            except StoreUnreachableError:
-                raise  # primary mode, bucket away: nothing signed leaves; the next publish retries
+                return self._publisher.sign(self._integrator.size, self._integrator.root())
+            except Exception as exc:  # DataLossError: not consistent with what was signed
+                self._raise_publish_failed(exc)
+
+    def stage_publish(self, signed: Signed) -> Signed:
+        """Step 2 (primary mode: the staging object; no lock: commits and the previous
+        checkpoint's swap go on meanwhile). Never raises: a failure surfaces at step 3."""
+        return self._publisher.stage(signed)
+
+    def complete_publish(self, signed: Signed) -> PublishedCheckpoint:
+        """Step 3, strictly in the order ``prepare_publish`` signed: the swap (primary mode),
+        then the mark and the store; the checkpoint may be seen only once this returns. A
+        failure drops every checkpoint signed after the latest published one."""
+        with self._publishing:
+            try:
+                self._raise_if_failed()
+                if self._halted is not None:
+                    raise ReadOnlyError(self._halted)
+                self._publisher.swap(signed)
             except Exception as exc:
-                self._set_failure(exc)
-                raise LogFailedError(
-                    f"publishing a checkpoint failed ({type(exc).__name__}: {exc}); the log "
-                    "stops appending. Nothing acknowledged is lost: fix the cause (for example "
-                    "free disk space) and restart the server"
-                ) from exc
+                with self._lock:
+                    self._publisher.drop(signed, exc)
+                if isinstance(exc, LogFailedError | ReadOnlyError):
+                    raise
+                self._raise_publish_failed(exc)
+            with self._marking:  # not the writer's lock: a commit may run meanwhile
+                if self._halted is not None:  # halted on evidence meanwhile: not served
+                    raise ReadOnlyError(self._halted)
+                try:
+                    return self._publisher.store(signed)
+                except Exception as exc:
+                    self._raise_publish_failed(exc)
+
+    def _raise_publish_failed(self, exc: Exception) -> NoReturn:
+        """Raise for a failed publish step; all but a store that is away stop the log."""
+        if isinstance(exc, StoreUnreachableError):
+            raise exc  # primary mode, bucket away: nothing signed leaves; the next one retries
+        self._set_failure(exc)
+        if isinstance(exc, DataLossError | WriterFencedError):  # fenced: another writer serves
+            raise exc
+        raise LogFailedError(
+            f"publishing a checkpoint failed ({type(exc).__name__}: {exc}); the log "
+            "stops appending. Nothing acknowledged is lost: fix the cause (for example "
+            "free disk space) and restart the server"
+        ) from exc
 
     def catch_up(
         self, leaves: Sequence[bytes], target: PublishedCheckpoint | None = None
@@ -281,7 +327,7 @@ class Log:
         the published mark again (and ``target``, a verified checkpoint of this log from a copy
         of its tiles, beyond the mark: the way out of a halt on witness evidence); the leaves
         are checked before any is stored: together they must rebuild the published roots."""
-        with self._lock:
+        with self._lock, self._marking:
             behind = target is not None and target.size > self.size
             if self._mark is None or (self._restored is None and not behind):
                 raise InvalidArgumentError("catch-up: the log is not behind its published mark")
@@ -294,7 +340,7 @@ class Log:
         """Primary mode (a standby following the bucket, or a writer rebuilding its cache):
         append ``leaves`` verbatim after the tree and adopt ``checkpoint`` (its signature
         verified by the caller) once they rebuild its root; DataLossError when they do not."""
-        with self._lock:
+        with self._lock, self._marking:
             self._raise_if_failed()
             if not leaves and checkpoint.size <= self.size:  # entries past it: never acked
                 if self.root_at(checkpoint.size) != checkpoint.root_hash:

@@ -49,10 +49,12 @@ from ledger.core.types import (
 )
 from ledger.log.facade import Log
 from ledger.log.packed import split
+from ledger.log.publisher import Signed
 from ledger.log.sequencer import ValidItems, validate_items
 
 SMALL_READ = 16  # proofs in one call that still count as a small read
 SMALL_REQUEST_ITEMS = 100  # appends this small go ahead of queued bulk ones (``_take_group``)
+PIPELINE_DEPTH = 2  # primary mode: checkpoints signed and on their way into the bucket at once
 
 __all__ = ["LogService"]
 
@@ -109,6 +111,12 @@ class LogService:
         # once a checkpoint covering it was swapped into the bucket; until then it is held here.
         self._ack_on_publish = ack_on_publish
         self._held: list[tuple[int, _Request | _PackedRequest, Any]] = []
+        # ... and its checkpoints are pipelined (``_publish_pipelined``): signed on the writer
+        # thread, staged on one thread while the previous one's swap runs on another.
+        self._in_flight: list[asyncio.Task[None]] = []
+        self._signing = asyncio.Lock()
+        self._stager = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-stage")
+        self._swapper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-swap")
         self._on_publish = on_publish  # called on the loop after each publish; must be quick
         self._interval = checkpoint_interval
         self._max_pending = max_pending
@@ -180,10 +188,14 @@ class LogService:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self._landed()
         if self._failure is None:
             with contextlib.suppress(Exception):
                 await self._publish_once()
+            await self._landed()
         self._writer.shutdown(wait=True)
+        self._stager.shutdown(wait=True)
+        self._swapper.shutdown(wait=True)
         self._readers.shutdown(wait=True)
         self._batches.shutdown(wait=True)
 
@@ -503,13 +515,15 @@ class LogService:
                 await self._publish_once()
 
     async def _publish_once(self) -> None:
+        if self._ack_on_publish:
+            await self._publish_pipelined()
+            return
         self._dirty = False
         self._last_publish = asyncio.get_running_loop().time()
-        try:
-            published = await self._run(self.log.publish)
-        except Exception as exc:
-            self._release_held(None, exc)
-            raise
+        published = await self._run(self.log.publish)
+        await self._published_now(published)
+
+    async def _published_now(self, published: PublishedCheckpoint) -> None:
         self._release_held(published.size, None)
         if self.observer is not None:
             self.observer.on_publish(published.size)
@@ -517,6 +531,61 @@ class LogService:
             self._published.notify_all()
         if self._on_publish is not None:
             self._on_publish(published)
+
+    async def _publish_pipelined(self) -> None:
+        """Primary mode: sign a checkpoint on the writer thread (between commits), then stage
+        it while the previous one's swap is in flight; its swap follows that one's
+        (``Log.complete_publish``, strictly in signing order) and only then is it served and
+        are the appends it covers acknowledged. At most ``PIPELINE_DEPTH`` on their way; when
+        one lands a due publish goes next."""
+        async with self._signing:  # signed and queued in one order (write and publish loops)
+            if len(self._in_flight) >= PIPELINE_DEPTH:
+                self._dirty = True  # the landing one publishes again
+                return
+            self._dirty = False
+            self._last_publish = asyncio.get_running_loop().time()
+            try:
+                signed = await self._run(self.log.prepare_publish)
+            except Exception as exc:
+                self._release_held(None, exc)
+                raise
+            if signed is None:  # nothing new: what is held waits for a checkpoint in flight
+                latest = self.log.latest_checkpoint()
+                if latest is not None and not self._in_flight:
+                    self._release_held(latest.size, None)
+                return
+            before = self._in_flight[-1] if self._in_flight else None
+            task = asyncio.get_running_loop().create_task(self._land(signed, before))
+            self._in_flight.append(task)
+
+    async def _land(self, signed: Signed, before: asyncio.Task[None] | None) -> None:
+        """Stage ``signed``, wait for the checkpoint signed before it, swap and store it, then
+        serve it and acknowledge what it covers; a failure fails what is held."""
+        loop = asyncio.get_running_loop()
+        try:
+            staged = await loop.run_in_executor(self._stager, self.log.stage_publish, signed)
+            if before is not None:
+                await asyncio.wait([before])  # its outcome is the log's: a failure drops this
+            try:
+                published = await loop.run_in_executor(
+                    self._swapper, self.log.complete_publish, staged
+                )
+            except Exception as exc:  # a fault also reaches ``_fail`` through the listener
+                self._release_held(None, exc)
+                return
+            try:
+                await self._published_now(published)
+            except Exception:  # a listener's bug: the checkpoint is published all the same
+                _log.exception("after publishing checkpoint %d", published.size)
+        finally:
+            self._in_flight = [t for t in self._in_flight if t is not asyncio.current_task()]
+            if self._dirty and self._failure is None and self._accepting:
+                self._wake_publisher.set()
+
+    async def _landed(self) -> None:
+        """Wait for every checkpoint on its way (primary mode)."""
+        while self._in_flight:
+            await asyncio.wait(list(self._in_flight))
 
     def _release_held(self, size: int | None, error: Exception | None) -> None:
         """Primary mode: acknowledge the held groups a checkpoint of ``size`` covers, or fail

@@ -1,17 +1,22 @@
 """Primary mode: the bucket is where the log lives; an append is acknowledged only once its
 entry bundle, the tiles and a checkpoint covering it are stored there.
 
-One commit of a new tree (``PrimaryBucket.commit``), after the checkpoint is signed and before
-anyone sees it, on the caller's (the log writer's) thread: two round trips.
+One commit of a new tree, after the checkpoint is signed and before anyone sees it: two round
+trips, ``stage`` then ``swap`` (``commit`` does both in a row). The log pipelines them
+(``ledger.log.publisher``): the next checkpoint's ``stage`` may run while this one's ``swap``
+is in flight; the swaps come strictly in signing order.
 
 1. **stage**: every tile and entry bundle the new tree has that the previous one did not, and its
    signed note as ``checkpoints/<size>``, go into one create-only object
-   ``.ledger/staging/<size>-<root hex>`` (a 412 there is the same tree's staging object: its name
-   fixes the tree, so its content is the same);
+   ``.ledger/staging/<size>-<root hex>-<previous size>`` (a 412 there is the same object: the
+   name fixes both trees, so its content is the same; a tree staged over a checkpoint whose
+   swap then failed is staged again under another name, never reused). Nothing here reads or
+   changes the lock;
 2. **swap**: ``.ledger/lock`` (readers never fetch it) is replaced by ``If-Match`` on the ETag
    this writer last wrote (no re-read), with the signed note, the staging object's name, the
    names of the staging objects swapped in but not yet known to be copied (``pending``, oldest
-   first) and this writer's id.
+   first) and this writer's id. A staged tree whose ``previous`` is not the locked size (an
+   earlier swap failed) is refused here.
 
 After step 2 the checkpoint is durable in the bucket (the staging object holds its tiles and a
 writer that takes over applies it), so the caller may serve it, send it to witnesses, put it in
@@ -86,6 +91,7 @@ __all__ = [
     "LockState",
     "LockWatcher",
     "PrimaryBucket",
+    "StagedTree",
     "decode_staging",
     "encode_staging",
     "public_checkpoint",
@@ -117,9 +123,12 @@ def staging_size(name: str) -> int:
     return int(head) if head.isdigit() else 0
 
 
-def staging_name(size: int, root_hash: bytes) -> str:
-    """The staging object of the tree of ``size`` with ``root_hash``."""
-    return f"{STAGING_PREFIX}{size}-{root_hash.hex()}"
+def staging_name(size: int, root_hash: bytes, previous: int) -> str:
+    """The staging object of the tree of ``size`` with ``root_hash``, holding what it has that
+    the tree of ``previous`` had not (its content is fixed by the name: a 412 on it is the
+    same object; with checkpoints signed ahead of their swaps, one staged over a tree whose
+    swap then failed is never reused for another ``previous``)."""
+    return f"{STAGING_PREFIX}{size}-{root_hash.hex()}-{previous}"
 
 
 def encode_staging(objects: list[tuple[str, bytes]]) -> bytes:
@@ -215,7 +224,7 @@ class PrimaryBucket:
         tile_source: TileSource,
         origin: str,
         writer: str,
-        threads: int = 16,
+        threads: int = 8,
     ) -> None:
         self.bucket = bucket
         self._tiles = tile_source
@@ -310,10 +319,35 @@ class PrimaryBucket:
         """Stage, swap, copy (module docstring) for the signed ``published`` whose tree extends
         the locked one of size ``previous``. After it returns the checkpoint may leave the
         process; any exception means it must not."""
-        with self._swapping:
-            self._commit(previous, published)
+        self.swap(self.stage(previous, published))
 
-    def _commit(self, previous: int, published: PublishedCheckpoint) -> None:
+    def stage(self, previous: int, published: PublishedCheckpoint) -> StagedTree:
+        """Step 1 alone: the staging object of ``published`` over the tree of ``previous``.
+        It may run while the previous tree's ``swap`` is in flight (nothing here reads or
+        changes the lock); the swap then says whether it is used."""
+        if self.fenced is not None:
+            raise self.fenced
+        self._copier.check()  # another history found while copying: stop committing
+        jobs = tiles.new_tiles(previous, published.size)
+        # Read here, not on the pool: local reads holding the GIL gain nothing from threads and
+        # each hand-off costs CPU.
+        objects = [(t.path, self._tiles(t, published.size)) for t in jobs]
+        objects.append((f"checkpoints/{published.size}", published.note.encode()))
+        name = staging_name(published.size, published.root_hash, previous)
+        self.bucket.create(name, encode_staging(objects), _PRIVATE)
+        return StagedTree(previous=previous, published=published, name=name, objects=objects)
+
+    def swap(self, staged: object) -> None:
+        """Step 2 for a ``stage`` result, strictly in signing order: the lock swap (module
+        docstring), then the public copy is queued. After it returns the checkpoint may leave
+        the process; any exception means it must not."""
+        if not isinstance(staged, StagedTree):
+            raise TypeError(f"primary mode: swap of {type(staged).__name__}, want StagedTree")
+        with self._swapping:
+            self._swap_staged(staged)
+
+    def _swap_staged(self, staged: StagedTree) -> None:
+        previous, published = staged.previous, staged.published
         if self.fenced is not None:
             raise self.fenced
         # An earlier commit of ours may have landed without its answer (a stalled store): the
@@ -328,29 +362,21 @@ class PrimaryBucket:
                 f"primary mode: commit of size {published.size} over {previous}, but the lock "
                 f"is at {None if self.state is None else self.state.size}"
             )
-        self._copier.check()  # another history found while copying: stop committing
+        self._copier.check()
         self._copier.wait_backlog(MAX_PENDING, _BACKLOG_WAIT_S)
-        jobs = tiles.new_tiles(previous, published.size)
-        # Read here, not on the pool: local reads holding the GIL gain nothing from threads and
-        # each hand-off costs CPU.
-        bodies = [self._tiles(t, published.size) for t in jobs]
-        objects = [(t.path, b) for t, b in zip(jobs, bodies, strict=True)]
-        objects.append((f"checkpoints/{published.size}", published.note.encode()))
-        staging = staging_name(published.size, published.root_hash)
-        self.bucket.create(staging, encode_staging(objects), _PRIVATE)
         done = self._copier.published
         mine = LockState(
             writer=self.writer,
             note=published.note,
             size=published.size,
             root_hash=published.root_hash,
-            staging=staging,
+            staging=staged.name,
             term=self.state.term + 1,
-            pending=(*(n for n in self.state.waiting if staging_size(n) > done), staging),
+            pending=(*(n for n in self.state.waiting if staging_size(n) > done), staged.name),
         )
         self._swap(mine)
         # Swapped in: durable in the bucket. The public copy follows on the copier's thread.
-        self._copier.submit(mine.pending, {staging: objects}, mine.note)
+        self._copier.submit(mine.pending, {staged.name: staged.objects}, mine.note)
 
     def renew(self) -> None:
         """Renew the lease: swap the same state with the next term."""
@@ -482,6 +508,16 @@ def _checkpoint_of(note: str) -> PublishedCheckpoint:
     return PublishedCheckpoint(
         origin=body.origin, size=body.size, root_hash=body.root_hash, note=note
     )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StagedTree:
+    """A staging object written (``PrimaryBucket.stage``), waiting for its swap."""
+
+    previous: int
+    published: PublishedCheckpoint
+    name: str
+    objects: list[tuple[str, bytes]]
 
 
 @dataclass(frozen=True, slots=True)

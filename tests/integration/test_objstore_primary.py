@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -31,6 +32,7 @@ from ledger.objstore.primary import (
     LockState,
     LockWatcher,
     PrimaryBucket,
+    StagedTree,
     decode_staging,
     encode_staging,
     staging_name,
@@ -68,7 +70,7 @@ class _Writer:
             origin=ORIGIN,
             writer=name,
         )
-        self.log = Log(store=self.store, signer=signer, origin=ORIGIN, gate=self.primary.commit)
+        self.log = Log(store=self.store, signer=signer, origin=ORIGIN, gate=self.primary)
         _WRITERS.append(self.primary)
 
     def grow(self, count: int) -> PublishedCheckpoint:
@@ -87,11 +89,13 @@ def test_a_commit_stages_swaps_then_copies(seaweed: Seaweed) -> None:
     signer = Ed25519Signer.generate(ORIGIN)
     writer = _Writer(address, "a", signer)
     writer.primary.acquire()
+    previous = 0
     for count in (3, 300):
         cp = writer.grow(count)
         lock = writer.primary.read_lock()
         assert lock is not None and lock.note == cp.note and lock.writer == "a"
-        assert lock.staging == staging_name(cp.size, cp.root_hash)
+        assert lock.staging == staging_name(cp.size, cp.root_hash, previous)
+        previous = cp.size
     bucket = writer.primary.bucket
     assert lock is not None
     staged = bucket.get(lock.staging)
@@ -100,7 +104,7 @@ def test_a_commit_stages_swaps_then_copies(seaweed: Seaweed) -> None:
     assert paths == [t.path for t in tiles.new_tiles(3, cp.size)] + [f"checkpoints/{cp.size}"]
     assert writer.primary.wait_published(cp.size)  # the public copy follows the swap
     writer.primary.close()
-    assert bucket.get(staging_name(3, writer.log.root_at(3))) is None  # the older one is gone
+    assert bucket.get(staging_name(3, writer.log.root_at(3), 0)) is None  # the older one is gone
     client = TileClient(seaweed.bucket_url("p/commit"))
     verified = client.checkpoint([signer.verifier()], origin=ORIGIN)
     public = bucket.get("checkpoint")
@@ -126,7 +130,7 @@ def test_a_stale_writer_is_fenced_and_its_checkpoint_never_leaves(seaweed: Seawe
         old.log.publish()  # the stale writer wakes: its swap fails, it stops
     assert old.log.latest_checkpoint() == first  # the signed size-15 note never left
     assert old.store.get_checkpoint(15) is None
-    assert old.primary.bucket.get(staging_name(15, old.log.root_at(15))) is not None
+    assert old.primary.bucket.get(staging_name(15, old.log.root_at(15), 10)) is not None
     public = old.primary.bucket.get("checkpoint")
     assert public is not None and public.body.decode() == first.note
     with pytest.raises(LogFailedError):
@@ -147,7 +151,7 @@ def test_a_writer_that_takes_over_applies_the_locked_staging_object(seaweed: Sea
     size, root = crashed.log.size, crashed.log.root_at(crashed.log.size)
     jobs = tiles.new_tiles(4, size)
     bucket = crashed.primary.bucket
-    name = staging_name(size, root)
+    name = staging_name(size, root, 4)
     assert bucket.create(name, encode_staging([(t.path, crashed.reader.read(t, size))
                                                for t in jobs]), {})  # fmt: skip
     from ledger.core.checkpoint import Checkpoint, sign_checkpoint
@@ -261,8 +265,8 @@ def test_a_takeover_publishes_every_tree_swapped_in_before_a_crash(seaweed: Seaw
     assert lock is not None
     state = LockState.decode(lock.body)
     assert state.size == last.size and state.pending == (
-        staging_name(middle.size, middle.root_hash),
-        staging_name(last.size, last.root_hash),
+        staging_name(middle.size, middle.root_hash, first.size),
+        staging_name(last.size, last.root_hash, middle.size),
     )
     public = bucket.get("checkpoint")
     assert public is not None and public.body.decode() == first.note  # acked, not yet copied
@@ -320,3 +324,133 @@ def test_the_public_checkpoint_is_never_ahead_of_its_tiles(seaweed: Seaweed) -> 
 
     asyncio.run(both())
     assert len(seen) >= 2 and seen == sorted(seen)
+
+
+class _Watched:
+    """The real ``PrimaryBucket`` as the log's gate, watched: at each swap it records whether
+    the checkpoint being swapped was already served (the log's latest) or any append it covers
+    already acknowledged, and whether a stage ran while a swap was in flight."""
+
+    def __init__(self, primary: PrimaryBucket) -> None:
+        self.primary = primary
+        self.log: Log | None = None
+        self.acked = -1  # the largest index acknowledged so far (set by the test)
+        self.early: list[str] = []
+        self.swapping = False
+        self.overlapped = 0
+        self.swaps = 0
+
+    def stage(self, previous: int, published: PublishedCheckpoint) -> object:
+        self.overlapped += self.swapping
+        return self.primary.stage(previous, published)
+
+    def swap(self, staged: object) -> None:
+        assert self.log is not None and isinstance(staged, StagedTree)
+        size = staged.published.size
+        latest = self.log.latest_checkpoint()
+        if latest is not None and latest.size >= size:
+            self.early.append(f"checkpoint {size} served before its swap")
+        if self.acked >= size:
+            self.early.append(f"index {self.acked} acknowledged before the swap of {size}")
+        self.swapping = True
+        try:
+            time.sleep(0.01)  # a slower bucket: the next checkpoint is staged meanwhile
+            self.primary.swap(staged)
+        finally:
+            self.swapping = False
+        self.swaps += 1
+
+
+def test_pipelined_checkpoints_leave_the_process_only_after_their_swap(seaweed: Seaweed) -> None:
+    """Primary mode signs and stages the next checkpoint while the previous one's swap is in
+    flight; still no checkpoint is served, and no append acknowledged, before its own swap,
+    and every served checkpoint is the bucket's lock or older."""
+    address = _ready(seaweed, "p/pipeline")
+    signer = Ed25519Signer.generate(ORIGIN)
+    store = MemoryStore()
+    primary = PrimaryBucket(
+        bucket=Bucket(address),
+        tile_source=TileReader(store=store, published=lambda: None).read,
+        origin=ORIGIN,
+        writer="a",
+    )
+    _WRITERS.append(primary)
+    watched = _Watched(primary)
+    log = Log(store=store, signer=signer, origin=ORIGIN, gate=watched)
+    watched.log = log
+    primary.acquire()
+    watch = Bucket(address)
+    behind: list[str] = []
+
+    def served(published: PublishedCheckpoint) -> None:
+        lock = watch.get(LOCK_KEY)
+        locked = -1 if lock is None else LockState.decode(lock.body).size
+        if locked < published.size:
+            behind.append(f"served {published.size} with the lock at {locked}")
+
+    service = LogService(log, checkpoint_interval=0.002, ack_on_publish=True, on_publish=served)
+
+    async def one() -> None:
+        (result,) = await service.append([AppendItem(os.urandom(32))])
+        watched.acked = max(watched.acked, result.index)
+
+    async def run() -> None:
+        await service.start()
+        try:
+            sent: list[asyncio.Future[None]] = []
+            for _ in range(40):  # appends keep coming while checkpoints are on their way
+                sent += [asyncio.ensure_future(one()) for _ in range(12)]
+                await asyncio.sleep(0.004)
+            await asyncio.gather(*sent)
+        finally:
+            await service.stop()
+
+    asyncio.run(run())
+    assert watched.early == [] and behind == []
+    assert watched.swaps >= 5 and watched.overlapped >= 1  # the pipeline did overlap
+    latest = log.latest_checkpoint()
+    assert latest is not None and latest.size == 480 and watched.acked == 479
+    lock = primary.read_lock()
+    assert lock is not None and lock.size == 480 and lock.note == latest.note
+
+
+def test_a_failed_swap_drops_the_checkpoints_signed_after_it(private_seaweed: Seaweed) -> None:
+    """Two checkpoints signed and staged; the first one's swap fails (the bucket stops): the
+    second never leaves either, and the next publish stages again over the locked tree (its
+    staging object is named by the tree it extends, so the second one's is never reused)."""
+    seaweed = private_seaweed  # it SIGSTOPs the store: a SeaweedFS of its own
+    address = _ready(seaweed, "p/dropped")
+    signer = Ed25519Signer.generate(ORIGIN)
+    writer = _Writer(address, "a", signer, timeout_s=1.0, attempts=1)
+    writer.primary.acquire()
+    first = writer.grow(4)
+    writer.log.append([AppendItem(os.urandom(32)) for _ in range(300)])
+    one = writer.log.prepare_publish()
+    writer.log.append([AppendItem(os.urandom(32)) for _ in range(5)])
+    two = writer.log.prepare_publish()
+    assert one is not None and two is not None and (one.previous, two.previous) == (4, 304)
+    one, two = writer.log.stage_publish(one), writer.log.stage_publish(two)
+    os.kill(seaweed.proc.pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(StoreUnreachableError):
+            writer.log.complete_publish(one)
+    finally:
+        os.kill(seaweed.proc.pid, signal.SIGCONT)
+    with pytest.raises(StoreUnreachableError):
+        writer.log.complete_publish(two)  # signed over a checkpoint that never left
+    assert writer.log.latest_checkpoint() == first and writer.log.failure is None
+    again = writer.log.publish()
+    assert again.size == 309 and again.note == two.checkpoint.note  # same tree, same note
+    lock = writer.primary.read_lock()
+    assert lock is not None and lock.size == 309
+    assert lock.staging == staging_name(309, again.root_hash, 4)
+    staged = writer.primary.bucket.get(lock.staging)
+    assert staged is not None
+    paths = [path for path, _ in decode_staging(staged.body)]
+    assert paths == [t.path for t in tiles.new_tiles(4, 309)] + ["checkpoints/309"]
+    writer.primary.close()
+    taker = _Writer(address, "taker", signer)
+    assert taker.primary.acquire() is not None
+    client = TileClient(seaweed.bucket_url("p/dropped"))
+    assert client.root(309) == again.root_hash
+    assert client.leaves(0, 309, 309) == writer.store.get_leaves(range(309))
