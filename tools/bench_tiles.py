@@ -141,7 +141,7 @@ def b11_big_log(bench: Bench, big: _BigServer, head: Head, b5_unary: float) -> d
 
 
 def _proofs(bench: Bench, address: str, url: str, head: Head) -> dict[str, float]:
-    count = 20_000 if bench.plan.segment < 100_000 else 200_000
+    count = bench.plan.tile_proofs
     _progress(f"  B11: {count:,} inclusion proofs built from a warm tile cache")
     rates = []
     client = None
@@ -209,10 +209,11 @@ def b11_mirror_lag(bench: Bench, run: int) -> dict[str, float]:
     mirror = bench.work / f"run{run}-B11-tiles"
     server = bench.start_server(data_dir, f"B11-mirror-run{run}", "--tiles-dir", str(mirror))
     try:
-        seed = bench._task("fill", server, seed=5, threads=4, batch=10_000, count=50_000)
+        seeded = bench.plan.lag_seed
+        seed = bench._task("fill", server, seed=5, threads=4, batch=10_000, count=seeded)
         bench.pool.launch([seed])
         bench.pool.collect(1, 600)
-        while (size := _size(server.address)) < 50_000:
+        while (size := _size(server.address)) < seeded:
             time.sleep(0.01)
         load = [bench._task("append", server, seed=k, threads=4, batch=1_000) for k in range(2)]
         readers = bench._task("tiles", server, 3, threads=2, batch=4, url=server.tiles_url,

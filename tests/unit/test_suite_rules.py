@@ -204,8 +204,9 @@ def test_a_timeout_kills_the_group() -> None:
     assert processes.reap() == []  # already killed and reaped
 
 
-# the fuzz, the crash cycles, the bench smoke, the browser report: slow as a whole
+# the fuzz, the crash cycles, the bench smoke (four files), the browser report: slow as a whole
 SLOW_MODULES = ("test_verify_fuzz", "test_crash", "test_crash_harness", "test_bench_smoke",
+                "test_bench_smoke_log", "test_bench_smoke_bucket", "test_bench_smoke_primary",
                 "test_report_browser")  # fmt: skip
 
 
