@@ -40,8 +40,9 @@ typecheck: $(STAMP)
 
 # Two pytest-xdist workers, each taking whole files (a module's fixtures are built once), for
 # all but the tests marked `serial` (they measure memory or latency under attack), which then
-# run alone.
-WORKERS := -n 2 --dist loadfile
+# run alone. The files go out in collection order, which puts the longest first
+# (tests/schedule.py), not xdist's default order (by number of tests).
+WORKERS := -n 2 --dist loadfile --no-loadscope-reorder
 pytest: $(STAMP)
 	LEDGER_EXPECT_CORE=native $(BIN)/pytest $(WORKERS) -m "not serial"
 	LEDGER_EXPECT_CORE=native $(BIN)/pytest -m serial
