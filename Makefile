@@ -29,7 +29,7 @@ CORE_TESTS := tests/property/test_hot_twins.py tests/property/test_tile_layout.p
 	tests/unit/test_merkle_vectors.py tests/unit/test_tiles.py tests/unit/test_log.py \
 	tests/unit/test_storage_contract.py
 pytest-pure: $(STAMP)
-	LEDGER_PURE=1 LEDGER_EXPECT_CORE=pure $(BIN)/pytest $(CORE_TESTS)
+	LEDGER_PURE=1 LEDGER_EXPECT_CORE=pure $(BIN)/pytest $(WORKERS) $(CORE_TESTS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check ledger client tests tools
