@@ -38,10 +38,10 @@ min-max, next to the exact command and the date. Scenarios and targets:
                                                           server CPU s; B4 p99 <= 250 ms
 
 ``--quick`` shrinks everything (20k/40k-entry logs, 2 s windows, 20k B9 leaves, 1 run) for a
-quick look. ``--smoke`` shrinks it further, for the test suite (``tests/integration/
-test_bench_smoke*.py``): every scenario's code path runs for real (servers, client processes,
-SeaweedFS, nginx, the figures read from the report) on 4k/8k-entry logs in 1 s windows; its
-figures say nothing about speed.
+quick look. ``--smoke`` shrinks it further, for the test suite's smoke tests
+(``tests/integration/test_bench_smoke*.py``): every scenario's code path runs for real
+(servers, client processes, SeaweedFS, nginx, the figures read from the report) on 4k/8k-entry
+logs in 1 s windows (B11's mirror lag: 2 s); its figures say nothing about speed.
 ``--only B1,B5`` picks scenarios. ``--server-python OTHER/.venv/bin/python`` serves with
 another checkout's code under this load generator (before/after comparisons, e.g. B5/B6 against
 the commit before issue 23). ``--profile DIR`` runs every server under cProfile (one
