@@ -29,7 +29,7 @@ CORE_TESTS := tests/property/test_hot_twins.py tests/property/test_tile_layout.p
 	tests/unit/test_merkle_vectors.py tests/unit/test_tiles.py tests/unit/test_log.py \
 	tests/unit/test_storage_contract.py
 pytest-pure: $(STAMP)
-	LEDGER_PURE=1 LEDGER_EXPECT_CORE=pure $(BIN)/pytest $(CORE_TESTS)
+	LEDGER_PURE=1 LEDGER_EXPECT_CORE=pure $(BIN)/pytest $(WORKERS) $(CORE_TESTS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check ledger client tests tools
@@ -40,8 +40,9 @@ typecheck: $(STAMP)
 
 # Two pytest-xdist workers, each taking whole files (a module's fixtures are built once), for
 # all but the tests marked `serial` (they measure memory or latency under attack), which then
-# run alone.
-WORKERS := -n 2 --dist loadfile
+# run alone. The files go out in collection order, which puts the longest first
+# (tests/schedule.py), not xdist's default order (by number of tests).
+WORKERS := -n 2 --dist loadfile --no-loadscope-reorder
 pytest: $(STAMP)
 	LEDGER_EXPECT_CORE=native $(BIN)/pytest $(WORKERS) -m "not serial"
 	LEDGER_EXPECT_CORE=native $(BIN)/pytest -m serial

@@ -1,7 +1,9 @@
 """Shared test set-up: hypothesis profiles (``CI`` set -> more examples); after every test, the
 process groups it started are killed (``tests/processes.py``), whether it passed or not; with
 ``LEDGER_EXPECT_CORE`` set (``make test``), the run stops at once unless that core is selected
-(``ledger.core.accel``), so a missing compiled build fails instead of testing the twin twice."""
+(``ledger.core.accel``), so a missing compiled build fails instead of testing the twin twice; the
+longest files are collected first (``tests/schedule.py``: ``make pytest``'s workers take them
+first)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests import processes
+from tests import processes, schedule
 from tests.objstore_world import (
     Seaweed,
     aws_env,
@@ -47,6 +49,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
                 f"({accel.native_error}); run `make native`",
                 returncode=3,
             )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    schedule.order(items)
 
 
 @pytest.fixture(scope="session")

@@ -38,7 +38,10 @@ min-max, next to the exact command and the date. Scenarios and targets:
                                                           server CPU s; B4 p99 <= 250 ms
 
 ``--quick`` shrinks everything (20k/40k-entry logs, 2 s windows, 20k B9 leaves, 1 run) for a
-smoke test.
+quick look. ``--smoke`` shrinks it further, for the test suite's smoke tests
+(``tests/integration/test_bench_smoke*.py``): every scenario's code path runs for real
+(servers, client processes, SeaweedFS, nginx, the figures read from the report) on 4k/8k-entry
+logs in 1 s windows (B11's mirror lag: 2 s); its figures say nothing about speed.
 ``--only B1,B5`` picks scenarios. ``--server-python OTHER/.venv/bin/python`` serves with
 another checkout's code under this load generator (before/after comparisons, e.g. B5/B6 against
 the commit before issue 23). ``--profile DIR`` runs every server under cProfile (one
@@ -81,7 +84,10 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="tools/bench.py", description=__doc__.split("\n", 1)[0] if __doc__ else None
     )
-    parser.add_argument("--quick", action="store_true", help="small and short (smoke test)")
+    parser.add_argument("--quick", action="store_true", help="small and short (a quick look)")
+    parser.add_argument(
+        "--smoke", action="store_true", help="the smallest sizes (the test suite's smoke run)"
+    )
     parser.add_argument("--runs", type=int, help="runs per figure (default 3, quick 1)")
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="report folder")
     parser.add_argument("--only", default=",".join(IDS), help="comma-separated scenario ids")
@@ -99,6 +105,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     only = {s.strip().upper() for s in args.only.split(",") if s.strip()}
     if not only or not only <= set(IDS):
         parser.error(f"--only: pick from {', '.join(IDS)}")
+    if args.quick and args.smoke:
+        parser.error("--quick and --smoke: pick one")
     if args.runs is not None and args.runs < 1:
         parser.error("--runs: want 1 or more")
     args.only = frozenset(only)
@@ -106,14 +114,21 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 
 def make_plan(args: argparse.Namespace) -> Plan:
-    """Sizes and durations: full, or shrunk by ``--quick``; overridden by explicit flags."""
-    if args.quick:
+    """Sizes and durations: full, or shrunk by ``--quick`` or ``--smoke``; overridden by
+    explicit flags."""
+    if args.smoke:
+        plan = dict(runs=1, warm_s=0.2, duration_s=1.0, segment=2_000, validate=5)
+        plan |= dict(sha_calls=20_000, local_batches=5, peer_leaves=2_000, peer_batch=500)
+        plan |= dict(tile_proofs=2_000, lag_seed=5_000)
+    elif args.quick:
         plan = dict(runs=1, warm_s=0.3, duration_s=2.0, segment=10_000, validate=10)
         plan |= dict(sha_calls=200_000, local_batches=20, peer_leaves=20_000, peer_batch=1_000)
+        plan |= dict(tile_proofs=20_000, lag_seed=50_000)
     else:
         plan = dict(runs=3, warm_s=1.0, duration_s=5.0, segment=500_000, validate=50)
         plan |= dict(sha_calls=2_000_000, local_batches=300)
         plan |= dict(peer_leaves=1_000_000, peer_batch=10_000)
+        plan |= dict(tile_proofs=200_000, lag_seed=50_000)
     for flag, key in (("runs", "runs"), ("duration", "duration_s"), ("segment", "segment")):
         if getattr(args, flag) is not None:
             plan[key] = getattr(args, flag)

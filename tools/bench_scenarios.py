@@ -73,6 +73,8 @@ class Plan:
     local_batches: int
     peer_leaves: int  # B9
     peer_batch: int
+    tile_proofs: int  # B11: inclusion proofs built from the warm tile cache, per round
+    lag_seed: int  # B11: entries in the mirrored log before its lag is measured
     only: frozenset[str]
 
 

@@ -47,6 +47,9 @@ __all__ = ["b11_big_log", "b11_mirror_lag"]
 NAN = float("nan")
 PIPELINE = 16
 LAG_POLL_S = 0.002
+# The mirror lag's window is never shorter (in a --smoke run's 1 s window a loaded machine mirrored
+# as few as one size; full and --quick windows are this long or longer anyway).
+LAG_WINDOW_MIN_S = 2.0
 
 
 def _progress(message: str) -> None:
@@ -141,7 +144,7 @@ def b11_big_log(bench: Bench, big: _BigServer, head: Head, b5_unary: float) -> d
 
 
 def _proofs(bench: Bench, address: str, url: str, head: Head) -> dict[str, float]:
-    count = 20_000 if bench.plan.segment < 100_000 else 200_000
+    count = bench.plan.tile_proofs
     _progress(f"  B11: {count:,} inclusion proofs built from a warm tile cache")
     rates = []
     client = None
@@ -209,32 +212,36 @@ def b11_mirror_lag(bench: Bench, run: int) -> dict[str, float]:
     mirror = bench.work / f"run{run}-B11-tiles"
     server = bench.start_server(data_dir, f"B11-mirror-run{run}", "--tiles-dir", str(mirror))
     try:
-        seed = bench._task("fill", server, seed=5, threads=4, batch=10_000, count=50_000)
+        seeded = bench.plan.lag_seed
+        seed = bench._task("fill", server, seed=5, threads=4, batch=10_000, count=seeded)
         bench.pool.launch([seed])
         bench.pool.collect(1, 600)
-        while (size := _size(server.address)) < 50_000:
+        while (size := _size(server.address)) < seeded:
             time.sleep(0.01)
-        load = [bench._task("append", server, seed=k, threads=4, batch=1_000) for k in range(2)]
+        window = {"duration_s": max(bench.plan.duration_s, LAG_WINDOW_MIN_S)}
+        load = [bench._task("append", server, seed=k, threads=4, batch=1_000, **window)
+                for k in range(2)]  # fmt: skip
         readers = bench._task("tiles", server, 3, threads=2, batch=4, url=server.tiles_url,
-                              head_size=size)  # fmt: skip
-        tasks = [*load, bench._task("probe", server, seed=9), readers]
+                              head_size=size, **window)  # fmt: skip
+        tasks = [*load, bench._task("probe", server, seed=9, **window), readers]
         with _LagProbe(server.tiles_url, mirror) as probe:
             start = bench.pool.launch(tasks)
             sleep_until(start + bench.plan.warm_s)
             probe.lags_ms.clear()
-            outs = bench.pool.collect(len(tasks), bench.plan.duration_s + 180)
+            outs = bench.pool.collect(len(tasks), window["duration_s"] + 180)
     finally:
         server.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
         shutil.rmtree(mirror, ignore_errors=True)
     records = sum(o.records for o in outs[:2])
+    seconds = window["duration_s"]
     return {
         "mirror_lag_p50_ms": percentile(probe.lags_ms, 50),
         "mirror_lag_p99_ms": percentile(probe.lags_ms, 99),
         "mirror_lag_samples": len(probe.lags_ms),
-        "mirror_b2_records_per_s": bench._rate(records),
+        "mirror_b2_records_per_s": records / seconds,
         "mirror_b4_p99_ms": percentile(outs[2].extra_ms, 99),
-        "mirror_readers_per_s": bench._rate(outs[3].records),
+        "mirror_readers_per_s": outs[3].records / seconds,
     }
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import processes
+from tests import processes, schedule
 from tests.vectors import TESTDATA, load_vectors
 from tests.waits import wait_until
 
@@ -204,8 +204,9 @@ def test_a_timeout_kills_the_group() -> None:
     assert processes.reap() == []  # already killed and reaped
 
 
-# the fuzz, the crash cycles, the bench smoke, the browser report: slow as a whole
+# the fuzz, the crash cycles, the bench smoke (four files), the browser report: slow as a whole
 SLOW_MODULES = ("test_verify_fuzz", "test_crash", "test_crash_harness", "test_bench_smoke",
+                "test_bench_smoke_log", "test_bench_smoke_bucket", "test_bench_smoke_primary",
                 "test_report_browser")  # fmt: skip
 
 
@@ -240,3 +241,19 @@ def test_make_test_runs_the_serial_tests_alone_after_the_parallel_run() -> None:
     assert len(modules) == len(SERIAL_MODULES)
     for path in modules:
         assert "mark.serial" in path.read_text().split("pytestmark = ", 1)[1].split("\n", 1)[0]
+
+
+def test_the_workers_take_the_longest_files_first(request: pytest.FixtureRequest) -> None:
+    """``make pytest`` hands out whole files in collection order (not xdist's order by number
+    of tests), and the collection starts with the longest files (``tests/schedule.py``)."""
+    makefile = (TESTS.parent / "Makefile").read_text()
+    workers = makefile.split("\nWORKERS := ", 1)[1].split("\n", 1)[0].split()
+    assert workers == ["-n", "2", "--dist", "loadfile", "--no-loadscope-reorder"]
+    named = schedule.named_files()
+    assert [p for p in named if not p.is_file()] == []  # no stale name
+    files = list(dict.fromkeys(item.path for item in request.session.items))
+    seconds = dict(zip(named, schedule.LONGEST.values(), strict=True))
+    ranked = sorted((p for p in named if p in files), key=lambda p: -seconds[p])
+    assert files[: len(ranked)] == ranked  # this session's share of them, first, longest first
+    runs = [item.path for item in request.session.items]
+    assert len(files) == sum(1 for a, b in zip([None, *runs], runs, strict=False) if a != b)
