@@ -117,6 +117,7 @@ __all__ = [
     "Usage",
     "new_record_id",
     "record_digest",
+    "record_digest_of_plain",
     "record_fields",
     "schema_version",
     "uuid7_time_ms",
@@ -828,6 +829,14 @@ def _instant(text: str) -> datetime:
 def record_digest(record: DecisionRecord) -> bytes:
     """SHA-256 of the record's RFC 8785 canonical bytes (32 bytes)."""
     return hashlib.sha256(canonical_plain(record.to_json_obj())).digest()  # to_json_obj checks
+
+
+def record_digest_of_plain(plain: Json) -> bytes:
+    """``record_digest(DecisionRecord.from_json_obj(plain))`` for a ``plain`` record that
+    ``from_json_obj`` accepts (read by ``loads_strict(..., safe_numbers=True)``): reading and
+    writing are exact inverses (module docstring), so its RFC 8785 bytes are the record's
+    (a property test holds them equal, integral floats in integer members included)."""
+    return hashlib.sha256(canonical_plain(plain)).digest()
 
 
 def new_record_id(now_ms: int | None = None, rand: bytes | None = None) -> str:

@@ -27,6 +27,7 @@ import json
 import marshal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 from ledger.core.errors import FormatError, InvalidRecordError, UnsupportedSchemaError
 from ledger.core.jcs import Json, loads_strict
@@ -101,7 +102,9 @@ def run_item(obj: Json, source: str) -> RunItem:
     record = receipt.record if given is None else given
     if record is None:
         raise FormatError(f"{source}: no record (neither beside the receipt nor in it)")
-    return RunItem(source=source, record=record, receipt=receipt)
+    inner = obj["receipt"]  # the JSON ``record`` was read from: its digest is hashed from it
+    plain = obj.get("record") if given is not None else cast(dict[str, Json], inner)["record"]
+    return RunItem.read(source, record, receipt, plain)
 
 
 def _parse(data: bytes, source: str) -> Json:
