@@ -30,7 +30,7 @@ from typing import Any, TypeAlias
 
 import rfc8785
 
-from ledger.core.errors import InvalidRecordError
+from ledger.core.errors import FormatError, InvalidRecordError
 
 __all__ = [
     "MAX_DEPTH",
@@ -445,6 +445,12 @@ def wrong_type(path: str, expected: str, value: object) -> InvalidRecordError:
 def read_object(value: Json, path: str, names: tuple[str, ...]) -> dict[str, Json]:
     """An object with exactly the members ``names`` (a missing member is named, and so is
     every unknown one)."""
+    if type(value) is dict and len(value) == len(names):  # the usual case, checked quickly
+        for name in names:
+            if name not in value:
+                break
+        else:  # every name present and no other member (as many members as names)
+            return value
     if not isinstance(value, dict):
         raise wrong_type(path, "an object", value)
     for name in names:
@@ -498,7 +504,10 @@ def read_list(value: Json, path: str, item: Reader, *, unique: bool = False) -> 
     """An array read item by item into a tuple; with ``unique`` a repeated item is named."""
     if not isinstance(value, list):
         raise wrong_type(path, "an array", value)
-    out = tuple(item(v, index_path(path, i)) for i, v in enumerate(value))
+    try:  # readers are pure and use the path only to name a problem: read again to name it
+        out = tuple([item(v, path) for v in value])
+    except FormatError:
+        out = tuple(item(v, index_path(path, i)) for i, v in enumerate(value))
     if unique:
         seen: set[Any] = set()
         for i, v in enumerate(out):

@@ -502,7 +502,12 @@ _score = read_matching(_DECIMAL, "a decimal string such as '0.87'")
 _record_id = read_matching(_UUID7, "a lowercase UUIDv7")
 
 
+_TIMES_SEEN: set[str] = set()  # date-times found valid (records of a run share a few)
+
+
 def _rfc3339(value: Json, path: str) -> str:
+    if type(value) is str and value in _TIMES_SEEN:
+        return value
     if not isinstance(value, str) or (match := _RFC3339.fullmatch(value)) is None:
         raise InvalidRecordError(path, f"expected an RFC 3339 date-time, got {value!r}")
     year, month, day, hour, minute, second, off_h, off_m = (int(g or 0) for g in match.groups())
@@ -512,10 +517,19 @@ def _rfc3339(value: Json, path: str) -> str:
         raise InvalidRecordError(path, f"not a valid date-time: {exc}") from exc
     if second > 60 or off_h > 23 or off_m > 59:
         raise InvalidRecordError(path, f"not a valid date-time: {value!r}")
+    if type(value) is str:
+        if len(_TIMES_SEEN) >= 4096:
+            _TIMES_SEEN.clear()
+        _TIMES_SEEN.add(value)
     return value
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def _json_value(value: Json, path: str) -> JsonValue:
+    if type(value) in _SCALARS:  # exact JSON scalar types: nothing to convert
+        return value
     if is_commitment_obj(value):
         return Commitment.from_json_obj(value, path)
     if isinstance(value, list):
@@ -526,6 +540,8 @@ def _json_value(value: Json, path: str) -> JsonValue:
 
 
 def _text_or_commitment(value: Json, path: str) -> str | Commitment:
+    if type(value) is str and value:
+        return value
     if is_commitment_obj(value):
         return Commitment.from_json_obj(value, path)
     return read_text(value, path)
@@ -548,8 +564,10 @@ def _evidence(value: Json, path: str) -> dict[str, str]:
 
 
 def _otel_id(pattern: re.Pattern[str], what: str) -> Reader:
+    matching = read_matching(pattern, what)
+
     def read(value: Json, path: str) -> str:
-        text: str = read_matching(pattern, what)(value, path)
+        text: str = matching(value, path)
         if not text.strip("0"):
             raise InvalidRecordError(path, "an all-zero id is invalid")
         return text
@@ -601,9 +619,12 @@ def _candidate(value: Json, path: str) -> Candidate:
     )
 
 
+_count = read_optional(read_int)
+
+
 def _usage(value: Json, path: str) -> Usage:
     obj = read_object(value, path, USAGE_FIELDS)
-    counts = {n: read_optional(read_int)(obj[n], f"{path}.{n}") for n in USAGE_FIELDS}
+    counts = {n: _count(obj[n], f"{path}.{n}") for n in USAGE_FIELDS}
     return Usage(**counts)
 
 
@@ -674,6 +695,8 @@ _PAYLOAD_READERS: Mapping[str, Mapping[str, Reader]] = {
     "run_closed": {"steps": _run_steps},
 }
 
+_PAYLOAD_NAMES = {kind: tuple(readers) for kind, readers in _PAYLOAD_READERS.items()}
+
 _FIELD_READERS: Mapping[str, Reader] = {
     "record_id": _record_id,
     "run_id": read_text,
@@ -718,7 +741,7 @@ def _kind(value: Json) -> str:
 
 def _payload(kind: str, value: Json, path: str) -> Payload:
     readers = _PAYLOAD_READERS[kind]
-    obj = read_object(value, path, tuple(readers))
+    obj = read_object(value, path, _PAYLOAD_NAMES[kind])
     args = {name: read(obj[name], child_path(path, name)) for name, read in readers.items()}
     payload: Payload = PAYLOAD_TYPES[kind](**args)  # type: ignore[assignment]
     return payload
@@ -742,7 +765,14 @@ def schema_version(value: object) -> int:
 def record_fields(version: int) -> tuple[str, ...]:
     """The members of a record of schema ``version`` (``FIELDS_SINCE``), in ``RECORD_FIELDS``
     order."""
-    return tuple(name for name, since in FIELDS_SINCE.items() if since <= version)
+    names = _FIELDS_OF.get(version)
+    if names is None:
+        names = tuple(name for name, since in FIELDS_SINCE.items() if since <= version)
+    return names
+
+
+_FIELDS_OF: dict[int, tuple[str, ...]] = {}
+_FIELDS_OF.update((v, record_fields(v)) for v in range(1, SCHEMA_VERSION + 1))
 
 
 def _parse_record(value: Json) -> dict[str, Any]:
@@ -759,9 +789,9 @@ def _parse_record(value: Json) -> dict[str, Any]:
     obj = read_object(value, "", names)
     kind = _kind(obj["kind"])
     args: dict[str, Any] = {"schema": obj["schema"]}
-    args.update(
-        (name, read(obj[name], name)) for name, read in _FIELD_READERS.items() if name in obj
-    )
+    for name, read in _FIELD_READERS.items():
+        if name in obj:
+            args[name] = read(obj[name], name)
     args.update((n, {} if d == {} else d) for n, d in _LATER_DEFAULTS.items() if n not in names)
     args["payload"] = _payload(kind, obj["payload"], "payload")
     _check_cross_field(args)
