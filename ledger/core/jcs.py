@@ -37,10 +37,12 @@ __all__ = [
     "MAX_SAFE_INTEGER",
     "Json",
     "canonical_bytes",
+    "canonical_exact",
     "canonical_plain",
     "child_path",
     "index_path",
     "json_type_name",
+    "loads_exact",
     "loads_strict",
     "parse_path",
     "read_bool",
@@ -403,6 +405,42 @@ def loads_strict(data: str | bytes, *, safe_numbers: bool = False) -> Json:
     ``to_plain`` runs only when a hook or ``_needs_walk`` says it must decide (same result,
     same errors; an index reads hundreds of thousands of lines).
     """
+    return _loads(data, safe_numbers, _QUICK_FLOAT[safe_numbers])[0]
+
+
+def loads_exact(data: str | bytes, *, safe_numbers: bool = False) -> tuple[Json, bool]:
+    """``loads_strict``, and whether ``canonical_exact`` may write any value inside what was
+    read: True when the text holds no number with a fraction or exponent (RFC 8785 writes
+    those in ECMAScript form) and no character outside the Basic Multilingual Plane (member
+    names then sort by UTF-16 code units as by code points), so sorted compact JSON from the
+    C encoder is the RFC 8785 form (``_json_compatible``), without walking the value again."""
+    floats = 0
+    quick = _QUICK_FLOAT[safe_numbers]
+
+    def parse_float(text: str) -> float:
+        nonlocal floats
+        floats += 1
+        return quick(text)
+
+    parsed, text, walked = _loads(data, safe_numbers, parse_float)
+    if walked or floats:
+        return parsed, False
+    return parsed, text.isascii() or len(text.encode("utf-16-le")) == 2 * len(text)
+
+
+def canonical_exact(plain: Json, exact: bool) -> bytes:
+    """``canonical_plain(plain)`` of a value inside what ``loads_exact`` read (``exact``: its
+    second answer): the C encoder's sorted compact JSON when ``exact``."""
+    if not exact:
+        return canonical_plain(plain)
+    text = json.dumps(plain, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return text.encode("utf-8")
+
+
+def _loads(
+    data: str | bytes, safe_numbers: bool, parse_float: Callable[[str], float]
+) -> tuple[Json, str, bool]:
+    """(the value, the text, whether ``to_plain`` walked it) for ``loads_strict``."""
     raw = isinstance(data, str)
     if isinstance(data, bytes | bytearray):
         try:
@@ -413,18 +451,18 @@ def loads_strict(data: str | bytes, *, safe_numbers: bool = False) -> Json:
         text = data
     try:
         if _needs_walk(text, raw):
-            return _walked(text, safe_numbers)
+            return _walked(text, safe_numbers), text, True
         try:
             parsed: Json = json.loads(
                 text,
                 object_pairs_hook=_no_duplicates,
                 parse_constant=_no_constant,
                 parse_int=_quick_int,
-                parse_float=_QUICK_FLOAT[safe_numbers],
+                parse_float=parse_float,
             )
         except _Walk:
-            return _walked(text, safe_numbers)
-        return parsed
+            return _walked(text, safe_numbers), text, True
+        return parsed, text, False
     except InvalidRecordError:
         raise
     except (ValueError, RecursionError) as exc:

@@ -52,6 +52,7 @@ from ledger.core.jcs import (
     Json,
     Reader,
     canonical_bytes,
+    canonical_exact,
     canonical_plain,
     child_path,
     index_path,
@@ -861,12 +862,13 @@ def record_digest(record: DecisionRecord) -> bytes:
     return hashlib.sha256(canonical_plain(record.to_json_obj())).digest()  # to_json_obj checks
 
 
-def record_digest_of_plain(plain: Json) -> bytes:
+def record_digest_of_plain(plain: Json, *, exact: bool = False) -> bytes:
     """``record_digest(DecisionRecord.from_json_obj(plain))`` for a ``plain`` record that
-    ``from_json_obj`` accepts (read by ``loads_strict(..., safe_numbers=True)``): reading and
-    writing are exact inverses (module docstring), so its RFC 8785 bytes are the record's
-    (a property test holds them equal, integral floats in integer members included)."""
-    return hashlib.sha256(canonical_plain(plain)).digest()
+    ``from_json_obj`` accepts (read by ``loads_strict(..., safe_numbers=True)``, or
+    ``loads_exact``, whose second answer is ``exact``): reading and writing are exact inverses
+    (module docstring), so its RFC 8785 bytes are the record's (a property test holds them
+    equal, integral floats in integer members included)."""
+    return hashlib.sha256(canonical_exact(plain, exact)).digest()
 
 
 def new_record_id(now_ms: int | None = None, rand: bytes | None = None) -> str:

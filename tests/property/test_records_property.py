@@ -355,3 +355,10 @@ def test_digest_of_the_plain_json_is_the_records_digest(plain: dict[str, Any]) -
         return
     assert record_digest_of_plain(read) == record_digest(record)
     assert record_digest_of_plain(plain) == record_digest(record)
+    whole, exact = jcs.loads_exact(text, safe_numbers=True)
+    assert record_digest_of_plain(whole, exact=exact) == record_digest(record)
+    # beside a number with a fraction and a character outside the BMP: not exact, same digest
+    line = jcs.canonical_bytes({"other": [1.5, "\U0001f600"], "record": plain})
+    whole, exact = jcs.loads_exact(line, safe_numbers=True)
+    assert isinstance(whole, dict) and not exact
+    assert record_digest_of_plain(whole["record"], exact=exact) == record_digest(record)

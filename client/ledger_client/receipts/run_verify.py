@@ -70,15 +70,18 @@ class RunItem:
         object.__setattr__(self, "digest", record_digest(self.record).hex())
 
     @classmethod
-    def read(cls, source: str, record: DecisionRecord, receipt: Receipt, plain: Json) -> RunItem:
+    def read(
+        cls, source: str, record: DecisionRecord, receipt: Receipt, plain: Json, *, exact: bool
+    ) -> RunItem:
         """The item of a record just read from ``plain`` (``DecisionRecord.from_json_obj(plain,
         checked=True)`` gave ``record``): its digest is SHA-256 of ``plain``'s RFC 8785 bytes,
         the bytes of ``record.to_json_obj()`` (reading and writing a record are exact inverses,
-        ``ledger.records.decision``; ``record_digest_of_plain``), without building them again."""
+        ``ledger.records.decision``; ``record_digest_of_plain``), without building them again.
+        ``exact``: ``plain`` is inside what ``ledger.core.jcs.loads_exact`` read exactly."""
         item = object.__new__(cls)
         for name, value in (("source", source), ("record", record), ("receipt", receipt)):
             object.__setattr__(item, name, value)
-        object.__setattr__(item, "digest", record_digest_of_plain(plain).hex())
+        object.__setattr__(item, "digest", record_digest_of_plain(plain, exact=exact).hex())
         return item
 
 
