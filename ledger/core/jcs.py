@@ -504,6 +504,8 @@ def read_object(value: Json, path: str, names: tuple[str, ...]) -> dict[str, Jso
 
 def read_text(value: Json, path: str) -> str:
     """A non-empty string."""
+    if type(value) is str and value:
+        return value
     if not isinstance(value, str) or not value:
         raise wrong_type(path, "a non-empty string", value)
     return value
@@ -522,6 +524,8 @@ def read_matching(pattern: re.Pattern[str], what: str) -> Reader:
 
 def read_int(value: Json, path: str, minimum: int = 0) -> int:
     """An integer in ``[minimum, 2**53 - 1]``; ``2.0`` is the same JSON number, ``true`` is not."""
+    if type(value) is int and minimum <= value <= MAX_SAFE_INTEGER:
+        return value
     if isinstance(value, float) and value.is_integer() and abs(value) <= MAX_SAFE_INTEGER:
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):

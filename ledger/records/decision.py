@@ -43,6 +43,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, ClassVar, TypeAlias, cast
 
 from ledger.core.errors import (
+    FormatError,
     InvalidRecordError,
     MalformedHashError,
     RecordError,
@@ -531,12 +532,27 @@ _SCALARS = (str, int, float, bool, type(None))
 def _json_value(value: Json, path: str) -> JsonValue:
     if type(value) in _SCALARS:  # exact JSON scalar types: nothing to convert
         return value
+    try:  # the path names a problem only: built per item when reading again to name it
+        return _json_value_at(value, None)
+    except FormatError:
+        return _json_value_at(value, path)
+
+
+def _json_value_at(value: Json, path: str | None) -> JsonValue:
+    """``value`` with its commitments read; ``path`` None: no field paths built (a problem is
+    then named by reading again with the path)."""
+    if type(value) in _SCALARS:
+        return value
     if is_commitment_obj(value):
-        return Commitment.from_json_obj(value, path)
+        return Commitment.from_json_obj(value, path or "")
     if isinstance(value, list):
-        return [_json_value(v, index_path(path, i)) for i, v in enumerate(value)]
+        if path is None:
+            return [_json_value_at(v, None) for v in value]
+        return [_json_value_at(v, index_path(path, i)) for i, v in enumerate(value)]
     if isinstance(value, dict):
-        return {k: _json_value(v, child_path(path, k)) for k, v in value.items()}
+        if path is None:
+            return {k: _json_value_at(v, None) for k, v in value.items()}
+        return {k: _json_value_at(v, child_path(path, k)) for k, v in value.items()}
     return value
 
 
@@ -553,7 +569,16 @@ def _parameters(value: Json, path: str) -> dict[str, JsonValue]:
         raise wrong_type(path, "an object of named parameters", value)
     if is_commitment_obj(value):
         raise InvalidRecordError(path, "commit single parameters, not the whole object")
-    return {k: _json_value(v, child_path(path, k)) for k, v in value.items()}
+    return _members(value, path, _json_value)
+
+
+def _members(value: dict[str, Json], path: str, read: Reader) -> dict[str, Any]:
+    """Each member's value through ``read``; the readers use the path only to name a problem,
+    so each member's own path is built only when reading again to name it."""
+    try:
+        return {k: read(v, path) for k, v in value.items()}
+    except FormatError:
+        return {k: read(v, child_path(path, k)) for k, v in value.items()}
 
 
 def _evidence(value: Json, path: str) -> dict[str, str]:
@@ -561,7 +586,7 @@ def _evidence(value: Json, path: str) -> dict[str, str]:
         raise wrong_type(path, "an object mapping names to digests", value)
     if "" in value:
         raise InvalidRecordError(child_path(path, ""), "evidence names are non-empty")
-    return {k: _digest(v, child_path(path, k)) for k, v in value.items()}
+    return _members(value, path, _digest)
 
 
 def _otel_id(pattern: re.Pattern[str], what: str) -> Reader:
@@ -648,7 +673,7 @@ def _model_parameters(value: Json, path: str) -> dict[str, JsonValue]:
         raise InvalidRecordError(path, "commit single model parameters, not the whole object")
     if "" in value:
         raise InvalidRecordError(child_path(path, ""), "model parameter names are non-empty")
-    return {k: _json_value(v, child_path(path, k)) for k, v in value.items()}
+    return _members(value, path, _json_value)
 
 
 def _run_step(value: Json, path: str) -> RunStep:
