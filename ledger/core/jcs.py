@@ -10,6 +10,8 @@ Pure: standard library plus ``rfc8785``, no I/O.
   naming the field path.
 * ``loads_strict`` parses JSON text and refuses what would make canonical bytes ambiguous:
   duplicate member names, NaN/Infinity literals, non-UTF-8 bytes, unsafe numbers.
+  ``loads_exact`` is the same and also says whether every value inside may be written by the
+  C encoder (``canonical_exact``: no fraction or exponent, nothing outside the BMP).
 * Field paths name a place in a JSON value: ``candidates[1].score``, ``parameters["a.b"]``.
   The same syntax appears in error messages and in disclosures (``parse_path``).
 * ``read_*`` are small typed readers over plain JSON for schema validators: each takes

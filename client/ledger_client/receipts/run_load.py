@@ -18,7 +18,8 @@ the index refuses.
 
 Fast: the record beside a receipt that also carries it is validated once when both are the very
 same JSON (same members, values and JSON types), so an index of 200,000 receipts pays one
-parse and one validation per record.
+parse and one validation per record; lines are read by ``loads_exact`` (``loads_strict``, as
+strict) and each record's digest is hashed from the JSON it was read from (``RunItem.read``).
 """
 
 from __future__ import annotations
