@@ -10,6 +10,8 @@ Pure: standard library plus ``rfc8785``, no I/O.
   naming the field path.
 * ``loads_strict`` parses JSON text and refuses what would make canonical bytes ambiguous:
   duplicate member names, NaN/Infinity literals, non-UTF-8 bytes, unsafe numbers.
+  ``loads_exact`` is the same and also says whether every value inside may be written by the
+  C encoder (``canonical_exact``: no fraction or exponent, nothing outside the BMP).
 * Field paths name a place in a JSON value: ``candidates[1].score``, ``parameters["a.b"]``.
   The same syntax appears in error messages and in disclosures (``parse_path``).
 * ``read_*`` are small typed readers over plain JSON for schema validators: each takes
@@ -30,17 +32,19 @@ from typing import Any, TypeAlias
 
 import rfc8785
 
-from ledger.core.errors import InvalidRecordError
+from ledger.core.errors import FormatError, InvalidRecordError
 
 __all__ = [
     "MAX_DEPTH",
     "MAX_SAFE_INTEGER",
     "Json",
     "canonical_bytes",
+    "canonical_exact",
     "canonical_plain",
     "child_path",
     "index_path",
     "json_type_name",
+    "loads_exact",
     "loads_strict",
     "parse_path",
     "read_bool",
@@ -403,6 +407,42 @@ def loads_strict(data: str | bytes, *, safe_numbers: bool = False) -> Json:
     ``to_plain`` runs only when a hook or ``_needs_walk`` says it must decide (same result,
     same errors; an index reads hundreds of thousands of lines).
     """
+    return _loads(data, safe_numbers, _QUICK_FLOAT[safe_numbers])[0]
+
+
+def loads_exact(data: str | bytes, *, safe_numbers: bool = False) -> tuple[Json, bool]:
+    """``loads_strict``, and whether ``canonical_exact`` may write any value inside what was
+    read: True when the text holds no number with a fraction or exponent (RFC 8785 writes
+    those in ECMAScript form) and no character outside the Basic Multilingual Plane (member
+    names then sort by UTF-16 code units as by code points), so sorted compact JSON from the
+    C encoder is the RFC 8785 form (``_json_compatible``), without walking the value again."""
+    floats = 0
+    quick = _QUICK_FLOAT[safe_numbers]
+
+    def parse_float(text: str) -> float:
+        nonlocal floats
+        floats += 1
+        return quick(text)
+
+    parsed, text, walked = _loads(data, safe_numbers, parse_float)
+    if walked or floats:
+        return parsed, False
+    return parsed, text.isascii() or len(text.encode("utf-16-le")) == 2 * len(text)
+
+
+def canonical_exact(plain: Json, exact: bool) -> bytes:
+    """``canonical_plain(plain)`` of a value inside what ``loads_exact`` read (``exact``: its
+    second answer): the C encoder's sorted compact JSON when ``exact``."""
+    if not exact:
+        return canonical_plain(plain)
+    text = json.dumps(plain, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return text.encode("utf-8")
+
+
+def _loads(
+    data: str | bytes, safe_numbers: bool, parse_float: Callable[[str], float]
+) -> tuple[Json, str, bool]:
+    """(the value, the text, whether ``to_plain`` walked it) for ``loads_strict``."""
     raw = isinstance(data, str)
     if isinstance(data, bytes | bytearray):
         try:
@@ -413,18 +453,18 @@ def loads_strict(data: str | bytes, *, safe_numbers: bool = False) -> Json:
         text = data
     try:
         if _needs_walk(text, raw):
-            return _walked(text, safe_numbers)
+            return _walked(text, safe_numbers), text, True
         try:
             parsed: Json = json.loads(
                 text,
                 object_pairs_hook=_no_duplicates,
                 parse_constant=_no_constant,
                 parse_int=_quick_int,
-                parse_float=_QUICK_FLOAT[safe_numbers],
+                parse_float=parse_float,
             )
         except _Walk:
-            return _walked(text, safe_numbers)
-        return parsed
+            return _walked(text, safe_numbers), text, True
+        return parsed, text, False
     except InvalidRecordError:
         raise
     except (ValueError, RecursionError) as exc:
@@ -445,6 +485,12 @@ def wrong_type(path: str, expected: str, value: object) -> InvalidRecordError:
 def read_object(value: Json, path: str, names: tuple[str, ...]) -> dict[str, Json]:
     """An object with exactly the members ``names`` (a missing member is named, and so is
     every unknown one)."""
+    if type(value) is dict and len(value) == len(names):  # the usual case, checked quickly
+        for name in names:
+            if name not in value:
+                break
+        else:  # every name present and no other member (as many members as names)
+            return value
     if not isinstance(value, dict):
         raise wrong_type(path, "an object", value)
     for name in names:
@@ -460,6 +506,8 @@ def read_object(value: Json, path: str, names: tuple[str, ...]) -> dict[str, Jso
 
 def read_text(value: Json, path: str) -> str:
     """A non-empty string."""
+    if type(value) is str and value:
+        return value
     if not isinstance(value, str) or not value:
         raise wrong_type(path, "a non-empty string", value)
     return value
@@ -478,6 +526,8 @@ def read_matching(pattern: re.Pattern[str], what: str) -> Reader:
 
 def read_int(value: Json, path: str, minimum: int = 0) -> int:
     """An integer in ``[minimum, 2**53 - 1]``; ``2.0`` is the same JSON number, ``true`` is not."""
+    if type(value) is int and minimum <= value <= MAX_SAFE_INTEGER:
+        return value
     if isinstance(value, float) and value.is_integer() and abs(value) <= MAX_SAFE_INTEGER:
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
@@ -498,7 +548,10 @@ def read_list(value: Json, path: str, item: Reader, *, unique: bool = False) -> 
     """An array read item by item into a tuple; with ``unique`` a repeated item is named."""
     if not isinstance(value, list):
         raise wrong_type(path, "an array", value)
-    out = tuple(item(v, index_path(path, i)) for i, v in enumerate(value))
+    try:  # readers are pure and use the path only to name a problem: read again to name it
+        out = tuple([item(v, path) for v in value])
+    except FormatError:
+        out = tuple(item(v, index_path(path, i)) for i, v in enumerate(value))
     if unique:
         seen: set[Any] = set()
         for i, v in enumerate(out):

@@ -146,6 +146,8 @@ class Commitment:
 
 def is_commitment_obj(obj: object) -> TypeGuard[Mapping[str, object]]:
     """True for an object whose only member is ``commitment`` (the reserved commitment form)."""
+    if type(obj) is dict:  # the usual case, without the Mapping protocol's check
+        return len(obj) == 1 and COMMITMENT_KEY in obj
     return isinstance(obj, Mapping) and len(obj) == 1 and COMMITMENT_KEY in obj
 
 

@@ -43,6 +43,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, ClassVar, TypeAlias, cast
 
 from ledger.core.errors import (
+    FormatError,
     InvalidRecordError,
     MalformedHashError,
     RecordError,
@@ -52,6 +53,7 @@ from ledger.core.jcs import (
     Json,
     Reader,
     canonical_bytes,
+    canonical_exact,
     canonical_plain,
     child_path,
     index_path,
@@ -117,6 +119,7 @@ __all__ = [
     "Usage",
     "new_record_id",
     "record_digest",
+    "record_digest_of_plain",
     "record_fields",
     "schema_version",
     "uuid7_time_ms",
@@ -501,7 +504,12 @@ _score = read_matching(_DECIMAL, "a decimal string such as '0.87'")
 _record_id = read_matching(_UUID7, "a lowercase UUIDv7")
 
 
+_TIMES_SEEN: set[str] = set()  # date-times found valid (records of a run share a few)
+
+
 def _rfc3339(value: Json, path: str) -> str:
+    if type(value) is str and value in _TIMES_SEEN:
+        return value
     if not isinstance(value, str) or (match := _RFC3339.fullmatch(value)) is None:
         raise InvalidRecordError(path, f"expected an RFC 3339 date-time, got {value!r}")
     year, month, day, hour, minute, second, off_h, off_m = (int(g or 0) for g in match.groups())
@@ -511,20 +519,46 @@ def _rfc3339(value: Json, path: str) -> str:
         raise InvalidRecordError(path, f"not a valid date-time: {exc}") from exc
     if second > 60 or off_h > 23 or off_m > 59:
         raise InvalidRecordError(path, f"not a valid date-time: {value!r}")
+    if type(value) is str:
+        if len(_TIMES_SEEN) >= 4096:
+            _TIMES_SEEN.clear()
+        _TIMES_SEEN.add(value)
     return value
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def _json_value(value: Json, path: str) -> JsonValue:
+    if type(value) in _SCALARS:  # exact JSON scalar types: nothing to convert
+        return value
+    try:  # the path names a problem only: built per item when reading again to name it
+        return _json_value_at(value, None)
+    except FormatError:
+        return _json_value_at(value, path)
+
+
+def _json_value_at(value: Json, path: str | None) -> JsonValue:
+    """``value`` with its commitments read; ``path`` None: no field paths built (a problem is
+    then named by reading again with the path)."""
+    if type(value) in _SCALARS:
+        return value
     if is_commitment_obj(value):
-        return Commitment.from_json_obj(value, path)
+        return Commitment.from_json_obj(value, path or "")
     if isinstance(value, list):
-        return [_json_value(v, index_path(path, i)) for i, v in enumerate(value)]
+        if path is None:
+            return [_json_value_at(v, None) for v in value]
+        return [_json_value_at(v, index_path(path, i)) for i, v in enumerate(value)]
     if isinstance(value, dict):
-        return {k: _json_value(v, child_path(path, k)) for k, v in value.items()}
+        if path is None:
+            return {k: _json_value_at(v, None) for k, v in value.items()}
+        return {k: _json_value_at(v, child_path(path, k)) for k, v in value.items()}
     return value
 
 
 def _text_or_commitment(value: Json, path: str) -> str | Commitment:
+    if type(value) is str and value:
+        return value
     if is_commitment_obj(value):
         return Commitment.from_json_obj(value, path)
     return read_text(value, path)
@@ -535,7 +569,16 @@ def _parameters(value: Json, path: str) -> dict[str, JsonValue]:
         raise wrong_type(path, "an object of named parameters", value)
     if is_commitment_obj(value):
         raise InvalidRecordError(path, "commit single parameters, not the whole object")
-    return {k: _json_value(v, child_path(path, k)) for k, v in value.items()}
+    return _members(value, path, _json_value)
+
+
+def _members(value: dict[str, Json], path: str, read: Reader) -> dict[str, Any]:
+    """Each member's value through ``read``; the readers use the path only to name a problem,
+    so each member's own path is built only when reading again to name it."""
+    try:
+        return {k: read(v, path) for k, v in value.items()}
+    except FormatError:
+        return {k: read(v, child_path(path, k)) for k, v in value.items()}
 
 
 def _evidence(value: Json, path: str) -> dict[str, str]:
@@ -543,12 +586,14 @@ def _evidence(value: Json, path: str) -> dict[str, str]:
         raise wrong_type(path, "an object mapping names to digests", value)
     if "" in value:
         raise InvalidRecordError(child_path(path, ""), "evidence names are non-empty")
-    return {k: _digest(v, child_path(path, k)) for k, v in value.items()}
+    return _members(value, path, _digest)
 
 
 def _otel_id(pattern: re.Pattern[str], what: str) -> Reader:
+    matching = read_matching(pattern, what)
+
     def read(value: Json, path: str) -> str:
-        text: str = read_matching(pattern, what)(value, path)
+        text: str = matching(value, path)
         if not text.strip("0"):
             raise InvalidRecordError(path, "an all-zero id is invalid")
         return text
@@ -600,9 +645,12 @@ def _candidate(value: Json, path: str) -> Candidate:
     )
 
 
+_count = read_optional(read_int)
+
+
 def _usage(value: Json, path: str) -> Usage:
     obj = read_object(value, path, USAGE_FIELDS)
-    counts = {n: read_optional(read_int)(obj[n], f"{path}.{n}") for n in USAGE_FIELDS}
+    counts = {n: _count(obj[n], f"{path}.{n}") for n in USAGE_FIELDS}
     return Usage(**counts)
 
 
@@ -625,7 +673,7 @@ def _model_parameters(value: Json, path: str) -> dict[str, JsonValue]:
         raise InvalidRecordError(path, "commit single model parameters, not the whole object")
     if "" in value:
         raise InvalidRecordError(child_path(path, ""), "model parameter names are non-empty")
-    return {k: _json_value(v, child_path(path, k)) for k, v in value.items()}
+    return _members(value, path, _json_value)
 
 
 def _run_step(value: Json, path: str) -> RunStep:
@@ -673,6 +721,8 @@ _PAYLOAD_READERS: Mapping[str, Mapping[str, Reader]] = {
     "run_closed": {"steps": _run_steps},
 }
 
+_PAYLOAD_NAMES = {kind: tuple(readers) for kind, readers in _PAYLOAD_READERS.items()}
+
 _FIELD_READERS: Mapping[str, Reader] = {
     "record_id": _record_id,
     "run_id": read_text,
@@ -717,7 +767,7 @@ def _kind(value: Json) -> str:
 
 def _payload(kind: str, value: Json, path: str) -> Payload:
     readers = _PAYLOAD_READERS[kind]
-    obj = read_object(value, path, tuple(readers))
+    obj = read_object(value, path, _PAYLOAD_NAMES[kind])
     args = {name: read(obj[name], child_path(path, name)) for name, read in readers.items()}
     payload: Payload = PAYLOAD_TYPES[kind](**args)  # type: ignore[assignment]
     return payload
@@ -741,7 +791,14 @@ def schema_version(value: object) -> int:
 def record_fields(version: int) -> tuple[str, ...]:
     """The members of a record of schema ``version`` (``FIELDS_SINCE``), in ``RECORD_FIELDS``
     order."""
-    return tuple(name for name, since in FIELDS_SINCE.items() if since <= version)
+    names = _FIELDS_OF.get(version)
+    if names is None:
+        names = tuple(name for name, since in FIELDS_SINCE.items() if since <= version)
+    return names
+
+
+_FIELDS_OF: dict[int, tuple[str, ...]] = {}
+_FIELDS_OF.update((v, record_fields(v)) for v in range(1, SCHEMA_VERSION + 1))
 
 
 def _parse_record(value: Json) -> dict[str, Any]:
@@ -758,9 +815,9 @@ def _parse_record(value: Json) -> dict[str, Any]:
     obj = read_object(value, "", names)
     kind = _kind(obj["kind"])
     args: dict[str, Any] = {"schema": obj["schema"]}
-    args.update(
-        (name, read(obj[name], name)) for name, read in _FIELD_READERS.items() if name in obj
-    )
+    for name, read in _FIELD_READERS.items():
+        if name in obj:
+            args[name] = read(obj[name], name)
     args.update((n, {} if d == {} else d) for n, d in _LATER_DEFAULTS.items() if n not in names)
     args["payload"] = _payload(kind, obj["payload"], "payload")
     _check_cross_field(args)
@@ -828,6 +885,15 @@ def _instant(text: str) -> datetime:
 def record_digest(record: DecisionRecord) -> bytes:
     """SHA-256 of the record's RFC 8785 canonical bytes (32 bytes)."""
     return hashlib.sha256(canonical_plain(record.to_json_obj())).digest()  # to_json_obj checks
+
+
+def record_digest_of_plain(plain: Json, *, exact: bool = False) -> bytes:
+    """``record_digest(DecisionRecord.from_json_obj(plain))`` for a ``plain`` record that
+    ``from_json_obj`` accepts (read by ``loads_strict(..., safe_numbers=True)``, or
+    ``loads_exact``, whose second answer is ``exact``): reading and writing are exact inverses
+    (module docstring), so its RFC 8785 bytes are the record's (a property test holds them
+    equal, integral floats in integer members included)."""
+    return hashlib.sha256(canonical_exact(plain, exact)).digest()
 
 
 def new_record_id(now_ms: int | None = None, rand: bytes | None = None) -> str:

@@ -14,7 +14,10 @@ from ledger.core.jcs import (
     Json,
     _to_plain,
     canonical_bytes,
+    canonical_exact,
     canonical_plain,
+    loads_exact,
+    loads_strict,
     to_plain,
 )
 
@@ -86,3 +89,55 @@ def test_to_plain_fast_path_answers_as_the_checking_path(value: object, safe: bo
             return ("error", str(exc))
 
     assert answer(to_plain) == answer(_to_plain)
+
+
+def _inside(value: Json) -> list[Json]:
+    """``value`` and every value inside it."""
+    out = [value]
+    if isinstance(value, dict):
+        out += [v for item in value.values() for v in _inside(item)]
+    elif isinstance(value, list):
+        out += [v for item in value for v in _inside(item)]
+    return out
+
+
+@settings(max_examples=1000, deadline=None)
+@given(_JSON, st.sampled_from(["", " ", "\n"]))
+def test_loads_exact_reads_as_loads_strict_and_writes_the_reference_bytes(
+    value: object, space: str
+) -> None:
+    """``loads_exact`` answers as ``loads_strict``; every value inside what it read, written by
+    ``canonical_exact`` with its answer, is the reference canonicalizer's bytes (numbers with a
+    fraction, characters outside the BMP, sorting by UTF-16 code units, nesting)."""
+    text = canonical_bytes(value)
+    if space:  # insignificant whitespace, as another writer may leave it
+        text = text.replace(b",", b"," + space.encode()).replace(b":", b":" + space.encode())
+    try:
+        expected: object = loads_strict(text, safe_numbers=True)
+    except InvalidRecordError as exc:
+        expected = str(exc)
+    try:
+        read, exact = loads_exact(text, safe_numbers=True)
+    except InvalidRecordError as exc:
+        assert str(exc) == expected
+        return
+    assert read == expected
+    for inner in _inside(read):
+        assert canonical_exact(inner, exact) == bytes(rfc8785.dumps(inner))
+
+
+def test_loads_exact_refuses_what_loads_strict_refuses() -> None:
+    for bad in (b'{"a":1,"a":2}', b"[NaN]", b"[9007199254740992]", b'["\\ud800"]', b"\xff",
+                b"[1e400]", b"[" * 70 + b"]" * 70):  # fmt: skip
+        try:
+            loads_strict(bad, safe_numbers=True)
+        except InvalidRecordError as exc:
+            expected = str(exc)
+        else:
+            raise AssertionError(bad)
+        try:
+            loads_exact(bad, safe_numbers=True)
+        except InvalidRecordError as exc:
+            assert str(exc) == expected
+        else:
+            raise AssertionError(bad)

@@ -23,7 +23,7 @@ from functools import cache
 from typing import Any
 
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from ledger.core.checkpoint import (
@@ -35,9 +35,10 @@ from ledger.core.checkpoint import (
     add_signatures,
 )
 from ledger.core.errors import FormatError, VerificationError
+from ledger.core.jcs import read_list
 from ledger.records.decision import record_digest
 from ledger.timestamp.asn1 import parse_signed_token
-from ledger_client.receipts.receipt import Receipt
+from ledger_client.receipts.receipt import Receipt, _hash_b64, _hashes_b64
 from ledger_client.receipts.verify import VALID, verify_receipt
 from tests.receipt_world import World, filler, make_record, roots
 
@@ -249,3 +250,35 @@ def test_unknown_signers_lines_are_ignored(receipt: Receipt, seed: int) -> None:
     assert noisy != receipt
     after = verify_receipt(noisy, [world().key], tsa_roots=roots())
     assert after == before  # same report: the extra lines changed nothing that was checked
+
+
+_B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.binary(min_size=32, max_size=32), max_size=6),
+    st.integers(0, 5),
+    st.integers(0, 43),
+    st.sampled_from([*_B64, "", "é", "AA"]),
+)
+def test_a_proofs_hashes_read_at_once_as_one_by_one(
+    hashes: list[bytes], which: int, at: int, char: str
+) -> None:
+    """``_hashes_b64`` (one pattern for the whole list) answers exactly as reading each item
+    with ``_hash_b64``: the same hashes, or the same error naming the same item."""
+    texts: list[object] = [base64.b64encode(h).decode() for h in hashes]
+    if texts:
+        i = which % len(texts)
+        text = str(texts[i])
+        texts[i] = text[:at] + char + text[at + 1 :]
+    for value in (texts, [*texts, 7], "not a list"):
+        try:
+            expected: object = read_list(value, "inclusion_proof", _hash_b64)  # type: ignore[arg-type]
+        except FormatError as exc:
+            expected = str(exc)
+        try:
+            got: object = _hashes_b64(value, "inclusion_proof")  # type: ignore[arg-type]
+        except FormatError as exc:
+            got = str(exc)
+        assert got == expected

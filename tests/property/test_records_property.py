@@ -1,5 +1,6 @@
 """Hypothesis: records round-trip exactly, digests see every change, disclosures open only what
-was committed, JCS agrees with a naive reference, and check_run names every run mutation."""
+was committed, JCS agrees with a naive reference, check_run names every run mutation, and a
+digest hashed from the JSON a record was read from is the record's digest."""
 
 from __future__ import annotations
 
@@ -30,8 +31,10 @@ from ledger.records.decision import (
     Termination,
     ToolCall,
     ToolSelection,
+    Usage,
     new_record_id,
     record_digest,
+    record_digest_of_plain,
     uuid7_time_ms,
     verify_disclosure,
 )
@@ -304,3 +307,58 @@ def test_a_closure_over_any_strict_subset_cannot_pass_as_complete(
         assert not report.ok
     else:  # a prefix closed at its end: complete as far as the closure says
         assert kept == list(range(len(kept))) and close_step == len(kept)
+
+
+# --- the digest the run reader hashes from the JSON it read -------------------------------------
+
+
+def _shuffle(value: Any, draw: st.DrawFn) -> Any:
+    if isinstance(value, dict):
+        keys = draw(st.permutations(list(value)))
+        return {k: _shuffle(value[k], draw) for k in keys}
+    if isinstance(value, list):
+        return [_shuffle(v, draw) for v in value]
+    return value
+
+
+@st.composite
+def read_plain(draw: st.DrawFn) -> dict[str, Any]:
+    """A record's JSON as a reader may get it: members in any order, integers written as
+    integral floats (``2.0``) where the reader takes integers, and older schema versions."""
+    record: DecisionRecord = draw(records())
+    counts = st.none() | st.integers(0, 10**6)
+    usage = draw(st.none() | st.builds(Usage, input_tokens=counts, output_tokens=counts))
+    obj: dict[str, Any] = dict(record.to_json_obj())
+    obj["usage"] = None if usage is None else usage.to_json_obj()
+    version = draw(st.sampled_from([1, 2, 3]))
+    if version < 3:
+        del obj["chain"], obj["signature"]
+    if version < 2:
+        for name in ("started_at", "ended_at", "usage", "cost", "model_parameters"):
+            del obj[name]
+    obj["schema"] = f"ledger.decision/v{version}"
+    if draw(st.booleans()) and obj["step"] <= SAFE // 2:
+        obj["step"] = float(obj["step"])
+    if obj.get("usage") and obj["usage"]["input_tokens"] is not None and draw(st.booleans()):
+        obj["usage"]["input_tokens"] = float(obj["usage"]["input_tokens"])
+    return dict(_shuffle(obj, draw))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(read_plain())
+def test_digest_of_the_plain_json_is_the_records_digest(plain: dict[str, Any]) -> None:
+    text = jcs.canonical_bytes(plain)
+    read = jcs.loads_strict(text, safe_numbers=True)
+    try:
+        record = DecisionRecord.from_json_obj(read, checked=True)
+    except InvalidRecordError:  # v1 lacks what the strategy may draw (a committed reason)
+        return
+    assert record_digest_of_plain(read) == record_digest(record)
+    assert record_digest_of_plain(plain) == record_digest(record)
+    whole, exact = jcs.loads_exact(text, safe_numbers=True)
+    assert record_digest_of_plain(whole, exact=exact) == record_digest(record)
+    # beside a number with a fraction and a character outside the BMP: not exact, same digest
+    line = jcs.canonical_bytes({"other": [1.5, "\U0001f600"], "record": plain})
+    whole, exact = jcs.loads_exact(line, safe_numbers=True)
+    assert isinstance(whole, dict) and not exact
+    assert record_digest_of_plain(whole["record"], exact=exact) == record_digest(record)

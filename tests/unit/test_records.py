@@ -1027,3 +1027,47 @@ def test_unknown_fields_of_a_known_version_are_all_named() -> None:
     two = {**one, "agent_key": "y"}
     with pytest.raises(InvalidRecordError, match="unknown fields 'derived_by', 'agent_key'"):
         DecisionRecord.from_json_obj(two)
+
+
+_BAD_COMMITMENT = {"commitment": "sha256:xyz"}
+_COMMITMENT_PROBLEM = (
+    "expected 'sha256:' + 64 lowercase hex digits, or 'sha256-tree:<leaves>:' + 64"
+)
+
+
+@pytest.mark.parametrize(
+    ("member", "value", "message"),
+    [
+        ("parameters", {"q": [1, {"a": _BAD_COMMITMENT}]},
+         f"parameters.q[1].a.commitment: {_COMMITMENT_PROBLEM}"),
+        ("parameters", {"a b": [_BAD_COMMITMENT]},
+         f'parameters["a b"][0].commitment: {_COMMITMENT_PROBLEM}'),
+        ("evidence", {"p": "00", "x y": "zz"},
+         "evidence.p: expected 64 lowercase hex digits (SHA-256), got '00'"),
+        ("parent_digests", ["a" * 64, "zz"],
+         "parent_digests[1]: expected 64 lowercase hex digits (SHA-256), got 'zz'"),
+        ("parent_digests", ["a" * 64, "a" * 64], "parent_digests[1]: duplicate entry"),
+        ("actual_outcome", [[[_BAD_COMMITMENT]]],
+         f"actual_outcome[0][0][0].commitment: {_COMMITMENT_PROBLEM}"),
+        ("model_parameters", {"t": {"k": [_BAD_COMMITMENT]}},
+         f"model_parameters.t.k[0].commitment: {_COMMITMENT_PROBLEM}"),
+        ("constraints", ["a", ""], 'constraints[1]: expected a non-empty string, got ""'),
+        ("candidates", [{"id": "a", "action": "x", "score": "1", "rank": 1},
+                        {"id": "b", "action": _BAD_COMMITMENT, "score": "1", "rank": 1}],
+         f"candidates[1].action.commitment: {_COMMITMENT_PROBLEM}"),
+        ("step", -1, "step: -1 outside [0, 2**53 - 1]"),
+        ("step", 2.5, "step: expected an integer >= 0, got number"),
+        ("usage", {"input_tokens": -1, "output_tokens": None, "total_tokens": None},
+         "usage.input_tokens: -1 outside [0, 2**53 - 1]"),
+    ],
+)  # fmt: skip
+def test_the_quick_readers_name_a_problem_where_it_is(
+    member: str, value: Any, message: str
+) -> None:
+    """The readers build an item's field path only when reading again to name a problem: the
+    named place (deep inside lists and objects, odd member names) is what it always was."""
+    obj = full_record().to_json_obj()
+    obj[member] = copy.deepcopy(value)
+    with pytest.raises(InvalidRecordError) as info:
+        DecisionRecord.from_json_obj(obj, checked=True)
+    assert str(info.value) == message

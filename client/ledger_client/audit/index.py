@@ -280,6 +280,30 @@ def _commitments(value: object) -> Iterator[str]:
             yield from _commitments(item)
 
 
+_LEAVES = (int, float, bool, type(None))
+
+
+def _scan(value: object, commitments: list[str], texts: list[str] | None) -> None:
+    """One walk for ``_commitments`` (into ``commitments``) and, unless None, ``plain_strings``
+    (into ``texts``), in their order; exact built-in types first."""
+    kind = type(value)
+    if kind is str:
+        if texts is not None:
+            texts.append(value)  # type: ignore[arg-type]
+    elif kind is dict:
+        for item in value.values():  # type: ignore[attr-defined]
+            _scan(item, commitments, texts)
+    elif kind is list or kind is tuple:
+        for item in value:  # type: ignore[attr-defined]
+            _scan(item, commitments, texts)
+    elif kind is Commitment:
+        commitments.append(value.digest.hex())  # type: ignore[attr-defined]
+    elif kind not in _LEAVES:
+        commitments += _commitments(value)
+        if texts is not None:
+            texts += plain_strings(value)
+
+
 def _scalar(value: object) -> str | None:
     if isinstance(value, str):
         return value
@@ -300,7 +324,11 @@ def record_terms(record: DecisionRecord, digest: str) -> list[tuple[str, str]]:
         record.parameters, [c.action for c in record.candidates], record.expected_outcome,
         record.actual_outcome, getattr(payload, "value", None), getattr(payload, "steps", None),
     )  # fmt: skip
-    out += [("commitment", c) for c in _commitments(values)]
+    commitments: list[str] = []
+    texts: list[str] = []
+    _scan(values[:5], commitments, texts)
+    _scan(values[5], commitments, None)
+    out += [("commitment", c) for c in commitments]
     for name, value in [*record.parameters.items(), *record.model_parameters.items()]:
         shown = _scalar(value)
         if shown is not None:
@@ -310,7 +338,7 @@ def record_terms(record: DecisionRecord, digest: str) -> list[tuple[str, str]]:
         out.append(("model", record.model))
     if record.otel is not None:
         out += [("trace", record.otel.trace_id), ("span", record.otel.span_id)]
-    texts = plain_strings(values[:5])  # plain strings only: commitments hide their content
+    # plain strings only (``plain_strings``): commitments hide their content
     out += [("content", content_digest(t)) for t in texts if len(t) >= _MIN_CONTENT]
     for whole in (record.actual_outcome, record.expected_outcome):
         if whole is not None and not isinstance(whole, str) and not _has_commitment(whole):

@@ -123,6 +123,8 @@ def _note_problem(note: str) -> str | None:
 def _check_hashes(hashes: Sequence[bytes], field: str) -> None:
     if len(hashes) > MAX_PROOF_HASHES:
         raise MalformedReceiptError(field, f"{len(hashes)} hashes, at most {MAX_PROOF_HASHES}")
+    if all(type(h) is bytes and len(h) == merkle.HASH_SIZE for h in hashes):
+        return  # the usual case, without naming each item
     for i, h in enumerate(hashes):
         if not isinstance(h, bytes) or len(h) != merkle.HASH_SIZE:
             raise MalformedReceiptError(index_path(field, i), "expected a 32-byte hash")
@@ -308,6 +310,25 @@ def _hash_b64(value: Json, path: str) -> bytes:
     return raw
 
 
+# The canonical padded standard base64 of 32 bytes: 43 digits, the last of them with its two
+# low bits zero (RFC 4648 §3.5: canonical encoders set the pad bits to zero), then "=".
+_HASH_B64 = re.compile(r"(?:[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=)+")
+
+
+def _hashes_b64(value: Json, path: str) -> tuple[bytes, ...]:
+    """``read_list(value, path, _hash_b64)``, one pattern match for the whole list when every
+    item is a canonical 32-byte hash (a receipt carries a dozen or more); anything else is read
+    item by item, which names the first bad one."""
+    if (
+        type(value) is list
+        and value
+        and all(type(h) is str and len(h) == 44 for h in value)
+        and _HASH_B64.fullmatch("".join(value))  # type: ignore[arg-type]
+    ):
+        return tuple([binascii.a2b_base64(h) for h in value])  # type: ignore[arg-type]
+    return read_list(value, path, _hash_b64)
+
+
 def _note(value: Json, path: str) -> str:
     if not isinstance(value, str):
         raise wrong_type(path, "a signed checkpoint note (string)", value)
@@ -346,9 +367,7 @@ def _previous(value: Json, path: str) -> PreviousCheckpoint | None:
     obj = read_object(value, path, PREVIOUS_FIELDS)
     return PreviousCheckpoint(
         checkpoint=_note(obj["checkpoint"], f"{path}.checkpoint"),
-        consistency_proof=read_list(
-            obj["consistency_proof"], f"{path}.consistency_proof", _hash_b64
-        ),
+        consistency_proof=_hashes_b64(obj["consistency_proof"], f"{path}.consistency_proof"),
         anchors=read_list(obj["anchors"], f"{path}.anchors", _anchor),
     )
 
@@ -390,7 +409,7 @@ def _read_receipt(value: Json, record: DecisionRecord | None = None) -> Receipt:
         leaf=_bytes_b64(obj["leaf"], "leaf"),
         index=read_int(obj["index"], "index"),
         tree_size=read_int(obj["tree_size"], "tree_size", minimum=1),
-        inclusion_proof=read_list(obj["inclusion_proof"], "inclusion_proof", _hash_b64),
+        inclusion_proof=_hashes_b64(obj["inclusion_proof"], "inclusion_proof"),
         checkpoint=_note(obj["checkpoint"], "checkpoint"),
         anchors=read_list(obj["anchors"], "anchors", _anchor),
         previous=_previous(obj["previous"], "previous"),

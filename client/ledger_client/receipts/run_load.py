@@ -18,7 +18,8 @@ the index refuses.
 
 Fast: the record beside a receipt that also carries it is validated once when both are the very
 same JSON (same members, values and JSON types), so an index of 200,000 receipts pays one
-parse and one validation per record.
+parse and one validation per record; lines are read by ``loads_exact`` (``loads_strict``, as
+strict) and each record's digest is hashed from the JSON it was read from (``RunItem.read``).
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ import json
 import marshal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 from ledger.core.errors import FormatError, InvalidRecordError, UnsupportedSchemaError
-from ledger.core.jcs import Json, loads_strict
+from ledger.core.jcs import Json, loads_exact
 from ledger.core.limits import MAX_ITEM_BYTES
 from ledger.records.decision import DecisionRecord
 from ledger_client.receipts.receipt import Receipt
@@ -76,8 +78,9 @@ def _receipt(obj: Json, given: Json) -> tuple[Receipt, DecisionRecord | None]:
     return receipt, beside
 
 
-def run_item(obj: Json, source: str) -> RunItem:
-    """One item from its JSON (parsed by ``loads_strict(..., safe_numbers=True)``)."""
+def run_item(obj: Json, source: str, *, exact: bool = False) -> RunItem:
+    """One item from its JSON (parsed by ``loads_strict(..., safe_numbers=True)``; ``exact``:
+    by ``loads_exact``, which said so)."""
     if not isinstance(obj, dict) or "receipt" not in obj:
         raise FormatError(f"{source}: expected an object with 'receipt' and optional 'record'")
     unknown = sorted(set(obj) - {"record", "receipt"})
@@ -101,12 +104,14 @@ def run_item(obj: Json, source: str) -> RunItem:
     record = receipt.record if given is None else given
     if record is None:
         raise FormatError(f"{source}: no record (neither beside the receipt nor in it)")
-    return RunItem(source=source, record=record, receipt=receipt)
+    inner = obj["receipt"]  # the JSON ``record`` was read from: its digest is hashed from it
+    plain = obj.get("record") if given is not None else cast(dict[str, Json], inner)["record"]
+    return RunItem.read(source, record, receipt, plain, exact=exact)
 
 
-def _parse(data: bytes, source: str) -> Json:
+def _parse(data: bytes, source: str) -> tuple[Json, bool]:
     try:
-        return loads_strict(data, safe_numbers=True)
+        return loads_exact(data, safe_numbers=True)
     except InvalidRecordError as exc:
         raise FormatError(f"{source}: {exc}") from None
 
@@ -126,7 +131,8 @@ def _lines_of(path: Path) -> Iterator[RunItem]:
                 raise FormatError(f"{path.name}:{number}: longer than {MAX_ITEM_BYTES} bytes")
             if line.strip():
                 source = f"{path.name}:{number}"
-                yield run_item(_parse(line, source), source)
+                obj, exact = _parse(line, source)
+                yield run_item(obj, source, exact=exact)
 
 
 def load_run(path: str | Path) -> list[RunItem]:
@@ -135,7 +141,10 @@ def load_run(path: str | Path) -> list[RunItem]:
     where = Path(path)
     if where.is_dir():
         files = sorted(where.glob("*.json"))
-        items = [run_item(_parse(_read_item_file(f), f.name), f.name) for f in files]
+        items = []
+        for f in files:
+            obj, exact = _parse(_read_item_file(f), f.name)
+            items.append(run_item(obj, f.name, exact=exact))
     else:
         items = list(_lines_of(where))
     if not items:

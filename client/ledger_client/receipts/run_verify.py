@@ -34,7 +34,7 @@ from ledger.core.checkpoint import Verifier
 from ledger.core.errors import AnchorsPendingError, FormatError, VerificationError
 from ledger.core.jcs import Json
 from ledger.core.timefmt import rfc3339
-from ledger.records.decision import DecisionRecord, record_digest
+from ledger.records.decision import DecisionRecord, record_digest, record_digest_of_plain
 from ledger.records.runs import RunProblem, RunReport, check_run
 from ledger.timestamp.policy import DEFAULT_SKEW
 from ledger_client.receipts.receipt import Receipt
@@ -68,6 +68,21 @@ class RunItem:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "digest", record_digest(self.record).hex())
+
+    @classmethod
+    def read(
+        cls, source: str, record: DecisionRecord, receipt: Receipt, plain: Json, *, exact: bool
+    ) -> RunItem:
+        """The item of a record just read from ``plain`` (``DecisionRecord.from_json_obj(plain,
+        checked=True)`` gave ``record``): its digest is SHA-256 of ``plain``'s RFC 8785 bytes,
+        the bytes of ``record.to_json_obj()`` (reading and writing a record are exact inverses,
+        ``ledger.records.decision``; ``record_digest_of_plain``), without building them again.
+        ``exact``: ``plain`` is inside what ``ledger.core.jcs.loads_exact`` read exactly."""
+        item = object.__new__(cls)
+        for name, value in (("source", source), ("record", record), ("receipt", receipt)):
+            object.__setattr__(item, name, value)
+        object.__setattr__(item, "digest", record_digest_of_plain(plain, exact=exact).hex())
+        return item
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
