@@ -432,6 +432,46 @@ static PyObject *present(PyObject *self, PyObject *arg) {
     return out;
 }
 
+/* --- bundle_leaf_hashes -------------------------------------------------------------------- */
+
+static const unsigned char LEAF_PREFIX = 0x00;
+
+static PyObject *bundle_leaf_hashes(PyObject *self, PyObject *arg) {
+    Py_buffer b;
+    if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *p = (const unsigned char *)b.buf;
+    Py_ssize_t n = b.len, at = 0, count = 0;
+    while (at < n) { /* every length and entry inside the bytes, before any hashing */
+        if (at + 2 > n) {
+            PyBuffer_Release(&b);
+            return PyErr_Format(PyExc_ValueError,
+                                "entry bundle ends inside the length of entry %zd", count);
+        }
+        Py_ssize_t end = at + 2 + ((Py_ssize_t)p[at] << 8 | (Py_ssize_t)p[at + 1]);
+        if (end > n) {
+            PyBuffer_Release(&b);
+            return PyErr_Format(PyExc_ValueError, "entry bundle ends inside entry %zd", count);
+        }
+        at = end;
+        count++;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, count * 32);
+    if (out) {
+        unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+        Py_BEGIN_ALLOW_THREADS
+        at = 0;
+        while (at < n) {
+            Py_ssize_t len = (Py_ssize_t)p[at] << 8 | (Py_ssize_t)p[at + 1];
+            sha256_3(&LEAF_PREFIX, 1, p + at + 2, (size_t)len, NULL, 0, o);
+            o += 32;
+            at += 2 + len;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&b);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"sequence_plain", sequence_plain, METH_VARARGS, "See ledger/core/hot.py."},
     {"compact_extend", compact_extend, METH_VARARGS, "See ledger/core/hot.py."},
@@ -439,6 +479,7 @@ static PyMethodDef methods[] = {
     {"split_hashes", split_hashes, METH_O, "See ledger/core/hot.py."},
     {"index_values", index_values, METH_VARARGS, "See ledger/core/hot.py."},
     {"present", present, METH_O, "See ledger/core/hot.py."},
+    {"bundle_leaf_hashes", bundle_leaf_hashes, METH_O, "See ledger/core/hot.py."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -15,6 +15,7 @@ from ledger.core import hot
 
 __all__ = [
     "CORE",
+    "bundle_leaf_hashes",
     "compact_extend",
     "compact_root",
     "index_values",
@@ -46,6 +47,7 @@ compact_root = hot.compact_root
 split_hashes = hot.split_hashes
 index_values = hot.index_values
 present = hot.present
+bundle_leaf_hashes = hot.bundle_leaf_hashes
 if _core is not hot:
     sequence_plain = _core.sequence_plain
     compact_extend = _core.compact_extend
@@ -53,3 +55,4 @@ if _core is not hot:
     split_hashes = _core.split_hashes
     index_values = _core.index_values
     present = _core.present
+    bundle_leaf_hashes = _core.bundle_leaf_hashes

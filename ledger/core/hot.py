@@ -18,6 +18,9 @@ refused (``LEDGER_PURE=1``), else this one. The two give byte-identical answers
 * ``compact_root``: the Merkle Tree Hash of a packed compact range.
 * ``split_hashes`` / ``index_values``: the per-entry keys and values handed to the store.
 * ``present``: one flag byte per multi-get answer (1: found).
+* ``bundle_leaf_hashes``: the leaf hash of every entry of an entry bundle (C2SP tlog-tiles: each
+  entry a 2-byte big-endian length, then the entry), packed: a level-0 tile's row 0 read back
+  from its bundle (``ledger.core.tile_layout``).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from collections.abc import Sequence
 
 __all__ = [
     "CORE",
+    "bundle_leaf_hashes",
     "compact_extend",
     "compact_root",
     "index_values",
@@ -121,3 +125,19 @@ def index_values(first: int, count: int, width: int) -> list[bytes]:
 def present(values: Sequence[object]) -> bytes:
     """One byte per answer of a multi-get: 1 when found (not None)."""
     return bytes(v is not None for v in values)
+
+
+def bundle_leaf_hashes(bundle: bytes) -> bytes:
+    """``SHA-256(0x00 || entry)`` of each entry of ``bundle``, packed; ValueError where the
+    bytes end inside an entry's length or inside an entry."""
+    out: list[bytes] = []
+    at, end_of = 0, len(bundle)
+    while at < end_of:
+        if at + 2 > end_of:
+            raise ValueError(f"entry bundle ends inside the length of entry {len(out)}")
+        end = at + 2 + int.from_bytes(bundle[at : at + 2], "big")
+        if end > end_of:
+            raise ValueError(f"entry bundle ends inside entry {len(out)}")
+        out.append(hashlib.sha256(b"\x00" + bundle[at + 2 : end]).digest())
+        at = end
+    return b"".join(out)

@@ -34,6 +34,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from ledger.core.accel import bundle_leaf_hashes
 from ledger.core.errors import MalformedTileError, StorageError
 from ledger.core.limits import HASH_SIZE
 from ledger.core.merkle import NodeID
@@ -103,6 +104,15 @@ def _base(value: bytes, level: int) -> int:
 
 
 # --- entry bundles ---------------------------------------------------------------------------
+
+
+def _leaf_hashes(value: bytes) -> bytes:
+    """Row 0 of a level-0 tile from its stored bundle (``accel.bundle_leaf_hashes``: the
+    compiled core when built); a stored bundle that does not parse is a store fault."""
+    try:
+        return bundle_leaf_hashes(value)
+    except ValueError as exc:
+        raise StorageError(f"stored entry bundle of {len(value)} bytes: {exc}") from None
 
 
 def _split(value: bytes) -> list[bytes]:
@@ -387,12 +397,7 @@ class StoredTiles:
             if not 0 < width <= TILE_WIDTH or level < 0 or index < 0:
                 raise StorageError(f"no tile ({level}, {index}) of width {width}")
         low = [(i, w) for lvl, i, w in ids if lvl == 0]
-        low_tiles = iter(
-            [
-                b"".join(_sha256(b"\x00" + leaf).digest() for leaf in _split(bundle))
-                for bundle in self.bundles(low)
-            ]
-        )
+        low_tiles = iter([_leaf_hashes(bundle) for bundle in self.bundles(low)])
         keys = [tile_key(lvl, i) for lvl, i, _ in ids if lvl]
         values = self._values(keys, "tile") if keys else {}
         out = []

@@ -54,6 +54,7 @@ from ledger.log.sequencer import ValidItems, validate_items
 
 SMALL_READ = 16  # proofs in one call that still count as a small read
 SMALL_REQUEST_ITEMS = 100  # appends this small go ahead of queued bulk ones (``_take_group``)
+PRIMARY_GROUP_ITEMS = 1_000  # primary mode: items in one group commit (at least one request)
 PIPELINE_DEPTH = 2  # primary mode: checkpoints signed and on their way into the bucket at once
 
 __all__ = ["LogService"]
@@ -121,6 +122,10 @@ class LogService:
         self._interval = checkpoint_interval
         self._max_pending = max_pending
         self._group_items = min(max(group_items, MAX_BATCH), MAX_GROUP)
+        if ack_on_publish:
+            # Primary mode: short group commits, so a checkpoint is signed soon after the one
+            # before it lands and a small append waits behind a short bulk commit (B4).
+            self._group_items = min(self._group_items, PRIMARY_GROUP_ITEMS)
         self._queue: deque[_Request | _PackedRequest] = deque()
         self._queued_items = 0
         self._wake_writer = asyncio.Event()

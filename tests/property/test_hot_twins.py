@@ -97,11 +97,39 @@ def test_bad_buffers_are_refused_alike() -> None:
         ("compact_root", (b"x" * 31,)),
         ("split_hashes", (b"x" * 31,)),
         ("index_values", (2**48 - 1, 2, 6)),
+        ("bundle_leaf_hashes", (b"\x00",)),
+        ("bundle_leaf_hashes", (b"\x00\x03ab",)),
+        ("bundle_leaf_hashes", (b"\x00\x01a\x00",)),
     ]
     for module in (hot, native):
         for name, args in calls:
             with pytest.raises(ValueError):
                 getattr(module, name)(*args)
+
+
+@settings(max_examples=10_000, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    entries=st.lists(st.binary(max_size=300), max_size=40),
+    cut=st.integers(0, 50),
+)
+def test_bundle_leaf_hashes_agree(entries: list[bytes], cut: int) -> None:
+    """A bundle's row-0 hashes: compiled and pure alike, each the RFC 6962 leaf hash of its
+    entry; a bundle cut short anywhere is refused by both with the same message."""
+    native = compiled()
+    bundle = b"".join(frame_entry(e) for e in entries)
+    want = b"".join(merkle.leaf_hash(e) for e in entries)
+    assert hot.bundle_leaf_hashes(bundle) == want
+    assert native.bundle_leaf_hashes(bundle) == want
+    short = bundle[: max(0, len(bundle) - cut)]
+    try:
+        pure: bytes | str = hot.bundle_leaf_hashes(short)
+    except ValueError as exc:
+        pure = str(exc)
+    try:
+        compiled_answer: bytes | str = native.bundle_leaf_hashes(short)
+    except ValueError as exc:
+        compiled_answer = str(exc)
+    assert compiled_answer == pure
 
 
 # --- tiles and bundles: the packed plan against the reference plan, on the selected core -----

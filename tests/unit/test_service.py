@@ -92,3 +92,51 @@ def test_a_small_append_waits_for_one_bulk_commit_not_for_every_queued_one() -> 
         await svc.stop()
 
     asyncio.run(main())
+
+
+class _Commits:
+    """An observer that records the number of items in each group commit."""
+
+    def __init__(self) -> None:
+        self.items: list[int] = []
+
+    def on_append(self, items: int) -> None:
+        pass
+
+    def on_commit(self, items: int, new: int, seconds: float) -> None:
+        self.items.append(items)
+
+    def on_publish(self, size: int) -> None:
+        pass
+
+
+@pytest.mark.parametrize("primary", [False, True])
+def test_primary_mode_commits_short_groups(primary: bool) -> None:
+    """Primary mode caps a group commit at ``PRIMARY_GROUP_ITEMS`` (at least one request), so
+    a checkpoint is signed soon after the one before it lands and a small append waits behind
+    a short commit (B4); local mode takes every queued bulk request in one group."""
+    from ledger.log.service import PRIMARY_GROUP_ITEMS
+
+    async def main() -> list[int]:
+        svc = service(checkpoint_interval=0.01, ack_on_publish=primary)
+        commits = _Commits()
+        svc.observer = commits
+        await svc.start()
+        bulk = [
+            asyncio.ensure_future(
+                svc.append_packed(b"".join(i.record_digest for i in items(1_000, f"g{k}")))
+            )
+            for k in range(6)
+        ]
+        await asyncio.gather(*bulk)
+        await svc.stop()
+        return commits.items
+
+    sizes = asyncio.run(main())
+    assert sum(sizes) == 6_000
+    if primary:
+        assert max(sizes) <= max(PRIMARY_GROUP_ITEMS, 1_000) and len(sizes) >= 6_000 // max(
+            PRIMARY_GROUP_ITEMS, 1_000
+        )
+    else:
+        assert sizes == [6_000]
