@@ -15,9 +15,11 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests import processes
 
@@ -117,3 +119,30 @@ def check_provenance(report: Report) -> None:
     assert runs["command"] in markdown
     for s in runs["scenarios"]:
         assert f"| {s['id']} |" in markdown, s["id"]
+
+
+def smoke_tests(module: str) -> tuple[Callable[..., Any], ...]:
+    """The fixture and the three report checks of one smoke file (``module``: its ``__file__``),
+    for its scenarios (``GROUPS``): ``report, test_every_scenario_has_its_figures,
+    test_sampled_proofs_verify, test_report_names_its_provenance = smoke_tests(__file__)``."""
+    scenarios = GROUPS[Path(module).stem]
+
+    @pytest.fixture(scope="module")
+    def report(tmp_path_factory: pytest.TempPathFactory) -> Report:
+        return run_smoke(tmp_path_factory.mktemp("bench"), scenarios)
+
+    def test_every_scenario_has_its_figures(report: Report) -> None:
+        check_figures(report, scenarios)
+
+    def test_sampled_proofs_verify(report: Report) -> None:
+        check_proofs(report)
+
+    def test_report_names_its_provenance(report: Report) -> None:
+        check_provenance(report)
+
+    return (
+        report,
+        test_every_scenario_has_its_figures,
+        test_sampled_proofs_verify,
+        test_report_names_its_provenance,
+    )

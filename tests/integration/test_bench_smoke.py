@@ -18,38 +18,17 @@ from typing import Any
 import pytest
 
 from tests import processes
-from tests.bench_world import (
-    GROUPS,
-    HEADLINES,
-    ROOT,
-    Report,
-    check_figures,
-    check_proofs,
-    check_provenance,
-    run_smoke,
-)
+from tests.bench_world import GROUPS, HEADLINES, ROOT, smoke_tests
 from tools.bench_report import SCENARIOS as ALL_SCENARIOS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-SCENARIOS = GROUPS[Path(__file__).stem]
-
-
-@pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> Report:
-    return run_smoke(tmp_path_factory.mktemp("bench"), SCENARIOS)
-
-
-def test_every_scenario_has_its_figures(report: Report) -> None:
-    check_figures(report, SCENARIOS)
-
-
-def test_sampled_proofs_verify(report: Report) -> None:
-    check_proofs(report)
-
-
-def test_report_names_its_provenance(report: Report) -> None:
-    check_provenance(report)
+(
+    report,
+    test_every_scenario_has_its_figures,
+    test_sampled_proofs_verify,
+    test_report_names_its_provenance,
+) = smoke_tests(__file__)
 
 
 def test_the_smoke_files_run_every_scenario_once() -> None:

@@ -8,36 +8,15 @@ served by nginx) and B9 (the peer).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from tests.bench_world import (
-    GROUPS,
-    Report,
-    check_figures,
-    check_proofs,
-    check_provenance,
-    run_smoke,
-)
+from tests.bench_world import smoke_tests
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-SCENARIOS = GROUPS[Path(__file__).stem]
-
-
-@pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> Report:
-    return run_smoke(tmp_path_factory.mktemp("bench"), SCENARIOS)
-
-
-def test_every_scenario_has_its_figures(report: Report) -> None:
-    check_figures(report, SCENARIOS)
-
-
-def test_sampled_proofs_verify(report: Report) -> None:
-    check_proofs(report)
-
-
-def test_report_names_its_provenance(report: Report) -> None:
-    check_provenance(report)
+(
+    report,
+    test_every_scenario_has_its_figures,
+    test_sampled_proofs_verify,
+    test_report_names_its_provenance,
+) = smoke_tests(__file__)
