@@ -129,7 +129,9 @@ def present(values: Sequence[object]) -> bytes:
 
 def bundle_leaf_hashes(bundle: bytes) -> bytes:
     """``SHA-256(0x00 || entry)`` of each entry of ``bundle``, packed; ValueError where the
-    bytes end inside an entry's length or inside an entry."""
+    bytes end inside an entry's length or inside an entry (the messages of
+    ``tiles.split_entry_bundle``, which this module cannot import: ``merkle`` imports it
+    through ``accel``, and ``tiles`` imports ``merkle``)."""
     out: list[bytes] = []
     at, end_of = 0, len(bundle)
     while at < end_of:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -396,17 +397,12 @@ def test_a_bad_anchor_beside_a_valid_one_fails_run_index_and_report_alike(
     folder = str(files["review"].parent)
     code, indexed = invoke_json("index", folder, "--db", db, *roots, "--workers", "1")
     assert code == 0, indexed
-    stored = (
-        sqlite3.connect(db)
-        .execute("SELECT verified FROM files WHERE path LIKE '%review.jsonl'")
-        .fetchall()
-    )
-    assert stored == [(0,)]
-    records = (
-        sqlite3.connect(db)
-        .execute(
+    with contextlib.closing(sqlite3.connect(db)) as found:
+        stored = found.execute(
+            "SELECT verified FROM files WHERE path LIKE '%review.jsonl'"
+        ).fetchall()
+        records = found.execute(
             "SELECT verified, why_not FROM records WHERE path LIKE '%review.jsonl' AND step = 0"
-        )
-        .fetchall()
-    )
+        ).fetchall()
+    assert stored == [(0,)]
     assert [v for v, _ in records] == [0] and "anchor" in str(records[0][1])
