@@ -297,16 +297,26 @@ class BucketPublisher:
         if any(c.origin != self._origin for c in todo):
             raise StorageError(f"a checkpoint of another origin for the bucket of {self._origin}")
         jobs: list[tuple[tiles.TileID, int]] = []
+        edges: list[int] = []  # sizes whose partial tiles this sweep uploads
         for checkpoint in todo[-1:] if coalesce else todo:  # new tiles, in one parallel sweep
             jobs += [(t, checkpoint.size) for t in tiles.new_tiles(size, checkpoint.size)]
             size = checkpoint.size
-            self._edges.add(size)
+            edges.append(size)
         notes = [self._pool.submit(self.publish_note, c) for c in todo]  # beside the tiles
         uploads = [self._pool.submit(self._put_tile, *job) for job in jobs]
         self._planned = size
         self._sweeps += 1
         tail = self._finisher.submit(
-            self._finish, self._sweeps, prev, start, size, todo[-1:], uploads, notes, progress
+            self._finish,
+            self._sweeps,
+            prev,
+            start,
+            size,
+            todo[-1:],
+            uploads,
+            notes,
+            progress,
+            edges,
         )
         self._tail = tail
         return tail
@@ -321,6 +331,7 @@ class BucketPublisher:
         uploads: list[Future[int]],
         notes: list[Future[None]],
         progress: Progress | None,
+        edges: list[int],
     ) -> Published:
         """On the finishing thread: wait for the update before and for this one's uploads,
         then write ``checkpoint``."""
@@ -349,6 +360,7 @@ class BucketPublisher:
                     self._planned = None
             self._size = None
             raise
+        self._mark_edges(edges)  # only now: a failed sweep's sizes get their tiles from _put_edge
         self._size = size
         return Published(from_size=start, size=size, created=created, existing=existing)
 
@@ -472,9 +484,14 @@ class BucketPublisher:
         edge = [(t, size) for t in tiles.tiles_for_size(size) if not t.full]
         for _ in self._pool.map(lambda job: self._put_tile(*job), edge):
             pass
-        self._edges.add(size)
-        if len(self._edges) > 4096:
-            self._edges.discard(min(self._edges))
+        self._mark_edges([size])
+
+    def _mark_edges(self, sizes: Sequence[int]) -> None:
+        """Remember sizes whose partial tiles are in the bucket (uploads done, not planned)."""
+        with self._plan_lock:
+            self._edges.update(sizes)
+            while len(self._edges) > 4096:
+                self._edges.discard(min(self._edges))
 
 
 def _content(stored: StoredObject) -> bytes:

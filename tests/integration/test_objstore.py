@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 
 from ledger.core import tiles
-from ledger.core.errors import NonConformingStoreError, ObjectConflictError
+from ledger.core.errors import NonConformingStoreError, ObjectConflictError, StorageError
 from ledger.core.types import Anchor
 from ledger.objstore.bucket import Bucket, BucketAddress
 from ledger.objstore.conformance import check_store
@@ -147,3 +147,37 @@ def test_coalesced_update_skips_intermediate_partial_tiles(seaweed: Seaweed) -> 
     assert bucket.get("tile/0/000.p/10") is not None
     assert bucket.get("tile/entries/000.p/10") is not None
     assert TileClient(base).root(10) == log.log.root_at(10)
+
+
+def test_a_failed_sweep_leaves_its_partial_tiles_to_be_written_before_anchors(
+    seaweed: Seaweed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A coalesced sweep whose tile uploads fail (the bucket refuses a PUT once: a transient
+    fault) has not put its tree's partial tiles in the bucket, so anchoring that size later
+    must write them first, even after a newer sweep covered a bigger tree."""
+    check_store(_address(seaweed, "logs/edge-fault"), rounds=1, writers=8)
+    log = MemoryLog(ORIGIN)
+    publisher = _publisher(seaweed, log, "logs/edge-fault")
+    bucket = Bucket(_address(seaweed, "logs/edge-fault"))
+    first = log.grow(10)
+    create = publisher.bucket.create
+    refused: list[str] = []
+
+    def flaky(name: str, body: bytes, headers: dict[str, str]) -> bool:
+        if name.startswith("tile/") and not refused:
+            refused.append(name)
+            raise StorageError(f"{name}: injected transient fault")
+        return create(name, body, headers)
+
+    monkeypatch.setattr(publisher.bucket, "create", flaky)
+    with pytest.raises(StorageError, match="injected"):
+        publisher.update([first], coalesce=True)
+    assert refused and bucket.get("checkpoint") is None
+    later = log.grow(300)
+    assert publisher.update([later], coalesce=True).size == 310
+    log.store.put_anchor(Anchor(size=10, tsa="tsa.test", token=b"opaque", gen_time_ms=1))
+    assert publisher.publish_anchors([10]) == 1
+    for name in ("tile/0/000.p/10", "tile/entries/000.p/10"):
+        assert bucket.get(name) is not None, f"{name} missing under anchors/10"
+    assert TileClient(seaweed.bucket_url("logs/edge-fault")).root(10) == log.log.root_at(10)
+    publisher.close()
