@@ -14,7 +14,8 @@ talk to servers they chose (their own bucket), not to untrusted ones.
 
 The request goes out in one ``sendall`` (request line, headers and body in one buffer, on a
 socket with ``TCP_NODELAY``) and the answer is read by a small HTTP/1.1 reader (status line,
-headers, then ``Content-Length``, chunked, or until close): ``http.client`` sends the head and
+headers, then ``Content-Length``, chunked, or until close; interim 1xx answers before the
+final one are dropped): ``http.client`` sends the head and
 the body in two writes and parses every answer's headers with the ``email`` package, which
 cost more CPU per PUT than the rest of the request together.
 """
@@ -44,6 +45,7 @@ class Answer:
 
 _MAX_LINE = 65_536
 _MAX_HEADERS = 100
+_MAX_INTERIM = 8  # 1xx answers before the final one
 
 
 class _Malformed(Exception):
@@ -76,7 +78,29 @@ class _Conn:
         return data
 
     def answer(self, method: str) -> tuple[Answer, bool]:
-        """Read one answer; whether the connection must close after it."""
+        """Read one final answer; whether the connection must close after it. Interim answers
+        (1xx but 101, RFC 9110 section 15.2) are read and dropped: at most ``_MAX_INTERIM``."""
+        for _ in range(_MAX_INTERIM + 1):
+            version, status, headers = self._head()
+            if not 100 <= status < 200 or status == 101:
+                break
+        else:
+            raise _Malformed(f"more than {_MAX_INTERIM} interim (1xx) answers")
+        tokens = headers.get("connection", "").lower()
+        close = "close" in tokens or (version == "HTTP/1.0" and "keep-alive" not in tokens)
+        if method == "HEAD" or status in (101, 204, 304):
+            return Answer(status, headers, b""), close or status == 101
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            return Answer(status, headers, self._chunked()), close
+        length = headers.get("content-length")
+        if length is not None:
+            if not length.isdigit():
+                raise _Malformed(f"Content-Length {length[:40]!r}")
+            return Answer(status, headers, self.exactly(int(length))), close
+        return Answer(status, headers, self.reader.read()), True  # until the server closes
+
+    def _head(self) -> tuple[str, int, dict[str, str]]:
+        """An answer's status line and headers: (HTTP version, status, headers)."""
         status_line = self.line()
         if not status_line:
             raise ConnectionResetError("the server closed the connection")
@@ -84,7 +108,6 @@ class _Conn:
         code = rest[:3]
         if not version.startswith("HTTP/1.") or not code.isdigit():
             raise _Malformed(f"not an HTTP/1.x status line: {status_line[:80]!r}")
-        status = int(code)
         headers: dict[str, str] = {}
         for _ in range(_MAX_HEADERS + 1):
             raw = self.line()
@@ -96,18 +119,7 @@ class _Conn:
             headers[name.strip().lower()] = value.strip()
         else:
             raise _Malformed(f"more than {_MAX_HEADERS} header lines")
-        tokens = headers.get("connection", "").lower()
-        close = "close" in tokens or (version == "HTTP/1.0" and "keep-alive" not in tokens)
-        if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
-            return Answer(status, headers, b""), close
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            return Answer(status, headers, self._chunked()), close
-        length = headers.get("content-length")
-        if length is not None:
-            if not length.isdigit():
-                raise _Malformed(f"Content-Length {length[:40]!r}")
-            return Answer(status, headers, self.exactly(int(length))), close
-        return Answer(status, headers, self.reader.read()), True  # until the server closes
+        return version, int(code), headers
 
     def _chunked(self) -> bytes:
         parts: list[bytes] = []

@@ -115,6 +115,13 @@ class _Shapes(BaseHTTPRequestHandler):
             self.close_connection = True
         elif self.path == "/no-content":
             self._answer(204, [], b"")
+        elif self.path == "/interim":  # two interim answers, then the final one
+            self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            self.wfile.write(b"HTTP/1.1 103 Early Hints\r\nLink: </a>; rel=preload\r\n\r\n")
+            self._answer(201, [("ETag", '"e2"'), ("Content-Length", "2")], b"ok")
+        elif self.path == "/endless-interim":
+            self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n" * 20)
+            self.close_connection = True
 
     def _answer(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
         self.send_response_only(status)
@@ -167,3 +174,18 @@ def test_a_malformed_answer_is_unavailable(shapes: str) -> None:
     client = KeepAlive(shapes, timeout_s=5)
     with pytest.raises(UnavailableError, match=r"not an HTTP/1\.x status line"):
         client.request("PUT", "/garbage", body=b"", headers={})
+
+
+def test_interim_answers_are_dropped_and_the_final_one_read(shapes: str) -> None:
+    """1xx answers before the final one (RFC 9110 section 15.2) are not the answer: the
+    connection stays in step and is kept for the next request."""
+    client = KeepAlive(shapes, timeout_s=5)
+    answer = client.request("PUT", "/interim", body=b"i", headers={})
+    assert (answer.status, answer.body, answer.headers["etag"]) == (201, b"ok", '"e2"')
+    assert "link" not in answer.headers  # the early hints' headers are not the answer's
+    assert client.request("PUT", "/length", body=b"n", headers={}).body == b"hello"
+    ports = [port for *_, port in _Shapes.seen]
+    assert len(set(ports)) == 1
+    with pytest.raises(UnavailableError, match="interim"):
+        client.request("PUT", "/endless-interim", body=b"", headers={})
+    client.close()
