@@ -14,10 +14,10 @@ talk to servers they chose (their own bucket), not to untrusted ones.
 
 The request goes out in one ``sendall`` (request line, headers and body in one buffer, on a
 socket with ``TCP_NODELAY``) and the answer is read by a small HTTP/1.1 reader (status line,
-headers, then ``Content-Length``, chunked, or until close; interim 1xx answers before the
-final one are dropped): ``http.client`` sends the head and
-the body in two writes and parses every answer's headers with the ``email`` package, which
-cost more CPU per PUT than the rest of the request together.
+headers, then ``Content-Length``, chunked, or until close; interim 1xx answers before the final
+one are dropped): ``http.client`` sends the head and the body in two writes and parses every
+answer's headers with the ``email`` package, which cost more CPU per PUT than the rest of the
+request together.
 """
 
 from __future__ import annotations
