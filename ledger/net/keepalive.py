@@ -140,14 +140,16 @@ class _Conn:
 class KeepAlive:
     """Connections to ``origin`` (``http://host:port`` or ``https://...``), one per thread."""
 
-    def __init__(self, origin: str, *, timeout_s: float) -> None:
+    def __init__(self, origin: str, *, timeout_s: float, cafile: str | None = None) -> None:
+        """``cafile``: the PEM bundle that HTTPS servers' certificates must chain to (None: the
+        system's trusted roots)."""
         parts = urlsplit(origin)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError(f"{redact_url(origin)}: want http://host[:port] or https://...")
         self.origin = f"{parts.scheme}://{parts.netloc}"
         self._host, self._https = parts.netloc, parts.scheme == "https"
         self._address = (parts.hostname or "", parts.port or (443 if self._https else 80))
-        self._tls = ssl.create_default_context() if self._https else None
+        self._tls = ssl.create_default_context(cafile=cafile) if self._https else None
         self.timeout_s = timeout_s
         self._local = threading.local()  # .conn: this thread's connection
 

@@ -4,7 +4,9 @@
   (any S3-compatible store: SeaweedFS, MinIO, R2, Ceph RGW; empty for AWS itself) and ``region``
   beside it. Credentials are found the usual AWS way (``AWS_ACCESS_KEY_ID``/
   ``AWS_SECRET_ACCESS_KEY``, ``AWS_PROFILE`` and ``~/.aws``, instance or container roles): this
-  module never reads or stores a secret itself.
+  module never reads or stores a secret itself. An ``https://`` endpoint's certificate must
+  chain to the system's roots, or to the bundle ``AWS_CA_BUNDLE`` (or ``ca_bundle`` in the AWS
+  config) names, for GETs and PUTs alike.
 * ``Bucket.create(key, body, ...)``: ``PUT`` with ``If-None-Match: *``; ``True`` when this call
   created the object, ``False`` when the key existed already (412, or the 409 a store answers
   to a conditional write racing another one).
@@ -34,6 +36,7 @@ import boto3
 import botocore.auth
 import botocore.config
 import botocore.exceptions
+import botocore.session
 
 from ledger.core.backoff import Backoff, retry
 from ledger.core.errors import (
@@ -141,7 +144,8 @@ class Bucket:
             response_checksum_validation="when_required",
             parameter_validation=False,  # our calls are fixed shapes; saves CPU on every PUT
         )
-        session = boto3.session.Session()
+        core = botocore.session.get_session()
+        session = boto3.session.Session(botocore_session=core)
         self._client: Any = session.client(
             "s3", endpoint_url=address.endpoint or None, config=config
         )
@@ -161,7 +165,12 @@ class Bucket:
         origin = urlsplit(self._base)
         self._origin = f"{origin.scheme}://{origin.netloc}"
         self._host = origin.netloc
-        self._conns = KeepAlive(self._origin, timeout_s=timeout_s)  # one per thread
+        # the CA bundle botocore's GETs trust (``AWS_CA_BUNDLE`` or ``ca_bundle`` in the AWS
+        # config), so PUTs to a store with a private CA are verified against the same roots
+        ca_bundle = core.get_config_variable("ca_bundle")
+        self._conns = KeepAlive(  # one connection per thread
+            self._origin, timeout_s=timeout_s, cafile=str(ca_bundle) if ca_bundle else None
+        )
         self._keys: tuple[str, str, bytes] = ("", "", b"")  # (day, secret, signing key)
         self._attempts = max(1, attempts)
 

@@ -4,14 +4,29 @@ monitor; create-only retries and conflicts; the conditional-write race check."""
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import gzip
 import os
+import socket
+import ssl
+import threading
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
+from ledger.api.tls import make_dev_certs
 from ledger.core import tiles
-from ledger.core.errors import NonConformingStoreError, ObjectConflictError, StorageError
+from ledger.core.errors import (
+    NonConformingStoreError,
+    ObjectConflictError,
+    StorageError,
+    StoreUnreachableError,
+)
 from ledger.core.types import Anchor
 from ledger.objstore.bucket import Bucket, BucketAddress
 from ledger.objstore.conformance import check_store
@@ -181,3 +196,75 @@ def test_a_failed_sweep_leaves_its_partial_tiles_to_be_written_before_anchors(
         assert bucket.get(name) is not None, f"{name} missing under anchors/10"
     assert TileClient(seaweed.bucket_url("logs/edge-fault")).root(10) == log.log.root_at(10)
     publisher.close()
+
+
+@contextmanager
+def _tls_relay(target: tuple[str, int], cert: Path, key: Path) -> Iterator[int]:
+    """A TLS front for the store (as a private-CA endpoint is): each accepted TLS connection is
+    relayed byte for byte to ``target``. Yields its port."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def pump(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        for sock in (src, dst):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                raw, _ = listener.accept()
+            except TimeoutError:
+                continue
+            raw.settimeout(None)
+            try:
+                front = context.wrap_socket(raw, server_side=True)
+            except OSError:  # a client that refused our certificate
+                raw.close()
+                continue
+            back = socket.create_connection(target)
+            for a, b in ((front, back), (back, front)):
+                threading.Thread(target=pump, args=(a, b), daemon=True).start()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
+
+
+def test_an_https_store_with_a_private_ca_is_trusted_through_aws_ca_bundle(
+    seaweed: Seaweed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PUTs (the kept-open connections) and GETs (botocore) both verify the store's certificate
+    against the bundle ``AWS_CA_BUNDLE`` names; without it the private CA is refused."""
+    certs = make_dev_certs(
+        tmp_path / "tls", hosts=["127.0.0.1"], clients=[], now=dt.datetime.now(dt.UTC)
+    )
+    plain = urlsplit(seaweed.endpoint)
+    with _tls_relay(
+        (plain.hostname or "", plain.port or 80), certs.server_cert, certs.server_key
+    ) as port:
+        address = BucketAddress.parse(
+            f"s3://{seaweed.bucket}/logs/private-ca", endpoint=f"https://127.0.0.1:{port}"
+        )
+        monkeypatch.delenv("AWS_CA_BUNDLE", raising=False)
+        with pytest.raises((StorageError, StoreUnreachableError), match="CERTIFICATE_VERIFY"):
+            Bucket(address, attempts=1).create("tls-probe", b"x", {})
+        monkeypatch.setenv("AWS_CA_BUNDLE", str(certs.ca))
+        bucket = Bucket(address, attempts=1)
+        assert bucket.create("tls-probe", b"over tls", {})
+        stored = bucket.get("tls-probe")
+        assert stored is not None and stored.body == b"over tls"
+        assert bucket.swap("tls-probe", b"swapped", stored.etag, {}) is not None
+        again = bucket.get("tls-probe")
+        assert again is not None and again.body == b"swapped"
