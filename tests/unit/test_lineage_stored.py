@@ -13,10 +13,20 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from ledger.records.decision import (
+    DecisionRecord,
+    MemoryWrite,
+    ToolCall,
+    new_record_id,
+    record_digest,
+)
+from ledger.records.runs import run_closed_record, run_steps
 from ledger_client.audit.index import AuditIndex
 from ledger_client.audit.lineage_index import (
     FROM_INDEX,
     IndexedLineage,
+    _list_text,
+    _texts,
     open_index,
     stored_runs,
     verdict_of,
@@ -29,6 +39,7 @@ from ledger_client.cli.main import COMMANDS, main
 from ledger_client.cli.options import DEFAULT_MAX_DELAY_TEXT
 from tests import processes
 from tests.decision_world import CHAIN, FAN, build, write
+from tests.receipt_world import T0, TIME, World
 
 
 def test_every_subcommand_is_listed_and_loads_by_its_name() -> None:
@@ -156,3 +167,105 @@ def test_runs_verified_now_are_held_to_the_auditors_time_policy(indexed: dict[st
     assert verdicts[0] == verdicts[1]
     assert {c["status"] for v in verdicts[1].values() for c in v["checks"]
             if c["name"] == "time"} == {"failed"}  # fmt: skip
+
+
+# --- the answer's text, written from the rows, against the plain answer ------------------------
+
+ODD_AGENT = 'agënt "q" ☃\\'  # not ASCII, a quote and a backslash: escaped as json.dumps does
+
+
+def _odd_runs(folder: Path) -> tuple[str, dict[str, Path], list[str]]:
+    """Two runs whose strings json.dumps escapes: ``a`` holds an untrusted write and a record
+    on it, ``b`` a record resting on ``a``'s (a link across runs) and a second untrusted
+    write. Returns the log key, the run files and the digests of ``a``'s records."""
+    a_run, b_run = 'odd-a "é"', "odd-b\u2028"
+
+    def record(run: str, step: int, payload: Any, parents: list[DecisionRecord]) -> Any:
+        return DecisionRecord(
+            record_id=new_record_id(now_ms=T0 + step, rand=(len(run) + step).to_bytes(10, "big")),
+            run_id=run, step=step, time=TIME, agent=ODD_AGENT if step else "agent-ä",
+            parent_digests=tuple(record_digest(p).hex() for p in parents), payload=payload,
+        )  # fmt: skip
+
+    write_a = record(a_run, 0, MemoryWrite(key='nöte "k"', value="v", source="wéb\\\x07",
+                                           trust_label="untrusted"), [])  # fmt: skip
+    call_a = record(a_run, 1, ToolCall(tool='tôol "x"'), [write_a])
+    call_b = record(b_run, 0, ToolCall(tool="b\ttool"), [call_a])
+    write_b = record(b_run, 1, MemoryWrite(key="k", value="w", source="s",
+                                           trust_label="untrusted"), [call_b])  # fmt: skip
+    runs = {
+        name: [*body, run_closed_record(run, run_steps(body), agent=ODD_AGENT, time=TIME)]
+        for name, run, body in (("a", a_run, [write_a, call_a]), ("b", b_run, [call_b, write_b]))
+    }
+    every = [r for body in runs.values() for r in body]
+    world = World([record_digest(r) for r in every])
+    folder.mkdir()
+    files = {}
+    for name, body in runs.items():
+        files[name] = folder / f"{name}.jsonl"
+        files[name].write_text("".join(
+            json.dumps({"record": r.to_json_obj(),
+                        "receipt": world.receipt(every.index(r), len(every),
+                                                 anchored=False).to_json_obj()}) + "\n"
+            for r in body
+        ))  # fmt: skip
+    return world.key.key_string(), files, [record_digest(r).hex() for r in runs["a"][:2]]
+
+
+def _texts_and_plain(db: Path, folder: Path, key: str, starts: Any, direction: str) -> list[str]:
+    with open_index(db) as conn:
+        lineage = IndexedLineage(
+            run_path_names([str(folder)]), conn, trust_fingerprint([key], [], None, []),
+            lambda: make_checker([key], [], None, []),
+        )  # fmt: skip
+        answer = lineage.walk(starts(lineage), direction)
+    plain = answer.to_json_obj()
+    written = {**answer.head(), "records": "RECORDS", "runs": "RUNS"}
+    text = json.dumps(written, sort_keys=True)
+    text = text.replace('"RECORDS"', answer.records_text()).replace('"RUNS"', answer.runs_text())
+    assert answer.verified == [r["verified"] for r in plain["records"]]
+    return [text, json.dumps(plain, sort_keys=True)]
+
+
+def test_the_answer_written_from_rows_is_the_plain_answer(tmp_path: Path) -> None:
+    """``records_text``/``runs_text`` (each record written from its row, column by column) give
+    the bytes ``json.dumps`` gives for the plain answer (``to_json_obj``): stored records with
+    strings to escape, and a run verified now beside them (run ``b`` changed since indexed)."""
+    key, files, (write_a, call_a) = _odd_runs(tmp_path / "runs")
+    db = tmp_path / "audit.sqlite"
+    result = CliRunner().invoke(main, ["index", str(tmp_path / "runs"), "--db", str(db),
+                                       "--key", key, "--workers", "1"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    cases = (
+        (lambda g: g.tainted_starts(["untrusted"]), "descendants"),
+        (lambda g: [write_a], "descendants"),
+        (lambda g: [call_a], "ancestors"),
+    )
+    folder = tmp_path / "runs"
+    for starts, direction in cases:
+        text, plain = _texts_and_plain(db, folder, key, starts, direction)
+        assert text == plain and "\\u00eb" in text and '"source": "index"' in text
+    # b reformatted: the same items, another file hash, so verified now
+    b = files["b"]
+    b.write_text("".join(json.dumps(json.loads(line), indent=None, separators=(",", ":")) + "\n"
+                         for line in b.read_text().splitlines()))  # fmt: skip
+    for starts, direction in cases:
+        text, plain = _texts_and_plain(db, folder, key, starts, direction)
+        assert text == plain and '"source": "verified now"' in text
+    tainted = CliRunner().invoke(main, ["lineage", str(folder), "--key", key, "--db", str(db),
+                                        "--json", "--tainted"])  # fmt: skip
+    assert tainted.exit_code == 0, tainted.output
+    plain = json.loads(_texts_and_plain(db, folder, key, cases[0][0], "descendants")[1])
+    expected = json.dumps({"valid": True, "check": "lineage", **plain}, sort_keys=True)
+    assert tainted.output == expected + "\n"
+
+
+@pytest.mark.parametrize(
+    "values",
+    [["a", 'q"\\', "é☃\x00\u2028", ""], [0, -1, 2**70], [None, "x", 3, 1.5, float("nan")],
+     [True, False, 1], [1.0, float("inf")], ["a", None]],
+)  # fmt: skip
+def test_a_column_is_written_as_json_dumps_writes_each_value(values: list[Any]) -> None:
+    assert _texts(values) == [json.dumps(v, sort_keys=True) for v in values]
+    assert _list_text(values) == json.dumps(values, sort_keys=True)
+    assert _list_text([str(v) for v in values]) == json.dumps([str(v) for v in values])

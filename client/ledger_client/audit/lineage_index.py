@@ -25,6 +25,7 @@ import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,13 +59,27 @@ _COLUMNS = (
 
 @dataclass(slots=True)
 class IndexedResult:
-    """The answer (``LineageResult``'s JSON shape) and whether it passed."""
+    """The answer (``LineageResult``'s JSON shape) and whether it passed. ``records`` are the
+    answer's records as dicts (built when first asked for); ``texts`` the same records as
+    ``json.dumps(record, sort_keys=True)`` writes them, made from the rows without the dicts
+    (``records_text``, ``runs_text``: what ``--json`` writes; a test holds them equal)."""
 
     direction: str
     start: list[str]
-    records: list[dict[str, Any]] = field(default_factory=list)
-    unknown: list[tuple[str, str]] = field(default_factory=list)
-    runs: list[dict[str, Any]] = field(default_factory=list)
+    texts: list[str]
+    verified: list[bool]  # per record
+    not_linked: list[str]  # record digests whose lineage check warns
+    unknown: list[tuple[str, str]]
+    runs: list[dict[str, Any]]
+    run_texts: list[str]
+    plain: Callable[[], list[dict[str, Any]]] = field(repr=False)
+    _records: list[dict[str, Any]] | None = field(default=None, repr=False)
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        if self._records is None:
+            self._records = self.plain()
+        return self._records
 
     @property
     def failed_runs(self) -> list[str]:
@@ -72,19 +87,25 @@ class IndexedResult:
 
     @property
     def ok(self) -> bool:
-        return (
-            all(r["verified"] for r in self.records) and not self.unknown and not self.failed_runs
-        )
+        return all(self.verified) and not self.unknown and not self.failed_runs
 
-    def to_json_obj(self) -> dict[str, Any]:
+    def head(self) -> dict[str, Any]:
+        """The answer less its records and runs."""
         return {
             "direction": self.direction,
             "start": list(self.start),
-            "records": list(self.records),
             "unknown_parents": [{"child": c, "parent": p} for c, p in self.unknown],
-            "verified": sum(1 for r in self.records if r["verified"]),
-            "runs": list(self.runs),
+            "verified": sum(self.verified),
             "failed_runs": self.failed_runs,
+            "not_linked": list(self.not_linked),
+        }
+
+    def to_json_obj(self) -> dict[str, Any]:
+        """The answer as dicts, built the plain way (``records_text`` writes the same)."""
+        return {
+            **self.head(),
+            "records": list(self.records),
+            "runs": list(self.runs),
             "not_linked": [
                 r["record_digest"]
                 for r in self.records
@@ -93,7 +114,16 @@ class IndexedResult:
                     for c in r["verdict"]["checks"]
                 )
             ],
+            "verified": sum(1 for r in self.records if r["verified"]),
         }
+
+    def records_text(self) -> str:
+        """``json.dumps(self.to_json_obj()["records"], sort_keys=True)``, from ``texts``."""
+        return f"[{', '.join(self.texts)}]"
+
+    def runs_text(self) -> str:
+        """``json.dumps(self.runs, sort_keys=True)``, from ``run_texts``."""
+        return f"[{', '.join(self.run_texts)}]"
 
     def lines(self) -> list[str]:
         stored = sum(1 for r in self.runs if r["source"] == FROM_INDEX)
@@ -117,14 +147,44 @@ class IndexedResult:
         return out
 
 
-# a records row as read: (rowid, *_COLUMNS)
+# a records row as read: (a leading value (the parent digest a child was found by), rowid,
+# *_COLUMNS); rows from the children query keep their leading value (no copy per row)
 _Row = tuple[Any, ...]
-_PATH, _DIGEST, _PARENTS, _VERDICT = (1 + _COLUMNS.index(c) for c in
-                                      ("path", "record_digest", "parents", "verdict"))  # fmt: skip
-assert _COLUMNS[1:11] == (
-    "run_id", "agent", "step", "kind", "label", "trust_label", "time", "logged_at_ms",
-    "log_index", "record_digest",
-) and _COLUMNS[12:15] == ("time_difference_ms", "verified", "why_not")  # fmt: skip
+(_ROWID, _PATH, _RUN_ID, _AGENT, _STEP, _KIND, _LABEL, _TRUST, _TIME, _LOGGED, _INDEX, _DIGEST,
+ _PARENTS, _DIFFERENCE, _VERIFIED, _WHY_NOT, _VERDICT) = range(1, 2 + len(_COLUMNS))  # fmt: skip
+assert _COLUMNS.index("verdict") == _VERDICT - 2 and _COLUMNS.index("run_id") == _RUN_ID - 2
+assert _COLUMNS.index("parents") == _PARENTS - 2 and _COLUMNS.index("why_not") == _WHY_NOT - 2
+
+_quote = encode_basestring_ascii  # a str as ``json.dumps`` writes it (ensure_ascii)
+
+
+def _text(value: Any) -> str:
+    """``json.dumps(value, sort_keys=True)``, a str, an int and None written directly."""
+    kind = type(value)
+    if kind is str:
+        return _quote(value)
+    if value is None:
+        return "null"
+    if kind is int:
+        return int.__repr__(value)
+    return json.dumps(value, sort_keys=True)
+
+
+def _texts(values: Sequence[Any]) -> list[str]:
+    """``[_text(v) for v in values]``; a column of str (or of int) written by one ``map``."""
+    kinds = set(map(type, values))
+    if kinds == {str}:
+        return list(map(_quote, values))
+    if kinds == {int}:
+        return list(map(int.__repr__, values))
+    return list(map(_text, values))
+
+
+def _list_text(items: list[Any]) -> str:
+    """``json.dumps(items, sort_keys=True)``, a list of str written directly."""
+    if all(type(i) is str for i in items):
+        return f"[{', '.join(map(_quote, items))}]"
+    return json.dumps(items, sort_keys=True)
 
 
 def _status(head: str, whole: Callable[[], str]) -> str:
@@ -239,12 +299,15 @@ class IndexedLineage:
         policy: Callable[[], TimePolicy] | None = None,
     ) -> None:
         self.db = db
-        # stored verdict text -> its JSON (shared) and its warnings
-        self._verdicts: dict[str, tuple[dict[str, Any], list[str]]] = {}
+        # stored verdict text -> its JSON (shared), its warnings, and (for the answer's text)
+        # the verdict and warnings as json.dumps(sort_keys=True) writes them, and whether the
+        # lineage check warns ("inputs not linked")
+        self._verdicts: dict[str, tuple[dict[str, Any], list[str], str, str, bool]] = {}
         self._parent_lists: dict[str, list[str]] = {}  # record digest -> its parents, parsed
         self._seconds: dict[int, str] = {}  # seconds since the epoch -> their RFC 3339 text
         matched = stored_files(db, fingerprint, paths)
         self.runs: list[dict[str, Any]] = []
+        self.run_texts: list[str] = []  # each of ``runs`` as json.dumps(sort_keys=True) writes it
         self.stored_paths: list[str] = []
         fresh: list[tuple[str, Any]] = []
         for path in paths:
@@ -263,16 +326,24 @@ class IndexedLineage:
                 "source": FROM_INDEX,
                 "status": status,
             }
-            if not run["verified"]:  # the checks of a failing run, in full
+            if run["verified"]:  # as json.dumps(run, sort_keys=True) writes it
+                self.run_texts.append(
+                    f'{{"run_file": {_quote(path)}, "run_id": {_text(known[4])}, "source": '
+                    f'"{FROM_INDEX}", "status": {_quote(status)}, "verified": true}}'
+                )
+            else:  # the checks of a failing run, in full
                 whole = verdict_of(db, key)
                 run["verdict"] = json.loads(whole) if whole else {"status": status}
+                self.run_texts.append(json.dumps(run, sort_keys=True))
             self.runs.append(run)
         self.fresh: Lineage | _NoneFresh = _NoneFresh()
         if fresh:
             from ledger_client.audit.lineage import Lineage
 
             self.fresh = Lineage(fresh, checker(), policy=policy() if policy else None)
-        self.runs += [r.to_json_obj() for r in self.fresh.runs]
+        for examined in self.fresh.runs:
+            self.runs.append(examined.to_json_obj())
+            self.run_texts.append(json.dumps(self.runs[-1], sort_keys=True))
         self.given = set(self.stored_paths)
 
     def _rows(self, digests: Sequence[str]) -> dict[str, _Row]:
@@ -283,7 +354,7 @@ class IndexedLineage:
             self._keep(
                 out,
                 self.db.execute(
-                    f"SELECT rowid, {', '.join(_COLUMNS)} FROM records "
+                    f"SELECT record_digest, rowid, {', '.join(_COLUMNS)} FROM records "
                     f"WHERE record_digest IN ({marks})",
                     part,
                 ),
@@ -292,14 +363,14 @@ class IndexedLineage:
         return out
 
     def _keep(self, out: dict[str, _Row], found: Iterable[_Row]) -> None:
-        """Rows ``(rowid, *_COLUMNS)`` of the given runs into ``out``: per digest, the row
-        stored first (the least rowid) when copies of a record are given."""
+        """Rows ``(lead, rowid, *_COLUMNS)`` of the given runs into ``out``: per digest, the
+        row stored first (the least rowid) when copies of a record are given."""
         given = self.given
         for row in found:
             if row[_PATH] in given:
                 digest = row[_DIGEST]
                 had = out.get(digest)
-                if had is None or had[0] > row[0]:
+                if had is None or had[_ROWID] > row[_ROWID]:
                     out[digest] = row
 
     def _parse_parents(self, out: dict[str, _Row]) -> None:
@@ -350,22 +421,25 @@ class IndexedLineage:
         columns = ", ".join(f"r.{c}" for c in _COLUMNS)
         new: dict[str, _Row] = {}
         given = self.given
+        found: set[tuple[str, str]] = set()
         for start in range(0, len(digests), 500):
             part = list(digests[start : start + 500])
             marks = ", ".join("?" * len(part))
-            found = set()
             hits = self.db.execute(  # by the parent digest first
                 f"SELECT t.value, r.rowid, {columns} FROM terms t CROSS JOIN records r ON "
                 "r.path = t.path AND r.record_digest = t.record_digest WHERE t.field = 'parent' "
                 f"AND t.value IN ({marks}) AND r.kind != 'run_closed'",
                 part,
             ).fetchall()
-            for hit in hits:
-                parent, child, path = hit[0], hit[_DIGEST + 1], hit[_PATH + 1]
-                if path in given and (parent, child) not in found:
-                    found.add((parent, child))
-                    out[parent].append(child)
-            self._keep(new, (hit[1:] for hit in hits))
+            for hit in hits:  # ``_keep`` and the children lists in one pass
+                if hit[_PATH] in given:
+                    parent, child = hit[0], hit[_DIGEST]
+                    if (parent, child) not in found:
+                        found.add((parent, child))
+                        out[parent].append(child)
+                    had = new.get(child)
+                    if had is None or had[_ROWID] > hit[_ROWID]:
+                        new[child] = hit
         fresh = {d: row for d, row in new.items() if d not in rows}
         self._parse_parents(fresh)
         rows.update(fresh)
@@ -407,9 +481,39 @@ class IndexedLineage:
                 if not known and (d, parent) not in seen:
                     seen.add((d, parent))
                     unknown.append((d, parent))
-        records = [self._node(d, n, rows) for d, n in depth.items()]
-        records.sort(key=lambda r: (r["depth"], str(r["time"]), r["index"]))
-        return IndexedResult(direction, list(starts), records, unknown, self.runs)
+        fresh = self.fresh.items
+        order: list[tuple[tuple[int, str, Any], str]] = []
+        for d, n in depth.items():  # the order of ``records``, as (depth, time, index)
+            if d in fresh:
+                item = fresh[d][0]
+                order.append(((n, str(item.record.time), item.receipt.index), d))
+            else:
+                row = rows[d]
+                order.append(((n, str(row[_TIME]), row[_INDEX]), d))
+        order.sort(key=lambda o: o[0])
+        stored = [(d, k[0]) for k, d in order if d not in fresh]
+        made = iter(self._fragments(stored, rows))
+        texts, verified, not_linked = [], [], []
+        for (n, _, _), d in order:
+            if d in fresh:
+                plain = self._node(d, n, rows)
+                texts.append(json.dumps(plain, sort_keys=True))
+                verified.append(bool(plain["verified"]))
+                checks = plain["verdict"]["checks"]
+                warns = any(c["name"] == "lineage" and c["status"] == "warning" for c in checks)
+            else:
+                text, ok, warns = next(made)
+                texts.append(text)
+                verified.append(ok)
+            if warns:
+                not_linked.append(d)
+        return IndexedResult(
+            direction, list(starts), texts, verified, not_linked, unknown, self.runs,
+            self.run_texts, partial(self._nodes, [(d, o[0]) for o, d in order], rows),
+        )  # fmt: skip
+
+    def _nodes(self, order: list[tuple[str, int]], rows: dict[str, _Row]) -> list[dict[str, Any]]:
+        return [self._node(d, n, rows) for d, n in order]
 
     def _parents(self, digest: str, rows: dict[str, _Row]) -> list[str]:
         if digest in rows:
@@ -431,34 +535,85 @@ class IndexedLineage:
             head = self._seconds[second] = rfc3339_millis(from_epoch_ms(second * 1000))[:-5]
         return f"{head}.{milli:03d}Z"
 
+    def _verdict(self, text: str) -> tuple[dict[str, Any], list[str], str, str, bool]:
+        """A stored verdict's JSON text read once (records share a handful of verdicts)."""
+        shared = self._verdicts.get(text)
+        if shared is None:
+            verdict = json.loads(text)
+            checks = verdict["checks"]
+            warned = [c["message"] for c in checks if c["status"] == "warning"]
+            shared = self._verdicts[text] = (
+                verdict,
+                warned,
+                json.dumps(verdict, sort_keys=True),
+                json.dumps(warned, sort_keys=True),
+                any(c["name"] == "lineage" and c["status"] == "warning" for c in checks),
+            )
+        return shared
+
     def _node(self, digest: str, depth: int, rows: dict[str, _Row]) -> dict[str, Any]:
+        """The answer's record ``digest`` as a dict (``_fragment`` writes it as text)."""
         if digest in self.fresh.items:
             return self.fresh.node(digest, depth).to_json_obj()
         row = rows[digest]
-        text = row[_VERDICT]
-        shared = self._verdicts.get(text)
-        if shared is None:  # records share a handful of verdicts: each text is parsed once
-            verdict = json.loads(text)
-            warned = [c["message"] for c in verdict["checks"] if c["status"] == "warning"]
-            shared = self._verdicts[text] = (verdict, warned)
+        shared = self._verdict(row[_VERDICT])
         return {
             "record_digest": digest,
             "depth": depth,
-            "kind": row[5],
-            "step": row[4],
-            "run_id": row[2],
+            "kind": row[_KIND],
+            "step": row[_STEP],
+            "run_id": row[_RUN_ID],
             "run_file": row[_PATH],
-            "agent": row[3],
-            "label": row[6],
-            "trust_label": row[7],
-            "time": row[8],
-            "logged_at": self._iso_ms(row[9]),
-            "index": row[10],
-            "time_difference_ms": row[13],
+            "agent": row[_AGENT],
+            "label": row[_LABEL],
+            "trust_label": row[_TRUST],
+            "time": row[_TIME],
+            "logged_at": self._iso_ms(row[_LOGGED]),
+            "index": row[_INDEX],
+            "time_difference_ms": row[_DIFFERENCE],
             "parents": list(self._parents(digest, rows)),
-            "verified": bool(row[14]),
-            "why_not": row[15],
+            "verified": bool(row[_VERIFIED]),
+            "why_not": row[_WHY_NOT],
             "warnings": list(shared[1]),
             "verdict": shared[0],
             "source": FROM_INDEX,
         }
+
+    def _fragments(
+        self, nodes: list[tuple[str, int]], rows: dict[str, _Row]
+    ) -> list[tuple[str, bool, bool]]:
+        """Stored records of the answer (digest, depth), each as ``json.dumps(self._node(...),
+        sort_keys=True)`` writes it (its keys in sorted order), with whether it is verified and
+        whether its lineage check warns. Written column by column from the rows (``_texts``),
+        then one line per record."""
+        if not nodes:
+            return []
+        digests = [d for d, _ in nodes]
+        chosen = [rows[d] for d in digests]
+        columns = list(zip(*chosen, strict=True))
+        verdicts = {t: self._verdict(t) for t in set(columns[_VERDICT])}
+        shared = [verdicts[t] for t in columns[_VERDICT]]
+        verified = [bool(v) for v in columns[_VERIFIED]]
+        parents = [_list_text(self._parents(d, rows)) for d in digests]
+        logged = _texts([self._iso_ms(ms) for ms in columns[_LOGGED]])
+        text = {
+            c: _texts(columns[c])
+            for c in (_AGENT, _INDEX, _KIND, _LABEL, _PATH, _RUN_ID, _STEP, _TIME, _DIFFERENCE,
+                      _TRUST, _WHY_NOT)
+        }  # fmt: skip
+        lines = [
+            f'{{"agent": {agent}, "depth": {depth}, "index": {index}, "kind": {kind}, '
+            f'"label": {label}, "logged_at": {at}, "parents": {up}, "record_digest": {digest}, '
+            f'"run_file": {path}, "run_id": {run}, "source": "{FROM_INDEX}", "step": {step}, '
+            f'"time": {time}, "time_difference_ms": {difference}, "trust_label": {trust}, '
+            f'"verdict": {verdict[2]}, "verified": {"true" if ok else "false"}, '
+            f'"warnings": {verdict[3]}, "why_not": {why}}}'
+            for agent, depth, index, kind, label, at, up, digest, path, run, step, time,
+            difference, trust, verdict, ok, why in zip(
+                text[_AGENT], [str(n) for _, n in nodes], text[_INDEX], text[_KIND],
+                text[_LABEL], logged, parents, _texts(digests), text[_PATH], text[_RUN_ID],
+                text[_STEP], text[_TIME], text[_DIFFERENCE], text[_TRUST], shared, verified,
+                text[_WHY_NOT], strict=True,
+            )
+        ]  # fmt: skip
+        return [(line, ok, v[4]) for line, ok, v in zip(lines, verified, shared, strict=True)]
