@@ -25,6 +25,7 @@ from ledger_client.audit.index import AuditIndex
 from ledger_client.audit.lineage_index import (
     FROM_INDEX,
     IndexedLineage,
+    _hex_digests,
     _list_text,
     _texts,
     open_index,
@@ -263,9 +264,13 @@ def test_the_answer_written_from_rows_is_the_plain_answer(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     "values",
     [["a", 'q"\\', "é☃\x00\u2028", ""], [0, -1, 2**70], [None, "x", 3, 1.5, float("nan")],
-     [True, False, 1], [1.0, float("inf")], ["a", None]],
+     [True, False, 1], [1.0, float("inf")], ["a", None], ["ab" * 32, "0f" * 32], ["a b", "~"],
+     ["a\x7f", "b"], [], [["x"], {"b": 1, "a": 2}]],
 )  # fmt: skip
 def test_a_column_is_written_as_json_dumps_writes_each_value(values: list[Any]) -> None:
     assert _texts(values) == [json.dumps(v, sort_keys=True) for v in values]
     assert _list_text(values) == json.dumps(values, sort_keys=True)
-    assert _list_text([str(v) for v in values]) == json.dumps([str(v) for v in values])
+    assert _list_text(tuple(values)) == json.dumps(values, sort_keys=True)  # type: ignore[arg-type]
+    strings = [str(v) for v in values]
+    assert _list_text(strings) == json.dumps(strings)
+    assert [f'"{d}"' for d in _hex_digests(strings)] == [json.dumps(s) for s in strings]

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from json.encoder import encode_basestring_ascii
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -181,10 +182,28 @@ def _texts(values: Sequence[Any]) -> list[str]:
 
 
 def _list_text(items: list[Any]) -> str:
-    """``json.dumps(items, sort_keys=True)``, a list of str written directly."""
-    if all(type(i) is str for i in items):
-        return f"[{', '.join(map(_quote, items))}]"
-    return json.dumps(items, sort_keys=True)
+    """``json.dumps(list(items), sort_keys=True)``, a list of str written directly (of str
+    that need no escape: joined as they are)."""
+    if type(items) is not list:
+        return json.dumps(list(items), sort_keys=True)
+    if not items:
+        return "[]"
+    try:
+        joined = "".join(items)
+    except TypeError:  # not all str
+        return json.dumps(items, sort_keys=True)
+    if joined.isascii() and joined.isprintable() and '"' not in joined and "\\" not in joined:
+        return '["' + '", "'.join(items) + '"]'
+    return f"[{', '.join(map(_quote, items))}]"
+
+
+def _hex_digests(digests: list[str]) -> list[str]:
+    """The digests as they are when all are ASCII letters and digits (``json.dumps`` writes
+    them unescaped, within quotes); else each escaped (``_quote`` without its quotes)."""
+    joined = "".join(digests)
+    if joined.isalnum() and joined.isascii():
+        return digests
+    return [_quote(d)[1:-1] for d in digests]
 
 
 def _status(head: str, whole: Callable[[], str]) -> str:
@@ -450,6 +469,7 @@ class IndexedLineage:
         (one query per level and 500 records)."""
         depth = {s: 0 for s in starts}
         rows = self._rows(list(starts))
+        fresh = self.fresh.items
         level = list(starts)
         unknown: list[tuple[str, str]] = []
         while level:
@@ -461,55 +481,41 @@ class IndexedLineage:
             rows.update(self._rows(wanted))
             following = []
             for digest in level:
+                below = depth[digest] + 1
                 for other in nexts[digest]:
-                    if other not in rows and other not in self.fresh.items:
+                    if other not in rows and other not in fresh:
                         if (digest, other) not in unknown:
                             unknown.append((digest, other))
                     elif other not in depth:
-                        depth[other] = depth[digest] + 1
+                        depth[other] = below
                         following.append(other)
             level = following
         parents_of = {d: self._parents(d, rows) for d in depth}
-        missing = sorted(
-            {p for ps in parents_of.values() for p in ps} - set(rows) - set(self.fresh.items)
-        )
+        missing = sorted({p for ps in parents_of.values() for p in ps} - rows.keys() - fresh.keys())
         rows.update(self._rows(missing))
-        seen = set(unknown)
-        for d in depth:
-            for parent in parents_of[d]:
-                known = parent in rows or parent in self.fresh.items
-                if not known and (d, parent) not in seen:
-                    seen.add((d, parent))
-                    unknown.append((d, parent))
-        fresh = self.fresh.items
+        absent = {p for p in missing if p not in rows}
+        if absent:  # parents in none of the given runs, in the order of the records
+            seen = set(unknown)
+            for d, parents in parents_of.items():
+                for parent in parents:
+                    if parent in absent and (d, parent) not in seen:
+                        seen.add((d, parent))
+                        unknown.append((d, parent))
+        # the order of ``records``: (depth, time, index), as the plain answer sorts them
         order: list[tuple[tuple[int, str, Any], str]] = []
-        for d, n in depth.items():  # the order of ``records``, as (depth, time, index)
+        for d, n in depth.items():
             if d in fresh:
                 item = fresh[d][0]
                 order.append(((n, str(item.record.time), item.receipt.index), d))
             else:
                 row = rows[d]
                 order.append(((n, str(row[_TIME]), row[_INDEX]), d))
-        order.sort(key=lambda o: o[0])
-        stored = [(d, k[0]) for k, d in order if d not in fresh]
-        made = iter(self._fragments(stored, rows))
-        texts, verified, not_linked = [], [], []
-        for (n, _, _), d in order:
-            if d in fresh:
-                plain = self._node(d, n, rows)
-                texts.append(json.dumps(plain, sort_keys=True))
-                verified.append(bool(plain["verified"]))
-                checks = plain["verdict"]["checks"]
-                warns = any(c["name"] == "lineage" and c["status"] == "warning" for c in checks)
-            else:
-                text, ok, warns = next(made)
-                texts.append(text)
-                verified.append(ok)
-            if warns:
-                not_linked.append(d)
+        order.sort(key=itemgetter(0))
+        nodes = [(d, o[0]) for o, d in order]
+        texts, verified, not_linked = self._fragments(nodes, rows)
         return IndexedResult(
             direction, list(starts), texts, verified, not_linked, unknown, self.runs,
-            self.run_texts, partial(self._nodes, [(d, o[0]) for o, d in order], rows),
+            self.run_texts, partial(self._nodes, nodes, rows),
         )  # fmt: skip
 
     def _nodes(self, order: list[tuple[str, int]], rows: dict[str, _Row]) -> list[dict[str, Any]]:
@@ -581,21 +587,51 @@ class IndexedLineage:
 
     def _fragments(
         self, nodes: list[tuple[str, int]], rows: dict[str, _Row]
-    ) -> list[tuple[str, bool, bool]]:
-        """Stored records of the answer (digest, depth), each as ``json.dumps(self._node(...),
-        sort_keys=True)`` writes it (its keys in sorted order), with whether it is verified and
-        whether its lineage check warns. Written column by column from the rows (``_texts``),
-        then one line per record."""
+    ) -> tuple[list[str], list[bool], list[str]]:
+        """The answer's records (digest, depth), each as ``json.dumps(self._node(...),
+        sort_keys=True)`` writes it (its keys in sorted order); whether each is verified; the
+        digests of those whose lineage check warns. A stored record is written from its row,
+        column by column (``_texts``), then one line per record; a fresh one from its dict."""
+        fresh = self.fresh.items
+        stored = [(d, n) for d, n in nodes if d not in fresh]
+        lines, verified, warns = self._stored_fragments(stored, rows)
+        if len(stored) < len(nodes):  # fresh records, in their places
+            made = iter(zip(lines, verified, warns, strict=True))
+            lines, verified, warns = [], [], []
+            for d, n in nodes:
+                if d in fresh:
+                    plain = self._node(d, n, rows)
+                    lines.append(json.dumps(plain, sort_keys=True))
+                    verified.append(bool(plain["verified"]))
+                    checks = plain["verdict"]["checks"]
+                    warns.append(
+                        any(c["name"] == "lineage" and c["status"] == "warning" for c in checks)
+                    )
+                else:
+                    line, ok, warned = next(made)
+                    lines.append(line)
+                    verified.append(ok)
+                    warns.append(warned)
+        not_linked = [d for (d, _), warned in zip(nodes, warns, strict=True) if warned]
+        return lines, verified, not_linked
+
+    def _stored_fragments(
+        self, nodes: list[tuple[str, int]], rows: dict[str, _Row]
+    ) -> tuple[list[str], list[bool], list[bool]]:
+        """``_fragments`` of stored records: texts, verified, lineage warns."""
         if not nodes:
-            return []
+            return [], [], []
         digests = [d for d, _ in nodes]
-        chosen = [rows[d] for d in digests]
-        columns = list(zip(*chosen, strict=True))
+        columns = list(zip(*[rows[d] for d in digests], strict=True))
         verdicts = {t: self._verdict(t) for t in set(columns[_VERDICT])}
-        shared = [verdicts[t] for t in columns[_VERDICT]]
-        verified = [bool(v) for v in columns[_VERIFIED]]
-        parents = [_list_text(self._parents(d, rows)) for d in digests]
-        logged = _texts([self._iso_ms(ms) for ms in columns[_LOGGED]])
+        shared = list(map(verdicts.__getitem__, columns[_VERDICT]))
+        verified = list(map(bool, columns[_VERIFIED]))
+        parent_lists = self._parent_lists
+        parents = [
+            _list_text(parent_lists[d] if d in parent_lists else self._parents(d, rows))
+            for d in digests
+        ]
+        logged = _texts(list(map(self._iso_ms, columns[_LOGGED])))
         text = {
             c: _texts(columns[c])
             for c in (_AGENT, _INDEX, _KIND, _LABEL, _PATH, _RUN_ID, _STEP, _TIME, _DIFFERENCE,
@@ -603,17 +639,17 @@ class IndexedLineage:
         }  # fmt: skip
         lines = [
             f'{{"agent": {agent}, "depth": {depth}, "index": {index}, "kind": {kind}, '
-            f'"label": {label}, "logged_at": {at}, "parents": {up}, "record_digest": {digest}, '
+            f'"label": {label}, "logged_at": {at}, "parents": {up}, "record_digest": "{digest}", '
             f'"run_file": {path}, "run_id": {run}, "source": "{FROM_INDEX}", "step": {step}, '
             f'"time": {time}, "time_difference_ms": {difference}, "trust_label": {trust}, '
             f'"verdict": {verdict[2]}, "verified": {"true" if ok else "false"}, '
             f'"warnings": {verdict[3]}, "why_not": {why}}}'
             for agent, depth, index, kind, label, at, up, digest, path, run, step, time,
             difference, trust, verdict, ok, why in zip(
-                text[_AGENT], [str(n) for _, n in nodes], text[_INDEX], text[_KIND],
-                text[_LABEL], logged, parents, _texts(digests), text[_PATH], text[_RUN_ID],
-                text[_STEP], text[_TIME], text[_DIFFERENCE], text[_TRUST], shared, verified,
-                text[_WHY_NOT], strict=True,
+                text[_AGENT], [n for _, n in nodes], text[_INDEX], text[_KIND], text[_LABEL],
+                logged, parents, _hex_digests(digests), text[_PATH], text[_RUN_ID], text[_STEP],
+                text[_TIME], text[_DIFFERENCE], text[_TRUST], shared, verified, text[_WHY_NOT],
+                strict=True,
             )
         ]  # fmt: skip
-        return [(line, ok, v[4]) for line, ok, v in zip(lines, verified, shared, strict=True)]
+        return lines, verified, [v[4] for v in shared]
