@@ -23,11 +23,11 @@ from ledger.records.decision import (
 from ledger.records.runs import run_closed_record, run_steps
 from ledger_client.audit.index import AuditIndex
 from ledger_client.audit.lineage_index import (
+    _COLUMNS,
     FROM_INDEX,
     IndexedLineage,
-    _hex_digests,
     _list_text,
-    _texts,
+    _text,
     open_index,
     stored_runs,
     verdict_of,
@@ -268,9 +268,38 @@ def test_the_answer_written_from_rows_is_the_plain_answer(tmp_path: Path) -> Non
      ["a\x7f", "b"], [], [["x"], {"b": 1, "a": 2}]],
 )  # fmt: skip
 def test_a_column_is_written_as_json_dumps_writes_each_value(values: list[Any]) -> None:
-    assert _texts(values) == [json.dumps(v, sort_keys=True) for v in values]
+    assert [_text(v) for v in values] == [json.dumps(v, sort_keys=True) for v in values]
     assert _list_text(values) == json.dumps(values, sort_keys=True)
     assert _list_text(tuple(values)) == json.dumps(values, sort_keys=True)  # type: ignore[arg-type]
     strings = [str(v) for v in values]
     assert _list_text(strings) == json.dumps(strings)
-    assert [f'"{d}"' for d in _hex_digests(strings)] == [json.dumps(s) for s in strings]
+
+
+def test_a_row_of_other_column_types_is_written_as_its_plain_record(
+    indexed: dict[str, Any],
+) -> None:
+    """A row whose values are not of the types the index writes (SQLite keeps what it is
+    given) is written value by value, still as ``json.dumps`` writes the plain record."""
+    key, world = indexed["key"], indexed["world"]
+    digest = world.digest(world.runs[CHAIN][3])
+    with open_index(indexed["db"]) as conn:
+        lineage = IndexedLineage(
+            run_path_names([str(indexed["files"]["chain"].parent)]), conn,
+            trust_fingerprint([key], [], None, []), lambda: make_checker([key], [], None, []),
+        )  # fmt: skip
+        row = lineage._rows([digest])[digest]
+    columns = {c: 2 + i for i, c in enumerate(_COLUMNS)}  # a row: (lead, rowid, *_COLUMNS)
+    odd: list[dict[str, Any]] = [
+        {}, {"log_index": 1.5}, {"step": "3"}, {"time_difference_ms": 2.25}, {"agent": 7},
+        {"label": None, "logged_at_ms": None, "trust_label": "ü", "why_not": 'a "b"'},
+        {"time_difference_ms": None, "kind": 1.0}, {"logged_at_ms": 1_780_000_000_123},
+        {"verified": 0, "run_id": None}, {"step": True}, {"time": float("nan")},
+    ]  # fmt: skip
+    for changes in odd:
+        changed = list(row)
+        for name, value in changes.items():
+            changed[columns[name]] = value
+        rows = {digest: tuple(changed)}
+        text, verified, _ = lineage._stored_fragments([(digest, 2)], rows)
+        assert text == [json.dumps(lineage._node(digest, 2, rows), sort_keys=True)], changes
+        assert verified == [bool(changed[columns["verified"]])]

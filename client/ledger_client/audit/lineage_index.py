@@ -171,16 +171,6 @@ def _text(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
-def _texts(values: Sequence[Any]) -> list[str]:
-    """``[_text(v) for v in values]``; a column of str (or of int) written by one ``map``."""
-    kinds = set(map(type, values))
-    if kinds == {str}:
-        return list(map(_quote, values))
-    if kinds == {int}:
-        return list(map(int.__repr__, values))
-    return list(map(_text, values))
-
-
 def _list_text(items: list[Any]) -> str:
     """``json.dumps(list(items), sort_keys=True)``, a list of str written directly (of str
     that need no escape: joined as they are)."""
@@ -195,15 +185,6 @@ def _list_text(items: list[Any]) -> str:
     if joined.isascii() and joined.isprintable() and '"' not in joined and "\\" not in joined:
         return '["' + '", "'.join(items) + '"]'
     return f"[{', '.join(map(_quote, items))}]"
-
-
-def _hex_digests(digests: list[str]) -> list[str]:
-    """The digests as they are when all are ASCII letters and digits (``json.dumps`` writes
-    them unescaped, within quotes); else each escaped (``_quote`` without its quotes)."""
-    joined = "".join(digests)
-    if joined.isalnum() and joined.isascii():
-        return digests
-    return [_quote(d)[1:-1] for d in digests]
 
 
 def _status(head: str, whole: Callable[[], str]) -> str:
@@ -618,38 +599,64 @@ class IndexedLineage:
     def _stored_fragments(
         self, nodes: list[tuple[str, int]], rows: dict[str, _Row]
     ) -> tuple[list[str], list[bool], list[bool]]:
-        """``_fragments`` of stored records: texts, verified, lineage warns."""
-        if not nodes:
-            return [], [], []
-        digests = [d for d, _ in nodes]
-        columns = list(zip(*[rows[d] for d in digests], strict=True))
-        verdicts = {t: self._verdict(t) for t in set(columns[_VERDICT])}
-        shared = list(map(verdicts.__getitem__, columns[_VERDICT]))
-        verified = list(map(bool, columns[_VERIFIED]))
-        parent_lists = self._parent_lists
-        parents = [
-            _list_text(parent_lists[d] if d in parent_lists else self._parents(d, rows))
-            for d in digests
-        ]
-        logged = _texts(list(map(self._iso_ms, columns[_LOGGED])))
-        text = {
-            c: _texts(columns[c])
-            for c in (_AGENT, _INDEX, _KIND, _LABEL, _PATH, _RUN_ID, _STEP, _TIME, _DIFFERENCE,
-                      _TRUST, _WHY_NOT)
-        }  # fmt: skip
-        lines = [
-            f'{{"agent": {agent}, "depth": {depth}, "index": {index}, "kind": {kind}, '
-            f'"label": {label}, "logged_at": {at}, "parents": {up}, "record_digest": "{digest}", '
-            f'"run_file": {path}, "run_id": {run}, "source": "{FROM_INDEX}", "step": {step}, '
-            f'"time": {time}, "time_difference_ms": {difference}, "trust_label": {trust}, '
-            f'"verdict": {verdict[2]}, "verified": {"true" if ok else "false"}, '
-            f'"warnings": {verdict[3]}, "why_not": {why}}}'
-            for agent, depth, index, kind, label, at, up, digest, path, run, step, time,
-            difference, trust, verdict, ok, why in zip(
-                text[_AGENT], [n for _, n in nodes], text[_INDEX], text[_KIND], text[_LABEL],
-                logged, parents, _hex_digests(digests), text[_PATH], text[_RUN_ID], text[_STEP],
-                text[_TIME], text[_DIFFERENCE], text[_TRUST], shared, verified, text[_WHY_NOT],
-                strict=True,
-            )
-        ]  # fmt: skip
-        return lines, verified, [v[4] for v in shared]
+        """``_fragments`` of stored records: texts, verified, lineage warns. A row of the
+        column types the index writes (text, integer, null where allowed) is written in one
+        f-string, its strings by ``_quote``; any other row by ``_record_text``."""
+        quote, iso_ms, verdicts = _quote, self._iso_ms, self._verdicts
+        lines, verified, warns = [], [], []
+        for digest, depth in nodes:
+            row = rows[digest]
+            shared = verdicts.get(row[_VERDICT]) or self._verdict(row[_VERDICT])
+            ok = bool(row[_VERIFIED])
+            verified.append(ok)
+            warns.append(shared[4])
+            parents = _list_text(self._parents(digest, rows))
+            index, step, difference = row[_INDEX], row[_STEP], row[_DIFFERENCE]
+            if (
+                type(index) is not int
+                or type(step) is not int
+                or (difference is not None and type(difference) is not int)
+                or (row[_LOGGED] is not None and type(row[_LOGGED]) is not int)
+            ):
+                lines.append(self._record_text(digest, depth, row, parents, shared, ok))
+                continue
+            at, trust, why = iso_ms(row[_LOGGED]), row[_TRUST], row[_WHY_NOT]
+            try:  # a string column holding another type: ``quote`` refuses it (TypeError)
+                lines.append(
+                    f'{{"agent": {quote(row[_AGENT])}, "depth": {depth}, "index": {index}, '
+                    f'"kind": {quote(row[_KIND])}, "label": {quote(row[_LABEL])}, '
+                    f'"logged_at": {"null" if at is None else quote(at)}, "parents": {parents}, '
+                    f'"record_digest": {quote(digest)}, "run_file": {quote(row[_PATH])}, '
+                    f'"run_id": {quote(row[_RUN_ID])}, "source": "{FROM_INDEX}", '
+                    f'"step": {step}, "time": {quote(row[_TIME])}, '
+                    f'"time_difference_ms": {"null" if difference is None else difference}, '
+                    f'"trust_label": {"null" if trust is None else quote(trust)}, '
+                    f'"verdict": {shared[2]}, "verified": {"true" if ok else "false"}, '
+                    f'"warnings": {shared[3]}, "why_not": {"null" if why is None else quote(why)}}}'
+                )
+            except TypeError:
+                lines.append(self._record_text(digest, depth, row, parents, shared, ok))
+        return lines, verified, warns
+
+    def _record_text(
+        self,
+        digest: str,
+        depth: int,
+        row: _Row,
+        parents: str,
+        shared: tuple[dict[str, Any], list[str], str, str, bool],
+        ok: bool,
+    ) -> str:
+        """A stored record as ``_stored_fragments`` writes it, each value by ``_text``."""
+        return (
+            f'{{"agent": {_text(row[_AGENT])}, "depth": {depth}, "index": {_text(row[_INDEX])}, '
+            f'"kind": {_text(row[_KIND])}, "label": {_text(row[_LABEL])}, '
+            f'"logged_at": {_text(self._iso_ms(row[_LOGGED]))}, "parents": {parents}, '
+            f'"record_digest": {_text(digest)}, "run_file": {_text(row[_PATH])}, '
+            f'"run_id": {_text(row[_RUN_ID])}, "source": "{FROM_INDEX}", '
+            f'"step": {_text(row[_STEP])}, "time": {_text(row[_TIME])}, '
+            f'"time_difference_ms": {_text(row[_DIFFERENCE])}, '
+            f'"trust_label": {_text(row[_TRUST])}, "verdict": {shared[2]}, '
+            f'"verified": {"true" if ok else "false"}, "warnings": {shared[3]}, '
+            f'"why_not": {_text(row[_WHY_NOT])}}}'
+        )
