@@ -305,6 +305,7 @@ class IndexedLineage:
         self._verdicts: dict[str, tuple[dict[str, Any], list[str], str, str, bool]] = {}
         self._parent_lists: dict[str, list[str]] = {}  # record digest -> its parents, parsed
         self._seconds: dict[int, str] = {}  # seconds since the epoch -> their RFC 3339 text
+        self._read: dict[str, _Row] = {}  # rows read before a walk (``tainted_starts``)
         matched = stored_files(db, fingerprint, paths)
         self.runs: list[dict[str, Any]] = []
         self.run_texts: list[str] = []  # each of ``runs`` as json.dumps(sort_keys=True) writes it
@@ -402,17 +403,21 @@ class IndexedLineage:
         return next(iter(found), None)
 
     def tainted_starts(self, labels: Sequence[str]) -> list[str]:
+        """The digests of the given runs' memory writes labelled one of ``labels``; their
+        rows are kept for ``walk`` (the rows ``_rows`` would choose: every copy of a record
+        has its label and kind, so each copy given is read here)."""
         marks = ", ".join("?" * len(labels))
-        stored = [
-            d
-            for d, path in self.db.execute(
-                f"SELECT record_digest, path FROM records WHERE trust_label IN ({marks}) "
-                "AND kind = 'memory_write'",
+        found: dict[str, _Row] = {}
+        self._keep(
+            found,
+            self.db.execute(
+                f"SELECT record_digest, rowid, {', '.join(_COLUMNS)} FROM records "
+                f"WHERE trust_label IN ({marks}) AND kind = 'memory_write'",
                 list(labels),
-            )
-            if path in self.given
-        ]
-        return sorted({*stored, *self.fresh.tainted_starts(labels)})
+            ),
+        )
+        self._read.update(found)
+        return sorted({*found, *self.fresh.tainted_starts(labels)})
 
     def _children(self, digests: Sequence[str], rows: dict[str, _Row]) -> dict[str, list[str]]:
         """parent digest -> the records resting on it (``run_closed`` records left out); the
@@ -449,7 +454,10 @@ class IndexedLineage:
         """Breadth-first from ``starts`` over stored and fresh records, one level at a time
         (one query per level and 500 records)."""
         depth = {s: 0 for s in starts}
-        rows = self._rows(list(starts))
+        read = self._read
+        rows = {d: read[d] for d in starts if d in read}
+        self._parse_parents(rows)
+        rows.update(self._rows([d for d in starts if d not in read]))
         fresh = self.fresh.items
         level = list(starts)
         unknown: list[tuple[str, str]] = []
@@ -471,7 +479,8 @@ class IndexedLineage:
                         depth[other] = below
                         following.append(other)
             level = following
-        parents_of = {d: self._parents(d, rows) for d in depth}
+        lists = self._parent_lists  # the stored rows' parents, parsed
+        parents_of = {d: lists[d] if d in lists else self._parents(d, rows) for d in depth}
         missing = sorted({p for ps in parents_of.values() for p in ps} - rows.keys() - fresh.keys())
         rows.update(self._rows(missing))
         absent = {p for p in missing if p not in rows}
@@ -602,7 +611,7 @@ class IndexedLineage:
         """``_fragments`` of stored records: texts, verified, lineage warns. A row of the
         column types the index writes (text, integer, null where allowed) is written in one
         f-string, its strings by ``_quote``; any other row by ``_record_text``."""
-        quote, iso_ms, verdicts = _quote, self._iso_ms, self._verdicts
+        quote, iso_ms, verdicts, lists = _quote, self._iso_ms, self._verdicts, self._parent_lists
         lines, verified, warns = [], [], []
         for digest, depth in nodes:
             row = rows[digest]
@@ -610,7 +619,7 @@ class IndexedLineage:
             ok = bool(row[_VERIFIED])
             verified.append(ok)
             warns.append(shared[4])
-            parents = _list_text(self._parents(digest, rows))
+            parents = _list_text(lists[digest] if digest in lists else self._parents(digest, rows))
             index, step, difference = row[_INDEX], row[_STEP], row[_DIFFERENCE]
             if (
                 type(index) is not int
