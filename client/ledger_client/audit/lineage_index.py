@@ -420,9 +420,11 @@ class IndexedLineage:
         return sorted({*found, *self.fresh.tainted_starts(labels)})
 
     def _children(self, digests: Sequence[str], rows: dict[str, _Row]) -> dict[str, list[str]]:
-        """parent digest -> the records resting on it (``run_closed`` records left out); the
-        rows of children not yet in ``rows`` go there (as ``_rows`` would choose them)."""
-        out: dict[str, list[str]] = {d: list(self.fresh.children.get(d, [])) for d in digests}
+        """parent digest -> the records resting on it (``run_closed`` records left out; a
+        digest with none: not a key); the rows of children not yet in ``rows`` go there (as
+        ``_rows`` would choose them)."""
+        known = self.fresh.children  # a fresh record's children first, as ``Lineage`` has them
+        out = {d: list(known[d]) for d in digests if d in known} if known else {}
         columns = ", ".join(f"r.{c}" for c in _COLUMNS)
         new: dict[str, _Row] = {}
         given = self.given
@@ -441,7 +443,11 @@ class IndexedLineage:
                     parent, child = hit[0], hit[_DIGEST]
                     if (parent, child) not in found:
                         found.add((parent, child))
-                        out[parent].append(child)
+                        listed = out.get(parent)
+                        if listed is None:
+                            out[parent] = [child]
+                        else:
+                            listed.append(child)
                     had = new.get(child)
                     if had is None or had[_ROWID] > hit[_ROWID]:
                         new[child] = hit
@@ -471,7 +477,7 @@ class IndexedLineage:
             following = []
             for digest in level:
                 below = depth[digest] + 1
-                for other in nexts[digest]:
+                for other in nexts.get(digest, ()):
                     if other not in rows and other not in fresh:
                         if (digest, other) not in unknown:
                             unknown.append((digest, other))
