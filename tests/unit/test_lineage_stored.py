@@ -26,6 +26,7 @@ from ledger_client.audit.lineage_index import (
     _COLUMNS,
     FROM_INDEX,
     IndexedLineage,
+    _joined,
     _list_text,
     _text,
     open_index,
@@ -273,6 +274,7 @@ def test_a_column_is_written_as_json_dumps_writes_each_value(values: list[Any]) 
     assert _list_text(tuple(values)) == json.dumps(values, sort_keys=True)  # type: ignore[arg-type]
     strings = [str(v) for v in values]
     assert _list_text(strings) == json.dumps(strings)
+    assert _joined([json.dumps(s) for s in strings]) == json.dumps(strings)
 
 
 def test_a_row_of_other_column_types_is_written_as_its_plain_record(

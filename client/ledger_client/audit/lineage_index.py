@@ -58,6 +58,16 @@ _COLUMNS = (
 )  # fmt: skip
 
 
+def _joined(texts: list[str]) -> str:
+    """``f"[{', '.join(texts)}]"``, the long text copied once."""
+    if len(texts) < 2:
+        return f"[{''.join(texts)}]"
+    parts = list(texts)
+    parts[0] = "[" + parts[0]
+    parts[-1] += "]"
+    return ", ".join(parts)
+
+
 @dataclass(slots=True)
 class IndexedResult:
     """The answer (``LineageResult``'s JSON shape) and whether it passed. ``records`` are the
@@ -120,11 +130,11 @@ class IndexedResult:
 
     def records_text(self) -> str:
         """``json.dumps(self.to_json_obj()["records"], sort_keys=True)``, from ``texts``."""
-        return f"[{', '.join(self.texts)}]"
+        return _joined(self.texts)
 
     def runs_text(self) -> str:
         """``json.dumps(self.runs, sort_keys=True)``, from ``run_texts``."""
-        return f"[{', '.join(self.run_texts)}]"
+        return _joined(self.run_texts)
 
     def lines(self) -> list[str]:
         stored = sum(1 for r in self.runs if r["source"] == FROM_INDEX)
@@ -176,7 +186,11 @@ def _list_text(items: list[Any]) -> str:
     that need no escape: joined as they are)."""
     if type(items) is not list:
         return json.dumps(list(items), sort_keys=True)
-    if not items:
+    if len(items) == 1:  # most records name one parent: a digest, hex
+        one = items[0]
+        if type(one) is str and one.isalnum() and one.isascii():
+            return f'["{one}"]'
+    elif not items:
         return "[]"
     try:
         joined = "".join(items)
