@@ -14,6 +14,9 @@ The walk reads the index's parent terms (``terms.field = 'parent'``) for the sto
 the loaded records for the fresh ones; the answer has the shape of ``LineageResult.to_json_obj``
 (records with depth, verdicts and their source; unknown parents; runs examined: a run taken
 from the index carries its verdict's ``status``, and its checks in full when it failed).
+``--json`` writes each stored record and run as its text, made from its row with its keys in
+sorted order (``IndexedResult.records_text``), not as a dict then encoded: the same bytes as
+``json.dumps`` of the plain answer (``IndexedResult.to_json_obj``; tests hold them equal).
 """
 
 from __future__ import annotations
@@ -600,10 +603,10 @@ class IndexedLineage:
     ) -> tuple[list[str], list[bool], list[str]]:
         """The answer's records (digest, depth), each as ``json.dumps(self._node(...),
         sort_keys=True)`` writes it (its keys in sorted order); whether each is verified; the
-        digests of those whose lineage check warns. A stored record is written from its row,
-        column by column (``_texts``), then one line per record; a fresh one from its dict."""
+        digests of those whose lineage check warns. A stored record is written from its row
+        (``_stored_fragments``), a fresh one from its dict."""
         fresh = self.fresh.items
-        stored = [(d, n) for d, n in nodes if d not in fresh]
+        stored = [(d, n) for d, n in nodes if d not in fresh] if fresh else nodes
         lines, verified, warns = self._stored_fragments(stored, rows)
         if len(stored) < len(nodes):  # fresh records, in their places
             made = iter(zip(lines, verified, warns, strict=True))
