@@ -26,8 +26,8 @@ from ledger_client.audit.lineage_index import (
     _COLUMNS,
     FROM_INDEX,
     IndexedLineage,
-    _joined,
     _list_text,
+    _pieces,
     _text,
     open_index,
     stored_runs,
@@ -39,6 +39,7 @@ from ledger_client.audit.verdicts import FROM_INDEX as VERDICT_FROM_INDEX
 from ledger_client.cli.audit import make_checker, trust_fingerprint
 from ledger_client.cli.main import COMMANDS, main
 from ledger_client.cli.options import DEFAULT_MAX_DELAY_TEXT
+from ledger_client.clikit.outcome import Outcome, finish
 from tests import processes
 from tests.decision_world import CHAIN, FAN, build, write
 from tests.receipt_world import T0, TIME, World
@@ -224,13 +225,14 @@ def _texts_and_plain(db: Path, folder: Path, key: str, starts: Any, direction: s
     plain = answer.to_json_obj()
     written = {**answer.head(), "records": "RECORDS", "runs": "RUNS"}
     text = json.dumps(written, sort_keys=True)
-    text = text.replace('"RECORDS"', answer.records_text()).replace('"RUNS"', answer.runs_text())
+    records, runs = "".join(answer.records_pieces()), "".join(answer.runs_pieces())
+    text = text.replace('"RECORDS"', records).replace('"RUNS"', runs)
     assert answer.verified == [r["verified"] for r in plain["records"]]
     return [text, json.dumps(plain, sort_keys=True)]
 
 
 def test_the_answer_written_from_rows_is_the_plain_answer(tmp_path: Path) -> None:
-    """``records_text``/``runs_text`` (each record written from its row, column by column) give
+    """``records_pieces``/``runs_pieces`` (each record written from its row) give
     the bytes ``json.dumps`` gives for the plain answer (``to_json_obj``): stored records with
     strings to escape, and a run verified now beside them (run ``b`` changed since indexed)."""
     key, files, (write_a, call_a) = _odd_runs(tmp_path / "runs")
@@ -274,7 +276,7 @@ def test_a_column_is_written_as_json_dumps_writes_each_value(values: list[Any]) 
     assert _list_text(tuple(values)) == json.dumps(values, sort_keys=True)  # type: ignore[arg-type]
     strings = [str(v) for v in values]
     assert _list_text(strings) == json.dumps(strings)
-    assert _joined([json.dumps(s) for s in strings]) == json.dumps(strings)
+    assert "".join(_pieces([json.dumps(s) for s in strings])) == json.dumps(strings)
 
 
 def test_a_row_of_other_column_types_is_written_as_its_plain_record(
@@ -305,3 +307,23 @@ def test_a_row_of_other_column_types_is_written_as_its_plain_record(
         text, verified, _ = lineage._stored_fragments([(digest, 2)], rows)
         assert text == [json.dumps(lineage._node(digest, 2, rows), sort_keys=True)], changes
         assert verified == [bool(changed[columns["verified"]])]
+
+
+def test_spliced_pieces_are_written_where_their_placeholders_were(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``finish`` writes a spliced value given as pieces (a long answer, never joined) and one
+    given as a text at each place its placeholder held, as ``str.replace`` would put them."""
+    records, runs = [{"a": "é", "b": [1, None]}, {"c": '"q"'}], [{"run_file": "x"}]
+    pieces = _pieces([json.dumps(r, sort_keys=True) for r in records])
+    marks = {n: f"\x00{n}-0123456789abcdef" for n in ("records", "runs", "twice")}
+    details = {**marks, "also": marks["twice"], "note": "\x00records-not-the-token"}
+    spliced: dict[str, str | list[str]] = {
+        json.dumps(marks["records"]): pieces, json.dumps(marks["runs"]): json.dumps(runs),
+        json.dumps(marks["twice"]): pieces,
+    }  # fmt: skip
+    with pytest.raises(SystemExit):
+        finish("x", True, lambda: Outcome("x", details, [], spliced))
+    answer = {"records": records, "runs": runs, "twice": records, "also": records}
+    expected = {"valid": True, "check": "x", **answer, "note": details["note"]}
+    assert capsys.readouterr().out == json.dumps(expected, sort_keys=True) + "\n"

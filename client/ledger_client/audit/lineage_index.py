@@ -15,7 +15,7 @@ the loaded records for the fresh ones; the answer has the shape of ``LineageResu
 (records with depth, verdicts and their source; unknown parents; runs examined: a run taken
 from the index carries its verdict's ``status``, and its checks in full when it failed).
 ``--json`` writes each stored record and run as its text, made from its row with its keys in
-sorted order (``IndexedResult.records_text``), not as a dict then encoded: the same bytes as
+sorted order (``IndexedResult.records_pieces``), not as a dict then encoded: the same bytes as
 ``json.dumps`` of the plain answer (``IndexedResult.to_json_obj``; tests hold them equal).
 """
 
@@ -61,14 +61,14 @@ _COLUMNS = (
 )  # fmt: skip
 
 
-def _joined(texts: list[str]) -> str:
-    """``f"[{', '.join(texts)}]"``, the long text copied once."""
-    if len(texts) < 2:
-        return f"[{''.join(texts)}]"
-    parts = list(texts)
-    parts[0] = "[" + parts[0]
-    parts[-1] += "]"
-    return ", ".join(parts)
+def _pieces(texts: list[str]) -> list[str]:
+    """``f"[{', '.join(texts)}]"`` as pieces to write one after another (never joined)."""
+    if not texts:
+        return ["[]"]
+    out = [", "] * (2 * len(texts) + 1)
+    out[1::2] = texts
+    out[0], out[-1] = "[", "]"
+    return out
 
 
 @dataclass(slots=True)
@@ -76,7 +76,7 @@ class IndexedResult:
     """The answer (``LineageResult``'s JSON shape) and whether it passed. ``records`` are the
     answer's records as dicts (built when first asked for); ``texts`` the same records as
     ``json.dumps(record, sort_keys=True)`` writes them, made from the rows without the dicts
-    (``records_text``, ``runs_text``: what ``--json`` writes; a test holds them equal)."""
+    (``records_pieces``, ``runs_pieces``: what ``--json`` writes; a test holds them equal)."""
 
     direction: str
     start: list[str]
@@ -115,7 +115,7 @@ class IndexedResult:
         }
 
     def to_json_obj(self) -> dict[str, Any]:
-        """The answer as dicts, built the plain way (``records_text`` writes the same)."""
+        """The answer as dicts, built the plain way (``records_pieces`` writes the same)."""
         return {
             **self.head(),
             "records": list(self.records),
@@ -131,13 +131,14 @@ class IndexedResult:
             "verified": sum(1 for r in self.records if r["verified"]),
         }
 
-    def records_text(self) -> str:
-        """``json.dumps(self.to_json_obj()["records"], sort_keys=True)``, from ``texts``."""
-        return _joined(self.texts)
+    def records_pieces(self) -> list[str]:
+        """``json.dumps(self.to_json_obj()["records"], sort_keys=True)`` as pieces (``texts``
+        and their separators) to write one after another."""
+        return _pieces(self.texts)
 
-    def runs_text(self) -> str:
-        """``json.dumps(self.runs, sort_keys=True)``, from ``run_texts``."""
-        return _joined(self.run_texts)
+    def runs_pieces(self) -> list[str]:
+        """``json.dumps(self.runs, sort_keys=True)`` as pieces, from ``run_texts``."""
+        return _pieces(self.run_texts)
 
     def lines(self) -> list[str]:
         stored = sum(1 for r in self.runs if r["source"] == FROM_INDEX)

@@ -330,9 +330,9 @@ def lineage(
             token = secrets.token_hex(16)
             runs_mark, records_mark = (f"\x00{n}-{token}" for n in ("runs", "records"))
             details = {**answer.head(), "runs": runs_mark, "records": records_mark}
-            spliced = {  # the shorter text first: the second search is over less text
-                json.dumps(runs_mark): answer.runs_text(),
-                json.dumps(records_mark): answer.records_text(),
+            spliced: dict[str, str | list[str]] = {  # written piece by piece, never joined
+                json.dumps(runs_mark): answer.runs_pieces(),
+                json.dumps(records_mark): answer.records_pieces(),
             }
             return Outcome("lineage", details, [], spliced)
         from ledger_client.audit.lineage import Lineage
