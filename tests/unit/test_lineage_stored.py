@@ -39,7 +39,7 @@ from ledger_client.audit.verdicts import FROM_INDEX as VERDICT_FROM_INDEX
 from ledger_client.cli.audit import make_checker, trust_fingerprint
 from ledger_client.cli.main import COMMANDS, main
 from ledger_client.cli.options import DEFAULT_MAX_DELAY_TEXT
-from ledger_client.clikit.outcome import Outcome, finish
+from ledger_client.clikit.outcome import Outcome, _write_joined, finish
 from tests import processes
 from tests.decision_world import CHAIN, FAN, build, write
 from tests.receipt_world import T0, TIME, World
@@ -327,3 +327,6 @@ def test_spliced_pieces_are_written_where_their_placeholders_were(
     answer = {"records": records, "runs": runs, "twice": records, "also": records}
     expected = {"valid": True, "check": "x", **answer, "note": details["note"]}
     assert capsys.readouterr().out == json.dumps(expected, sort_keys=True) + "\n"
+    for size in (1, 2, 5, 100):  # written in chunks of about ``size`` characters, in order
+        _write_joined(["ab", "", "c", "def", "g"], size=size)
+        assert capsys.readouterr().out == "abcdefg"

@@ -114,22 +114,34 @@ def _emit(
 ) -> None:
     if as_json:
         # as ``click.echo`` writes it: ASCII JSON holds no ANSI code to strip (19 MB: 0.1 s)
-        write = sys.stdout.write
-        text, done = json.dumps(payload, sort_keys=True), 0
+        text, done, pieces = json.dumps(payload, sort_keys=True), 0, []
         if spliced:  # each placeholder replaced by its text, written in place (no copy)
             for found in re.finditer("|".join(map(re.escape, spliced)), text):
-                write(text[done : found.start()])
+                pieces.append(text[done : found.start()])
                 value = spliced[found.group()]
-                for piece in [value] if isinstance(value, str) else value:
-                    write(piece)
+                pieces += [value] if isinstance(value, str) else value
                 done = found.end()
-        write(text[done:])
-        write("\n")
-        sys.stdout.flush()
+        pieces += (text[done:], "\n")
+        _write_joined(pieces)
     elif payload["valid"]:
         click.echo(human)
     else:
         click.echo(human, err=True)
+
+
+def _write_joined(pieces: list[str], size: int = 1 << 20) -> None:
+    """The pieces to stdout, joined into writes of about ``size`` characters (stdout may be
+    unbuffered, ``PYTHONUNBUFFERED``: each write a system call)."""
+    chunk: list[str] = []
+    held = 0
+    for piece in pieces:
+        chunk.append(piece)
+        held += len(piece)
+        if held >= size:
+            sys.stdout.write("".join(chunk))
+            chunk, held = [], 0
+    sys.stdout.write("".join(chunk))
+    sys.stdout.flush()
 
 
 def parse_hash(value: str, what: str) -> bytes:
