@@ -304,7 +304,7 @@ def test_a_row_of_other_column_types_is_written_as_its_plain_record(
         for name, value in changes.items():
             changed[columns[name]] = value
         rows = {digest: tuple(changed)}
-        text, verified, _ = lineage._stored_fragments([(digest, 2)], rows)
+        text, verified, _ = lineage._stored_fragments([(2, "", 0, 0, digest)], rows)
         assert text == [json.dumps(lineage._node(digest, 2, rows), sort_keys=True)], changes
         assert verified == [bool(changed[columns["verified"]])]
 

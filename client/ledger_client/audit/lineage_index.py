@@ -29,7 +29,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from json.encoder import encode_basestring_ascii
-from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -165,6 +164,8 @@ class IndexedResult:
 # a records row as read: (a leading value (the parent digest a child was found by), rowid,
 # *_COLUMNS); rows from the children query keep their leading value (no copy per row)
 _Row = tuple[Any, ...]
+# a record of the answer, as sorted: (depth, time, log index, the order found, digest)
+_Node = tuple[int, str, Any, int, str]
 (_ROWID, _PATH, _RUN_ID, _AGENT, _STEP, _KIND, _LABEL, _TRUST, _TIME, _LOGGED, _INDEX, _DIGEST,
  _PARENTS, _DIFFERENCE, _VERIFIED, _WHY_NOT, _VERDICT) = range(1, 2 + len(_COLUMNS))  # fmt: skip
 assert _COLUMNS.index("verdict") == _VERDICT - 2 and _COLUMNS.index("run_id") == _RUN_ID - 2
@@ -515,25 +516,25 @@ class IndexedLineage:
                     if parent in absent and (d, parent) not in seen:
                         seen.add((d, parent))
                         unknown.append((d, parent))
-        # the order of ``records``: (depth, time, index), as the plain answer sorts them
-        order: list[tuple[tuple[int, str, Any], str]] = []
-        for d, n in depth.items():
+        # the order of ``records``: (depth, time, index), as the plain answer's stable sort
+        # puts them (ties in the order found: ``seq``)
+        order: list[tuple[int, str, Any, int, str]] = []
+        for seq, (d, n) in enumerate(depth.items()):
             if d in fresh:
                 item = fresh[d][0]
-                order.append(((n, str(item.record.time), item.receipt.index), d))
+                order.append((n, str(item.record.time), item.receipt.index, seq, d))
             else:
                 row = rows[d]
-                order.append(((n, str(row[_TIME]), row[_INDEX]), d))
-        order.sort(key=itemgetter(0))
-        nodes = [(d, o[0]) for o, d in order]
-        texts, verified, not_linked = self._fragments(nodes, rows)
+                order.append((n, str(row[_TIME]), row[_INDEX], seq, d))
+        order.sort()
+        texts, verified, not_linked = self._fragments(order, rows)
         return IndexedResult(
             direction, list(starts), texts, verified, not_linked, unknown, self.runs,
-            self.run_texts, partial(self._nodes, nodes, rows),
+            self.run_texts, partial(self._nodes, order, rows),
         )  # fmt: skip
 
-    def _nodes(self, order: list[tuple[str, int]], rows: dict[str, _Row]) -> list[dict[str, Any]]:
-        return [self._node(d, n, rows) for d, n in order]
+    def _nodes(self, order: list[_Node], rows: dict[str, _Row]) -> list[dict[str, Any]]:
+        return [self._node(d, n, rows) for n, _, _, _, d in order]
 
     def _parents(self, digest: str, rows: dict[str, _Row]) -> list[str]:
         if digest in rows:
@@ -600,19 +601,19 @@ class IndexedLineage:
         }
 
     def _fragments(
-        self, nodes: list[tuple[str, int]], rows: dict[str, _Row]
+        self, nodes: list[_Node], rows: dict[str, _Row]
     ) -> tuple[list[str], list[bool], list[str]]:
-        """The answer's records (digest, depth), each as ``json.dumps(self._node(...),
+        """The answer's records (``_Node``), each as ``json.dumps(self._node(...),
         sort_keys=True)`` writes it (its keys in sorted order); whether each is verified; the
         digests of those whose lineage check warns. A stored record is written from its row
         (``_stored_fragments``), a fresh one from its dict."""
         fresh = self.fresh.items
-        stored = [(d, n) for d, n in nodes if d not in fresh] if fresh else nodes
+        stored = [node for node in nodes if node[4] not in fresh] if fresh else nodes
         lines, verified, warns = self._stored_fragments(stored, rows)
         if len(stored) < len(nodes):  # fresh records, in their places
             made = iter(zip(lines, verified, warns, strict=True))
             lines, verified, warns = [], [], []
-            for d, n in nodes:
+            for n, _, _, _, d in nodes:
                 if d in fresh:
                     plain = self._node(d, n, rows)
                     lines.append(json.dumps(plain, sort_keys=True))
@@ -626,18 +627,18 @@ class IndexedLineage:
                     lines.append(line)
                     verified.append(ok)
                     warns.append(warned)
-        not_linked = [d for (d, _), warned in zip(nodes, warns, strict=True) if warned]
+        not_linked = [node[4] for node, warned in zip(nodes, warns, strict=True) if warned]
         return lines, verified, not_linked
 
     def _stored_fragments(
-        self, nodes: list[tuple[str, int]], rows: dict[str, _Row]
+        self, nodes: list[_Node], rows: dict[str, _Row]
     ) -> tuple[list[str], list[bool], list[bool]]:
         """``_fragments`` of stored records: texts, verified, lineage warns. A row of the
         column types the index writes (text, integer, null where allowed) is written in one
         f-string, its strings by ``_quote``; any other row by ``_record_text``."""
         quote, iso_ms, verdicts, lists = _quote, self._iso_ms, self._verdicts, self._parent_lists
         lines, verified, warns = [], [], []
-        for digest, depth in nodes:
+        for depth, _, _, _, digest in nodes:
             row = rows[digest]
             shared = verdicts.get(row[_VERDICT]) or self._verdict(row[_VERDICT])
             ok = bool(row[_VERIFIED])
