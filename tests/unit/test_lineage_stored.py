@@ -3,6 +3,7 @@ answer from stored verdicts, written as a stream, is the answer ``json.dumps`` g
 
 from __future__ import annotations
 
+import gc
 import json
 import sqlite3
 import sys
@@ -26,6 +27,7 @@ from ledger_client.audit.lineage_index import (
     _COLUMNS,
     FROM_INDEX,
     IndexedLineage,
+    _collector_paused,
     _list_text,
     _pieces,
     _text,
@@ -330,3 +332,22 @@ def test_spliced_pieces_are_written_where_their_placeholders_were(
     for size in (1, 2, 5, 100):  # written in chunks of about ``size`` characters, in order
         _write_joined(["ab", "", "c", "def", "g"], size=size)
         assert capsys.readouterr().out == "abcdefg"
+
+
+def test_the_collector_is_paused_for_a_walk_and_then_as_it_was() -> None:
+    seen = []
+
+    @_collector_paused()
+    def probe() -> None:
+        seen.append(gc.isenabled())
+
+    for before in (True, False):
+        (gc.enable if before else gc.disable)()
+        try:
+            probe()
+            with pytest.raises(KeyError), _collector_paused():
+                raise KeyError("x")
+            assert gc.isenabled() is before
+        finally:
+            gc.enable()
+    assert seen == [False, False]
