@@ -66,12 +66,15 @@ _COLUMNS = (
 def _collector_paused() -> Iterator[None]:
     """The cyclic garbage collector off while the index is read and the answer written (tens
     of thousands of rows and texts, none in a cycle: its passes over them cost about 8 % of
-    a ``--tainted`` walk), then as it was. Also a decorator."""
+    a ``--tainted`` walk), then as it was, the objects made meanwhile in its oldest
+    generation. Also a decorator."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        gc.freeze()  # what was made meanwhile goes to the oldest generation, not through
+        gc.unfreeze()  # a first pass over every young object (a cycle is still collected)
         if enabled:
             gc.enable()
 
