@@ -51,7 +51,8 @@ class Outcome:
     details: dict[str, Any] = field(default_factory=dict)
     lines: list[str] = field(default_factory=list)
     # placeholder string in ``details`` -> the JSON text written in its place (``SharedJson``),
-    # or the pieces of that text, written one after another (a long answer, never joined)
+    # or the pieces of that text, written one after another (a long answer, never joined);
+    # a placeholder inside such a text is not replaced
     spliced: Mapping[str, str | list[str]] = field(default_factory=dict)
 
 
@@ -115,7 +116,7 @@ def _emit(
     if as_json:
         # as ``click.echo`` writes it: ASCII JSON holds no ANSI code to strip (19 MB: 0.1 s)
         text, done, pieces = json.dumps(payload, sort_keys=True), 0, []
-        if spliced:  # each placeholder replaced by its text, written in place (no copy)
+        if spliced:  # each placeholder (in the skeleton, not in a spliced value) replaced
             for found in re.finditer("|".join(map(re.escape, spliced)), text):
                 pieces.append(text[done : found.start()])
                 value = spliced[found.group()]
