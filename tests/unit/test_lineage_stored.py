@@ -14,6 +14,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from ledger.core.note import Ed25519Signer
 from ledger.records.decision import (
     DecisionRecord,
     MemoryWrite,
@@ -351,3 +352,49 @@ def test_the_collector_is_paused_for_a_walk_and_then_as_it_was() -> None:
         finally:
             gc.enable()
     assert seen == [False, False]
+
+
+def test_records_tied_on_depth_time_and_index_stay_in_the_order_found(tmp_path: Path) -> None:
+    """Three logs: records at the same depth, claimed time and log index tie; the stored
+    answer keeps them in the order the walk found them (the starts sorted, then each child
+    after the one found before it), the records those without ``--db`` are."""
+    folder, keys = tmp_path / "runs", []
+    folder.mkdir()
+    for n, name in enumerate(("b", "a", "c")):
+        run = f"tie-{name}"
+        write_ = DecisionRecord(
+            record_id=new_record_id(now_ms=T0, rand=(n + 1).to_bytes(10, "big")), run_id=run,
+            step=0, time=TIME, agent="agent-t", parent_digests=(),
+            payload=MemoryWrite(key="k", value=name, source="web", trust_label="untrusted"),
+        )  # fmt: skip
+        call = DecisionRecord(
+            record_id=new_record_id(now_ms=T0 + 1, rand=(n + 1).to_bytes(10, "big")), run_id=run,
+            step=1, time=TIME, agent="agent-t", parent_digests=(record_digest(write_).hex(),),
+            payload=ToolCall(tool=f"tool-{name}"),
+        )  # fmt: skip
+        body = [write_, call]
+        body.append(run_closed_record(run, run_steps(body), agent="agent-t", time=TIME))
+        signer = Ed25519Signer(name=f"log-{name}.example", seed=bytes([n + 7]) * 32)
+        world = World([record_digest(r) for r in body], signer)  # each record's index as in a
+        keys.append(world.key.key_string())  # ... the other logs: ties across logs
+        (folder / f"{name}.jsonl").write_text("".join(
+            json.dumps({"record": r.to_json_obj(),
+                        "receipt": world.receipt(i, len(body), anchored=False).to_json_obj()})
+            + "\n" for i, r in enumerate(body)
+        ))  # fmt: skip
+    given = [str(folder), *(a for k in keys for a in ("--key", k)), "--json", "--tainted"]
+    db = tmp_path / "audit.sqlite"
+    indexed = CliRunner().invoke(main, ["index", *given[:-2], "--db", str(db), "--workers", "1"])
+    assert indexed.exit_code == 0, indexed.output
+    answers = [
+        CliRunner().invoke(main, ["lineage", *given, *extra]) for extra in ([], ["--db", str(db)])
+    ]
+    assert [a.exit_code for a in answers] == [0, 0], answers[1].output
+    plain, stored = ([r["record_digest"] for r in json.loads(a.output)["records"]] for a in answers)
+    assert len(plain) == 6 and sorted(stored) == sorted(plain)
+    found = json.loads(answers[1].output)["records"]
+    assert len({(r["depth"], r["time"], r["index"]) for r in found}) == 2  # three-way ties
+    starts = [r["record_digest"] for r in found if r["depth"] == 0]
+    assert (
+        starts == sorted(starts) and [r["parents"][0] for r in found if r["depth"] == 1] == starts
+    )
