@@ -3,6 +3,7 @@ answer from stored verdicts, written as a stream, is the answer ``json.dumps`` g
 
 from __future__ import annotations
 
+import gc
 import json
 import sqlite3
 import sys
@@ -13,10 +14,24 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from ledger.core.note import Ed25519Signer
+from ledger.records.decision import (
+    DecisionRecord,
+    MemoryWrite,
+    ToolCall,
+    new_record_id,
+    record_digest,
+)
+from ledger.records.runs import run_closed_record, run_steps
 from ledger_client.audit.index import AuditIndex
 from ledger_client.audit.lineage_index import (
+    _COLUMNS,
     FROM_INDEX,
     IndexedLineage,
+    _collector_paused,
+    _list_text,
+    _pieces,
+    _text,
     open_index,
     stored_runs,
     verdict_of,
@@ -27,8 +42,10 @@ from ledger_client.audit.verdicts import FROM_INDEX as VERDICT_FROM_INDEX
 from ledger_client.cli.audit import make_checker, trust_fingerprint
 from ledger_client.cli.main import COMMANDS, main
 from ledger_client.cli.options import DEFAULT_MAX_DELAY_TEXT
+from ledger_client.clikit.outcome import Outcome, _write_joined, finish
 from tests import processes
 from tests.decision_world import CHAIN, FAN, build, write
+from tests.receipt_world import T0, TIME, World
 
 
 def test_every_subcommand_is_listed_and_loads_by_its_name() -> None:
@@ -156,3 +173,228 @@ def test_runs_verified_now_are_held_to_the_auditors_time_policy(indexed: dict[st
     assert verdicts[0] == verdicts[1]
     assert {c["status"] for v in verdicts[1].values() for c in v["checks"]
             if c["name"] == "time"} == {"failed"}  # fmt: skip
+
+
+# --- the answer's text, written from the rows, against the plain answer ------------------------
+
+ODD_AGENT = 'agënt "q" ☃\\'  # not ASCII, a quote and a backslash: escaped as json.dumps does
+
+
+def _odd_runs(folder: Path) -> tuple[str, dict[str, Path], list[str]]:
+    """Two runs whose strings json.dumps escapes: ``a`` holds an untrusted write and a record
+    on it, ``b`` a record resting on ``a``'s (a link across runs) and a second untrusted
+    write. Returns the log key, the run files and the digests of ``a``'s records."""
+    a_run, b_run = 'odd-a "é"', "odd-b\u2028"
+
+    def record(run: str, step: int, payload: Any, parents: list[DecisionRecord]) -> Any:
+        return DecisionRecord(
+            record_id=new_record_id(now_ms=T0 + step, rand=(len(run) + step).to_bytes(10, "big")),
+            run_id=run, step=step, time=TIME, agent=ODD_AGENT if step else "agent-ä",
+            parent_digests=tuple(record_digest(p).hex() for p in parents), payload=payload,
+        )  # fmt: skip
+
+    write_a = record(a_run, 0, MemoryWrite(key='nöte "k"', value="v", source="wéb\\\x07",
+                                           trust_label="untrusted"), [])  # fmt: skip
+    call_a = record(a_run, 1, ToolCall(tool='tôol "x"'), [write_a])
+    call_b = record(b_run, 0, ToolCall(tool="b\ttool"), [call_a])
+    write_b = record(b_run, 1, MemoryWrite(key="k", value="w", source="s",
+                                           trust_label="untrusted"), [call_b])  # fmt: skip
+    runs = {
+        name: [*body, run_closed_record(run, run_steps(body), agent=ODD_AGENT, time=TIME)]
+        for name, run, body in (("a", a_run, [write_a, call_a]), ("b", b_run, [call_b, write_b]))
+    }
+    every = [r for body in runs.values() for r in body]
+    world = World([record_digest(r) for r in every])
+    folder.mkdir()
+    files = {}
+    for name, body in runs.items():
+        files[name] = folder / f"{name}.jsonl"
+        files[name].write_text("".join(
+            json.dumps({"record": r.to_json_obj(),
+                        "receipt": world.receipt(every.index(r), len(every),
+                                                 anchored=False).to_json_obj()}) + "\n"
+            for r in body
+        ))  # fmt: skip
+    return world.key.key_string(), files, [record_digest(r).hex() for r in runs["a"][:2]]
+
+
+def _texts_and_plain(db: Path, folder: Path, key: str, starts: Any, direction: str) -> list[str]:
+    with open_index(db) as conn:
+        lineage = IndexedLineage(
+            run_path_names([str(folder)]), conn, trust_fingerprint([key], [], None, []),
+            lambda: make_checker([key], [], None, []),
+        )  # fmt: skip
+        answer = lineage.walk(starts(lineage), direction)
+    plain = answer.to_json_obj()
+    written = {**answer.head(), "records": "RECORDS", "runs": "RUNS"}
+    text = json.dumps(written, sort_keys=True)
+    records, runs = "".join(answer.records_pieces()), "".join(answer.runs_pieces())
+    text = text.replace('"RECORDS"', records).replace('"RUNS"', runs)
+    assert answer.verified == [r["verified"] for r in plain["records"]]
+    return [text, json.dumps(plain, sort_keys=True)]
+
+
+def test_the_answer_written_from_rows_is_the_plain_answer(tmp_path: Path) -> None:
+    """``records_pieces``/``runs_pieces`` (each record written from its row) give
+    the bytes ``json.dumps`` gives for the plain answer (``to_json_obj``): stored records with
+    strings to escape, and a run verified now beside them (run ``b`` changed since indexed)."""
+    key, files, (write_a, call_a) = _odd_runs(tmp_path / "runs")
+    db = tmp_path / "audit.sqlite"
+    result = CliRunner().invoke(main, ["index", str(tmp_path / "runs"), "--db", str(db),
+                                       "--key", key, "--workers", "1"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    cases = (
+        (lambda g: g.tainted_starts(["untrusted"]), "descendants"),
+        (lambda g: [write_a], "descendants"),
+        (lambda g: [call_a], "ancestors"),
+    )
+    folder = tmp_path / "runs"
+    for starts, direction in cases:
+        text, plain = _texts_and_plain(db, folder, key, starts, direction)
+        assert text == plain and "\\u00eb" in text and '"source": "index"' in text
+    # b reformatted: the same items, another file hash, so verified now
+    b = files["b"]
+    b.write_text("".join(json.dumps(json.loads(line), indent=None, separators=(",", ":")) + "\n"
+                         for line in b.read_text().splitlines()))  # fmt: skip
+    for starts, direction in cases:
+        text, plain = _texts_and_plain(db, folder, key, starts, direction)
+        assert text == plain and '"source": "verified now"' in text
+    tainted = CliRunner().invoke(main, ["lineage", str(folder), "--key", key, "--db", str(db),
+                                        "--json", "--tainted"])  # fmt: skip
+    assert tainted.exit_code == 0, tainted.output
+    plain = json.loads(_texts_and_plain(db, folder, key, cases[0][0], "descendants")[1])
+    expected = json.dumps({"valid": True, "check": "lineage", **plain}, sort_keys=True)
+    assert tainted.output == expected + "\n"
+
+
+@pytest.mark.parametrize(
+    "values",
+    [["a", 'q"\\', "é☃\x00\u2028", ""], [0, -1, 2**70], [None, "x", 3, 1.5, float("nan")],
+     [True, False, 1], [1.0, float("inf")], ["a", None], ["ab" * 32, "0f" * 32], ["a b", "~"],
+     ["a\x7f", "b"], [], [["x"], {"b": 1, "a": 2}]],
+)  # fmt: skip
+def test_a_column_is_written_as_json_dumps_writes_each_value(values: list[Any]) -> None:
+    assert [_text(v) for v in values] == [json.dumps(v, sort_keys=True) for v in values]
+    assert _list_text(values) == json.dumps(values, sort_keys=True)
+    assert _list_text(tuple(values)) == json.dumps(values, sort_keys=True)  # type: ignore[arg-type]
+    strings = [str(v) for v in values]
+    assert _list_text(strings) == json.dumps(strings)
+    assert "".join(_pieces([json.dumps(s) for s in strings])) == json.dumps(strings)
+
+
+def test_a_row_of_other_column_types_is_written_as_its_plain_record(
+    indexed: dict[str, Any],
+) -> None:
+    """A row whose values are not of the types the index writes (SQLite keeps what it is
+    given) is written value by value, still as ``json.dumps`` writes the plain record."""
+    key, world = indexed["key"], indexed["world"]
+    digest = world.digest(world.runs[CHAIN][3])
+    with open_index(indexed["db"]) as conn:
+        lineage = IndexedLineage(
+            run_path_names([str(indexed["files"]["chain"].parent)]), conn,
+            trust_fingerprint([key], [], None, []), lambda: make_checker([key], [], None, []),
+        )  # fmt: skip
+        row = lineage._rows([digest])[digest]
+    columns = {c: 2 + i for i, c in enumerate(_COLUMNS)}  # a row: (lead, rowid, *_COLUMNS)
+    odd: list[dict[str, Any]] = [
+        {}, {"log_index": 1.5}, {"step": "3"}, {"time_difference_ms": 2.25}, {"agent": 7},
+        {"label": None, "logged_at_ms": None, "trust_label": "ü", "why_not": 'a "b"'},
+        {"time_difference_ms": None, "kind": 1.0}, {"logged_at_ms": 1_780_000_000_123},
+        {"verified": 0, "run_id": None}, {"step": True}, {"time": float("nan")},
+    ]  # fmt: skip
+    for changes in odd:
+        changed = list(row)
+        for name, value in changes.items():
+            changed[columns[name]] = value
+        rows = {digest: tuple(changed)}
+        text, verified, _ = lineage._stored_fragments([(2, "", 0, 0, digest)], rows)
+        assert text == [json.dumps(lineage._node(digest, 2, rows), sort_keys=True)], changes
+        assert verified == [bool(changed[columns["verified"]])]
+
+
+def test_spliced_pieces_are_written_where_their_placeholders_were(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``finish`` writes a spliced value given as pieces (a long answer, never joined) and one
+    given as a text at each place its placeholder held, as ``str.replace`` would put them."""
+    records, runs = [{"a": "é", "b": [1, None]}, {"c": '"q"'}], [{"run_file": "x"}]
+    pieces = _pieces([json.dumps(r, sort_keys=True) for r in records])
+    marks = {n: f"\x00{n}-0123456789abcdef" for n in ("records", "runs", "twice")}
+    details = {**marks, "also": marks["twice"], "note": "\x00records-not-the-token"}
+    spliced: dict[str, str | list[str]] = {
+        json.dumps(marks["records"]): pieces, json.dumps(marks["runs"]): json.dumps(runs),
+        json.dumps(marks["twice"]): pieces,
+    }  # fmt: skip
+    with pytest.raises(SystemExit):
+        finish("x", True, lambda: Outcome("x", details, [], spliced))
+    answer = {"records": records, "runs": runs, "twice": records, "also": records}
+    expected = {"valid": True, "check": "x", **answer, "note": details["note"]}
+    assert capsys.readouterr().out == json.dumps(expected, sort_keys=True) + "\n"
+    for size in (1, 2, 5, 100):  # written in chunks of about ``size`` characters, in order
+        _write_joined(["ab", "", "c", "def", "g"], size=size)
+        assert capsys.readouterr().out == "abcdefg"
+
+
+def test_the_collector_is_paused_for_a_walk_and_then_as_it_was() -> None:
+    seen = []
+
+    @_collector_paused()
+    def probe() -> None:
+        seen.append(gc.isenabled())
+
+    for before in (True, False):
+        (gc.enable if before else gc.disable)()
+        try:
+            probe()
+            with pytest.raises(KeyError), _collector_paused():
+                raise KeyError("x")
+            assert gc.isenabled() is before
+        finally:
+            gc.enable()
+    assert seen == [False, False]
+
+
+def test_records_tied_on_depth_time_and_index_stay_in_the_order_found(tmp_path: Path) -> None:
+    """Three logs: records at the same depth, claimed time and log index tie; the stored
+    answer keeps them in the order the walk found them (the starts sorted, then each child
+    after the one found before it), the records those without ``--db`` are."""
+    folder, keys = tmp_path / "runs", []
+    folder.mkdir()
+    for n, name in enumerate(("b", "a", "c")):
+        run = f"tie-{name}"
+        write_ = DecisionRecord(
+            record_id=new_record_id(now_ms=T0, rand=(n + 1).to_bytes(10, "big")), run_id=run,
+            step=0, time=TIME, agent="agent-t", parent_digests=(),
+            payload=MemoryWrite(key="k", value=name, source="web", trust_label="untrusted"),
+        )  # fmt: skip
+        call = DecisionRecord(
+            record_id=new_record_id(now_ms=T0 + 1, rand=(n + 1).to_bytes(10, "big")), run_id=run,
+            step=1, time=TIME, agent="agent-t", parent_digests=(record_digest(write_).hex(),),
+            payload=ToolCall(tool=f"tool-{name}"),
+        )  # fmt: skip
+        body = [write_, call]
+        body.append(run_closed_record(run, run_steps(body), agent="agent-t", time=TIME))
+        signer = Ed25519Signer(name=f"log-{name}.example", seed=bytes([n + 7]) * 32)
+        world = World([record_digest(r) for r in body], signer)  # each record's index as in a
+        keys.append(world.key.key_string())  # ... the other logs: ties across logs
+        (folder / f"{name}.jsonl").write_text("".join(
+            json.dumps({"record": r.to_json_obj(),
+                        "receipt": world.receipt(i, len(body), anchored=False).to_json_obj()})
+            + "\n" for i, r in enumerate(body)
+        ))  # fmt: skip
+    given = [str(folder), *(a for k in keys for a in ("--key", k)), "--json", "--tainted"]
+    db = tmp_path / "audit.sqlite"
+    indexed = CliRunner().invoke(main, ["index", *given[:-2], "--db", str(db), "--workers", "1"])
+    assert indexed.exit_code == 0, indexed.output
+    answers = [
+        CliRunner().invoke(main, ["lineage", *given, *extra]) for extra in ([], ["--db", str(db)])
+    ]
+    assert [a.exit_code for a in answers] == [0, 0], answers[1].output
+    plain, stored = ([r["record_digest"] for r in json.loads(a.output)["records"]] for a in answers)
+    assert len(plain) == 6 and sorted(stored) == sorted(plain)
+    found = json.loads(answers[1].output)["records"]
+    assert len({(r["depth"], r["time"], r["index"]) for r in found}) == 2  # three-way ties
+    starts = [r["record_digest"] for r in found if r["depth"] == 0]
+    assert (
+        starts == sorted(starts) and [r["parents"][0] for r in found if r["depth"] == 1] == starts
+    )

@@ -14,17 +14,23 @@ The walk reads the index's parent terms (``terms.field = 'parent'``) for the sto
 the loaded records for the fresh ones; the answer has the shape of ``LineageResult.to_json_obj``
 (records with depth, verdicts and their source; unknown parents; runs examined: a run taken
 from the index carries its verdict's ``status``, and its checks in full when it failed).
+``--json`` writes each stored record and run as its text, made from its row with its keys in
+sorted order (``IndexedResult.records_pieces``), not as a dict then encoded: the same bytes as
+``json.dumps`` of the plain answer (``IndexedResult.to_json_obj``; tests hold them equal).
 """
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,15 +62,56 @@ _COLUMNS = (
 )  # fmt: skip
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while the index is read and the answer written (tens
+    of thousands of rows and texts, none in a cycle: its passes over them cost about 8 % of
+    a ``--tainted`` walk), then as it was, the objects made meanwhile in its oldest
+    generation. Also a decorator."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()  # what was made meanwhile goes to the oldest generation, not through
+        gc.unfreeze()  # a first pass over every young object (a cycle is still collected)
+        if enabled:
+            gc.enable()
+
+
+def _pieces(texts: list[str]) -> list[str]:
+    """``f"[{', '.join(texts)}]"`` as pieces to write one after another (never joined)."""
+    if not texts:
+        return ["[]"]
+    out = [", "] * (2 * len(texts) + 1)
+    out[1::2] = texts
+    out[0], out[-1] = "[", "]"
+    return out
+
+
 @dataclass(slots=True)
 class IndexedResult:
-    """The answer (``LineageResult``'s JSON shape) and whether it passed."""
+    """The answer (``LineageResult``'s JSON shape) and whether it passed. ``records`` are the
+    answer's records as dicts (built when first asked for); ``texts`` the same records as
+    ``json.dumps(record, sort_keys=True)`` writes them, made from the rows without the dicts
+    (``records_pieces``, ``runs_pieces``: what ``--json`` writes; a test holds them equal)."""
 
     direction: str
     start: list[str]
-    records: list[dict[str, Any]] = field(default_factory=list)
-    unknown: list[tuple[str, str]] = field(default_factory=list)
-    runs: list[dict[str, Any]] = field(default_factory=list)
+    texts: list[str]
+    verified: list[bool]  # per record
+    not_linked: list[str]  # record digests whose lineage check warns
+    unknown: list[tuple[str, str]]
+    runs: list[dict[str, Any]]
+    run_texts: list[str]
+    plain: Callable[[], list[dict[str, Any]]] = field(repr=False)
+    _records: list[dict[str, Any]] | None = field(default=None, repr=False)
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        if self._records is None:
+            self._records = self.plain()
+        return self._records
 
     @property
     def failed_runs(self) -> list[str]:
@@ -72,19 +119,25 @@ class IndexedResult:
 
     @property
     def ok(self) -> bool:
-        return (
-            all(r["verified"] for r in self.records) and not self.unknown and not self.failed_runs
-        )
+        return all(self.verified) and not self.unknown and not self.failed_runs
 
-    def to_json_obj(self) -> dict[str, Any]:
+    def head(self) -> dict[str, Any]:
+        """The answer less its records and runs."""
         return {
             "direction": self.direction,
             "start": list(self.start),
-            "records": list(self.records),
             "unknown_parents": [{"child": c, "parent": p} for c, p in self.unknown],
-            "verified": sum(1 for r in self.records if r["verified"]),
-            "runs": list(self.runs),
+            "verified": sum(self.verified),
             "failed_runs": self.failed_runs,
+            "not_linked": list(self.not_linked),
+        }
+
+    def to_json_obj(self) -> dict[str, Any]:
+        """The answer as dicts, built the plain way (``records_pieces`` writes the same)."""
+        return {
+            **self.head(),
+            "records": list(self.records),
+            "runs": list(self.runs),
             "not_linked": [
                 r["record_digest"]
                 for r in self.records
@@ -93,7 +146,17 @@ class IndexedResult:
                     for c in r["verdict"]["checks"]
                 )
             ],
+            "verified": sum(1 for r in self.records if r["verified"]),
         }
+
+    def records_pieces(self) -> list[str]:
+        """``json.dumps(self.to_json_obj()["records"], sort_keys=True)`` as pieces (``texts``
+        and their separators) to write one after another."""
+        return _pieces(self.texts)
+
+    def runs_pieces(self) -> list[str]:
+        """``json.dumps(self.runs, sort_keys=True)`` as pieces, from ``run_texts``."""
+        return _pieces(self.run_texts)
 
     def lines(self) -> list[str]:
         stored = sum(1 for r in self.runs if r["source"] == FROM_INDEX)
@@ -117,14 +180,49 @@ class IndexedResult:
         return out
 
 
-# a records row as read: (rowid, *_COLUMNS)
+# a records row as read: (a leading value (the parent digest a child was found by), rowid,
+# *_COLUMNS); rows from the children query keep their leading value (no copy per row)
 _Row = tuple[Any, ...]
-_PATH, _DIGEST, _PARENTS, _VERDICT = (1 + _COLUMNS.index(c) for c in
-                                      ("path", "record_digest", "parents", "verdict"))  # fmt: skip
-assert _COLUMNS[1:11] == (
-    "run_id", "agent", "step", "kind", "label", "trust_label", "time", "logged_at_ms",
-    "log_index", "record_digest",
-) and _COLUMNS[12:15] == ("time_difference_ms", "verified", "why_not")  # fmt: skip
+# a record of the answer, as sorted: (depth, time, log index, the order found, digest)
+_Node = tuple[int, str, Any, int, str]
+(_ROWID, _PATH, _RUN_ID, _AGENT, _STEP, _KIND, _LABEL, _TRUST, _TIME, _LOGGED, _INDEX, _DIGEST,
+ _PARENTS, _DIFFERENCE, _VERIFIED, _WHY_NOT, _VERDICT) = range(1, 2 + len(_COLUMNS))  # fmt: skip
+assert _COLUMNS.index("verdict") == _VERDICT - 2 and _COLUMNS.index("run_id") == _RUN_ID - 2
+assert _COLUMNS.index("parents") == _PARENTS - 2 and _COLUMNS.index("why_not") == _WHY_NOT - 2
+
+_quote = encode_basestring_ascii  # a str as ``json.dumps`` writes it (ensure_ascii)
+
+
+def _text(value: Any) -> str:
+    """``json.dumps(value, sort_keys=True)``, a str, an int and None written directly."""
+    kind = type(value)
+    if kind is str:
+        return _quote(value)
+    if value is None:
+        return "null"
+    if kind is int:
+        return int.__repr__(value)
+    return json.dumps(value, sort_keys=True)
+
+
+def _list_text(items: list[Any]) -> str:
+    """``json.dumps(list(items), sort_keys=True)``, a list of str written directly (of str
+    that need no escape: joined as they are)."""
+    if type(items) is not list:
+        return json.dumps(list(items), sort_keys=True)
+    if len(items) == 1:  # most records name one parent: a digest, hex
+        one = items[0]
+        if type(one) is str and one.isalnum() and one.isascii():
+            return f'["{one}"]'
+    elif not items:
+        return "[]"
+    try:
+        joined = "".join(items)
+    except TypeError:  # not all str
+        return json.dumps(items, sort_keys=True)
+    if joined.isascii() and joined.isprintable() and '"' not in joined and "\\" not in joined:
+        return '["' + '", "'.join(items) + '"]'
+    return f"[{', '.join(map(_quote, items))}]"
 
 
 def _status(head: str, whole: Callable[[], str]) -> str:
@@ -218,6 +316,7 @@ class _NoneFresh:
         self.children: dict[str, list[str]] = {}
         self.runs: tuple[Any, ...] = ()
 
+    @_collector_paused()
     def tainted_starts(self, labels: Sequence[str]) -> list[str]:
         return []
 
@@ -230,6 +329,7 @@ class IndexedLineage:
     ``checker`` and ``policy`` make the ``ReceiptChecker`` and the auditor's time policy for
     the fresh runs (only when there are any; no ``policy``: the default)."""
 
+    @_collector_paused()
     def __init__(
         self,
         paths: Sequence[str],
@@ -239,12 +339,16 @@ class IndexedLineage:
         policy: Callable[[], TimePolicy] | None = None,
     ) -> None:
         self.db = db
-        # stored verdict text -> its JSON (shared) and its warnings
-        self._verdicts: dict[str, tuple[dict[str, Any], list[str]]] = {}
+        # stored verdict text -> its JSON (shared), its warnings, and (for the answer's text)
+        # the verdict and warnings as json.dumps(sort_keys=True) writes them, and whether the
+        # lineage check warns ("inputs not linked")
+        self._verdicts: dict[str, tuple[dict[str, Any], list[str], str, str, bool]] = {}
         self._parent_lists: dict[str, list[str]] = {}  # record digest -> its parents, parsed
         self._seconds: dict[int, str] = {}  # seconds since the epoch -> their RFC 3339 text
+        self._read: dict[str, _Row] = {}  # rows read before a walk (``tainted_starts``)
         matched = stored_files(db, fingerprint, paths)
         self.runs: list[dict[str, Any]] = []
+        self.run_texts: list[str] = []  # each of ``runs`` as json.dumps(sort_keys=True) writes it
         self.stored_paths: list[str] = []
         fresh: list[tuple[str, Any]] = []
         for path in paths:
@@ -263,16 +367,24 @@ class IndexedLineage:
                 "source": FROM_INDEX,
                 "status": status,
             }
-            if not run["verified"]:  # the checks of a failing run, in full
+            if run["verified"]:  # as json.dumps(run, sort_keys=True) writes it
+                self.run_texts.append(
+                    f'{{"run_file": {_quote(path)}, "run_id": {_text(known[4])}, "source": '
+                    f'"{FROM_INDEX}", "status": {_quote(status)}, "verified": true}}'
+                )
+            else:  # the checks of a failing run, in full
                 whole = verdict_of(db, key)
                 run["verdict"] = json.loads(whole) if whole else {"status": status}
+                self.run_texts.append(json.dumps(run, sort_keys=True))
             self.runs.append(run)
         self.fresh: Lineage | _NoneFresh = _NoneFresh()
         if fresh:
             from ledger_client.audit.lineage import Lineage
 
             self.fresh = Lineage(fresh, checker(), policy=policy() if policy else None)
-        self.runs += [r.to_json_obj() for r in self.fresh.runs]
+        for examined in self.fresh.runs:
+            self.runs.append(examined.to_json_obj())
+            self.run_texts.append(json.dumps(self.runs[-1], sort_keys=True))
         self.given = set(self.stored_paths)
 
     def _rows(self, digests: Sequence[str]) -> dict[str, _Row]:
@@ -283,7 +395,7 @@ class IndexedLineage:
             self._keep(
                 out,
                 self.db.execute(
-                    f"SELECT rowid, {', '.join(_COLUMNS)} FROM records "
+                    f"SELECT record_digest, rowid, {', '.join(_COLUMNS)} FROM records "
                     f"WHERE record_digest IN ({marks})",
                     part,
                 ),
@@ -292,14 +404,14 @@ class IndexedLineage:
         return out
 
     def _keep(self, out: dict[str, _Row], found: Iterable[_Row]) -> None:
-        """Rows ``(rowid, *_COLUMNS)`` of the given runs into ``out``: per digest, the row
-        stored first (the least rowid) when copies of a record are given."""
+        """Rows ``(lead, rowid, *_COLUMNS)`` of the given runs into ``out``: per digest, the
+        row stored first (the least rowid) when copies of a record are given."""
         given = self.given
         for row in found:
             if row[_PATH] in given:
                 digest = row[_DIGEST]
                 had = out.get(digest)
-                if had is None or had[0] > row[0]:
+                if had is None or had[_ROWID] > row[_ROWID]:
                     out[digest] = row
 
     def _parse_parents(self, out: dict[str, _Row]) -> None:
@@ -331,51 +443,69 @@ class IndexedLineage:
         return next(iter(found), None)
 
     def tainted_starts(self, labels: Sequence[str]) -> list[str]:
+        """The digests of the given runs' memory writes labelled one of ``labels``; their
+        rows are kept for ``walk`` (the rows ``_rows`` would choose: every copy of a record
+        has its label and kind, so each copy given is read here)."""
         marks = ", ".join("?" * len(labels))
-        stored = [
-            d
-            for d, path in self.db.execute(
-                f"SELECT record_digest, path FROM records WHERE trust_label IN ({marks}) "
-                "AND kind = 'memory_write'",
+        found: dict[str, _Row] = {}
+        self._keep(
+            found,
+            self.db.execute(
+                f"SELECT record_digest, rowid, {', '.join(_COLUMNS)} FROM records "
+                f"WHERE trust_label IN ({marks}) AND kind = 'memory_write'",
                 list(labels),
-            )
-            if path in self.given
-        ]
-        return sorted({*stored, *self.fresh.tainted_starts(labels)})
+            ),
+        )
+        self._read.update(found)
+        return sorted({*found, *self.fresh.tainted_starts(labels)})
 
     def _children(self, digests: Sequence[str], rows: dict[str, _Row]) -> dict[str, list[str]]:
-        """parent digest -> the records resting on it (``run_closed`` records left out); the
-        rows of children not yet in ``rows`` go there (as ``_rows`` would choose them)."""
-        out: dict[str, list[str]] = {d: list(self.fresh.children.get(d, [])) for d in digests}
+        """parent digest -> the records resting on it (``run_closed`` records left out; a
+        digest with none: not a key); the rows of children not yet in ``rows`` go there (as
+        ``_rows`` would choose them)."""
+        known = self.fresh.children  # a fresh record's children first, as ``Lineage`` has them
+        out = {d: list(known[d]) for d in digests if d in known} if known else {}
         columns = ", ".join(f"r.{c}" for c in _COLUMNS)
         new: dict[str, _Row] = {}
         given = self.given
+        found: set[tuple[str, str]] = set()
         for start in range(0, len(digests), 500):
             part = list(digests[start : start + 500])
             marks = ", ".join("?" * len(part))
-            found = set()
             hits = self.db.execute(  # by the parent digest first
                 f"SELECT t.value, r.rowid, {columns} FROM terms t CROSS JOIN records r ON "
                 "r.path = t.path AND r.record_digest = t.record_digest WHERE t.field = 'parent' "
                 f"AND t.value IN ({marks}) AND r.kind != 'run_closed'",
                 part,
             ).fetchall()
-            for hit in hits:
-                parent, child, path = hit[0], hit[_DIGEST + 1], hit[_PATH + 1]
-                if path in given and (parent, child) not in found:
-                    found.add((parent, child))
-                    out[parent].append(child)
-            self._keep(new, (hit[1:] for hit in hits))
+            for hit in hits:  # ``_keep`` and the children lists in one pass
+                if hit[_PATH] in given:
+                    parent, child = hit[0], hit[_DIGEST]
+                    if (parent, child) not in found:
+                        found.add((parent, child))
+                        listed = out.get(parent)
+                        if listed is None:
+                            out[parent] = [child]
+                        else:
+                            listed.append(child)
+                    had = new.get(child)
+                    if had is None or had[_ROWID] > hit[_ROWID]:
+                        new[child] = hit
         fresh = {d: row for d, row in new.items() if d not in rows}
         self._parse_parents(fresh)
         rows.update(fresh)
         return out
 
+    @_collector_paused()
     def walk(self, starts: Sequence[str], direction: str) -> IndexedResult:
         """Breadth-first from ``starts`` over stored and fresh records, one level at a time
         (one query per level and 500 records)."""
         depth = {s: 0 for s in starts}
-        rows = self._rows(list(starts))
+        read = self._read
+        rows = {d: read[d] for d in starts if d in read}
+        self._parse_parents(rows)
+        rows.update(self._rows([d for d in starts if d not in read]))
+        fresh = self.fresh.items
         level = list(starts)
         unknown: list[tuple[str, str]] = []
         while level:
@@ -387,29 +517,46 @@ class IndexedLineage:
             rows.update(self._rows(wanted))
             following = []
             for digest in level:
-                for other in nexts[digest]:
-                    if other not in rows and other not in self.fresh.items:
+                below = depth[digest] + 1
+                for other in nexts.get(digest, ()):
+                    if other not in rows and other not in fresh:
                         if (digest, other) not in unknown:
                             unknown.append((digest, other))
                     elif other not in depth:
-                        depth[other] = depth[digest] + 1
+                        depth[other] = below
                         following.append(other)
             level = following
-        parents_of = {d: self._parents(d, rows) for d in depth}
-        missing = sorted(
-            {p for ps in parents_of.values() for p in ps} - set(rows) - set(self.fresh.items)
-        )
+        lists = self._parent_lists  # the stored rows' parents, parsed
+        parents_of = {d: lists[d] if d in lists else self._parents(d, rows) for d in depth}
+        missing = sorted({p for ps in parents_of.values() for p in ps} - rows.keys() - fresh.keys())
         rows.update(self._rows(missing))
-        seen = set(unknown)
-        for d in depth:
-            for parent in parents_of[d]:
-                known = parent in rows or parent in self.fresh.items
-                if not known and (d, parent) not in seen:
-                    seen.add((d, parent))
-                    unknown.append((d, parent))
-        records = [self._node(d, n, rows) for d, n in depth.items()]
-        records.sort(key=lambda r: (r["depth"], str(r["time"]), r["index"]))
-        return IndexedResult(direction, list(starts), records, unknown, self.runs)
+        absent = {p for p in missing if p not in rows}
+        if absent:  # parents in none of the given runs, in the order of the records
+            seen = set(unknown)
+            for d, parents in parents_of.items():
+                for parent in parents:
+                    if parent in absent and (d, parent) not in seen:
+                        seen.add((d, parent))
+                        unknown.append((d, parent))
+        # the order of ``records``: (depth, time, index), as the plain answer's stable sort
+        # puts them (ties in the order found: ``seq``)
+        order: list[tuple[int, str, Any, int, str]] = []
+        for seq, (d, n) in enumerate(depth.items()):
+            if d in fresh:
+                item = fresh[d][0]
+                order.append((n, str(item.record.time), item.receipt.index, seq, d))
+            else:
+                row = rows[d]
+                order.append((n, str(row[_TIME]), row[_INDEX], seq, d))
+        order.sort()
+        texts, verified, not_linked = self._fragments(order, rows)
+        return IndexedResult(
+            direction, list(starts), texts, verified, not_linked, unknown, self.runs,
+            self.run_texts, partial(self._nodes, order, rows),
+        )  # fmt: skip
+
+    def _nodes(self, order: list[_Node], rows: dict[str, _Row]) -> list[dict[str, Any]]:
+        return [self._node(d, n, rows) for n, _, _, _, d in order]
 
     def _parents(self, digest: str, rows: dict[str, _Row]) -> list[str]:
         if digest in rows:
@@ -431,34 +578,141 @@ class IndexedLineage:
             head = self._seconds[second] = rfc3339_millis(from_epoch_ms(second * 1000))[:-5]
         return f"{head}.{milli:03d}Z"
 
+    def _verdict(self, text: str) -> tuple[dict[str, Any], list[str], str, str, bool]:
+        """A stored verdict's JSON text read once (records share a handful of verdicts)."""
+        shared = self._verdicts.get(text)
+        if shared is None:
+            verdict = json.loads(text)
+            checks = verdict["checks"]
+            warned = [c["message"] for c in checks if c["status"] == "warning"]
+            shared = self._verdicts[text] = (
+                verdict,
+                warned,
+                json.dumps(verdict, sort_keys=True),
+                json.dumps(warned, sort_keys=True),
+                any(c["name"] == "lineage" and c["status"] == "warning" for c in checks),
+            )
+        return shared
+
     def _node(self, digest: str, depth: int, rows: dict[str, _Row]) -> dict[str, Any]:
+        """The answer's record ``digest`` as a dict (``_fragment`` writes it as text)."""
         if digest in self.fresh.items:
             return self.fresh.node(digest, depth).to_json_obj()
         row = rows[digest]
-        text = row[_VERDICT]
-        shared = self._verdicts.get(text)
-        if shared is None:  # records share a handful of verdicts: each text is parsed once
-            verdict = json.loads(text)
-            warned = [c["message"] for c in verdict["checks"] if c["status"] == "warning"]
-            shared = self._verdicts[text] = (verdict, warned)
+        shared = self._verdict(row[_VERDICT])
         return {
             "record_digest": digest,
             "depth": depth,
-            "kind": row[5],
-            "step": row[4],
-            "run_id": row[2],
+            "kind": row[_KIND],
+            "step": row[_STEP],
+            "run_id": row[_RUN_ID],
             "run_file": row[_PATH],
-            "agent": row[3],
-            "label": row[6],
-            "trust_label": row[7],
-            "time": row[8],
-            "logged_at": self._iso_ms(row[9]),
-            "index": row[10],
-            "time_difference_ms": row[13],
+            "agent": row[_AGENT],
+            "label": row[_LABEL],
+            "trust_label": row[_TRUST],
+            "time": row[_TIME],
+            "logged_at": self._iso_ms(row[_LOGGED]),
+            "index": row[_INDEX],
+            "time_difference_ms": row[_DIFFERENCE],
             "parents": list(self._parents(digest, rows)),
-            "verified": bool(row[14]),
-            "why_not": row[15],
+            "verified": bool(row[_VERIFIED]),
+            "why_not": row[_WHY_NOT],
             "warnings": list(shared[1]),
             "verdict": shared[0],
             "source": FROM_INDEX,
         }
+
+    def _fragments(
+        self, nodes: list[_Node], rows: dict[str, _Row]
+    ) -> tuple[list[str], list[bool], list[str]]:
+        """The answer's records (``_Node``), each as ``json.dumps(self._node(...),
+        sort_keys=True)`` writes it (its keys in sorted order); whether each is verified; the
+        digests of those whose lineage check warns. A stored record is written from its row
+        (``_stored_fragments``), a fresh one from its dict."""
+        fresh = self.fresh.items
+        stored = [node for node in nodes if node[4] not in fresh] if fresh else nodes
+        lines, verified, warns = self._stored_fragments(stored, rows)
+        if len(stored) < len(nodes):  # fresh records, in their places
+            made = iter(zip(lines, verified, warns, strict=True))
+            lines, verified, warns = [], [], []
+            for n, _, _, _, d in nodes:
+                if d in fresh:
+                    plain = self._node(d, n, rows)
+                    lines.append(json.dumps(plain, sort_keys=True))
+                    verified.append(bool(plain["verified"]))
+                    checks = plain["verdict"]["checks"]
+                    warns.append(
+                        any(c["name"] == "lineage" and c["status"] == "warning" for c in checks)
+                    )
+                else:
+                    line, ok, warned = next(made)
+                    lines.append(line)
+                    verified.append(ok)
+                    warns.append(warned)
+        not_linked = [node[4] for node, warned in zip(nodes, warns, strict=True) if warned]
+        return lines, verified, not_linked
+
+    def _stored_fragments(
+        self, nodes: list[_Node], rows: dict[str, _Row]
+    ) -> tuple[list[str], list[bool], list[bool]]:
+        """``_fragments`` of stored records: texts, verified, lineage warns. A row of the
+        column types the index writes (text, integer, null where allowed) is written in one
+        f-string, its strings by ``_quote``; any other row by ``_record_text``."""
+        quote, iso_ms, verdicts, lists = _quote, self._iso_ms, self._verdicts, self._parent_lists
+        lines, verified, warns = [], [], []
+        for depth, _, _, _, digest in nodes:
+            row = rows[digest]
+            shared = verdicts.get(row[_VERDICT]) or self._verdict(row[_VERDICT])
+            ok = bool(row[_VERIFIED])
+            verified.append(ok)
+            warns.append(shared[4])
+            parents = _list_text(lists[digest] if digest in lists else self._parents(digest, rows))
+            index, step, difference = row[_INDEX], row[_STEP], row[_DIFFERENCE]
+            if (
+                type(index) is not int
+                or type(step) is not int
+                or (difference is not None and type(difference) is not int)
+                or (row[_LOGGED] is not None and type(row[_LOGGED]) is not int)
+            ):
+                lines.append(self._record_text(digest, depth, row, parents, shared, ok))
+                continue
+            at, trust, why = iso_ms(row[_LOGGED]), row[_TRUST], row[_WHY_NOT]
+            try:  # a string column holding another type: ``quote`` refuses it (TypeError)
+                lines.append(
+                    f'{{"agent": {quote(row[_AGENT])}, "depth": {depth}, "index": {index}, '
+                    f'"kind": {quote(row[_KIND])}, "label": {quote(row[_LABEL])}, '
+                    f'"logged_at": {"null" if at is None else quote(at)}, "parents": {parents}, '
+                    f'"record_digest": {quote(digest)}, "run_file": {quote(row[_PATH])}, '
+                    f'"run_id": {quote(row[_RUN_ID])}, "source": "{FROM_INDEX}", '
+                    f'"step": {step}, "time": {quote(row[_TIME])}, '
+                    f'"time_difference_ms": {"null" if difference is None else difference}, '
+                    f'"trust_label": {"null" if trust is None else quote(trust)}, '
+                    f'"verdict": {shared[2]}, "verified": {"true" if ok else "false"}, '
+                    f'"warnings": {shared[3]}, "why_not": {"null" if why is None else quote(why)}}}'
+                )
+            except TypeError:
+                lines.append(self._record_text(digest, depth, row, parents, shared, ok))
+        return lines, verified, warns
+
+    def _record_text(
+        self,
+        digest: str,
+        depth: int,
+        row: _Row,
+        parents: str,
+        shared: tuple[dict[str, Any], list[str], str, str, bool],
+        ok: bool,
+    ) -> str:
+        """A stored record as ``_stored_fragments`` writes it, each value by ``_text``."""
+        return (
+            f'{{"agent": {_text(row[_AGENT])}, "depth": {depth}, "index": {_text(row[_INDEX])}, '
+            f'"kind": {_text(row[_KIND])}, "label": {_text(row[_LABEL])}, '
+            f'"logged_at": {_text(self._iso_ms(row[_LOGGED]))}, "parents": {parents}, '
+            f'"record_digest": {_text(digest)}, "run_file": {_text(row[_PATH])}, '
+            f'"run_id": {_text(row[_RUN_ID])}, "source": "{FROM_INDEX}", '
+            f'"step": {_text(row[_STEP])}, "time": {_text(row[_TIME])}, '
+            f'"time_difference_ms": {_text(row[_DIFFERENCE])}, '
+            f'"trust_label": {_text(row[_TRUST])}, "verdict": {shared[2]}, '
+            f'"verified": {"true" if ok else "false"}, "warnings": {shared[3]}, '
+            f'"why_not": {_text(row[_WHY_NOT])}}}'
+        )

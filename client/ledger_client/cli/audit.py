@@ -36,6 +36,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -53,7 +54,7 @@ from ledger_client.cli.options import (
     default_max_delay,
     load_certificates,
 )
-from ledger_client.clikit.outcome import EXIT_INVALID, Outcome, SharedJson, finish, json_option
+from ledger_client.clikit.outcome import EXIT_INVALID, Outcome, finish, json_option
 
 if TYPE_CHECKING:  # the rest is imported by the command that uses it (start-up)
     from ledger.core.jcs import Json
@@ -289,7 +290,7 @@ def lineage(
                 raise FormatError(f"--db {db}: no such index (make one with `ledger-verify index`)")
             default_policy = max_delay is None and late is None  # what the index stored under
             fingerprint = trust_fingerprint(keys, roots, origin, witnesses, agent_keys=agent_keys)
-            from ledger_client.audit.lineage_index import FROM_INDEX, IndexedLineage, open_index
+            from ledger_client.audit.lineage_index import IndexedLineage, open_index
 
             store = open_index(db)
             try:
@@ -313,20 +314,27 @@ def lineage(
                 answer = indexed.walk(starts, direction)
             finally:
                 store.close()
-            details, lines = answer.to_json_obj(), [] if as_json else answer.lines()
             if not answer.ok:
-                bad = sum(1 for r in answer.records if not r["verified"])
+                details, lines = answer.to_json_obj(), [] if as_json else answer.lines()
+                bad = answer.verified.count(False)
                 summary = (
                     f"{len(answer.failed_runs)} run(s) not verified, {bad} record(s) not "
                     f"verified, {len(answer.unknown)} unknown parent(s)"
                 )
                 _fail("lineage", as_json, summary, details, lines)
-            shared = SharedJson()
-            if as_json:  # records share a handful of stored verdicts: each is encoded once
-                for record in details["records"]:
-                    if record["source"] == FROM_INDEX:
-                        record["verdict"] = shared.put(record["verdict"])
-            return Outcome("lineage", details, lines, shared.texts)
+            if not as_json:
+                return Outcome("lineage", answer.to_json_obj(), answer.lines())
+            # the records and runs spliced in as their JSON texts, written from the rows (the
+            # answer ``to_json_obj`` gives, as json.dumps writes it; a test holds them equal);
+            # placeholders as ``SharedJson`` makes them: no string of the answer spells one
+            token = secrets.token_hex(16)
+            runs_mark, records_mark = (f"\x00{n}-{token}" for n in ("runs", "records"))
+            details = {**answer.head(), "runs": runs_mark, "records": records_mark}
+            spliced: dict[str, str | list[str]] = {  # written piece by piece, never joined
+                json.dumps(runs_mark): answer.runs_pieces(),
+                json.dumps(records_mark): answer.records_pieces(),
+            }
+            return Outcome("lineage", details, [], spliced)
         from ledger_client.audit.lineage import Lineage
         from ledger_client.receipts.run_load import load_run
 

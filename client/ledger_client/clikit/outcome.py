@@ -10,9 +10,10 @@ never valid, never invalid), 4 unsupported schema version
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -49,8 +50,10 @@ class Outcome:
     check: str
     details: dict[str, Any] = field(default_factory=dict)
     lines: list[str] = field(default_factory=list)
-    # placeholder string in ``details`` -> the JSON text written in its place (``shared_json``)
-    spliced: dict[str, str] = field(default_factory=dict)
+    # placeholder string in ``details`` -> the JSON text written in its place (``SharedJson``),
+    # or the pieces of that text, written one after another (a long answer, never joined);
+    # a placeholder inside such a text is not replaced
+    spliced: Mapping[str, str | list[str]] = field(default_factory=dict)
 
 
 class SharedJson:
@@ -105,19 +108,41 @@ def finish(check: str, as_json: bool, run: Callable[[], Outcome]) -> NoReturn:
 
 
 def _emit(
-    as_json: bool, payload: dict[str, Any], human: str, spliced: dict[str, str] | None = None
+    as_json: bool,
+    payload: dict[str, Any],
+    human: str,
+    spliced: Mapping[str, str | list[str]] | None = None,
 ) -> None:
     if as_json:
-        text = json.dumps(payload, sort_keys=True)
-        for placeholder, value in (spliced or {}).items():
-            text = text.replace(placeholder, value)
         # as ``click.echo`` writes it: ASCII JSON holds no ANSI code to strip (19 MB: 0.1 s)
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
+        text, done, pieces = json.dumps(payload, sort_keys=True), 0, []
+        if spliced:  # each placeholder (in the skeleton, not in a spliced value) replaced
+            for found in re.finditer("|".join(map(re.escape, spliced)), text):
+                pieces.append(text[done : found.start()])
+                value = spliced[found.group()]
+                pieces += [value] if isinstance(value, str) else value
+                done = found.end()
+        pieces += (text[done:], "\n")
+        _write_joined(pieces)
     elif payload["valid"]:
         click.echo(human)
     else:
         click.echo(human, err=True)
+
+
+def _write_joined(pieces: list[str], size: int = 1 << 20) -> None:
+    """The pieces to stdout, joined into writes of about ``size`` characters (stdout may be
+    unbuffered, ``PYTHONUNBUFFERED``: each write a system call)."""
+    chunk: list[str] = []
+    held = 0
+    for piece in pieces:
+        chunk.append(piece)
+        held += len(piece)
+        if held >= size:
+            sys.stdout.write("".join(chunk))
+            chunk, held = [], 0
+    sys.stdout.write("".join(chunk))
+    sys.stdout.flush()
 
 
 def parse_hash(value: str, what: str) -> bytes:
