@@ -9,6 +9,7 @@ import json
 import re
 import shutil
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 from cryptography.hazmat.primitives.serialization import Encoding
 
+from ledger.api.tls import make_dev_certs
 from ledger_client.audit.index import CacheSpec
 from ledger_client.audit.parallel import audit_runs
 from ledger_client.audit.report_html import render_pages
@@ -153,3 +155,38 @@ def test_pages_made_in_the_checking_processes_equal_pages_made_here(
     assert [found[id(a)].to_json_obj() for _, a in audits] == [
         {k: v for k, v in r.items() if k != "run_id"} for r in forked["verdicts"]
     ]
+
+
+def test_a_tsa_root_file_replaced_in_place_is_other_trust(
+    world: dict[str, Any], tmp_path: Path
+) -> None:
+    """The index remembers the TSA roots by their content: an auditor who swaps the root file
+    at the same path gets nothing from the index (report and lineage verify again, and the
+    anchors then fail against the other root), never the verdicts made under the old root."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copy(world["files"]["decide"], runs / "decide.jsonl")
+    root = tmp_path / "root.pem"
+    shutil.copy(world["files"]["root"], root)
+    db = tmp_path / "audit.sqlite"
+    trust = ["--key", world["key"], "--tsa-root", str(root)]
+    done = CliRunner().invoke(main, ["index", str(runs), "--db", str(db), *trust, "--workers", "1"])
+    assert done.exit_code == 0, done.output
+    report = ["report", str(runs), *trust, "--db", str(db), "--json", "--workers", "1",
+              "--html", str(tmp_path / "report.html")]  # fmt: skip
+    lineage = ["lineage", str(runs), *trust, "--db", str(db), "--json", "--tainted"]
+    same = json.loads(CliRunner().invoke(main, report).output)
+    assert {c["source"] for v in same["verdicts"] for c in v["checks"]} == {"index"}
+    walked = json.loads(CliRunner().invoke(main, lineage).output)
+    assert {r["source"] for r in walked["runs"]} == {"index"}
+    other = make_dev_certs(
+        tmp_path / "other", hosts=["other.test"], clients=[], now=datetime.now(UTC)
+    )
+    root.write_bytes(other.ca.read_bytes())  # same path, another root
+    result = CliRunner().invoke(main, report)
+    answer = json.loads(result.output)
+    assert result.exit_code == 1 and answer["failing_runs"]
+    assert {c["source"] for v in answer["verdicts"] for c in v["checks"]} == {"verified now"}
+    result = CliRunner().invoke(main, lineage)
+    walked = json.loads(result.output)
+    assert result.exit_code == 1 and {r["source"] for r in walked["runs"]} == {"verified now"}

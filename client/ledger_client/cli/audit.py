@@ -53,6 +53,7 @@ from ledger_client.cli.options import (
     chain_options,
     default_max_delay,
     load_certificates,
+    read_input,
 )
 from ledger_client.clikit.outcome import EXIT_INVALID, Outcome, finish, json_option
 
@@ -182,8 +183,16 @@ def trust_fingerprint(
 ) -> str:
     """The trust inputs an index was made with (``index``), as ``lineage --db`` compares them:
     with the agent keys and, when the tiles were read, the chain key, the tiles URL and the
-    tree size scanned (a grown log can show a gap an unchanged file did not)."""
-    trust: list[object] = [tuple(sorted(keys)), tuple(roots), origin, tuple(witnesses)]
+    tree size scanned (a grown log can show a gap an unchanged file did not). TSA roots count
+    by the content of their files, not their paths: a root file replaced in place is other
+    trust (roots read from stdin never match, so nothing stored is taken under them)."""
+    root_files = tuple(
+        secrets.token_hex(16)
+        if r == "-"
+        else hashlib.sha256(read_input(r, "--tsa-root")).hexdigest()
+        for r in roots
+    )
+    trust: list[object] = [tuple(sorted(keys)), root_files, origin, tuple(witnesses)]
     if agent_keys or chain is not None:
         trust += [tuple(sorted(a.strip() for a in agent_keys)), chain]
     return hashlib.sha256(repr(trust).encode()).hexdigest()
