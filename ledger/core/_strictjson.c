@@ -1,0 +1,590 @@
+/* ledger.core._strictjson: the compiled reader and writer behind ledger/core/jcs.py's
+ * loads_exact/loads_strict and canonical_exact (read jcs.py: its plain Python path is the
+ * reference, the twin these functions must answer exactly as).
+ *
+ * read(data, safe_numbers) -> (value, exact) or None
+ *   Parses JSON text (bytes as UTF-8, or str) into dict/list/str/int/float/bool/None and
+ *   returns what loads_exact returns, but only when it is sure the plain path accepts the text
+ *   and would return the same value and the same ``exact`` flag. Anything else (a syntax error,
+ *   bad UTF-8, a duplicate member name, NaN/Infinity, a number outside the safe range or not
+ *   finite, an escaped surrogate, a lone surrogate in a str, more than MAX_DEPTH brackets) gives
+ *   None: the plain path then decides and names the problem, so every message stays its own.
+ *   The checks that make the plain path walk the value (jcs._needs_walk) are made here on the
+ *   same text, so ``exact`` is False exactly when it is False there.
+ *
+ * dump_exact(value) -> bytes or None
+ *   json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":")) encoded as
+ *   UTF-8, for exact dict/list/str/int/bool/None values; None for anything else (a float, a
+ *   subclass, a non-string key, an int beyond 64 bits, a lone surrogate, deep nesting): the
+ *   caller then runs json.dumps. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_DEPTH 64 /* jcs.MAX_DEPTH: more brackets than this and the plain path walks */
+#define MAX_SAFE 9007199254740991LL /* 2**53 - 1 */
+#define DUMP_DEPTH 200
+
+/* --- a cache of short ASCII strings (member names and small values repeat across lines) ---- */
+
+#define CACHE_SLOTS 4096
+#define CACHE_MAX_LEN 32
+static PyObject *cache[CACHE_SLOTS];
+
+static PyObject *short_ascii(const unsigned char *s, Py_ssize_t n) {
+    uint32_t h = 2166136261u;
+    Py_ssize_t i;
+    for (i = 0; i < n; i++) h = (h ^ s[i]) * 16777619u;
+    h ^= (uint32_t)n;
+    PyObject **slot = &cache[h & (CACHE_SLOTS - 1)];
+    PyObject *hit = *slot;
+    if (hit != NULL && PyUnicode_GET_LENGTH(hit) == n && memcmp(PyUnicode_DATA(hit), s, n) == 0) {
+        Py_INCREF(hit);
+        return hit;
+    }
+    PyObject *made = PyUnicode_New(n, 127);
+    if (made == NULL) return NULL;
+    memcpy(PyUnicode_DATA(made), s, n);
+    Py_XSETREF(*slot, made);
+    Py_INCREF(made);
+    return made;
+}
+
+/* --- the reader ------------------------------------------------------------------------------- */
+
+typedef struct {
+    const unsigned char *p, *end;
+    int safe_numbers;
+    int floats;
+    int error; /* 1: a Python exception is set (memory); else None means "plain path decides" */
+    char *buf; /* scratch for strings with escapes or non-ASCII */
+    Py_ssize_t cap;
+} Reader;
+
+#define WS(c) ((c) == ' ' || (c) == '\t' || (c) == '\n' || (c) == '\r')
+
+static inline void skip_ws(Reader *r) {
+    while (r->p < r->end && WS(*r->p)) r->p++;
+}
+
+static PyObject *read_value(Reader *r);
+
+static int grow(Reader *r, Py_ssize_t need) {
+    if (need <= r->cap) return 0;
+    Py_ssize_t cap = r->cap ? r->cap : 256;
+    while (cap < need) cap *= 2;
+    char *b = PyMem_Realloc(r->buf, cap);
+    if (b == NULL) {
+        PyErr_NoMemory();
+        r->error = 1;
+        return -1;
+    }
+    r->buf = b;
+    r->cap = cap;
+    return 0;
+}
+
+static int hexval(unsigned char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* r->p is just after the opening quote. */
+static PyObject *read_string(Reader *r) {
+    const unsigned char *start = r->p, *q = r->p;
+    while (q < r->end && *q != '"' && *q != '\\' && *q >= 0x20 && *q < 0x80) q++;
+    if (q >= r->end) return NULL;
+    if (*q == '"') {
+        Py_ssize_t n = q - start;
+        r->p = q + 1;
+        if (n <= CACHE_MAX_LEN) {
+            PyObject *s = short_ascii(start, n);
+            if (s == NULL) r->error = 1;
+            return s;
+        }
+        PyObject *s = PyUnicode_New(n, 127);
+        if (s == NULL) {
+            r->error = 1;
+            return NULL;
+        }
+        memcpy(PyUnicode_DATA(s), start, n);
+        return s;
+    }
+    /* slow path: UTF-8 bytes (raw, and escapes written as UTF-8) into the scratch buffer */
+    Py_ssize_t len = q - start;
+    if (grow(r, len + 64) < 0) return NULL;
+    memcpy(r->buf, start, len);
+    while (1) {
+        if (q >= r->end) return NULL;
+        unsigned char c = *q;
+        if (c == '"') break;
+        if (c < 0x20) return NULL; /* a raw control character: the plain path refuses */
+        if (grow(r, len + 4) < 0) return NULL;
+        if (c != '\\') {
+            r->buf[len++] = (char)c;
+            q++;
+            continue;
+        }
+        if (q + 1 >= r->end) return NULL;
+        unsigned char e = q[1];
+        q += 2;
+        switch (e) {
+        case '"': r->buf[len++] = '"'; break;
+        case '\\': r->buf[len++] = '\\'; break;
+        case '/': r->buf[len++] = '/'; break;
+        case 'b': r->buf[len++] = '\b'; break;
+        case 'f': r->buf[len++] = '\f'; break;
+        case 'n': r->buf[len++] = '\n'; break;
+        case 'r': r->buf[len++] = '\r'; break;
+        case 't': r->buf[len++] = '\t'; break;
+        case 'u': {
+            if (r->end - q < 4) return NULL;
+            int a = hexval(q[0]), b = hexval(q[1]), c2 = hexval(q[2]), d = hexval(q[3]);
+            if ((a | b | c2 | d) < 0) return NULL;
+            unsigned cp = (unsigned)(a << 12 | b << 8 | c2 << 4 | d);
+            q += 4;
+            if (cp >= 0xD800 && cp <= 0xDFFF) return NULL; /* the plain path walks it */
+            if (cp < 0x80) {
+                r->buf[len++] = (char)cp;
+            } else if (cp < 0x800) {
+                r->buf[len++] = (char)(0xC0 | cp >> 6);
+                r->buf[len++] = (char)(0x80 | (cp & 0x3F));
+            } else {
+                r->buf[len++] = (char)(0xE0 | cp >> 12);
+                r->buf[len++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+                r->buf[len++] = (char)(0x80 | (cp & 0x3F));
+            }
+            break;
+        }
+        default: return NULL;
+        }
+    }
+    r->p = q + 1;
+    PyObject *s = PyUnicode_DecodeUTF8(r->buf, len, "strict");
+    if (s == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+            PyErr_Clear(); /* bad UTF-8: the plain path names it */
+        } else {
+            r->error = 1;
+        }
+    }
+    return s;
+}
+
+static PyObject *read_number(Reader *r) {
+    const unsigned char *start = r->p, *q = r->p;
+    int neg = 0, is_float = 0;
+    if (q < r->end && *q == '-') {
+        neg = 1;
+        q++;
+    }
+    if (q >= r->end || *q < '0' || *q > '9') return NULL;
+    const unsigned char *digits = q;
+    if (*q == '0') {
+        q++;
+    } else {
+        while (q < r->end && *q >= '0' && *q <= '9') q++;
+    }
+    Py_ssize_t ndigits = q - digits;
+    if (q < r->end && *q == '.') {
+        q++;
+        if (q >= r->end || *q < '0' || *q > '9') return NULL;
+        while (q < r->end && *q >= '0' && *q <= '9') q++;
+        is_float = 1;
+    }
+    if (q < r->end && (*q == 'e' || *q == 'E')) {
+        q++;
+        if (q < r->end && (*q == '+' || *q == '-')) q++;
+        if (q >= r->end || *q < '0' || *q > '9') return NULL;
+        while (q < r->end && *q >= '0' && *q <= '9') q++;
+        is_float = 1;
+    }
+    r->p = q;
+    if (!is_float) {
+        if (ndigits > 16) return NULL;
+        long long v = 0;
+        for (const unsigned char *d = digits; d < q; d++) v = v * 10 + (*d - '0');
+        if (v > MAX_SAFE) return NULL;
+        PyObject *out = PyLong_FromLongLong(neg ? -v : v);
+        if (out == NULL) r->error = 1;
+        return out;
+    }
+    r->floats++;
+    Py_ssize_t n = q - start;
+    char small[64];
+    char *text = small;
+    if (n >= (Py_ssize_t)sizeof(small)) {
+        text = PyMem_Malloc(n + 1);
+        if (text == NULL) {
+            PyErr_NoMemory();
+            r->error = 1;
+            return NULL;
+        }
+    }
+    memcpy(text, start, n);
+    text[n] = '\0';
+    char *stop = NULL;
+    double v = PyOS_string_to_double(text, &stop, NULL);
+    int whole = stop == text + n;
+    if (text != small) PyMem_Free(text);
+    if (v == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (!whole || !isfinite(v)) return NULL;
+    if (r->safe_numbers && fabs(v) > (double)MAX_SAFE) return NULL;
+    PyObject *out = PyFloat_FromDouble(v);
+    if (out == NULL) r->error = 1;
+    return out;
+}
+
+static PyObject *read_object(Reader *r) {
+    PyObject *dict = PyDict_New();
+    if (dict == NULL) {
+        r->error = 1;
+        return NULL;
+    }
+    skip_ws(r);
+    if (r->p < r->end && *r->p == '}') {
+        r->p++;
+        return dict;
+    }
+    while (1) {
+        if (r->p >= r->end || *r->p != '"') goto fail;
+        r->p++;
+        PyObject *key = read_string(r);
+        if (key == NULL) goto fail;
+        skip_ws(r);
+        if (r->p >= r->end || *r->p != ':') {
+            Py_DECREF(key);
+            goto fail;
+        }
+        r->p++;
+        skip_ws(r);
+        PyObject *value = read_value(r);
+        if (value == NULL) {
+            Py_DECREF(key);
+            goto fail;
+        }
+        Py_ssize_t before = PyDict_GET_SIZE(dict);
+        int bad = PyDict_SetItem(dict, key, value);
+        Py_DECREF(key);
+        Py_DECREF(value);
+        if (bad < 0) {
+            r->error = 1;
+            goto fail;
+        }
+        if (PyDict_GET_SIZE(dict) == before) goto fail; /* a duplicate member name */
+        skip_ws(r);
+        if (r->p >= r->end) goto fail;
+        if (*r->p == '}') {
+            r->p++;
+            return dict;
+        }
+        if (*r->p != ',') goto fail;
+        r->p++;
+        skip_ws(r);
+    }
+fail:
+    Py_DECREF(dict);
+    return NULL;
+}
+
+static PyObject *read_array(Reader *r) {
+    PyObject *list = PyList_New(0);
+    if (list == NULL) {
+        r->error = 1;
+        return NULL;
+    }
+    skip_ws(r);
+    if (r->p < r->end && *r->p == ']') {
+        r->p++;
+        return list;
+    }
+    while (1) {
+        PyObject *value = read_value(r);
+        if (value == NULL) goto fail;
+        int bad = PyList_Append(list, value);
+        Py_DECREF(value);
+        if (bad < 0) {
+            r->error = 1;
+            goto fail;
+        }
+        skip_ws(r);
+        if (r->p >= r->end) goto fail;
+        if (*r->p == ']') {
+            r->p++;
+            return list;
+        }
+        if (*r->p != ',') goto fail;
+        r->p++;
+        skip_ws(r);
+    }
+fail:
+    Py_DECREF(list);
+    return NULL;
+}
+
+static PyObject *read_value(Reader *r) {
+    if (r->p >= r->end) return NULL;
+    unsigned char c = *r->p;
+    switch (c) {
+    case '{': r->p++; return read_object(r);
+    case '[': r->p++; return read_array(r);
+    case '"': r->p++; return read_string(r);
+    case 't':
+        if (r->end - r->p >= 4 && memcmp(r->p, "true", 4) == 0) {
+            r->p += 4;
+            Py_RETURN_TRUE;
+        }
+        return NULL;
+    case 'f':
+        if (r->end - r->p >= 5 && memcmp(r->p, "false", 5) == 0) {
+            r->p += 5;
+            Py_RETURN_FALSE;
+        }
+        return NULL;
+    case 'n':
+        if (r->end - r->p >= 4 && memcmp(r->p, "null", 4) == 0) {
+            r->p += 4;
+            Py_RETURN_NONE;
+        }
+        return NULL;
+    default:
+        if (c == '-' || (c >= '0' && c <= '9')) return read_number(r);
+        return NULL;
+    }
+}
+
+/* jcs._needs_walk on the text (brackets anywhere, an escaped surrogate anywhere) and whether
+ * it has a character outside the Basic Multilingual Plane (a 4-byte UTF-8 sequence). */
+static int must_walk(const unsigned char *s, Py_ssize_t n, int *astral) {
+    Py_ssize_t brackets = 0, i;
+    *astral = 0;
+    for (i = 0; i < n; i++) {
+        unsigned char c = s[i];
+        if (c == '[' || c == '{') {
+            if (++brackets > MAX_DEPTH) return 1;
+        } else if (c == '\\') {
+            if (i + 3 < n && s[i + 1] == 'u' && (s[i + 2] == 'd' || s[i + 2] == 'D')) {
+                unsigned char d = s[i + 3];
+                if ((d >= '8' && d <= '9') || (d >= 'a' && d <= 'f') || (d >= 'A' && d <= 'F'))
+                    return 1;
+            }
+        } else if (c >= 0xF0) {
+            *astral = 1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *py_read(PyObject *self, PyObject *args) {
+    PyObject *data;
+    int safe_numbers;
+    if (!PyArg_ParseTuple(args, "Op:read", &data, &safe_numbers)) return NULL;
+    const char *s;
+    Py_ssize_t n;
+    if (PyBytes_CheckExact(data)) {
+        s = PyBytes_AS_STRING(data);
+        n = PyBytes_GET_SIZE(data);
+    } else if (PyUnicode_CheckExact(data)) {
+        s = PyUnicode_AsUTF8AndSize(data, &n); /* fails on a lone surrogate */
+        if (s == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return NULL;
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+    } else {
+        Py_RETURN_NONE;
+    }
+    int astral;
+    if (must_walk((const unsigned char *)s, n, &astral)) Py_RETURN_NONE;
+    Reader r = {(const unsigned char *)s, (const unsigned char *)s + n, safe_numbers, 0, 0, NULL, 0};
+    skip_ws(&r);
+    PyObject *value = read_value(&r);
+    PyMem_Free(r.buf);
+    if (value == NULL) {
+        if (r.error) return NULL;
+        Py_RETURN_NONE;
+    }
+    skip_ws(&r);
+    if (r.p != r.end) {
+        Py_DECREF(value);
+        Py_RETURN_NONE;
+    }
+    return Py_BuildValue("(NO)", value, (r.floats == 0 && !astral) ? Py_True : Py_False);
+}
+
+/* --- the writer ------------------------------------------------------------------------------- */
+
+typedef struct {
+    char *buf;
+    Py_ssize_t len, cap;
+    int error; /* 1: a Python exception is set */
+} Writer;
+
+static int put(Writer *w, const char *s, Py_ssize_t n) {
+    if (w->len + n > w->cap) {
+        Py_ssize_t cap = w->cap ? w->cap : 1024;
+        while (cap < w->len + n) cap *= 2;
+        char *b = PyMem_Realloc(w->buf, cap);
+        if (b == NULL) {
+            PyErr_NoMemory();
+            w->error = 1;
+            return -1;
+        }
+        w->buf = b;
+        w->cap = cap;
+    }
+    memcpy(w->buf + w->len, s, n);
+    w->len += n;
+    return 0;
+}
+
+/* json's escape_unicode with ensure_ascii=False: '"', '\\', the short escapes, other controls
+ * as \u00xx (lower-case hex); everything else as it is. */
+static int put_string(Writer *w, PyObject *str) {
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(str, &n);
+    if (s == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) PyErr_Clear();
+        else w->error = 1;
+        return -1;
+    }
+    if (put(w, "\"", 1) < 0) return -1;
+    Py_ssize_t i, run = 0;
+    for (i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        if (put(w, s + run, i - run) < 0) return -1;
+        run = i + 1;
+        char esc[8];
+        Py_ssize_t k = 2;
+        esc[0] = '\\';
+        switch (c) {
+        case '"': esc[1] = '"'; break;
+        case '\\': esc[1] = '\\'; break;
+        case '\n': esc[1] = 'n'; break;
+        case '\r': esc[1] = 'r'; break;
+        case '\t': esc[1] = 't'; break;
+        case '\b': esc[1] = 'b'; break;
+        case '\f': esc[1] = 'f'; break;
+        default:
+            snprintf(esc, sizeof(esc), "\\u%04x", c);
+            k = 6;
+        }
+        if (put(w, esc, k) < 0) return -1;
+    }
+    if (put(w, s + run, n - run) < 0) return -1;
+    return put(w, "\"", 1);
+}
+
+static int put_value(Writer *w, PyObject *v, int depth);
+
+static int put_object(Writer *w, PyObject *dict, int depth) {
+    Py_ssize_t n = PyDict_GET_SIZE(dict), pos = 0, i;
+    if (n == 0) return put(w, "{}", 2);
+    PyObject *keys = PyList_New(n), *key, *value;
+    if (keys == NULL) {
+        w->error = 1;
+        return -1;
+    }
+    i = 0;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key) || i >= n) {
+            Py_DECREF(keys);
+            return -1;
+        }
+        Py_INCREF(key);
+        PyList_SET_ITEM(keys, i++, key);
+    }
+    if (PyList_Sort(keys) < 0) {
+        Py_DECREF(keys);
+        w->error = 1;
+        return -1;
+    }
+    int bad = put(w, "{", 1);
+    for (i = 0; i < n && !bad; i++) {
+        key = PyList_GET_ITEM(keys, i);
+        value = PyDict_GetItemWithError(dict, key);
+        if (value == NULL) {
+            if (PyErr_Occurred()) w->error = 1;
+            bad = -1;
+            break;
+        }
+        Py_INCREF(value);
+        bad = (i && put(w, ",", 1) < 0) || put_string(w, key) < 0 || put(w, ":", 1) < 0 ||
+              put_value(w, value, depth + 1) < 0;
+        Py_DECREF(value);
+    }
+    Py_DECREF(keys);
+    if (bad) return -1;
+    return put(w, "}", 1);
+}
+
+static int put_value(Writer *w, PyObject *v, int depth) {
+    if (depth > DUMP_DEPTH) return -1;
+    if (v == Py_None) return put(w, "null", 4);
+    if (v == Py_True) return put(w, "true", 4);
+    if (v == Py_False) return put(w, "false", 5);
+    if (PyUnicode_CheckExact(v)) return put_string(w, v);
+    if (PyLong_CheckExact(v)) {
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow) return -1;
+        if (x == -1 && PyErr_Occurred()) {
+            w->error = 1;
+            return -1;
+        }
+        char text[32];
+        int k = snprintf(text, sizeof(text), "%lld", x);
+        return put(w, text, k);
+    }
+    if (PyDict_CheckExact(v)) return put_object(w, v, depth);
+    if (PyList_CheckExact(v)) {
+        Py_ssize_t i, n = PyList_GET_SIZE(v);
+        if (put(w, "[", 1) < 0) return -1;
+        for (i = 0; i < n; i++) {
+            PyObject *item = PyList_GET_ITEM(v, i);
+            Py_INCREF(item);
+            int bad = (i && put(w, ",", 1) < 0) || put_value(w, item, depth + 1) < 0;
+            Py_DECREF(item);
+            if (bad) return -1;
+            if (n != PyList_GET_SIZE(v)) return -1; /* changed under us: json.dumps decides */
+        }
+        return put(w, "]", 1);
+    }
+    return -1; /* a float, a subclass, anything else: json.dumps decides */
+}
+
+static PyObject *py_dump_exact(PyObject *self, PyObject *value) {
+    Writer w = {NULL, 0, 0, 0};
+    int bad = put_value(&w, value, 0);
+    PyObject *out = NULL;
+    if (!bad) {
+        out = PyBytes_FromStringAndSize(w.buf, w.len);
+    } else if (!w.error) {
+        out = Py_None;
+        Py_INCREF(out);
+    }
+    PyMem_Free(w.buf);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"read", py_read, METH_VARARGS, "loads_exact's answer, or None: the plain path decides."},
+    {"dump_exact", py_dump_exact, METH_O, "Sorted compact JSON as UTF-8, or None."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "ledger.core._strictjson",
+    "The compiled strict JSON reader and canonical writer (ledger/core/_strictjson.c).", -1,
+    methods,
+};
+
+PyMODINIT_FUNC PyInit__strictjson(void) { return PyModule_Create(&module); }

@@ -1,0 +1,6 @@
+# The compiled strict JSON reader and canonical writer behind ledger.core.jcs
+# (ledger/core/_strictjson.c); jcs's plain Python path is the twin it answers exactly as.
+from typing import Any
+
+def read(data: str | bytes, safe_numbers: bool, /) -> tuple[Any, bool] | None: ...
+def dump_exact(value: object, /) -> bytes | None: ...
