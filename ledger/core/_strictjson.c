@@ -12,6 +12,10 @@
  *   The checks that make the plain path walk the value (jcs._needs_walk) are made here on the
  *   same text, so ``exact`` is False exactly when it is False there.
  *
+ * hashes_b64(value) -> tuple[bytes, ...] or None
+ *   The receipt reader's list of base64 hashes (ledger_client/receipts/receipt.py,
+ *   ``_hashes_b64``: its fast branch is the twin), decoded when every item is canonical.
+ *
  * dump_exact(value) -> bytes or None
  *   json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":")) encoded as
  *   UTF-8, for exact dict/list/str/int/bool/None values; None for anything else (a float, a
@@ -383,6 +387,7 @@ static int must_walk(const unsigned char *s, Py_ssize_t n, int *astral) {
 }
 
 static PyObject *py_read(PyObject *self, PyObject *args) {
+    (void)self;
     PyObject *data;
     int safe_numbers;
     if (!PyArg_ParseTuple(args, "Op:read", &data, &safe_numbers)) return NULL;
@@ -562,6 +567,7 @@ static int put_value(Writer *w, PyObject *v, int depth) {
 }
 
 static PyObject *py_dump_exact(PyObject *self, PyObject *value) {
+    (void)self;
     Writer w = {NULL, 0, 0, 0};
     int bad = put_value(&w, value, 0);
     PyObject *out = NULL;
@@ -575,7 +581,56 @@ static PyObject *py_dump_exact(PyObject *self, PyObject *value) {
     return out;
 }
 
+/* --- padded base64 hashes --------------------------------------------------------------------- */
+
+static signed char b64_value[256];
+
+/* hashes_b64(value) -> tuple[bytes, ...] or None: a non-empty list of str, each the canonical
+ * padded standard base64 of 32 bytes (43 digits, the last with its two low bits zero, then
+ * "="), decoded; None for anything else (the caller's reader then names the problem). */
+static PyObject *py_hashes_b64(PyObject *self, PyObject *value) {
+    (void)self;
+    if (!PyList_CheckExact(value) || PyList_GET_SIZE(value) == 0) Py_RETURN_NONE;
+    Py_ssize_t n = PyList_GET_SIZE(value), i;
+    for (i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(value, i);
+        if (!PyUnicode_CheckExact(item) || !PyUnicode_IS_ASCII(item) ||
+            PyUnicode_GET_LENGTH(item) != 44)
+            Py_RETURN_NONE;
+        const unsigned char *t = PyUnicode_1BYTE_DATA(item);
+        for (int k = 0; k < 43; k++)
+            if (b64_value[t[k]] < 0) Py_RETURN_NONE;
+        if (t[43] != '=' || (b64_value[t[42]] & 3) != 0) Py_RETURN_NONE;
+    }
+    PyObject *out = PyTuple_New(n);
+    if (out == NULL) return NULL;
+    for (i = 0; i < n; i++) {
+        const unsigned char *t = PyUnicode_1BYTE_DATA(PyList_GET_ITEM(value, i));
+        PyObject *raw = PyBytes_FromStringAndSize(NULL, 32);
+        if (raw == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        unsigned char *o = (unsigned char *)PyBytes_AS_STRING(raw);
+        int k, j = 0;
+        for (k = 0; k < 40; k += 4) { /* 10 full groups: 30 bytes */
+            uint32_t v = (uint32_t)b64_value[t[k]] << 18 | (uint32_t)b64_value[t[k + 1]] << 12 |
+                         (uint32_t)b64_value[t[k + 2]] << 6 | (uint32_t)b64_value[t[k + 3]];
+            o[j++] = (unsigned char)(v >> 16);
+            o[j++] = (unsigned char)(v >> 8);
+            o[j++] = (unsigned char)v;
+        }
+        uint32_t v = (uint32_t)b64_value[t[40]] << 18 | (uint32_t)b64_value[t[41]] << 12 |
+                     (uint32_t)b64_value[t[42]] << 6;
+        o[30] = (unsigned char)(v >> 16);
+        o[31] = (unsigned char)(v >> 8);
+        PyTuple_SET_ITEM(out, i, raw);
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"hashes_b64", py_hashes_b64, METH_O, "A list of base64 32-byte hashes decoded, or None."},
     {"read", py_read, METH_VARARGS, "loads_exact's answer, or None: the plain path decides."},
     {"dump_exact", py_dump_exact, METH_O, "Sorted compact JSON as UTF-8, or None."},
     {NULL, NULL, 0, NULL},
@@ -584,7 +639,12 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "ledger.core._strictjson",
     "The compiled strict JSON reader and canonical writer (ledger/core/_strictjson.c).", -1,
-    methods,
+    methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__strictjson(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__strictjson(void) {
+    const char *digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    memset(b64_value, -1, sizeof(b64_value));
+    for (int i = 0; i < 64; i++) b64_value[(unsigned char)digits[i]] = (signed char)i;
+    return PyModule_Create(&module);
+}

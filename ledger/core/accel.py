@@ -2,9 +2,10 @@
 (``ledger.core.hot``): everything on the append hot path calls the functions named here.
 
 It also selects the compiled strict JSON reader and canonical writer
-(``ledger.core._strictjson``, C) behind ``ledger.core.jcs``: ``json_read`` and ``json_dump``
-are None when it is not built or ``LEDGER_PURE=1`` is set, and jcs's plain Python path, their
-pure twin, then does everything (``JSON_CORE`` says which runs).
+(``ledger.core._strictjson``, C) behind ``ledger.core.jcs``: ``json_read``, ``json_dump`` and
+``hashes_b64`` are None when it is not built or ``LEDGER_PURE=1`` is set, and their pure twins
+(jcs's plain Python path, the receipt reader's) then do everything (``JSON_CORE`` says which
+runs).
 
 The compiled module is used when it was built (a regular install, or ``make native`` in a
 checkout) unless ``LEDGER_PURE=1`` forces the twin; ``CORE`` says which one runs ("native" or
@@ -26,6 +27,7 @@ __all__ = [
     "bundle_leaf_hashes",
     "compact_extend",
     "compact_root",
+    "hashes_b64",
     "index_values",
     "json_dump",
     "json_read",
@@ -90,3 +92,8 @@ plain path must decide (any problem, so that path names it)."""
 json_dump: Callable[[Any], bytes | None] | None = None if _json is None else _json.dump_exact
 """``_strictjson.dump_exact(value)``: ``jcs.canonical_exact``'s sorted compact JSON of an exact
 value, or None when ``json.dumps`` must write it."""
+hashes_b64: Callable[[Any], tuple[bytes, ...] | None] | None = (
+    None if _json is None else _json.hashes_b64
+)
+"""``_strictjson.hashes_b64(value)``: a non-empty list of canonical base64 32-byte hashes
+decoded, or None when the receipt reader's own path must read (and name) it."""
