@@ -427,18 +427,34 @@ def _read_receipt(value: Json, record: DecisionRecord | None = None) -> Receipt:
     obj = read_object(value, "", RECEIPT_FIELDS)
     if obj["receipt"] != RECEIPT_V1:
         raise MalformedReceiptError("receipt", f"expected {RECEIPT_V1!r}, got {obj['receipt']!r}")
-    return Receipt(
-        record_digest=bytes.fromhex(_hex_digest(obj["record_digest"], "record_digest")),
-        record=_record(obj["record"]) if record is None else record,
-        disclosures=read_list(obj["disclosures"], "disclosures", _disclosure),
-        leaf=_bytes_b64(obj["leaf"], "leaf"),
-        index=read_int(obj["index"], "index"),
-        tree_size=read_int(obj["tree_size"], "tree_size", minimum=1),
-        inclusion_proof=_hashes_b64(obj["inclusion_proof"], "inclusion_proof"),
-        checkpoint=_note(obj["checkpoint"], "checkpoint"),
-        anchors=read_list(obj["anchors"], "anchors", _anchor),
-        previous=_previous(obj["previous"], "previous"),
-    )
+    digest = bytes.fromhex(_hex_digest(obj["record_digest"], "record_digest"))
+    record = _record(obj["record"]) if record is None else record
+    given = obj["disclosures"]
+    disclosures = () if given == [] else read_list(given, "disclosures", _disclosure)
+    leaf = _bytes_b64(obj["leaf"], "leaf")
+    index = read_int(obj["index"], "index")
+    tree_size = read_int(obj["tree_size"], "tree_size", minimum=1)
+    proof = _hashes_b64(obj["inclusion_proof"], "inclusion_proof")
+    checkpoint = _note(obj["checkpoint"], "checkpoint")
+    anchors = read_list(obj["anchors"], "anchors", _anchor)
+    previous = _previous(obj["previous"], "previous")
+    # What ``Receipt.__post_init__`` checks that the readers above did not (they read a
+    # 32-byte digest, a non-empty leaf, integers in range, 32-byte hashes and a checkpoint
+    # note): then the receipt is made without checking it all again.
+    if len(proof) > MAX_PROOF_HASHES or (disclosures and record is None):
+        return Receipt(
+            record_digest=digest, record=record, disclosures=disclosures, leaf=leaf,
+            index=index, tree_size=tree_size, inclusion_proof=proof, checkpoint=checkpoint,
+            anchors=anchors, previous=previous,
+        )  # fmt: skip  # raises, naming the problem
+    made = object.__new__(Receipt)
+    for name, field in (
+        ("record_digest", digest), ("leaf", leaf), ("index", index), ("tree_size", tree_size),
+        ("inclusion_proof", proof), ("checkpoint", checkpoint), ("anchors", anchors),
+        ("record", record), ("disclosures", disclosures), ("previous", previous),
+    ):  # fmt: skip
+        object.__setattr__(made, name, field)
+    return made
 
 
 def to_tlog_proof(receipt: Receipt, *, with_leaf: bool = True) -> TlogProof:
