@@ -16,6 +16,10 @@
  *   The receipt reader's list of base64 hashes (ledger_client/receipts/receipt.py,
  *   ``_hashes_b64``: its fast branch is the twin), decoded when every item is canonical.
  *
+ * same_json(a, b) -> bool or None
+ *   Whether two parsed values are the same JSON value (run_load's ``_same_json_plain`` is the
+ *   twin); None when either holds anything but exact JSON types, or a NaN.
+ *
  * dump_exact(value) -> bytes or None
  *   json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":")) encoded as
  *   UTF-8, for exact dict/list/str/int/bool/None values; None for anything else (a float, a
@@ -581,6 +585,89 @@ static PyObject *py_dump_exact(PyObject *self, PyObject *value) {
     return out;
 }
 
+/* --- the same JSON value ---------------------------------------------------------------------- */
+
+#define UNKNOWN (-2)
+
+/* 1: the same JSON value (types included: 1, 1.0 and true differ; so do 0.0 and -0.0; member
+ * order does not matter), 0: not, UNKNOWN: something else than exact JSON types (the caller's
+ * pure path decides). */
+static int same_value(PyObject *a, PyObject *b, int depth) {
+    if (depth > DUMP_DEPTH) return UNKNOWN;
+    PyTypeObject *ta = Py_TYPE(a), *tb = Py_TYPE(b);
+    int known = (ta == &PyDict_Type || ta == &PyList_Type || ta == &PyUnicode_Type ||
+                 ta == &PyLong_Type || ta == &PyFloat_Type || ta == &PyBool_Type ||
+                 a == Py_None);
+    int known_b = (tb == &PyDict_Type || tb == &PyList_Type || tb == &PyUnicode_Type ||
+                   tb == &PyLong_Type || tb == &PyFloat_Type || tb == &PyBool_Type ||
+                   b == Py_None);
+    if (!known || !known_b) return UNKNOWN;
+    if (ta == &PyFloat_Type && isnan(PyFloat_AS_DOUBLE(a))) return UNKNOWN;
+    if (tb == &PyFloat_Type && isnan(PyFloat_AS_DOUBLE(b))) return UNKNOWN;
+    if (a == b) return 1;
+    if (ta != tb) return 0;
+    if (ta == &PyUnicode_Type) {
+        int eq = PyUnicode_Compare(a, b);
+        if (eq == -1 && PyErr_Occurred()) return -1;
+        return eq == 0;
+    }
+    if (ta == &PyLong_Type) return PyObject_RichCompareBool(a, b, Py_EQ);
+    if (ta == &PyFloat_Type) {
+        double x = PyFloat_AS_DOUBLE(a), y = PyFloat_AS_DOUBLE(b);
+        return memcmp(&x, &y, sizeof(double)) == 0;
+    }
+    if (ta == &PyBool_Type || a == Py_None) return 0; /* singletons, and not the same one */
+    if (ta == &PyList_Type) {
+        Py_ssize_t n = PyList_GET_SIZE(a), i;
+        if (n != PyList_GET_SIZE(b)) return 0;
+        int answer = 1;
+        for (i = 0; i < n && i < PyList_GET_SIZE(a) && i < PyList_GET_SIZE(b); i++) {
+            PyObject *x = PyList_GET_ITEM(a, i), *y = PyList_GET_ITEM(b, i);
+            Py_INCREF(x);
+            Py_INCREF(y);
+            int r = same_value(x, y, depth + 1);
+            Py_DECREF(x);
+            Py_DECREF(y);
+            if (r == -1 || r == UNKNOWN) return r;
+            if (r == 0) answer = 0; /* read on: an unknown type later leaves it to Python */
+        }
+        if (i != n || n != PyList_GET_SIZE(a) || n != PyList_GET_SIZE(b)) return UNKNOWN;
+        return answer;
+    }
+    /* dicts */
+    if (PyDict_GET_SIZE(a) != PyDict_GET_SIZE(b)) return 0;
+    Py_ssize_t pos = 0;
+    PyObject *key, *x;
+    int answer = 1;
+    while (PyDict_Next(a, &pos, &key, &x)) {
+        if (!PyUnicode_CheckExact(key)) return UNKNOWN;
+        PyObject *y = PyDict_GetItemWithError(b, key);
+        if (y == NULL) {
+            if (PyErr_Occurred()) return -1;
+            answer = 0;
+            continue;
+        }
+        Py_INCREF(x);
+        Py_INCREF(y);
+        int r = same_value(x, y, depth + 1);
+        Py_DECREF(x);
+        Py_DECREF(y);
+        if (r == -1 || r == UNKNOWN) return r;
+        if (r == 0) answer = 0;
+    }
+    return answer;
+}
+
+static PyObject *py_same_json(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *a, *b;
+    if (!PyArg_ParseTuple(args, "OO:same_json", &a, &b)) return NULL;
+    int r = same_value(a, b, 0);
+    if (r == -1) return NULL;
+    if (r == UNKNOWN) Py_RETURN_NONE;
+    return PyBool_FromLong(r);
+}
+
 /* --- padded base64 hashes --------------------------------------------------------------------- */
 
 static signed char b64_value[256];
@@ -630,6 +717,7 @@ static PyObject *py_hashes_b64(PyObject *self, PyObject *value) {
 }
 
 static PyMethodDef methods[] = {
+    {"same_json", py_same_json, METH_VARARGS, "Whether two values are the same JSON, or None."},
     {"hashes_b64", py_hashes_b64, METH_O, "A list of base64 32-byte hashes decoded, or None."},
     {"read", py_read, METH_VARARGS, "loads_exact's answer, or None: the plain path decides."},
     {"dump_exact", py_dump_exact, METH_O, "Sorted compact JSON as UTF-8, or None."},

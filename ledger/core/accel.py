@@ -2,10 +2,10 @@
 (``ledger.core.hot``): everything on the append hot path calls the functions named here.
 
 It also selects the compiled strict JSON reader and canonical writer
-(``ledger.core._strictjson``, C) behind ``ledger.core.jcs``: ``json_read``, ``json_dump`` and
-``hashes_b64`` are None when it is not built or ``LEDGER_PURE=1`` is set, and their pure twins
-(jcs's plain Python path, the receipt reader's) then do everything (``JSON_CORE`` says which
-runs).
+(``ledger.core._strictjson``, C) behind ``ledger.core.jcs`` and the run reader: ``json_read``,
+``json_dump``, ``hashes_b64`` and ``same_json`` are None when it is not built or
+``LEDGER_PURE=1`` is set, and their pure twins (jcs's plain Python path, the receipt and run
+readers' own) then do everything (``JSON_CORE`` says which runs).
 
 The compiled module is used when it was built (a regular install, or ``make native`` in a
 checkout) unless ``LEDGER_PURE=1`` forces the twin; ``CORE`` says which one runs ("native" or
@@ -33,6 +33,7 @@ __all__ = [
     "json_read",
     "native_error",
     "present",
+    "same_json",
     "sequence_plain",
     "split_hashes",
 ]
@@ -97,3 +98,6 @@ hashes_b64: Callable[[Any], tuple[bytes, ...] | None] | None = (
 )
 """``_strictjson.hashes_b64(value)``: a non-empty list of canonical base64 32-byte hashes
 decoded, or None when the receipt reader's own path must read (and name) it."""
+same_json: Callable[[Any, Any], bool | None] | None = None if _json is None else _json.same_json
+"""``_strictjson.same_json(a, b)``: whether two parsed values are the same JSON value (types
+included, member order not), or None when the run reader's own comparison must decide."""

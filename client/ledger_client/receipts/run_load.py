@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import cast
 
+from ledger.core import accel
 from ledger.core.errors import FormatError, InvalidRecordError, UnsupportedSchemaError
 from ledger.core.jcs import Json, loads_exact
 from ledger.core.limits import MAX_ITEM_BYTES
@@ -39,12 +40,19 @@ from ledger_client.receipts.run_verify import RunItem
 
 __all__ = ["MAX_ITEM_BYTES", "load_run", "run_item"]
 
-# One record beside its receipt, at the one record size limit (ledger.core.limits).
+_SAME = accel.same_json  # None: ``_same_json_plain`` compares
 
 
 def _same_json(a: Json, b: Json) -> bool:
     """Whether ``a`` and ``b`` are the same JSON value, JSON types included (``1``, ``1.0``
-    and ``true`` differ; member order does not matter)."""
+    and ``true`` differ; member order does not matter): the compiled ``accel.same_json`` when
+    it answers, else its twin ``_same_json_plain``."""
+    answer = None if _SAME is None else _SAME(a, b)
+    return _same_json_plain(a, b) if answer is None else answer
+
+
+def _same_json_plain(a: Json, b: Json) -> bool:
+    """``_same_json`` in Python."""
     if a is b:
         return True
     if a != b:  # Python equality is looser (1 == 1.0 == true), never stricter
