@@ -494,9 +494,45 @@ static int put_string(Writer *w, PyObject *str) {
 
 static int put_value(Writer *w, PyObject *v, int depth);
 
+/* The members in the order they are (1: written; 0: not in code point order; -1: failed). */
+static int put_members_in_order(Writer *w, PyObject *dict, int depth) {
+    Py_ssize_t pos = 0;
+    PyObject *key, *value, *last = NULL;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key)) return -1;
+        if (last != NULL) {
+            int order = PyUnicode_Compare(last, key);
+            if (order == -1 && PyErr_Occurred()) {
+                w->error = 1;
+                return -1;
+            }
+            if (order >= 0) return 0;
+        }
+        last = key;
+    }
+    if (put(w, "{", 1) < 0) return -1;
+    pos = 0;
+    int first = 1;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        Py_INCREF(value);
+        int bad = (!first && put(w, ",", 1) < 0) || put_string(w, key) < 0 ||
+                  put(w, ":", 1) < 0 || put_value(w, value, depth + 1) < 0;
+        Py_DECREF(value);
+        if (bad) return -1;
+        first = 0;
+    }
+    if (put(w, "}", 1) < 0) return -1;
+    return 1;
+}
+
 static int put_object(Writer *w, PyObject *dict, int depth) {
     Py_ssize_t n = PyDict_GET_SIZE(dict), pos = 0, i;
     if (n == 0) return put(w, "{}", 2);
+    Py_ssize_t start = w->len;
+    int done = put_members_in_order(w, dict, depth);
+    if (done == 1) return 0;
+    if (done < 0) return -1;
+    w->len = start;
     PyObject *keys = PyList_New(n), *key, *value;
     if (keys == NULL) {
         w->error = 1;

@@ -41,6 +41,7 @@ from ledger_client.receipts.run_verify import RunItem
 __all__ = ["MAX_ITEM_BYTES", "load_run", "run_item"]
 
 _SAME = accel.same_json  # None: ``_same_json_plain`` compares
+_ITEM_MEMBERS = frozenset({"record", "receipt"})
 
 
 def _same_json(a: Json, b: Json) -> bool:
@@ -91,7 +92,7 @@ def run_item(obj: Json, source: str, *, exact: bool = False) -> RunItem:
     by ``loads_exact``, which said so)."""
     if not isinstance(obj, dict) or "receipt" not in obj:
         raise FormatError(f"{source}: expected an object with 'receipt' and optional 'record'")
-    unknown = sorted(set(obj) - {"record", "receipt"})
+    unknown = [] if obj.keys() <= _ITEM_MEMBERS else sorted(set(obj) - _ITEM_MEMBERS)
     if unknown:
         names = ", ".join(map(repr, unknown))
         raise FormatError(
