@@ -138,7 +138,7 @@ def _lines_of(path: Path) -> Iterator[RunItem]:
         for number, line in enumerate(stream, 1):
             if len(line) > MAX_ITEM_BYTES:
                 raise FormatError(f"{path.name}:{number}: longer than {MAX_ITEM_BYTES} bytes")
-            if line.strip():
+            if not line.isspace():  # as `line.strip()`, without copying the line
                 source = f"{path.name}:{number}"
                 obj, exact = _parse(line, source)
                 yield run_item(obj, source, exact=exact)
