@@ -250,56 +250,78 @@ static PyObject *read_number(Reader *r) {
     return out;
 }
 
+/* Members are read into a list of pairs first, so the dict is made at its final size once. */
 static PyObject *read_object(Reader *r) {
-    PyObject *dict = PyDict_New();
-    if (dict == NULL) {
-        r->error = 1;
-        return NULL;
-    }
+    PyObject *small[32], **pairs = small;
+    Py_ssize_t n = 0, cap = 32, i;
+    PyObject *dict = NULL;
     skip_ws(r);
     if (r->p < r->end && *r->p == '}') {
         r->p++;
+        dict = PyDict_New();
+        if (dict == NULL) r->error = 1;
         return dict;
     }
     while (1) {
-        if (r->p >= r->end || *r->p != '"') goto fail;
+        if (r->p >= r->end || *r->p != '"') goto done;
         r->p++;
         PyObject *key = read_string(r);
-        if (key == NULL) goto fail;
+        if (key == NULL) goto done;
         skip_ws(r);
         if (r->p >= r->end || *r->p != ':') {
             Py_DECREF(key);
-            goto fail;
+            goto done;
         }
         r->p++;
         skip_ws(r);
         PyObject *value = read_value(r);
         if (value == NULL) {
             Py_DECREF(key);
-            goto fail;
+            goto done;
         }
-        Py_ssize_t before = PyDict_GET_SIZE(dict);
-        int bad = PyDict_SetItem(dict, key, value);
-        Py_DECREF(key);
-        Py_DECREF(value);
-        if (bad < 0) {
-            r->error = 1;
-            goto fail;
+        if (n + 2 > cap) {
+            PyObject **grown = PyMem_Malloc(sizeof(PyObject *) * cap * 2);
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                r->error = 1;
+                Py_DECREF(key);
+                Py_DECREF(value);
+                goto done;
+            }
+            memcpy(grown, pairs, sizeof(PyObject *) * n);
+            if (pairs != small) PyMem_Free(pairs);
+            pairs = grown;
+            cap *= 2;
         }
-        if (PyDict_GET_SIZE(dict) == before) goto fail; /* a duplicate member name */
+        pairs[n++] = key;
+        pairs[n++] = value;
         skip_ws(r);
-        if (r->p >= r->end) goto fail;
+        if (r->p >= r->end) goto done;
         if (*r->p == '}') {
             r->p++;
-            return dict;
+            break;
         }
-        if (*r->p != ',') goto fail;
+        if (*r->p != ',') goto done;
         r->p++;
         skip_ws(r);
     }
-fail:
-    Py_DECREF(dict);
-    return NULL;
+    dict = _PyDict_NewPresized(n / 2);
+    if (dict == NULL) {
+        r->error = 1;
+        goto done;
+    }
+    for (i = 0; i < n; i += 2) {
+        if (PyDict_SetItem(dict, pairs[i], pairs[i + 1]) < 0) {
+            r->error = 1;
+            Py_CLEAR(dict);
+            goto done;
+        }
+    }
+    if (PyDict_GET_SIZE(dict) != n / 2) Py_CLEAR(dict); /* a duplicate member name */
+done:
+    for (i = 0; i < n; i++) Py_DECREF(pairs[i]);
+    if (pairs != small) PyMem_Free(pairs);
+    return dict;
 }
 
 static PyObject *read_array(Reader *r) {
