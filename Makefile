@@ -17,17 +17,20 @@ run: $(STAMP)
 
 test: $(STAMP) native lint typecheck docs pytest pytest-pure
 
-# The compiled core (ledger/core/_hot.c) built in place: editable installs are pure until this
-# runs. Fails when it cannot build (no C compiler or Python headers: `.ci/run` installs them).
+# The compiled core (ledger/core/_hot.c, _strictjson.c) built in place: editable installs are
+# pure until this runs. Fails when it cannot build (no C compiler or Python headers: `.ci/run`
+# installs them).
 native: $(STAMP)
 	$(BIN)/python -W ignore setup.py -q build_ext --inplace
 	$(BIN)/python -c "from ledger.core import accel; assert accel.CORE == 'native', accel.native_error"
+	$(BIN)/python -c "from ledger.core import accel; assert accel.JSON_CORE == 'native', accel.json_error"
 
 # The core's unit and property tests again on the pure twin (`pytest` runs all on the compiled).
 CORE_TESTS := tests/property/test_hot_twins.py tests/property/test_tile_layout.py \
 	tests/property/test_merkle_property.py tests/unit/test_merkle.py \
 	tests/unit/test_merkle_vectors.py tests/unit/test_tiles.py tests/unit/test_log.py \
-	tests/unit/test_storage_contract.py
+	tests/unit/test_storage_contract.py tests/property/test_loads_strict_property.py \
+	tests/property/test_jcs_fast_property.py
 pytest-pure: $(STAMP)
 	LEDGER_PURE=1 LEDGER_EXPECT_CORE=pure $(BIN)/pytest $(WORKERS) $(CORE_TESTS)
 
@@ -65,4 +68,4 @@ bench: $(STAMP)
 	$(BIN)/python tools/bench.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info ledger/core/_hot*.so
+	rm -rf $(VENV) build *.egg-info ledger/core/_hot*.so ledger/core/_strictjson*.so

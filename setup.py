@@ -1,4 +1,5 @@
-"""The optional compiled core (``ledger.core._hot``, C): everything else is in pyproject.toml.
+"""The optional compiled core (``ledger.core._hot`` and ``ledger.core._strictjson``, C): everything
+else is in pyproject.toml.
 
 A wheel or a regular ``pip install .`` builds it when a C compiler and the Python headers are
 there, and installs the pure core when the build fails (``optional=True``: ``CC=/bin/false pip
@@ -17,4 +18,11 @@ HOT = Extension(
     extra_compile_args=["-O3"],
 )
 
-setup(ext_modules=[] if "editable_wheel" in sys.argv else [HOT])
+STRICT_JSON = Extension(
+    "ledger.core._strictjson",
+    sources=["ledger/core/_strictjson.c"],
+    optional=True,
+    extra_compile_args=["-O3"],
+)
+
+setup(ext_modules=[] if "editable_wheel" in sys.argv else [HOT, STRICT_JSON])

@@ -1,6 +1,12 @@
 """The one selector between the compiled core (``ledger.core._hot``, C) and its pure twin
 (``ledger.core.hot``): everything on the append hot path calls the functions named here.
 
+It also selects the compiled strict JSON reader and canonical writer
+(``ledger.core._strictjson``, C) behind ``ledger.core.jcs`` and the run reader: ``json_read``,
+``json_dump``, ``hashes_b64`` and ``same_json`` are None when it is not built or
+``LEDGER_PURE=1`` is set, and their pure twins (jcs's plain Python path, the receipt and run
+readers' own) then do everything (``JSON_CORE`` says which runs).
+
 The compiled module is used when it was built (a regular install, or ``make native`` in a
 checkout) unless ``LEDGER_PURE=1`` forces the twin; ``CORE`` says which one runs ("native" or
 "pure"): the server's start line and the ``ledger_core_info`` metric show it.
@@ -9,18 +15,25 @@ checkout) unless ``LEDGER_PURE=1`` forces the twin; ``CORE`` says which one runs
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from types import ModuleType
+from typing import Any
 
 from ledger.core import hot
 
 __all__ = [
     "CORE",
+    "JSON_CORE",
     "bundle_leaf_hashes",
     "compact_extend",
     "compact_root",
+    "hashes_b64",
     "index_values",
+    "json_dump",
+    "json_read",
     "native_error",
     "present",
+    "same_json",
     "sequence_plain",
     "split_hashes",
 ]
@@ -56,3 +69,35 @@ if _core is not hot:
     index_values = _core.index_values
     present = _core.present
     bundle_leaf_hashes = _core.bundle_leaf_hashes
+
+
+def _select_json() -> tuple[ModuleType | None, str | None]:
+    if os.environ.get("LEDGER_PURE", "") not in ("", "0"):
+        return None, "LEDGER_PURE is set"
+    try:
+        from ledger.core import _strictjson
+    except ImportError as exc:
+        return None, f"the compiled JSON reader is not built ({exc})"
+    return _strictjson, None
+
+
+_json, json_error = _select_json()
+"""Why jcs reads and writes JSON on its plain Python path (None when the compiled one runs)."""
+
+JSON_CORE: str = "pure" if _json is None else "native"
+json_read: Callable[[Any, bool], tuple[Any, bool] | None] | None = (
+    None if _json is None else _json.read
+)
+"""``_strictjson.read(data, safe_numbers)``: ``jcs.loads_exact``'s answer, or None when the
+plain path must decide (any problem, so that path names it)."""
+json_dump: Callable[[Any], bytes | None] | None = None if _json is None else _json.dump_exact
+"""``_strictjson.dump_exact(value)``: ``jcs.canonical_exact``'s sorted compact JSON of an exact
+value, or None when ``json.dumps`` must write it."""
+hashes_b64: Callable[[Any], tuple[bytes, ...] | None] | None = (
+    None if _json is None else _json.hashes_b64
+)
+"""``_strictjson.hashes_b64(value)``: a non-empty list of canonical base64 32-byte hashes
+decoded, or None when the receipt reader's own path must read (and name) it."""
+same_json: Callable[[Any, Any], bool | None] | None = None if _json is None else _json.same_json
+"""``_strictjson.same_json(a, b)``: whether two parsed values are the same JSON value (types
+included, member order not), or None when the run reader's own comparison must decide."""

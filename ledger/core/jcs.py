@@ -12,6 +12,9 @@ Pure: standard library plus ``rfc8785``, no I/O.
   duplicate member names, NaN/Infinity literals, non-UTF-8 bytes, unsafe numbers.
   ``loads_exact`` is the same and also says whether every value inside may be written by the
   C encoder (``canonical_exact``: no fraction or exponent, nothing outside the BMP).
+  Both read through the compiled reader when it is built (``ledger.core._strictjson``, selected
+  by ``ledger.core.accel``), which answers only where it answers exactly as the plain path here
+  (its twin) and leaves everything else, every refusal included, to that path.
 * Field paths name a place in a JSON value: ``candidates[1].score``, ``parameters["a.b"]``.
   The same syntax appears in error messages and in disclosures (``parse_path``).
 * ``read_*`` are small typed readers over plain JSON for schema validators: each takes
@@ -28,10 +31,11 @@ import json
 import math
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 import rfc8785
 
+from ledger.core import accel
 from ledger.core.errors import FormatError, InvalidRecordError
 
 __all__ = [
@@ -47,6 +51,7 @@ __all__ = [
     "loads_exact",
     "loads_strict",
     "parse_path",
+    "plain_loads_exact",
     "read_bool",
     "read_int",
     "read_list",
@@ -63,6 +68,8 @@ Json: TypeAlias = bool | int | float | str | list["Json"] | dict[str, "Json"] | 
 MAX_SAFE_INTEGER = 2**53 - 1
 MAX_DEPTH = 64
 _ROOT = "$"
+_READ = accel.json_read  # the compiled reader and writer (None: the plain path does it all)
+_DUMP = accel.json_dump
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DIGITS = re.compile(r"[0-9]+")
 
@@ -327,6 +334,10 @@ def _fast_canonical(plain: Json) -> bytes | None:
     None: use the full canonicalizer (floats, supplementary-plane keys, lone surrogates)."""
     if not _json_compatible(plain):
         return None
+    if _DUMP is not None:
+        out = _DUMP(plain)
+        if out is not None:
+            return out
     text = json.dumps(plain, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     try:
         return text.encode("utf-8")
@@ -407,6 +418,10 @@ def loads_strict(data: str | bytes, *, safe_numbers: bool = False) -> Json:
     ``to_plain`` runs only when a hook or ``_needs_walk`` says it must decide (same result,
     same errors; an index reads hundreds of thousands of lines).
     """
+    if _READ is not None:
+        got = _READ(data, safe_numbers)
+        if got is not None:
+            return cast(Json, got[0])
     return _loads(data, safe_numbers, _QUICK_FLOAT[safe_numbers])[0]
 
 
@@ -415,7 +430,20 @@ def loads_exact(data: str | bytes, *, safe_numbers: bool = False) -> tuple[Json,
     read: True when the text holds no number with a fraction or exponent (RFC 8785 writes
     those in ECMAScript form) and no character outside the Basic Multilingual Plane (member
     names then sort by UTF-16 code units as by code points), so sorted compact JSON from the
-    C encoder is the RFC 8785 form (``_json_compatible``), without walking the value again."""
+    C encoder is the RFC 8785 form (``_json_compatible``), without walking the value again.
+
+    The compiled reader (``accel.json_read``) answers first; it gives None for anything it is
+    not sure the plain path (``plain_loads_exact``, its twin) answers as it would, and that path
+    then decides and names the problem."""
+    if _READ is not None:
+        got = _READ(data, safe_numbers)
+        if got is not None:
+            return cast(tuple[Json, bool], got)
+    return plain_loads_exact(data, safe_numbers=safe_numbers)
+
+
+def plain_loads_exact(data: str | bytes, *, safe_numbers: bool = False) -> tuple[Json, bool]:
+    """``loads_exact`` on the plain Python path alone: the twin of the compiled reader."""
     floats = 0
     quick = _QUICK_FLOAT[safe_numbers]
 
@@ -435,6 +463,10 @@ def canonical_exact(plain: Json, exact: bool) -> bytes:
     second answer): the C encoder's sorted compact JSON when ``exact``."""
     if not exact:
         return canonical_plain(plain)
+    if _DUMP is not None:
+        out = _DUMP(plain)
+        if out is not None:
+            return out
     text = json.dumps(plain, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     return text.encode("utf-8")
 

@@ -28,7 +28,7 @@ from ledger.core.errors import (
     TimestampError,
     VerificationError,
 )
-from ledger.core.tlogproof import TlogProof
+from ledger.core.tlogproof import MAX_PROOF_HASHES, TlogProof
 from ledger.records.commitments import Disclosure
 from ledger.records.decision import (
     record_digest,
@@ -135,6 +135,15 @@ def test_malformed_receipts_name_the_field(field: str, obj: dict[str, Any]) -> N
         Receipt.from_json(json.dumps(obj))
     assert info.value.field == field, str(info.value)
     assert str(info.value).startswith(field + ": ")
+
+
+def test_a_proof_over_the_hash_limit_is_refused_when_read() -> None:
+    """The reader makes a receipt without ``__post_init__``'s checks that it already made, not
+    this one: the JSON schema does not bound the list, the reader does."""
+    obj = _mutated(["inclusion_proof"], [base64.b64encode(bytes(32)).decode()] * 65)
+    with pytest.raises(MalformedReceiptError) as info:
+        Receipt.from_json(json.dumps(obj))
+    assert str(info.value) == f"inclusion_proof: 65 hashes, at most {MAX_PROOF_HASHES}"
 
 
 def test_malformed_text() -> None:

@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import cast
 
-from ledger.core import merkle
+from ledger.core import accel, merkle
 from ledger.core.checkpoint import Checkpoint, SignedNote
 from ledger.core.errors import (
     InvalidRecordError,
@@ -120,14 +120,25 @@ def _note_problem(note: str) -> str | None:
     return None
 
 
+_BYTES_ONLY = {bytes}
+_HASH_ONLY = {merkle.HASH_SIZE}
+
+
 def _check_hashes(hashes: Sequence[bytes], field: str) -> None:
     if len(hashes) > MAX_PROOF_HASHES:
         raise MalformedReceiptError(field, f"{len(hashes)} hashes, at most {MAX_PROOF_HASHES}")
-    if all(type(h) is bytes and len(h) == merkle.HASH_SIZE for h in hashes):
-        return  # the usual case, without naming each item
+    if not hashes or ({*map(type, hashes)} == _BYTES_ONLY and {*map(len, hashes)} == _HASH_ONLY):
+        return  # the usual case, without naming each item (nor a Python frame per item)
     for i, h in enumerate(hashes):
         if not isinstance(h, bytes) or len(h) != merkle.HASH_SIZE:
             raise MalformedReceiptError(index_path(field, i), "expected a 32-byte hash")
+
+
+def _check_position(index: object, size: object) -> None:
+    """Name the first of ``index`` and ``tree_size`` that is not an integer in its range."""
+    for name, value, low in (("index", index, 0), ("tree_size", size, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= _MAX:
+            raise MalformedReceiptError(name, f"expected an integer in [{low}, 2**53 - 1]")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -193,16 +204,17 @@ class Receipt:
             raise MalformedReceiptError("record_digest", "expected 32 bytes")
         if not isinstance(self.leaf, bytes) or not self.leaf:
             raise MalformedReceiptError("leaf", "expected non-empty bytes")
-        for name, low in (("index", 0), ("tree_size", 1)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= _MAX:
-                raise MalformedReceiptError(name, f"expected an integer in [{low}, 2**53 - 1]")
+        index, size = self.index, self.tree_size
+        if not (type(index) is type(size) is int and 0 <= index <= _MAX and 1 <= size <= _MAX):
+            _check_position(index, size)
         _check_hashes(self.inclusion_proof, "inclusion_proof")
         _check_note(self.checkpoint, "checkpoint")
         if self.disclosures and self.record is None:
             raise MalformedReceiptError("disclosures", "disclosures need the record")
         for name in ("inclusion_proof", "anchors", "disclosures"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
+            value = getattr(self, name)
+            if type(value) is not tuple:
+                object.__setattr__(self, name, tuple(value))
 
     def to_json_obj(self) -> dict[str, Json]:
         """The receipt as plain JSON with exactly the members ``RECEIPT_FIELDS``."""
@@ -313,20 +325,31 @@ def _hash_b64(value: Json, path: str) -> bytes:
 # The canonical padded standard base64 of 32 bytes: 43 digits, the last of them with its two
 # low bits zero (RFC 4648 §3.5: canonical encoders set the pad bits to zero), then "=".
 _HASH_B64 = re.compile(r"(?:[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=)+")
+_STR_ONLY = {str}
+_B64_HASH_LENGTH = {44}
+_HASHES_B64 = accel.hashes_b64  # None: the pure branch of ``_hashes_b64``
 
 
 def _hashes_b64(value: Json, path: str) -> tuple[bytes, ...]:
     """``read_list(value, path, _hash_b64)``, one pattern match for the whole list when every
     item is a canonical 32-byte hash (a receipt carries a dozen or more); anything else is read
     item by item, which names the first bad one."""
+    decoded = _hashes_b64_plain(value) if _HASHES_B64 is None else _HASHES_B64(value)
+    return read_list(value, path, _hash_b64) if decoded is None else decoded
+
+
+def _hashes_b64_plain(value: object) -> tuple[bytes, ...] | None:
+    """The hashes of ``value`` when it is a non-empty list of canonical base64 32-byte hashes,
+    else None: the pure twin of the compiled ``accel.hashes_b64``."""
     if (
         type(value) is list
         and value
-        and all(type(h) is str and len(h) == 44 for h in value)
-        and _HASH_B64.fullmatch("".join(value))  # type: ignore[arg-type]
+        and {*map(type, value)} == _STR_ONLY
+        and {*map(len, value)} == _B64_HASH_LENGTH
+        and _HASH_B64.fullmatch("".join(value))
     ):
-        return tuple([binascii.a2b_base64(h) for h in value])  # type: ignore[arg-type]
-    return read_list(value, path, _hash_b64)
+        return tuple(map(binascii.a2b_base64, value))
+    return None
 
 
 def _note(value: Json, path: str) -> str:
@@ -392,6 +415,8 @@ def _receipt_version(value: Json) -> None:
     """A receipt of a newer format than v1 is ``UnsupportedSchemaError`` (upgrade the reader),
     reported before its members are read, so it is never taken for a malformed v1 receipt."""
     name = value.get("receipt") if isinstance(value, dict) else None
+    if name == RECEIPT_V1:
+        return
     match = _RECEIPT_NAME.fullmatch(name) if isinstance(name, str) else None
     if match is not None and int(match.group(1)) > RECEIPT_VERSION:
         raise UnsupportedSchemaError(int(match.group(1)), RECEIPT_VERSION, where="receipt")
@@ -402,18 +427,34 @@ def _read_receipt(value: Json, record: DecisionRecord | None = None) -> Receipt:
     obj = read_object(value, "", RECEIPT_FIELDS)
     if obj["receipt"] != RECEIPT_V1:
         raise MalformedReceiptError("receipt", f"expected {RECEIPT_V1!r}, got {obj['receipt']!r}")
-    return Receipt(
-        record_digest=bytes.fromhex(_hex_digest(obj["record_digest"], "record_digest")),
-        record=_record(obj["record"]) if record is None else record,
-        disclosures=read_list(obj["disclosures"], "disclosures", _disclosure),
-        leaf=_bytes_b64(obj["leaf"], "leaf"),
-        index=read_int(obj["index"], "index"),
-        tree_size=read_int(obj["tree_size"], "tree_size", minimum=1),
-        inclusion_proof=_hashes_b64(obj["inclusion_proof"], "inclusion_proof"),
-        checkpoint=_note(obj["checkpoint"], "checkpoint"),
-        anchors=read_list(obj["anchors"], "anchors", _anchor),
-        previous=_previous(obj["previous"], "previous"),
-    )
+    digest = bytes.fromhex(_hex_digest(obj["record_digest"], "record_digest"))
+    record = _record(obj["record"]) if record is None else record
+    given = obj["disclosures"]
+    disclosures = () if given == [] else read_list(given, "disclosures", _disclosure)
+    leaf = _bytes_b64(obj["leaf"], "leaf")
+    index = read_int(obj["index"], "index")
+    tree_size = read_int(obj["tree_size"], "tree_size", minimum=1)
+    proof = _hashes_b64(obj["inclusion_proof"], "inclusion_proof")
+    checkpoint = _note(obj["checkpoint"], "checkpoint")
+    anchors = read_list(obj["anchors"], "anchors", _anchor)
+    previous = _previous(obj["previous"], "previous")
+    # What ``Receipt.__post_init__`` checks that the readers above did not (they read a
+    # 32-byte digest, a non-empty leaf, integers in range, 32-byte hashes and a checkpoint
+    # note): then the receipt is made without checking it all again.
+    if len(proof) > MAX_PROOF_HASHES or (disclosures and record is None):
+        return Receipt(
+            record_digest=digest, record=record, disclosures=disclosures, leaf=leaf,
+            index=index, tree_size=tree_size, inclusion_proof=proof, checkpoint=checkpoint,
+            anchors=anchors, previous=previous,
+        )  # fmt: skip  # raises, naming the problem
+    made = object.__new__(Receipt)
+    for name, field in (
+        ("record_digest", digest), ("leaf", leaf), ("index", index), ("tree_size", tree_size),
+        ("inclusion_proof", proof), ("checkpoint", checkpoint), ("anchors", anchors),
+        ("record", record), ("disclosures", disclosures), ("previous", previous),
+    ):  # fmt: skip
+        object.__setattr__(made, name, field)
+    return made
 
 
 def to_tlog_proof(receipt: Receipt, *, with_leaf: bool = True) -> TlogProof:

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import cast
 
+from ledger.core import accel
 from ledger.core.errors import FormatError, InvalidRecordError, UnsupportedSchemaError
 from ledger.core.jcs import Json, loads_exact
 from ledger.core.limits import MAX_ITEM_BYTES
@@ -39,12 +40,20 @@ from ledger_client.receipts.run_verify import RunItem
 
 __all__ = ["MAX_ITEM_BYTES", "load_run", "run_item"]
 
-# One record beside its receipt, at the one record size limit (ledger.core.limits).
+_SAME = accel.same_json  # None: ``_same_json_plain`` compares
+_ITEM_MEMBERS = frozenset({"record", "receipt"})
 
 
 def _same_json(a: Json, b: Json) -> bool:
     """Whether ``a`` and ``b`` are the same JSON value, JSON types included (``1``, ``1.0``
-    and ``true`` differ; member order does not matter)."""
+    and ``true`` differ; member order does not matter): the compiled ``accel.same_json`` when
+    it answers, else its twin ``_same_json_plain``."""
+    answer = None if _SAME is None else _SAME(a, b)
+    return _same_json_plain(a, b) if answer is None else answer
+
+
+def _same_json_plain(a: Json, b: Json) -> bool:
+    """``_same_json`` in Python."""
     if a is b:
         return True
     if a != b:  # Python equality is looser (1 == 1.0 == true), never stricter
@@ -83,7 +92,7 @@ def run_item(obj: Json, source: str, *, exact: bool = False) -> RunItem:
     by ``loads_exact``, which said so)."""
     if not isinstance(obj, dict) or "receipt" not in obj:
         raise FormatError(f"{source}: expected an object with 'receipt' and optional 'record'")
-    unknown = sorted(set(obj) - {"record", "receipt"})
+    unknown = [] if obj.keys() <= _ITEM_MEMBERS else sorted(set(obj) - _ITEM_MEMBERS)
     if unknown:
         names = ", ".join(map(repr, unknown))
         raise FormatError(
@@ -129,7 +138,7 @@ def _lines_of(path: Path) -> Iterator[RunItem]:
         for number, line in enumerate(stream, 1):
             if len(line) > MAX_ITEM_BYTES:
                 raise FormatError(f"{path.name}:{number}: longer than {MAX_ITEM_BYTES} bytes")
-            if line.strip():
+            if not line.isspace():  # as `line.strip()`, without copying the line
                 source = f"{path.name}:{number}"
                 obj, exact = _parse(line, source)
                 yield run_item(obj, source, exact=exact)

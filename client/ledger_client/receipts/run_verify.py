@@ -79,9 +79,11 @@ class RunItem:
         ``ledger.records.decision``; ``record_digest_of_plain``), without building them again.
         ``exact``: ``plain`` is inside what ``ledger.core.jcs.loads_exact`` read exactly."""
         item = object.__new__(cls)
-        for name, value in (("source", source), ("record", record), ("receipt", receipt)):
-            object.__setattr__(item, name, value)
-        object.__setattr__(item, "digest", record_digest_of_plain(plain, exact=exact).hex())
+        setattr_ = object.__setattr__
+        setattr_(item, "source", source)
+        setattr_(item, "record", record)
+        setattr_(item, "receipt", receipt)
+        setattr_(item, "digest", record_digest_of_plain(plain, exact=exact).hex())
         return item
 
 
