@@ -696,6 +696,9 @@ static int same_value(PyObject *a, PyObject *b, int depth) {
     if (PyDict_GET_SIZE(a) != PyDict_GET_SIZE(b)) return 0;
     Py_ssize_t pos = 0;
     PyObject *key, *x;
+    while (PyDict_Next(b, &pos, &key, &x))
+        if (!PyUnicode_CheckExact(key)) return UNKNOWN; /* as for a's names below */
+    pos = 0;
     int answer = 1;
     while (PyDict_Next(a, &pos, &key, &x)) {
         if (!PyUnicode_CheckExact(key)) return UNKNOWN;
@@ -737,18 +740,21 @@ static PyObject *py_hashes_b64(PyObject *self, PyObject *value) {
     (void)self;
     if (!PyList_CheckExact(value) || PyList_GET_SIZE(value) == 0) Py_RETURN_NONE;
     Py_ssize_t n = PyList_GET_SIZE(value), i;
+    /* the tuple first: allocating it may run a GC pass, so Python code that changes the list,
+     * and the items are checked after it (the bytes made below are not GC-tracked) */
+    PyObject *out = PyTuple_New(n);
+    if (out == NULL) return NULL;
+    if (PyList_GET_SIZE(value) != n) goto unknown;
     for (i = 0; i < n; i++) {
         PyObject *item = PyList_GET_ITEM(value, i);
         if (!PyUnicode_CheckExact(item) || !PyUnicode_IS_ASCII(item) ||
             PyUnicode_GET_LENGTH(item) != 44)
-            Py_RETURN_NONE;
+            goto unknown;
         const unsigned char *t = PyUnicode_1BYTE_DATA(item);
         for (int k = 0; k < 43; k++)
-            if (b64_value[t[k]] < 0) Py_RETURN_NONE;
-        if (t[43] != '=' || (b64_value[t[42]] & 3) != 0) Py_RETURN_NONE;
+            if (b64_value[t[k]] < 0) goto unknown;
+        if (t[43] != '=' || (b64_value[t[42]] & 3) != 0) goto unknown;
     }
-    PyObject *out = PyTuple_New(n);
-    if (out == NULL) return NULL;
     for (i = 0; i < n; i++) {
         const unsigned char *t = PyUnicode_1BYTE_DATA(PyList_GET_ITEM(value, i));
         PyObject *raw = PyBytes_FromStringAndSize(NULL, 32);
@@ -772,6 +778,9 @@ static PyObject *py_hashes_b64(PyObject *self, PyObject *value) {
         PyTuple_SET_ITEM(out, i, raw);
     }
     return out;
+unknown:
+    Py_DECREF(out); /* its unset slots are NULL: freed as such */
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {

@@ -282,3 +282,40 @@ def test_refusals_keep_the_plain_paths_messages() -> None:
 def test_the_selector_names_the_reader() -> None:
     assert accel.JSON_CORE in ("native", "pure")
     assert (accel.json_read is None) == (accel.JSON_CORE == "pure")
+
+
+def test_a_list_changed_by_a_collection_pass_is_not_read_stale() -> None:
+    """``hashes_b64`` allocates its answer (which may run a GC pass, and so Python code that
+    changes the list) before it reads the list: a list emptied by a GC callback gives the
+    twin's answer for the emptied list, never freed memory."""
+    import gc
+
+    hashes = compiled().hashes_b64
+    value: list[object] = [
+        "A" * 43 + "="
+    ] * 30  # more than 20 items: the answer's tuple goes through the GC
+    armed = [False]
+
+    def empty_it(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and armed[0]:
+            armed[0] = False
+            value[:] = [1] * 30  # no longer hashes (the stale read took these ints as strings)
+
+    threshold = gc.get_threshold()
+    gc.callbacks.append(empty_it)
+    gc.set_threshold(1)
+    try:
+        armed[0] = True  # set last: nothing between it and the call allocates
+        got = hashes(value)
+    finally:
+        gc.set_threshold(*threshold)
+        gc.callbacks.remove(empty_it)
+    assert not armed[0], "no collection ran: the test did not test"
+    assert got is None and _hashes_b64_plain(value) is None
+
+
+def test_the_comparison_leaves_member_names_of_other_types_to_the_twin() -> None:
+    class Name(str):
+        pass
+
+    assert compiled().same_json({"x": 1}, {Name("x"): 1}) is None
