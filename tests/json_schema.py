@@ -70,6 +70,7 @@ _KEYWORDS: dict[str, Callable[[Any, Any, dict[str, Any], dict[str, Any]], bool]]
     "maxProperties": lambda a, v, r, s: not isinstance(v, dict) or len(v) <= a,
     "items": lambda a, v, r, s: not isinstance(v, list) or all(_ok(a, x, r) for x in v),
     "minItems": lambda a, v, r, s: not isinstance(v, list) or len(v) >= a,
+    "maxItems": lambda a, v, r, s: not isinstance(v, list) or len(v) <= a,
     "uniqueItems": lambda a, v, r, s: (
         not (isinstance(v, list) and a) or len({json.dumps(x, sort_keys=True) for x in v}) == len(v)
     ),
