@@ -52,11 +52,14 @@ typecheck: $(STAMP)
 # Two pytest-xdist workers, each taking whole files (a module's fixtures are built once), for
 # all but the tests marked `serial` (they measure memory or latency under attack), which then
 # run alone. The files go out in collection order, which puts the longest first
-# (tests/schedule.py), not xdist's default order (by number of tests).
+# (tests/schedule.py), not xdist's default order (by number of tests). The serial run collects
+# only the files that hold them (SERIAL; a rule test keeps it equal to the marked files), not the
+# whole suite again (~15 s alone).
 WORKERS := -n 2 --dist loadfile --no-loadscope-reorder
+SERIAL := tests/integration/test_memory_bound.py tests/integration/test_reader_attack.py
 pytest: $(STAMP) bytecode
 	LEDGER_EXPECT_CORE=native $(BIN)/pytest $(WORKERS) -m "not serial"
-	LEDGER_EXPECT_CORE=native $(BIN)/pytest -m serial
+	LEDGER_EXPECT_CORE=native $(BIN)/pytest -m serial $(SERIAL)
 
 # The unit and property tests without the slow ones (fuzz, crash, bench smoke, browser, anything
 # over ~5 s): under 90 s on an idle 2-core machine, for the edit-test loop. `make test` runs

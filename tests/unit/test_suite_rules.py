@@ -236,7 +236,15 @@ def test_make_test_runs_the_serial_tests_alone_after_the_parallel_run() -> None:
     recipe = makefile.split("\npytest:", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
     parallel, alone = recipe
     assert "$(WORKERS)" in parallel and '-m "not serial"' in parallel
-    assert "$(WORKERS)" not in alone and " -n " not in alone and alone.endswith("-m serial")
+    assert "$(WORKERS)" not in alone and " -n " not in alone
+    assert alone.endswith("-m serial $(SERIAL)")
+    listed = makefile.split("\nSERIAL := ", 1)[1].split("\n", 1)[0].split()
+    marked = [
+        str(p.relative_to(TESTS.parent))
+        for p in TESTS.rglob("test_*.py")
+        if p != Path(__file__) and "mark.serial" in p.read_text()
+    ]
+    assert sorted(listed) == sorted(marked)  # the serial run collects exactly these files
     modules = [p for p in TESTS.rglob("test_*.py") if p.stem in SERIAL_MODULES]
     assert len(modules) == len(SERIAL_MODULES)
     for path in modules:
