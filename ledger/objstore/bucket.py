@@ -33,7 +33,6 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 import botocore.exceptions
-import botocore.session
 
 from ledger.core.backoff import Backoff, retry
 from ledger.core.errors import (
@@ -130,6 +129,7 @@ class Bucket:
         import boto3
         import botocore.auth
         import botocore.config
+        import botocore.session
 
         self.address = address
         self.timeout_s = timeout_s
