@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-fast lint typecheck pytest pytest-pure native proto bench clean
+.PHONY: run test test-fast lint typecheck pytest pytest-pure native bytecode proto bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,13 +25,21 @@ native: $(STAMP)
 	$(BIN)/python -c "from ledger.core import accel; assert accel.CORE == 'native', accel.native_error"
 	$(BIN)/python -c "from ledger.core import accel; assert accel.JSON_CORE == 'native', accel.json_error"
 
+# Our modules compiled to bytecode before the tests run. Where PYTHONDONTWRITEBYTECODE is set
+# (as on the CI runs here), Python writes no __pycache__, so each of the suite's Python
+# processes (every `ledger serve`, CLI call, witness and xdist worker: several hundred) compiled
+# them all from source again, ~0.3 s of CPU each. compileall writes the caches regardless; a
+# file edited later is compiled from source as before (its cache is stale) until the next run.
+bytecode: $(STAMP)
+	$(BIN)/python -m compileall -q ledger client tests tools
+
 # The core's unit and property tests again on the pure twin (`pytest` runs all on the compiled).
 CORE_TESTS := tests/property/test_hot_twins.py tests/property/test_tile_layout.py \
 	tests/property/test_merkle_property.py tests/unit/test_merkle.py \
 	tests/unit/test_merkle_vectors.py tests/unit/test_tiles.py tests/unit/test_log.py \
 	tests/unit/test_storage_contract.py tests/property/test_loads_strict_property.py \
 	tests/property/test_jcs_fast_property.py
-pytest-pure: $(STAMP)
+pytest-pure: $(STAMP) bytecode
 	LEDGER_PURE=1 LEDGER_EXPECT_CORE=pure $(BIN)/pytest $(WORKERS) $(CORE_TESTS)
 
 lint: $(STAMP)
@@ -44,16 +52,19 @@ typecheck: $(STAMP)
 # Two pytest-xdist workers, each taking whole files (a module's fixtures are built once), for
 # all but the tests marked `serial` (they measure memory or latency under attack), which then
 # run alone. The files go out in collection order, which puts the longest first
-# (tests/schedule.py), not xdist's default order (by number of tests).
+# (tests/schedule.py), not xdist's default order (by number of tests). The serial run collects
+# only the files that hold them (SERIAL; a rule test keeps it equal to the marked files), not the
+# whole suite again (~15 s alone).
 WORKERS := -n 2 --dist loadfile --no-loadscope-reorder
-pytest: $(STAMP)
+SERIAL := tests/integration/test_memory_bound.py tests/integration/test_reader_attack.py
+pytest: $(STAMP) bytecode
 	LEDGER_EXPECT_CORE=native $(BIN)/pytest $(WORKERS) -m "not serial"
-	LEDGER_EXPECT_CORE=native $(BIN)/pytest -m serial
+	LEDGER_EXPECT_CORE=native $(BIN)/pytest -m serial $(SERIAL)
 
 # The unit and property tests without the slow ones (fuzz, crash, bench smoke, browser, anything
 # over ~5 s): under 90 s on an idle 2-core machine, for the edit-test loop. `make test` runs
 # everything and stays the README's and CI's command.
-test-fast: $(STAMP) lint typecheck
+test-fast: $(STAMP) bytecode lint typecheck
 	$(BIN)/pytest $(WORKERS) -m "not slow" tests/unit tests/property
 
 # The docs site (mkdocs.yml): a broken link or anchor fails the build. Output in site/ (ignored).

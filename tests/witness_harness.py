@@ -17,6 +17,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Coroutine, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -107,6 +108,19 @@ class WitnessProcess:
         for pipe in (self.proc.stdout, self.proc.stderr):
             if pipe is not None:
                 pipe.close()
+
+
+def start_witnesses(
+    keys: Sequence[Path], folder: Path, log_keys: list[str]
+) -> list[WitnessProcess]:
+    """``WitnessProcess(keys[i], folder / f"w{i}", log_keys)`` for each key, started side by side
+    (each start is an interpreter loading the CLI: they overlap instead of queueing)."""
+
+    def start(i: int) -> WitnessProcess:
+        return WitnessProcess(keys[i], folder / f"w{i}", log_keys)
+
+    with ThreadPoolExecutor(len(keys)) as pool:
+        return list(pool.map(start, range(len(keys))))
 
 
 def make_witness_key(folder: Path, name: str) -> tuple[Path, str]:

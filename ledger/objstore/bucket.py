@@ -32,11 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-import boto3
-import botocore.auth
-import botocore.config
 import botocore.exceptions
-import botocore.session
 
 from ledger.core.backoff import Backoff, retry
 from ledger.core.errors import (
@@ -128,6 +124,13 @@ class Bucket:
         attempts: int = 3,
         retry_timeouts: bool = True,
     ) -> None:
+        # boto3 and botocore's client and signer load here, not at import (~0.3 s of CPU): a
+        # server, or a command, that never opens a bucket does not pay for them.
+        import boto3
+        import botocore.auth
+        import botocore.config
+        import botocore.session
+
         self.address = address
         self.timeout_s = timeout_s
         self._retry_timeouts = retry_timeouts

@@ -36,7 +36,7 @@ from ledger.fileio.keys import write_signer
 from ledger_client.remote.log import RemoteLog
 from tests import processes
 from tests.harness import ORIGIN, ServerProcess
-from tests.witness_harness import FakeWitness, WitnessProcess, make_witness_key
+from tests.witness_harness import FakeWitness, WitnessProcess, make_witness_key, start_witnesses
 
 pytestmark = [pytest.mark.integration]
 
@@ -113,10 +113,7 @@ def world(tmp_path: Path) -> Iterator[World]:
     key_file = tmp_path / "log.key"
     write_signer(key_file, signer)
     keys = [make_witness_key(tmp_path, f"w{i}.test") for i in range(2)]
-    witnesses = [
-        WitnessProcess(key, tmp_path / f"w{i}", [signer.verifier().key_string()])
-        for i, (key, _) in enumerate(keys)
-    ]
+    witnesses = start_witnesses([k for k, _ in keys], tmp_path, [signer.verifier().key_string()])
     world = World(tmp_path, key_file, signer, keys, witnesses)
     try:
         yield world

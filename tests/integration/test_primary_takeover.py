@@ -19,7 +19,7 @@ from tests.harness import ServerProcess
 from tests.objstore_world import Seaweed
 from tests.primary_world import LEASE_S, Load, Pair, bucket_root_at, wait_acked
 from tests.waits import wait_until
-from tests.witness_harness import WitnessProcess, make_witness_key
+from tests.witness_harness import WitnessProcess, make_witness_key, start_witnesses
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -235,7 +235,7 @@ def test_a_bucket_older_than_a_witness_is_refused_at_takeover(
     pair = Pair(seaweed, tmp_path, "t/witness")
     log_key = pair.signer.verifier().key_string()
     keys = [make_witness_key(tmp_path, f"w{i}.test") for i in range(2)]
-    witnesses = [WitnessProcess(k, tmp_path / f"w{i}", [log_key]) for i, (k, _) in enumerate(keys)]
+    witnesses = start_witnesses([k for k, _ in keys], tmp_path, [log_key])
     config = tmp_path / "witnesses.toml"
     config.write_text("[witnessing]\nquorum = 2\nstart_timeout_s = 5\n\n" + "".join(
         f'[[witness]]\nname = "w{i}"\nurl = "{w.url}"\nkey = "{keys[i][1]}"\ntimeout_s = 3\n\n'

@@ -35,7 +35,7 @@ from ledger_client.remote.log import RemoteLog
 from ledger_client.remote.receipt_fetch import count_cosignatures, fetch_receipt, witnessed_receipt
 from tests.harness import ORIGIN, ServerProcess
 from tests.waits import wait_until
-from tests.witness_harness import WitnessProcess, make_witness_key, post
+from tests.witness_harness import WitnessProcess, make_witness_key, post, start_witnesses
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -71,10 +71,7 @@ def world(tmp_path: Path) -> Iterator[World]:
     log_key_file = tmp_path / "log.key"
     write_signer(log_key_file, signer)
     keys = [make_witness_key(tmp_path, f"w{i}.test") for i in range(2)]
-    witnesses = [
-        WitnessProcess(key, tmp_path / f"w{i}", [signer.verifier().key_string()])
-        for i, (key, _) in enumerate(keys)
-    ]
+    witnesses = start_witnesses([k for k, _ in keys], tmp_path, [signer.verifier().key_string()])
     config = tmp_path / "log.toml"
     entries = "".join(
         f'[[witness]]\nname = "w{i}"\nurl = "{w.url}"\nkey = "{vkey}"\ntimeout_s = 5\n\n'

@@ -340,6 +340,41 @@ def test_the_offline_verifier_loads_no_grpc_rocksdict_or_aiohttp() -> None:
     assert forbidden(loaded, ("ledger_client.sdk", "ledger_client.remote.log")) == []
 
 
+MODE_LIBRARIES = ("boto3", "botocore.client", "botocore.session", "s3transfer", "jsonschema")
+
+
+def test_a_server_without_a_bucket_loads_no_boto3_and_jsonschema_waits_for_an_append(
+    tmp_path: Path,
+) -> None:
+    """What every ``ledger serve`` start pays: boto3 and botocore's client (~0.3 s of CPU) load
+    only when a bucket is opened; ``jsonschema`` (~0.13 s) at the first ``POST /append``."""
+    serve = (
+        "import asyncio, pathlib\n"
+        "from ledger.app.compose import start_app\n"
+        "from ledger.app.settings import Settings\n"
+        "from ledger.core.checkpoint import Ed25519Signer\n"
+        f"data = pathlib.Path({str(tmp_path / 'data')!r})\n"
+        "settings = Settings(origin='ledger.test/imports', data_dir=data, listen='127.0.0.1:0',"
+        " anchor_interval_s=0, metrics_listen='')\n"
+        "async def main():\n"
+        "    app = await start_app(settings, Ed25519Signer.generate(settings.origin))\n"
+        "    assert app.tiles is not None  # the HTTP append is mounted\n"
+        "    await app.stop()\n"
+        "asyncio.run(main())\n"
+    )
+    assert forbidden(loaded_by(serve), MODE_LIBRARIES) == []
+    # ... and they do load where they are needed
+    used = (
+        "import os\n"
+        "os.environ.update(AWS_ACCESS_KEY_ID='k', AWS_SECRET_ACCESS_KEY='s')\n"
+        "from ledger.objstore.bucket import Bucket, BucketAddress\n"
+        "Bucket(BucketAddress.parse('s3://imports', endpoint='http://127.0.0.1:9'))\n"
+        "from ledger.http.append import schema_problem\n"
+        "assert schema_problem({}) is not None\n"
+    )
+    assert {"boto3", "botocore.client", "jsonschema"} <= loaded_by(used)
+
+
 # --- the checkers bite -------------------------------------------------------------------------
 
 BAD = {

@@ -236,7 +236,15 @@ def test_make_test_runs_the_serial_tests_alone_after_the_parallel_run() -> None:
     recipe = makefile.split("\npytest:", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
     parallel, alone = recipe
     assert "$(WORKERS)" in parallel and '-m "not serial"' in parallel
-    assert "$(WORKERS)" not in alone and " -n " not in alone and alone.endswith("-m serial")
+    assert "$(WORKERS)" not in alone and " -n " not in alone
+    assert alone.endswith("-m serial $(SERIAL)")
+    listed = makefile.split("\nSERIAL := ", 1)[1].split("\n", 1)[0].split()
+    marked = [
+        str(p.relative_to(TESTS.parent))
+        for p in TESTS.rglob("test_*.py")
+        if p != Path(__file__) and "mark.serial" in p.read_text()
+    ]
+    assert sorted(listed) == sorted(marked)  # the serial run collects exactly these files
     modules = [p for p in TESTS.rglob("test_*.py") if p.stem in SERIAL_MODULES]
     assert len(modules) == len(SERIAL_MODULES)
     for path in modules:
@@ -257,3 +265,22 @@ def test_the_workers_take_the_longest_files_first(request: pytest.FixtureRequest
     assert files[: len(ranked)] == ranked  # this session's share of them, first, longest first
     runs = [item.path for item in request.session.items]
     assert len(files) == sum(1 for a, b in zip([None, *runs], runs, strict=False) if a != b)
+
+
+def test_the_test_targets_compile_our_bytecode_first() -> None:
+    """``make pytest``, ``pytest-pure`` and ``test-fast`` compile our modules first (``make
+    bytecode``): with PYTHONDONTWRITEBYTECODE set, every process would compile them again."""
+    makefile = (TESTS.parent / "Makefile").read_text()
+    recipe = makefile.split("\nbytecode: ", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert recipe[1].split()[1:] == ["-m", "compileall", "-q", "ledger", "client", "tests", "tools"]
+    for target in ("pytest", "pytest-pure", "test-fast"):
+        needs = makefile.split(f"\n{target}: ", 1)[1].split("\n", 1)[0].split()
+        assert "bytecode" in needs, target
+
+
+def test_plugins_no_test_uses_stay_off(request: pytest.FixtureRequest) -> None:
+    """Packages installed beside the tests (langsmith, anyio, platformdirs) bring pytest plugins
+    no test uses; loaded, pytest would rewrite every module of their distributions per worker."""
+    for name in ("langsmith_plugin", "anyio", "platformdirs"):
+        assert request.config.pluginmanager.is_blocked(name), name
+    assert not [m for m in sys.modules if m.split(".")[0] == "langsmith" and "pytest" in m]
