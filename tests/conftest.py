@@ -1,9 +1,9 @@
 """Shared test set-up: hypothesis profiles (``CI`` set -> more examples); after every test, the
 process groups it started are killed (``tests/processes.py``), whether it passed or not; with
 ``LEDGER_EXPECT_CORE`` set (``make test``), the run stops at once unless that core is selected
-(``ledger.core.accel``), so a missing compiled build fails instead of testing the twin twice; the
-longest files are collected first (``tests/schedule.py``: ``make pytest``'s workers take them
-first)."""
+(``ledger.core.accel``: the core and the JSON reader), so a missing compiled build fails instead
+of testing the twin twice; the longest files are collected first (``tests/schedule.py``: ``make
+pytest``'s workers take them first)."""
 
 from __future__ import annotations
 
@@ -43,12 +43,16 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if expected:
         from ledger.core import accel
 
-        if expected != accel.CORE:
-            pytest.exit(
-                f"LEDGER_EXPECT_CORE={expected} but the {accel.CORE} core is selected "
-                f"({accel.native_error}); run `make native`",
-                returncode=3,
-            )
+        for name, selected, why in (
+            ("core", accel.CORE, accel.native_error),
+            ("JSON reader", accel.JSON_CORE, accel.json_error),
+        ):
+            if expected != selected:
+                pytest.exit(
+                    f"LEDGER_EXPECT_CORE={expected} but the {selected} {name} is selected "
+                    f"({why}); run `make native`",
+                    returncode=3,
+                )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

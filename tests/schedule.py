@@ -27,6 +27,7 @@ LONGEST: dict[str, int] = {
     "integration/test_primary_takeover.py": 140,
     "integration/test_evidence.py": 125,
     "property/test_hot_twins.py": 105,
+    "property/test_strictjson_twins.py": 90,
     "integration/test_crash.py": 90,
     "integration/test_access_closed.py": 80,
     "integration/test_bench_smoke.py": 65,
