@@ -13,6 +13,7 @@ asn1crypto does not know stays in dotted form and is then refused by the checks.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -382,8 +383,11 @@ class CertNames:
     name_keys: frozenset[str]  # subject and subjectAltName entries, as ``_general_name_key``
 
 
+@functools.lru_cache(maxsize=256)
 def cert_names(cert_der: bytes) -> CertNames:
-    """Names of a DER certificate as keys comparable with SignerData / EssCertId / TstInfo."""
+    """Names of a DER certificate as keys comparable with SignerData / EssCertId / TstInfo
+    (kept for the last 256 certificates: a verifier meets the same few again and again, and the
+    answer is frozen; a refusal is not kept)."""
     return _parse("certificate", lambda: _read_cert_names(cert_der))
 
 
