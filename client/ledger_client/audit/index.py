@@ -13,7 +13,9 @@ other settings than last time re-index everything. Rows are written in transacti
 ``_BATCH`` files (WAL journal): an interrupted index loses at most the files of the open
 transaction, which the next run re-indexes, never a half-written file. Into an empty index
 (at least ``_BULK`` files) the rows go first and the SQL indexes are built once at the end, each
-in one sorted pass (an interrupted build gets them back when the index is next opened).
+in one sorted pass (an interrupted build gets them back when the index is next opened); such a
+build commits with a rollback journal and ``synchronous=FULL`` (as atomic, each new page written
+once instead of to the WAL and again to the file), then goes back to WAL.
 
 Files are read with ``ledger_client.receipts.run_load.load_run`` (the reader of
 ``ledger-verify run``: what it refuses, the index refuses, and the file is listed unreadable;
@@ -449,6 +451,7 @@ class AuditIndex:
         verified = {"checkpoints": 0, "tokens": 0}
         bulk = not known and len(todo) >= _BULK
         if bulk:  # a new index: rows first, then each index sorted in one pass
+            self._journal(bulk=True)
             for (name,) in self.db.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
             ).fetchall():
@@ -460,6 +463,7 @@ class AuditIndex:
                 progress(stats.skipped + n)
         if bulk:
             self.db.executescript(SCHEMA)
+            self._journal(bulk=False)
         present = {str(r) for r in runs}
         gone = [p for p in known if p not in present]
         with _Transaction(self.db):
@@ -467,6 +471,18 @@ class AuditIndex:
                 self._delete(path)
         stats.removed = len(gone)
         return stats, verified
+
+    def _journal(self, *, bulk: bool) -> None:
+        """A bulk build into an empty index commits with a rollback journal (``synchronous``
+        FULL): its new pages are written once, not to the WAL and again to the file; each
+        transaction is as atomic as under WAL. Then back to WAL. A journal mode another
+        connection keeps (it cannot change then) is left as it is."""
+        mode, synchronous = ("DELETE", "FULL") if bulk else ("WAL", "NORMAL")
+        try:
+            self.db.execute(f"PRAGMA journal_mode={mode}")
+        except sqlite3.OperationalError:
+            return
+        self.db.execute(f"PRAGMA synchronous={synchronous}")
 
     def _audit(
         self,
