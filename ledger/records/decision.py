@@ -37,7 +37,7 @@ import re
 import secrets
 import time as _time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta, timezone
 from typing import Any, ClassVar, TypeAlias, cast
@@ -456,7 +456,7 @@ class DecisionRecord:
                 raise InvalidRecordError(
                     name, f"needs schema version {FIELDS_SINCE[name]} (the record is {version})"
                 )
-        for name, value in _parse_record(self.to_json_obj()).items():
+        for name, value in _record_args(self.to_json_obj()).items():
             object.__setattr__(self, name, value)
 
     @property
@@ -483,8 +483,12 @@ class DecisionRecord:
         construction is skipped (an index reads hundreds of thousands of records)."""
         plain = cast(Json, obj) if checked else to_plain(obj, safe_numbers=True)
         record = object.__new__(cls)
-        for name, value in _parse_record(plain).items():
-            object.__setattr__(record, name, value)
+        setters = _SETTERS if cls is DecisionRecord else None
+        for name, value in _record_args(plain).items():
+            if setters is None:
+                object.__setattr__(record, name, value)
+            else:  # each slot's own setter: what ``object.__setattr__`` calls, found once
+                setters[name](record, value)
         return record
 
     def to_json(self) -> str:
@@ -496,6 +500,10 @@ class DecisionRecord:
         """Strictly parse JSON text and validate it (inverse of ``to_json``)."""
         return cls.from_json_obj(loads_strict(text, safe_numbers=True), checked=True)
 
+
+_SETTERS: Mapping[str, Callable[[DecisionRecord, object], None]] = {
+    f.name: getattr(DecisionRecord, f.name).__set__ for f in fields(DecisionRecord)
+}
 
 # --- validation: each reader takes (JSON value, field path) and returns the typed value ----------
 
@@ -722,6 +730,10 @@ _PAYLOAD_READERS: Mapping[str, Mapping[str, Reader]] = {
 }
 
 _PAYLOAD_NAMES = {kind: tuple(readers) for kind, readers in _PAYLOAD_READERS.items()}
+_PAYLOAD_PATHS = {
+    kind: {name: child_path("payload", name) for name in names}
+    for kind, names in _PAYLOAD_NAMES.items()
+}
 
 _FIELD_READERS: Mapping[str, Reader] = {
     "record_id": _record_id,
@@ -768,7 +780,8 @@ def _kind(value: Json) -> str:
 def _payload(kind: str, value: Json, path: str) -> Payload:
     readers = _PAYLOAD_READERS[kind]
     obj = read_object(value, path, _PAYLOAD_NAMES[kind])
-    args = {name: read(obj[name], child_path(path, name)) for name, read in readers.items()}
+    paths = _PAYLOAD_PATHS[kind] if path == "payload" else {n: child_path(path, n) for n in obj}
+    args = {name: read(obj[name], paths[name]) for name, read in readers.items()}
     payload: Payload = PAYLOAD_TYPES[kind](**args)  # type: ignore[assignment]
     return payload
 
@@ -801,6 +814,15 @@ _FIELDS_OF: dict[int, tuple[str, ...]] = {}
 _FIELDS_OF.update((v, record_fields(v)) for v in range(1, SCHEMA_VERSION + 1))
 
 
+def _record_args(value: Json) -> dict[str, Any]:
+    """``_parse_record(value)``, through ``_parse_record_fast`` when it can read the record."""
+    try:
+        args = _parse_record_fast(value)
+    except FormatError:  # refused: the plain reading names the problem as it always has
+        args = None
+    return _parse_record(value) if args is None else args
+
+
 def _parse_record(value: Json) -> dict[str, Any]:
     """Validate a plain JSON record; return the constructor arguments (without ``kind``).
 
@@ -827,6 +849,224 @@ def _parse_record(value: Json) -> dict[str, Any]:
     if version < PER_LEAF_SINCE and isinstance(reason, Commitment):
         raise InvalidRecordError("payload.reason", "a committed reason needs schema v2")
     return args
+
+
+_VERSION_OF = {f"{SCHEMA_PREFIX}{v}": v for v in range(1, SCHEMA_VERSION + 1)}
+_NAME_SETS = {v: frozenset(record_fields(v)) for v in range(1, SCHEMA_VERSION + 1)}
+_MAX_INT = 2**53 - 1  # I-JSON's safe integers (``ledger.core.jcs.read_int``)
+_PLAIN = (str, int, float, bool, type(None))  # exact JSON scalar types: kept as they are
+_COSTS: dict[tuple[str, str], Cost] = {}  # valid costs (frozen: records share a few)
+_USAGES: dict[tuple[int | None, ...], Usage] = {}  # valid token counts, likewise
+
+
+def _parse_record_fast(value: Json) -> dict[str, Any] | None:
+    """``_parse_record(value)`` for a record of the usual shape, read with fewer calls; None (or
+    ``FormatError``) for anything else, which the plain reading then reads or refuses, naming
+    the problem. As strict: each member is checked as its reader checks it, or by the reader
+    itself (a property test holds both readings equal, members' types included)."""
+    if type(value) is not dict:
+        return None
+    schema = value.get("schema")
+    version = _VERSION_OF.get(schema) if type(schema) is str else None
+    if version is None or value.keys() != _NAME_SETS[version]:
+        return None
+    kind, record_id, run_id = value["kind"], value["record_id"], value["run_id"]
+    agent, step, model = value["agent"], value["step"], value["model"]
+    if (
+        type(kind) is not str
+        or kind not in PAYLOAD_TYPES
+        or type(record_id) is not str
+        or _UUID7.fullmatch(record_id) is None
+        or type(run_id) is not str
+        or not run_id
+        or type(agent) is not str
+        or not agent
+        or type(step) is not int
+        or not 0 <= step <= _MAX_INT
+        or not (model is None or (type(model) is str and model))
+    ):
+        return None
+    selected = value["selected"]
+    if not (selected is None or (type(selected) is str and selected)):
+        return None
+    otel = value["otel"]
+    args: dict[str, Any] = {
+        "schema": schema,
+        "record_id": record_id,
+        "run_id": run_id,
+        "step": step,
+        "parent_digests": _digests_fast(value["parent_digests"]),
+        "time": _rfc3339(value["time"], "time"),
+        "agent": agent,
+        "model": model,
+        "otel": None if otel is None else _otel_fast(otel),
+        "evidence": _evidence_fast(value["evidence"]),
+        "candidates": _empty_or(value["candidates"], "candidates"),
+        "selected": selected,
+        "parameters": _parameters_fast(value["parameters"]),
+        "constraints": _empty_or(value["constraints"], "constraints"),
+        "expected_outcome": _json_value(value["expected_outcome"], "expected_outcome"),
+        "actual_outcome": _json_value(value["actual_outcome"], "actual_outcome"),
+    }
+    if version >= 2:
+        started, ended, usage, cost = (
+            value["started_at"], value["ended_at"], value["usage"], value["cost"],
+        )  # fmt: skip
+        args["started_at"] = None if started is None else _rfc3339(started, "started_at")
+        args["ended_at"] = None if ended is None else _rfc3339(ended, "ended_at")
+        args["usage"] = None if usage is None else _usage_fast(usage)
+        args["cost"] = None if cost is None else _cost_fast(cost)
+        parameters = value["model_parameters"]
+        args["model_parameters"] = (
+            {}
+            if type(parameters) is dict and not parameters
+            else _model_parameters(parameters, "model_parameters")
+        )
+    if version >= 3:
+        chain, signature = value["chain"], value["signature"]
+        args["chain"] = None if chain is None else _chain(chain, "chain")
+        args["signature"] = None if signature is None else _signature(signature, "signature")
+    if (
+        args["parent_digests"] is None
+        or (otel is not None and args["otel"] is None)
+        or args["evidence"] is None
+        or args["parameters"] is None
+        or (version >= 2 and value["usage"] is not None and args["usage"] is None)
+        or (version >= 2 and value["cost"] is not None and args["cost"] is None)
+    ):
+        return None
+    if version < SCHEMA_VERSION:
+        names = _FIELDS_OF[version]
+        args.update((n, {} if d == {} else d) for n, d in _LATER_DEFAULTS.items() if n not in names)
+    args["payload"] = _payload_fast(kind, value["payload"])
+    _check_cross_field(args)
+    if version < PER_LEAF_SINCE and (where := _first_per_leaf(value, "")) is not None:
+        raise InvalidRecordError(where, f"per-leaf commitments need schema v{PER_LEAF_SINCE}")
+    reason = getattr(args["payload"], "reason", None)
+    if version < PER_LEAF_SINCE and isinstance(reason, Commitment):
+        raise InvalidRecordError("payload.reason", "a committed reason needs schema v2")
+    return args
+
+
+def _empty_or(value: Json, name: str) -> Any:
+    """``()`` for an empty array, else the member's own reader."""
+    if type(value) is list and not value:
+        return ()
+    return _FIELD_READERS[name](value, name)
+
+
+def _digests_fast(value: Json) -> tuple[str, ...] | None:
+    """``_digests`` (unique SHA-256 hex digests) or None."""
+    if type(value) is not list:
+        return None
+    for item in value:
+        if type(item) is not str or _DIGEST.fullmatch(item) is None:
+            return None
+    if len(value) > 1 and len(set(value)) != len(value):
+        return None
+    return tuple(cast(list[str], value))
+
+
+def _otel_fast(value: Json) -> OtelContext | None:
+    if type(value) is not dict or len(value) != 2:
+        return None
+    trace_id, span_id = value.get("trace_id"), value.get("span_id")
+    if (
+        type(trace_id) is not str
+        or _TRACE_ID.fullmatch(trace_id) is None
+        or not trace_id.strip("0")
+        or type(span_id) is not str
+        or _SPAN_ID.fullmatch(span_id) is None
+        or not span_id.strip("0")
+    ):
+        return None
+    return OtelContext(trace_id=trace_id, span_id=span_id)
+
+
+def _evidence_fast(value: Json) -> dict[str, str] | None:
+    if type(value) is not dict or "" in value:
+        return None
+    for item in value.values():
+        if type(item) is not str or _DIGEST.fullmatch(item) is None:
+            return None
+    return dict(cast(dict[str, str], value))
+
+
+def _parameters_fast(value: Json) -> dict[str, JsonValue] | None:
+    if type(value) is not dict or (len(value) == 1 and COMMITMENT_KEY in value):
+        return None
+    return {k: v if type(v) in _PLAIN else _json_value_at(v, None) for k, v in value.items()}
+
+
+def _usage_fast(value: Json) -> Usage | None:
+    if type(value) is not dict or len(value) != 3:
+        return None
+    if "input_tokens" not in value or "output_tokens" not in value or "total_tokens" not in value:
+        return None
+    counts = cast(
+        tuple[int | None, int | None, int | None],
+        (value["input_tokens"], value["output_tokens"], value["total_tokens"]),
+    )
+    for count in counts:  # exact types before the cache (``True == 1``, ``2.0 == 2``)
+        if not (count is None or (type(count) is int and 0 <= count <= _MAX_INT)):
+            return None
+    found = _USAGES.get(counts)
+    if found is None:
+        if len(_USAGES) >= 4096:
+            _USAGES.clear()
+        found = _USAGES[counts] = Usage(
+            input_tokens=counts[0], output_tokens=counts[1], total_tokens=counts[2]
+        )
+    return found
+
+
+def _cost_fast(value: Json) -> Cost | None:
+    if type(value) is not dict or len(value) != 2:
+        return None
+    amount, currency = value.get("amount"), value.get("currency")
+    if type(amount) is not str or type(currency) is not str:
+        return None
+    found = _COSTS.get((amount, currency))
+    if found is None:
+        if _AMOUNT.fullmatch(amount) is None or _CURRENCY.fullmatch(currency) is None:
+            return None
+        if len(_COSTS) >= 4096:
+            _COSTS.clear()
+        found = _COSTS[amount, currency] = Cost(amount=amount, currency=currency)
+    return found
+
+
+def _payload_fast(kind: str, value: Json) -> Payload:
+    """``_payload(kind, value, "payload")``; the usual kinds with fewer calls."""
+    if type(value) is dict:
+        if kind == "tool_call" and len(value) == 3:
+            tool = value.get("tool")
+            used = _digests_fast(value.get("inputs_used"))
+            made = _digests_fast(value.get("outputs_generated"))
+            if type(tool) is str and tool and used is not None and made is not None:
+                return ToolCall(tool=tool, inputs_used=used, outputs_generated=made)
+        elif kind == "parameter_construction" and len(value) == 1:
+            tool = value.get("tool")
+            if type(tool) is str and tool:
+                return ParameterConstruction(tool=tool)
+        elif kind == "memory_write" and len(value) == 4:
+            key, source, label = value.get("key"), value.get("source"), value.get("trust_label")
+            if (
+                "value" in value
+                and type(key) is str
+                and key
+                and type(source) is str
+                and source
+                and type(label) is str
+                and label
+            ):
+                item = _json_value(value["value"], "payload.value")
+                return MemoryWrite(key=key, value=item, source=source, trust_label=label)
+        elif kind == "constraint_check" and len(value) == 2:
+            constraint, passed = value.get("constraint_id"), value.get("passed")
+            if type(constraint) is str and constraint and type(passed) is bool:
+                return ConstraintCheck(constraint_id=constraint, passed=passed)
+    return _payload(kind, value, "payload")
 
 
 def _first_per_leaf(value: Json, path: str) -> str | None:

@@ -43,6 +43,8 @@ def inferred_parents(record: DecisionRecord) -> dict[str, str]:
     """Parent digest -> how it was inferred, for the parents the record labels as inferred
     (a label naming no parent of the record is ignored)."""
     out: dict[str, str] = {}
+    if not record.parent_digests or not any(n.startswith(DERIVED_BY) for n in record.evidence):
+        return out  # nothing labelled, or no parent to label: the usual record
     parents = set(record.parent_digests)
     for name, digest in _items(record.evidence):
         if name.startswith(DERIVED_BY) and digest in parents:

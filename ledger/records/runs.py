@@ -34,6 +34,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from ledger.core.errors import InvalidRecordError
 from ledger.core.jcs import Json
@@ -366,7 +367,10 @@ def _order(
     records: Sequence[DecisionRecord], digests: list[str], listed: list[int]
 ) -> list[RunProblem | None]:
     """Records out of step order: all but one longest in-order subsequence are named."""
-    keep = set(_longest_increasing([records[i].step for i in listed]))
+    steps = [records[i].step for i in listed]
+    if all(a < b for a, b in pairwise(steps)):  # in order: the whole run is that one
+        return []
+    keep = set(_longest_increasing(steps))
     message = "record is out of the committed order"
     return [
         _problem("reordered", message, records[i], digests[i])

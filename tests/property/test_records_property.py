@@ -5,6 +5,7 @@ digest hashed from the JSON a record was read from is the record's digest."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -12,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledger.core import jcs
-from ledger.core.errors import InvalidRecordError, RecordError
+from ledger.core.errors import FormatError, InvalidRecordError, RecordError
+from ledger.records import decision
 from ledger.records.commitments import Commitment, Disclosure, commit
 from ledger.records.decision import (
     RECORD_FIELDS,
@@ -362,3 +364,71 @@ def test_digest_of_the_plain_json_is_the_records_digest(plain: dict[str, Any]) -
     whole, exact = jcs.loads_exact(line, safe_numbers=True)
     assert isinstance(whole, dict) and not exact
     assert record_digest_of_plain(whole["record"], exact=exact) == record_digest(record)
+
+
+# --- the record reader's fast path reads exactly what the plain reading reads -------------------
+
+ODD_VALUES: st.SearchStrategy[Any] = st.sampled_from(
+    [
+        *(None, True, False, 0, 1, 1.0, 2.0, -1, 2**53, "", "x", "USD", "0.5", [], {}, [[]]),
+        *(["a"], "a" * 64, "A" * 64, "0" * 32, "0" * 16, "1" * 32, "1" * 16, TIME),
+        {"commitment": "sha256:" + "ab" * 32},
+        {"commitment": "sha256-tree:3:" + "cd" * 32},
+        {"commitment": "bad"},
+        {"trace_id": "1" * 32, "span_id": "1" * 16},
+        {"amount": "1", "currency": "USD"},
+        {"amount": True, "currency": "USD"},
+        {"input_tokens": 1, "output_tokens": True, "total_tokens": None},
+        {"input_tokens": 1.0, "output_tokens": 2, "total_tokens": None},
+        {"step": 1, "record_digest": "a" * 64},
+        ["a" * 64, "a" * 64],
+    ]
+)
+
+
+def _mutate(value: Any, draw: Callable[[st.SearchStrategy[Any]], Any]) -> Any:
+    """``value`` with one member or element somewhere replaced, removed or added."""
+    if isinstance(value, dict) and value and draw(st.integers(0, 3)):
+        key = draw(st.sampled_from(sorted(value)))
+        out = dict(value)
+        how = draw(st.sampled_from(["deeper", "replace", "remove", "add"]))
+        if how == "deeper":
+            out[key] = _mutate(value[key], draw)
+        elif how == "replace":
+            out[key] = draw(ODD_VALUES | plain_json)
+        elif how == "remove":
+            del out[key]
+        else:
+            out[draw(st.sampled_from(["extra", "kind", "tool", "value", "step"]))] = 1
+        return out
+    if isinstance(value, list) and value and draw(st.integers(0, 3)):
+        i = draw(st.integers(0, len(value) - 1))
+        return [*value[:i], _mutate(value[i], draw), *value[i + 1 :]]
+    return draw(ODD_VALUES | plain_json)
+
+
+def _reading(read: Any, plain: Any) -> tuple[Any, ...]:
+    """What a reading gives: its arguments written out with their types (``repr``: ``2`` is
+    not ``2.0``, a tuple not a list), or its refusal."""
+    try:
+        args = read(plain)
+    except FormatError as exc:
+        return ("refused", type(exc).__name__, getattr(exc, "field", None), str(exc))
+    return ("left", None) if args is None else ("read", repr(sorted(args.items())))
+
+
+@settings(max_examples=1500, deadline=None)
+@given(read_plain(), st.integers(0, 2), st.data())
+def test_the_fast_record_reading_is_the_plain_reading(
+    plain: dict[str, Any], mutations: int, data: st.DataObject
+) -> None:
+    for _ in range(mutations):
+        plain = _mutate(plain, data.draw)
+    try:
+        read = jcs.loads_strict(jcs.canonical_bytes(plain), safe_numbers=True)
+    except FormatError:  # not I-JSON (an integer beyond 2**53 - 1): no reader sees it
+        return
+    plain_reading = _reading(decision._parse_record, read)
+    assert _reading(decision._record_args, read) == plain_reading
+    fast = _reading(decision._parse_record_fast, read)  # left to the plain reading, or equal
+    assert fast[0] in ("refused", "left") or fast == plain_reading

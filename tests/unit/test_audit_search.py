@@ -5,6 +5,7 @@ finds nothing. Copies of a run are one run; ``--count-by`` counts; the index is 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import stat
@@ -16,6 +17,7 @@ from click.testing import CliRunner
 
 from ledger.records.commitments import Commitment
 from ledger.records.decision import record_digest
+from ledger_client.audit.index import AuditIndex, CacheSpec
 from ledger_client.cli.main import main
 from ledger_client.clikit.outcome import Outcome, SharedJson, finish
 from ledger_client.sdk.capture import content_digest
@@ -214,6 +216,33 @@ def test_a_new_index_built_in_bulk_equals_one_built_file_by_file(
     bulk, one = _tables(tmp_path / "bulk.sqlite"), _tables(tmp_path / "one.sqlite")
     assert len(bulk["records"]) == 70 * 5 and len(bulk["indexes"]) >= 10
     assert bulk == one
+    with sqlite3.connect(tmp_path / "bulk.sqlite") as conn:  # built with a rollback journal
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)  # then back to WAL
+
+
+def test_a_bulk_build_commits_with_a_rollback_journal_then_goes_back_to_wal(
+    world: Runs, indexed: dict[str, Path], tmp_path: Path
+) -> None:
+    runs = [tmp_path / f"decide-{n:02d}.jsonl" for n in range(70)]
+    for path in runs:
+        shutil.copy(indexed["decide"], path)
+    spec = CacheSpec((world.world.key.key_string(),), (), None, ())
+    seen: list[tuple[str, int]] = []
+    with AuditIndex(tmp_path / "bulk.sqlite") as ix:
+
+        def progress(done: int) -> None:
+            mode = ix.db.execute("PRAGMA journal_mode").fetchone()[0]
+            seen.append((mode, ix.db.execute("PRAGMA synchronous").fetchone()[0]))
+
+        stats, _ = ix.index(runs, spec, fingerprint="f", progress=progress)
+        assert stats.indexed == 70
+        assert set(seen) == {("delete", 2)}  # FULL
+        assert ix.db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert ix.db.execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL
+        changed = runs[0].stat().st_mtime_ns + 1_000_000
+        os.utime(runs[0], ns=(changed, changed))  # indexed again, into a non-empty index: WAL
+        assert ix.index(runs, spec, fingerprint="f", progress=progress)[0].indexed == 1
+        assert seen[-1] == ("wal", 1)
     answer = _query({"db": tmp_path / "bulk.sqlite"}, "--run", DECIDE)["records"]
     assert len(answer) == 5 and all(r["copies"] == 70 for r in answer)
 

@@ -421,6 +421,16 @@ def test_round_trips(record: DecisionRecord) -> None:
     assert record.to_json_obj()["kind"] == record.kind
 
 
+@pytest.mark.parametrize("record", [full_record(), *one_of_each_kind()], ids=lambda r: r.kind)
+def test_the_fast_reading_reads_every_kind_as_the_plain_one(record: DecisionRecord) -> None:
+    """The usual records take the fast path (tests/property: it reads what the plain one does,
+    refusing the rest to it), and it gives the same members, types included."""
+    plain = jcs.loads_strict(record.to_json(), safe_numbers=True)
+    fast = records._parse_record_fast(plain)
+    assert fast is not None
+    assert repr(sorted(fast.items())) == repr(sorted(records._parse_record(plain).items()))
+
+
 def test_record_digest_is_sha256_of_canonical_json() -> None:
     record = full_record()
     digest = record_digest(record)

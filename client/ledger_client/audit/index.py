@@ -13,7 +13,9 @@ other settings than last time re-index everything. Rows are written in transacti
 ``_BATCH`` files (WAL journal): an interrupted index loses at most the files of the open
 transaction, which the next run re-indexes, never a half-written file. Into an empty index
 (at least ``_BULK`` files) the rows go first and the SQL indexes are built once at the end, each
-in one sorted pass (an interrupted build gets them back when the index is next opened).
+in one sorted pass (an interrupted build gets them back when the index is next opened); such a
+build commits with a rollback journal and ``synchronous=FULL`` (as atomic, each new page written
+once instead of to the WAL and again to the file), then goes back to WAL.
 
 Files are read with ``ledger_client.receipts.run_load.load_run`` (the reader of
 ``ledger-verify run``: what it refuses, the index refuses, and the file is listed unreadable;
@@ -54,7 +56,7 @@ from ledger.core.jcs import canonical_bytes
 from ledger.core.note import Ed25519Verifier
 from ledger.core.timefmt import parse_rfc3339
 from ledger.records.commitments import Commitment
-from ledger.records.decision import DecisionRecord
+from ledger.records.decision import DecisionRecord, MemoryWrite, Plan, RunClosed, ToolCall
 from ledger_client.audit.decision import plain_strings, tags_of, usage_of
 from ledger_client.audit.timeline import TimelineRow, label_of, outcome_of, timeline, trust_of
 from ledger_client.audit.verdicts import Check, TimePolicy, Verdict, run_checks
@@ -220,24 +222,33 @@ def _record_rows(
 ) -> tuple[list[tuple[Any, ...]], list[tuple[str, str, str, str]]]:
     records = []
     terms: list[tuple[str, str, str, str]] = []
+    shown: dict[int, tuple[str, int, str | None]] = {}  # id(verdict) -> its stored columns
     for row in rows:
         record, check = row.check.record, row.check
         tokens, cost, currency, duration = usage_of(record)
         otel = record.otel
+        verdict = row.verdict
+        columns = shown.get(id(verdict))  # the rows keep each verdict alive: ids are unique
+        if columns is None:
+            columns = shown[id(verdict)] = (
+                _verdict_text(verdict), int(row.verified), row.why_not
+            )  # fmt: skip
+        parents = record.parent_digests  # hex digests: their JSON list written directly
         records.append(
             (
                 key, record.run_id, record.agent, record.step, record.kind,
                 getattr(record.payload, "tool", None), label_of(record), record.time,
                 check.logged_at_ms, check.index, check.digest, trust_of(record),
-                outcome_of(record), int(row.verified), row.why_not,
-                json.dumps(list(record.parent_digests)),
+                outcome_of(record), columns[1], columns[2],
+                '["' + '", "'.join(parents) + '"]' if parents else "[]",
                 _difference_ms(record.time, check.logged_at_ms),
-                _verdict_text(row.verdict), record.model,
+                columns[0], record.model,
                 otel.trace_id if otel else None, otel.span_id if otel else None,
                 tokens, cost, currency, duration, file_hash,
             )
         )  # fmt: skip
-        terms += [(key, check.digest, f, v) for f, v in record_terms(record, check.digest)]
+        digest = check.digest
+        terms += [(key, digest, f, v) for f, v in record_terms(record, digest)]
     return records, terms
 
 
@@ -315,24 +326,40 @@ def _scalar(value: object) -> str | None:
 def record_terms(record: DecisionRecord, digest: str) -> list[tuple[str, str]]:
     """(kind, value) of every term the record is found by (module docstring)."""
     out = [("record", digest)]
-    out += [("parent", p) for p in record.parent_digests]
-    out += [("evidence", d) for d in record.evidence.values()]
+    if record.parent_digests:
+        out += [("parent", p) for p in record.parent_digests]
+    if record.evidence:
+        out += [("evidence", d) for d in record.evidence.values()]
     payload = record.payload
-    out += [("input", d) for d in getattr(payload, "inputs_used", ())]
-    out += [("output", d) for d in getattr(payload, "outputs_generated", ())]
-    values = (
-        record.parameters, [c.action for c in record.candidates], record.expected_outcome,
-        record.actual_outcome, getattr(payload, "value", None), getattr(payload, "steps", None),
-    )  # fmt: skip
+    if type(payload) is ToolCall:
+        out += [("input", d) for d in payload.inputs_used]
+        out += [("output", d) for d in payload.outputs_generated]
     commitments: list[str] = []
     texts: list[str] = []
-    _scan(values[:5], commitments, texts)
-    _scan(values[5], commitments, None)
+    # parameters, candidate actions, expected and actual outcome, a memory write's value; a
+    # plan's steps (commitments only): in this order (a run_closed's steps hold neither)
+    expected, actual = record.expected_outcome, record.actual_outcome
+    if record.parameters:
+        _scan(record.parameters, commitments, texts)
+    if record.candidates:
+        _scan([c.action for c in record.candidates], commitments, texts)
+    if expected is not None:
+        _scan(expected, commitments, texts)
+    if actual is not None:
+        _scan(actual, commitments, texts)
+    if type(payload) is MemoryWrite:
+        _scan(payload.value, commitments, texts)
+    elif type(payload) is Plan:
+        _scan(payload.steps, commitments, None)
+    elif type(payload) is not RunClosed:  # a payload type added later: scanned as before
+        _scan(getattr(payload, "value", None), commitments, texts)
+        _scan(getattr(payload, "steps", None), commitments, None)
     out += [("commitment", c) for c in commitments]
-    for name, value in [*record.parameters.items(), *record.model_parameters.items()]:
-        shown = _scalar(value)
-        if shown is not None:
-            out.append(("param", f"{name}={shown}"))
+    for params in (record.parameters, record.model_parameters):
+        for name, value in params.items():
+            shown = _scalar(value)
+            if shown is not None:
+                out.append(("param", f"{name}={shown}"))
     out += [("tag", t) for t in tags_of(record)]
     if record.model:
         out.append(("model", record.model))
@@ -340,7 +367,7 @@ def record_terms(record: DecisionRecord, digest: str) -> list[tuple[str, str]]:
         out += [("trace", record.otel.trace_id), ("span", record.otel.span_id)]
     # plain strings only (``plain_strings``): commitments hide their content
     out += [("content", content_digest(t)) for t in texts if len(t) >= _MIN_CONTENT]
-    for whole in (record.actual_outcome, record.expected_outcome):
+    for whole in (actual, expected):
         if whole is not None and not isinstance(whole, str) and not _has_commitment(whole):
             out.append(("content", content_digest(whole)))
     return out
@@ -424,6 +451,7 @@ class AuditIndex:
         verified = {"checkpoints": 0, "tokens": 0}
         bulk = not known and len(todo) >= _BULK
         if bulk:  # a new index: rows first, then each index sorted in one pass
+            self._journal(bulk=True)
             for (name,) in self.db.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
             ).fetchall():
@@ -435,6 +463,7 @@ class AuditIndex:
                 progress(stats.skipped + n)
         if bulk:
             self.db.executescript(SCHEMA)
+            self._journal(bulk=False)
         present = {str(r) for r in runs}
         gone = [p for p in known if p not in present]
         with _Transaction(self.db):
@@ -442,6 +471,18 @@ class AuditIndex:
                 self._delete(path)
         stats.removed = len(gone)
         return stats, verified
+
+    def _journal(self, *, bulk: bool) -> None:
+        """A bulk build into an empty index commits with a rollback journal (``synchronous``
+        FULL): its new pages are written once, not to the WAL and again to the file; each
+        transaction is as atomic as under WAL. Then back to WAL. A journal mode another
+        connection keeps (it cannot change then) is left as it is."""
+        mode, synchronous = ("DELETE", "FULL") if bulk else ("WAL", "NORMAL")
+        try:
+            self.db.execute(f"PRAGMA journal_mode={mode}")
+        except sqlite3.OperationalError:
+            return
+        self.db.execute(f"PRAGMA synchronous={synchronous}")
 
     def _audit(
         self,

@@ -85,6 +85,8 @@ def outcome_of(record: DecisionRecord) -> str | None:
     """The outcome status (``decision.outcome_status``): ``error:<type>`` for a failed
     decision, ``passed``/``failed`` for a constraint check, ``met``/``not met``, ``committed``,
     an outcome's ``status`` or short outcome string (``schema_mismatch``)."""
+    if record.actual_outcome is None and record.kind != "constraint_check":
+        return None  # no outcome recorded (``outcome_status`` says so too)
     return outcome_status(record, _json(record.expected_outcome), _json(record.actual_outcome))
 
 
@@ -210,10 +212,14 @@ def timeline(
     step_of = {c.digest: c.record.step for c in audit.checks}
     rows = []
     for check in audit.checks:
-        problems = tuple(
-            f"{p.code}: {p.message}"
-            for p in audit.problems_of(check.digest)
-            if p.code != "invalid_receipt"
+        problems = (
+            tuple(
+                f"{p.code}: {p.message}"
+                for p in audit.problems_of(check.digest)
+                if p.code != "invalid_receipt"
+            )
+            if audit.problems
+            else ()
         )
         parents = tuple((d, step_of.get(d)) for d in check.record.parent_digests)
         verdict = record_verdict(check, problems, policy, step_of)

@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 from ledger.core.jcs import Json
 from ledger.core.note import Ed25519Verifier
@@ -113,7 +114,10 @@ class Verdict:
 
     @property
     def status(self) -> str:
-        worst = max((c.status for c in self.checks), key=_RANK.__getitem__, default=OK)
+        worst, rank = OK, -1
+        for check in self.checks:  # the first worst (ranks differ by status)
+            if _RANK[check.status] > rank:
+                worst, rank = check.status, _RANK[check.status]
         return OK if worst == NOT_CHECKED else worst
 
     @property
@@ -125,7 +129,10 @@ class Verdict:
         return [c for c in self.checks if c.status == status]
 
     def named(self, name: str) -> Check | None:
-        return next((c for c in self.checks if c.name == name), None)
+        for check in self.checks:
+            if check.name == name:
+                return check
+        return None
 
     def notes(self) -> list[str]:
         """Text of every warning, pending or failed check, worst first."""
@@ -134,6 +141,25 @@ class Verdict:
 
     def to_json_obj(self) -> dict[str, Json]:
         return {"status": self.status, "checks": [c.to_json_obj() for c in self.checks]}
+
+
+# Checks most records get (frozen values: shared, never built per record).
+_TIME_OK = Check(name="time", status=OK)
+_RUN_OK = Check(name="run", status=OK)
+_LINEAGE_OK = Check(name="lineage", status=OK)
+_LINEAGE_NONE = Check(name="lineage", status=NOT_CHECKED)
+_RECEIPT_VALID = Check(name="receipt", status=OK, message="valid")
+_RECEIPT_UNANCHORED = Check(name="receipt", status=OK, message="valid; anchors not checked")
+_UNCHECKED_SIGNATURES: dict[str, Check] = {}  # by claimed key, without agent keys
+
+
+@lru_cache(maxsize=4096)
+def _claimed_time(text: str) -> datetime | None:
+    """A claimed time parsed (None: unread); records of a run often claim the same few."""
+    try:
+        return parse_rfc3339(text)
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -174,9 +200,8 @@ def time_check(record: DecisionRecord, leaf_ms: int | None, policy: TimePolicy) 
     if leaf_ms is None:
         return Check(name="time", status=NOT_CHECKED, message="no leaf time (receipt unread)")
     logged = from_epoch_ms(leaf_ms)
-    try:
-        claimed = parse_rfc3339(record.time)
-    except ValueError:
+    claimed = _claimed_time(record.time)
+    if claimed is None:
         return Check(name="time", status=FAILED, message=f"claimed time {record.time!r} unread")
     return _time_verdict(claimed, logged, policy)
 
@@ -195,17 +220,17 @@ def _time_verdict(claimed: datetime, logged: datetime, policy: TimePolicy) -> Ch
             status=FAILED if policy.late_fails else WARNING,
             message=f"late by {format_delta(delta)} (max delay {format_delta(policy.max_delay)})",
         )
-    return Check(name="time", status=OK)
+    return _TIME_OK
 
 
 def time_json(record: DecisionRecord, leaf_ms: int | None) -> dict[str, Json]:
     """Claimed time, leaf time and their difference (leaf minus claimed), for ``--json``."""
     if leaf_ms is None:
         return {"claimed": record.time, "logged": None, "difference_ms": None}
-    try:
-        claimed_ms = int(parse_rfc3339(record.time).timestamp() * 1000)
-    except ValueError:
+    claimed = _claimed_time(record.time)
+    if claimed is None:
         return {"claimed": record.time, "logged": _iso(leaf_ms), "difference_ms": None}
+    claimed_ms = int(claimed.timestamp() * 1000)
     return {"claimed": record.time, "logged": _iso(leaf_ms), "difference_ms": leaf_ms - claimed_ms}
 
 
@@ -225,7 +250,7 @@ def _iso(ms: int) -> str:
 def lineage_check(record: DecisionRecord, step_of: dict[str, int] | None = None) -> Check:
     """``inputs not linked`` or the inferred parents (module docstring)."""
     if record.kind == "run_closed":
-        return Check(name="lineage", status=NOT_CHECKED)
+        return _LINEAGE_NONE
     if not record.parent_digests and takes_inputs(record):
         return Check(
             name="lineage",
@@ -240,7 +265,7 @@ def lineage_check(record: DecisionRecord, step_of: dict[str, int] | None = None)
         )
         how = ", ".join(sorted(set(inferred.values())))
         return Check(name="lineage", status=OK, message=f"parents {named} inferred ({how})")
-    return Check(name="lineage", status=OK)
+    return _LINEAGE_OK
 
 
 def signature_check(record: DecisionRecord, keys: Sequence[Ed25519Verifier]) -> Check:
@@ -248,7 +273,14 @@ def signature_check(record: DecisionRecord, keys: Sequence[Ed25519Verifier]) -> 
     signature = record.signature
     if not keys:
         claimed = "unsigned" if signature is None else f"by {signature.key}+{signature.key_id}"
-        return Check(name="signature", status=NOT_CHECKED, message=f"{claimed} (no agent key)")
+        found = _UNCHECKED_SIGNATURES.get(claimed)
+        if found is None:
+            if len(_UNCHECKED_SIGNATURES) >= 4096:
+                _UNCHECKED_SIGNATURES.clear()
+            found = _UNCHECKED_SIGNATURES[claimed] = Check(
+                name="signature", status=NOT_CHECKED, message=f"{claimed} (no agent key)"
+            )
+        return found
     problem, key = verify_record_signature(record, keys)
     if problem is not None:
         return Check(name="signature", status=FAILED, message=problem)
@@ -286,8 +318,8 @@ def receipt_check(check: RecordCheck) -> Check:
         waiting = check.anchor == ANCHOR_PENDING
         return Check(name="receipt", status=PENDING if waiting else FAILED, message=check.error)
     if check.anchor in ("none", "not_checked"):
-        return Check(name="receipt", status=OK, message="valid; anchors not checked")
-    return Check(name="receipt", status=OK, message="valid")
+        return _RECEIPT_UNANCHORED
+    return _RECEIPT_VALID
 
 
 def record_verdict(
@@ -298,11 +330,7 @@ def record_verdict(
 ) -> Verdict:
     """Every check of one record: its receipt, the run problems naming it (``code:
     message``), its time and its lineage."""
-    run = (
-        Check(name="run", status=FAILED, message="; ".join(problems))
-        if problems
-        else Check(name="run", status=OK)
-    )
+    run = Check(name="run", status=FAILED, message="; ".join(problems)) if problems else _RUN_OK
     chain = chain_check(check.record, policy)
     return Verdict(
         checks=(

@@ -128,7 +128,7 @@ def _anchor_result(
     return VALID, found, None
 
 
-_BODIES: dict[Checkpoint, bytes] = {}  # a checkpoint's body, written once
+_BODIES: dict[str, bytes] = {}  # a checkpoint note's body, written once
 _IMPRINTS: dict[bytes, bytes] = {}  # checkpoint body -> its imprint (receipts share a few)
 
 
@@ -149,6 +149,17 @@ def _anchor_status(
             raise AnchorsPendingError("anchors pending: the receipt carries no anchor yet")
         return NONE, None
     digest = _imprint(body)
+    if len(receipt.anchors) == 1:  # the usual receipt: the loop below for one anchor
+        anchor = receipt.anchors[0]
+        status, stamp, detail = _anchor_result(checker, anchor, digest, "anchors[0]")
+        if stamp is not None:
+            checker.check_anchor_time(anchor, stamp, leaf_time)
+            return VALID, stamp.gen_time
+        if status == FAILED:
+            raise TimestampError("anchor", detail or "an anchor failed")
+        if status == UNTRUSTED:
+            raise TimestampError("anchor", "no anchor chains to a given TSA root")
+        return NOT_CHECKED, None
     results = [
         _anchor_result(checker, a, digest, index_path("anchors", i))
         for i, a in enumerate(receipt.anchors)
@@ -206,16 +217,18 @@ def _parts(item: RunItem, digest: bytes, checker: ReceiptChecker, got: dict[str,
     )
     got.update(inclusion=VALID, anchor=FAILED)
     leaf_time = datetime.fromtimestamp(leaf.timestamp_ms / 1000, UTC)
-    body = _checkpoint_body(checkpoint)
+    body = _checkpoint_body(receipt.checkpoint, checkpoint)
     got["anchor"], got["anchored_at"] = _anchor_status(receipt, body, checker, leaf_time)
 
 
-def _checkpoint_body(checkpoint: Checkpoint) -> bytes:
-    body = _BODIES.get(checkpoint)
+def _checkpoint_body(note: str, checkpoint: Checkpoint) -> bytes:
+    """The body of ``checkpoint``, opened from ``note`` (the note text names it: receipts
+    sharing a checkpoint carry equal notes, found without hashing the checkpoint)."""
+    body = _BODIES.get(note)
     if body is None:
         if len(_BODIES) >= 256:
             _BODIES.clear()
-        body = _BODIES[checkpoint] = checkpoint.body_bytes()
+        body = _BODIES[note] = checkpoint.body_bytes()
     return body
 
 
@@ -238,7 +251,7 @@ def _accepted(item: RunItem, digest: bytes, checker: ReceiptChecker) -> RecordCh
         if checker.witnesses:
             got["witnesses"] = f"{len(verified.cosignatures)} cosigned"
         leaf_time = datetime.fromtimestamp(leaf.timestamp_ms / 1000, UTC)
-        body = _checkpoint_body(verified.checkpoint)
+        body = _checkpoint_body(receipt.checkpoint, verified.checkpoint)
         got["anchor"], got["anchored_at"] = _anchor_status(receipt, body, checker, leaf_time)
     except (LedgerError, ValueError):
         return None
@@ -263,12 +276,13 @@ def check_item(item: RunItem, checker: ReceiptChecker, digest: bytes | None = No
 def _record_check(
     item: RunItem, digest: bytes, got: dict[str, Any], error: str | None
 ) -> RecordCheck:
+    receipt = item.receipt
     return RecordCheck(
         source=item.source,
         record=item.record,
         digest=digest.hex(),
-        index=item.receipt.index,
-        tree_size=item.receipt.tree_size,
+        index=receipt.index,
+        tree_size=receipt.tree_size,
         logged_at_ms=got.get("logged_at_ms"),
         record_status=got.get("record_status", FAILED if error else NOT_CHECKED),
         checkpoint=got.get("checkpoint", NOT_CHECKED),
@@ -276,7 +290,11 @@ def _record_check(
         witnesses=got.get("witnesses", NOT_CHECKED),
         anchor=got.get("anchor", NOT_CHECKED),
         anchored_at=got.get("anchored_at"),
-        disclosed=tuple((d.field_path, d.value) for d in item.receipt.disclosures),
+        disclosed=(
+            tuple((d.field_path, d.value) for d in receipt.disclosures)
+            if receipt.disclosures
+            else ()
+        ),
         error=error,
     )
 
