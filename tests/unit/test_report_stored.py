@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sys
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +31,7 @@ from ledger_client.cli.options import load_certificates
 from ledger_client.receipts.run_load import load_run
 from ledger_client.receipts.run_verify import verify_run
 from ledger_client.receipts.verify import ReceiptChecker
+from tests import processes
 from tests.decision_world import build, write
 
 
@@ -179,6 +181,16 @@ def test_a_tsa_root_file_replaced_in_place_is_other_trust(
     assert {c["source"] for v in same["verdicts"] for c in v["checks"]} == {"index"}
     walked = json.loads(CliRunner().invoke(main, lineage).output)
     assert {r["source"] for r in walked["runs"]} == {"index"}
+    probe = (  # every verdict from the index: the roots' certificates are never parsed
+        "import json, sys\nfrom ledger_client.cli.main import main\n"
+        f"try:\n    main({lineage!r})\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps('cryptography.x509' in sys.modules))\n"
+    )
+    out = processes.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.splitlines()[-1] == "false", out.stderr
+    root.write_bytes(b"not a certificate")  # read (fingerprint) and refused once it is parsed
+    result = CliRunner().invoke(main, [a for a in lineage if a != "--json"])
+    assert result.exit_code == 2 and "--tsa-root" in result.output and "not a PEM" in result.output
     other = make_dev_certs(
         tmp_path / "other", hosts=["other.test"], clients=[], now=datetime.now(UTC)
     )

@@ -294,7 +294,10 @@ def lineage(
             if max_delay is not None:
                 parse_duration(max_delay, "--max-delay")
             agent_verifiers(agent_keys)
-            trust = trust_inputs(keys, roots, origin, witnesses)
+            # bad keys: exit 2 now; the TSA roots are parsed only if a run is verified now
+            # (the fingerprint reads their files: a root file the index was not made with
+            # takes nothing from it, so every run is then verified and a bad PEM refused)
+            trust_inputs(keys, (), origin, witnesses)
             if not Path(db).is_file():
                 raise FormatError(f"--db {db}: no such index (make one with `ledger-verify index`)")
             default_policy = max_delay is None and late is None  # what the index stored under
@@ -307,7 +310,7 @@ def lineage(
                     run_path_names([str(Path(r).resolve()) for r in runs]),
                     store,
                     fingerprint if default_policy else "",
-                    lambda: checker_of(trust),
+                    lambda: checker_of(trust_inputs(keys, roots, origin, witnesses)),
                     lambda: time_policy(max_delay, late, agent_keys),
                 )
                 if tainted:
