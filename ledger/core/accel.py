@@ -14,6 +14,7 @@ checkout) unless ``LEDGER_PURE=1`` forces the twin; ``CORE`` says which one runs
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable
 from types import ModuleType
@@ -39,18 +40,19 @@ __all__ = [
 ]
 
 
-def _select() -> tuple[ModuleType, str | None]:
+def _compiled(name: str, what: str) -> tuple[ModuleType | None, str | None]:
+    """The compiled module ``ledger.core.<name>``, or None and why its pure twin runs."""
     if os.environ.get("LEDGER_PURE", "") not in ("", "0"):
-        return hot, "LEDGER_PURE is set"
+        return None, "LEDGER_PURE is set"
     try:
-        from ledger.core import _hot
+        return importlib.import_module(f"ledger.core.{name}"), None
     except ImportError as exc:
-        return hot, f"the compiled core is not built ({exc})"
-    return _hot, None
+        return None, f"{what} is not built ({exc})"
 
 
-_core, native_error = _select()
+_native, native_error = _compiled("_hot", "the compiled core")
 """Why the pure twin runs (None when the compiled core does)."""
+_core: ModuleType = hot if _native is None else _native
 
 CORE: str = _core.CORE
 # typed as the twin's functions (the compiled ones have the same signatures, ``_hot.pyi``)
@@ -71,17 +73,7 @@ if _core is not hot:
     bundle_leaf_hashes = _core.bundle_leaf_hashes
 
 
-def _select_json() -> tuple[ModuleType | None, str | None]:
-    if os.environ.get("LEDGER_PURE", "") not in ("", "0"):
-        return None, "LEDGER_PURE is set"
-    try:
-        from ledger.core import _strictjson
-    except ImportError as exc:
-        return None, f"the compiled JSON reader is not built ({exc})"
-    return _strictjson, None
-
-
-_json, json_error = _select_json()
+_json, json_error = _compiled("_strictjson", "the compiled JSON reader")
 """Why jcs reads and writes JSON on its plain Python path (None when the compiled one runs)."""
 
 JSON_CORE: str = "pure" if _json is None else "native"
