@@ -842,6 +842,12 @@ def _parse_record(value: Json) -> dict[str, Any]:
             args[name] = read(obj[name], name)
     args.update((n, {} if d == {} else d) for n, d in _LATER_DEFAULTS.items() if n not in names)
     args["payload"] = _payload(kind, obj["payload"], "payload")
+    return _checked_across(args, obj, version)
+
+
+def _checked_across(args: dict[str, Any], obj: Json, version: int) -> dict[str, Any]:
+    """``args`` after the checks across fields that both readings end with (the cross-field
+    rules, and what a schema older than per-leaf commitments may not hold)."""
     _check_cross_field(args)
     if version < PER_LEAF_SINCE and (where := _first_per_leaf(obj, "")) is not None:
         raise InvalidRecordError(where, f"per-leaf commitments need schema v{PER_LEAF_SINCE}")
@@ -939,13 +945,7 @@ def _parse_record_fast(value: Json) -> dict[str, Any] | None:
         names = _FIELDS_OF[version]
         args.update((n, {} if d == {} else d) for n, d in _LATER_DEFAULTS.items() if n not in names)
     args["payload"] = _payload_fast(kind, value["payload"])
-    _check_cross_field(args)
-    if version < PER_LEAF_SINCE and (where := _first_per_leaf(value, "")) is not None:
-        raise InvalidRecordError(where, f"per-leaf commitments need schema v{PER_LEAF_SINCE}")
-    reason = getattr(args["payload"], "reason", None)
-    if version < PER_LEAF_SINCE and isinstance(reason, Commitment):
-        raise InvalidRecordError("payload.reason", "a committed reason needs schema v2")
-    return args
+    return _checked_across(args, value, version)
 
 
 def _empty_or(value: Json, name: str) -> Any:
