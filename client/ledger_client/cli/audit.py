@@ -55,7 +55,7 @@ from ledger_client.cli.options import (
     load_certificates,
     read_input,
 )
-from ledger_client.clikit.outcome import EXIT_INVALID, Outcome, finish, json_option
+from ledger_client.clikit.outcome import EXIT_INVALID, Outcome, SharedJson, finish, json_option
 
 if TYPE_CHECKING:  # the rest is imported by the command that uses it (start-up)
     from ledger.core.jcs import Json
@@ -338,15 +338,14 @@ def lineage(
                 return Outcome("lineage", answer.to_json_obj(), answer.lines())
             # the records and runs spliced in as their JSON texts, written from the rows (the
             # answer ``to_json_obj`` gives, as json.dumps writes it; a test holds them equal);
-            # placeholders as ``SharedJson`` makes them: no string of the answer spells one
-            token = secrets.token_hex(16)
-            runs_mark, records_mark = (f"\x00{n}-{token}" for n in ("runs", "records"))
-            details = {**answer.head(), "runs": runs_mark, "records": records_mark}
-            spliced: dict[str, str | list[str]] = {  # written piece by piece, never joined
-                json.dumps(runs_mark): answer.runs_pieces(),
-                json.dumps(records_mark): answer.records_pieces(),
+            # the placeholders carry a random token: no string of the answer spells one
+            shared = SharedJson()
+            details = {
+                **answer.head(),
+                "runs": shared.put_text("runs", answer.runs_pieces()),
+                "records": shared.put_text("records", answer.records_pieces()),
             }
-            return Outcome("lineage", details, [], spliced)
+            return Outcome("lineage", details, [], shared.texts)
         from ledger_client.audit.lineage import Lineage
         from ledger_client.receipts.run_load import load_run
 

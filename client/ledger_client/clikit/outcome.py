@@ -65,7 +65,7 @@ class SharedJson:
     def __init__(self) -> None:
         self._token = secrets.token_hex(16)
         self._by_id: dict[int, str] = {}
-        self.texts: dict[str, str] = {}
+        self.texts: dict[str, str | list[str]] = {}
 
     def put(self, value: object) -> str:
         found = self._by_id.get(id(value))
@@ -74,6 +74,13 @@ class SharedJson:
             self._by_id[id(value)] = found
             self.texts[json.dumps(found)] = json.dumps(value, sort_keys=True)
         return found
+
+    def put_text(self, name: str, text: str | list[str]) -> str:
+        """A placeholder for JSON text written already (or its pieces, written one after
+        another, never joined: a long answer), named ``name`` in the placeholder."""
+        mark = f"\x00{name}-{self._token}"
+        self.texts[json.dumps(mark)] = text
+        return mark
 
 
 def finish(check: str, as_json: bool, run: Callable[[], Outcome]) -> NoReturn:
