@@ -25,7 +25,16 @@ from ledger.core.errors import FailedPreconditionError, FormatError
 from ledger.core.timefmt import from_epoch_seconds, parse_rfc3339, rfc3339_seconds
 from ledger_client.clikit.connection import connection_from, connection_options
 
-__all__ = ["register_ops"]
+__all__ = [
+    "access_group",
+    "backup_command",
+    "config_init",
+    "fsck_command",
+    "restore_command",
+    "rotate_key",
+    "tls_group",
+    "token_group",
+]
 
 _DIR = click.Path(file_okay=False, path_type=Path)
 _FILE = click.Path(dir_okay=False, path_type=Path)
@@ -505,22 +514,3 @@ def config_init(out: Path, force: bool) -> None:
         raise FormatError(f"{out} exists; pass --force to overwrite it")
     out.write_text(sample_toml())
     click.echo(f"wrote {out}", err=True)
-
-
-def register_ops(main: click.Group) -> None:
-    """Add the commands of this module to ``ledger`` (``config init`` to its config group)."""
-    for command in (
-        tls_group,
-        token_group,
-        access_group,
-        rotate_key,
-        fsck_command,
-        backup_command,
-    ):
-        main.add_command(command)
-    restore = main.commands.get("restore")
-    if isinstance(restore, click.Group):
-        restore.add_command(restore_command)
-    config = main.commands.get("config")
-    if isinstance(config, click.Group):
-        config.add_command(config_init)

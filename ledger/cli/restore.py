@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from ledger.app.settings import Settings, load_settings
+from ledger.cli.ops import restore_command
 from ledger.core.errors import LedgerError
 from ledger_client.clikit.errors import fail
 
@@ -247,3 +248,6 @@ def _leaves_from_tiles(url: str, signer: Any, origin: str, start: int) -> tuple[
         at = start + len(leaves)
         leaves.extend(client.leaves(at, min(PAGE, target.size - at), target.size))
     return target, leaves
+
+
+restore.add_command(restore_command)  # from-backup (ledger.cli.ops)
