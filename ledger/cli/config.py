@@ -11,14 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ledger.cli.ops import config_init
 from ledger.core.errors import FormatError
 from ledger_client.clikit.errors import fail
 
 if TYPE_CHECKING:
     from ledger.app.settings import Settings
 
-__all__ = ["config_group", "config_option", "settings_from"]
+__all__ = ["config_group", "config_init", "config_option", "settings_from"]
 
 config_option = click.option(
     "--config",
@@ -53,4 +52,20 @@ def config_show(config: Path | None) -> None:
     click.echo(json.dumps(settings_from(config).to_dict(), indent=2, sort_keys=True))
 
 
-config_group.add_command(config_init)
+@config_group.command("init")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("ledger.toml"),
+    show_default=True,
+    help="where to write the sample",
+)
+@click.option("--force", is_flag=True, help="overwrite an existing file")
+def config_init(out: Path, force: bool) -> None:
+    """Write a commented sample configuration (every option, its range and default)."""
+    from ledger.app.settings_sample import sample_toml
+
+    if out.exists() and not force:
+        raise FormatError(f"{out} exists; pass --force to overwrite it")
+    out.write_text(sample_toml())
+    click.echo(f"wrote {out}", err=True)
