@@ -99,6 +99,7 @@ HEAVY = (
     *("asn1crypto", "cryptography.x509", "ledger.timestamp.rfc3161", "ledger.timestamp.asn1"),
     *("asyncio", "multiprocessing", "concurrent.futures", "grpc", "google.protobuf"),
     *("ledger_client.receipts", "ledger_client.audit.index", "ledger_client.audit.verify"),
+    "ledger.core.checkpoint",  # witness keys: only with --witness
 )
 
 
