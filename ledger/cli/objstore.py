@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ledger.app.settings import load_settings
 from ledger.core.errors import FormatError, LedgerError
 
 if TYPE_CHECKING:
@@ -32,6 +31,7 @@ def bucket_address(
     config: Path | None, url: str | None, endpoint: str | None, region: str | None
 ) -> BucketAddress:
     """The ``BucketAddress`` of the flags, else of the settings' ``[object_store]``."""
+    from ledger.app.settings import load_settings
     from ledger.objstore.bucket import BucketAddress
 
     settings = load_settings(config)

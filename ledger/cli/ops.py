@@ -1,11 +1,10 @@
 """Operator commands for a deployed log: ``tls dev-cert``, ``token create|list|revoke``,
-``access open|close|status``, ``rotate-key``, ``fsck``, ``backup``, ``restore`` and
-``config init``.
+``access open|close|status``, ``rotate-key``, ``fsck``, ``backup`` and ``restore from-backup``
+(added to ``ledger.cli.restore``'s group).
 
 They only parse and print; the work is in ``ledger.api.tls``, ``ledger.api.auth``,
-``ledger.ops.binding``, ``ledger.ops.fsck``, ``ledger.ops.backup``, ``ledger.ops.restore`` and
-``ledger.app.settings_sample``. Failures reach the one handler of ``ledger_client.clikit.errors``
-(one line, exit 1 or 2).
+``ledger.ops.binding``, ``ledger.ops.fsck``, ``ledger.ops.backup`` and ``ledger.ops.restore``.
+Failures reach the one handler of ``ledger_client.clikit.errors`` (one line, exit 1 or 2).
 """
 
 from __future__ import annotations
@@ -16,16 +15,26 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ledger.app.settings import Settings, load_settings
 from ledger.core.errors import FailedPreconditionError, FormatError
 from ledger.core.timefmt import from_epoch_seconds, parse_rfc3339, rfc3339_seconds
 from ledger_client.clikit.connection import connection_from, connection_options
 
-__all__ = ["register_ops"]
+if TYPE_CHECKING:
+    from ledger.app.settings import Settings
+
+__all__ = [
+    "access_group",
+    "backup_command",
+    "fsck_command",
+    "restore_command",
+    "rotate_key",
+    "tls_group",
+    "token_group",
+]
 
 _DIR = click.Path(file_okay=False, path_type=Path)
 _FILE = click.Path(dir_okay=False, path_type=Path)
@@ -34,6 +43,8 @@ _data_dir = click.option("--data-dir", type=_DIR, help="data dir (default: from 
 
 
 def _settings(config: Path | None, **flags: Any) -> Settings:
+    from ledger.app.settings import load_settings  # pydantic: only for a command that reads it
+
     return load_settings(config).with_overrides(**flags)
 
 
@@ -483,44 +494,3 @@ def restore_command(
             }
         )
     )
-
-
-# --- config init ---------------------------------------------------------------------------
-
-
-@click.command("init")
-@click.option(
-    "--out",
-    type=_FILE,
-    default=Path("ledger.toml"),
-    show_default=True,
-    help="where to write the sample",
-)
-@click.option("--force", is_flag=True, help="overwrite an existing file")
-def config_init(out: Path, force: bool) -> None:
-    """Write a commented sample configuration (every option, its range and default)."""
-    from ledger.app.settings_sample import sample_toml
-
-    if out.exists() and not force:
-        raise FormatError(f"{out} exists; pass --force to overwrite it")
-    out.write_text(sample_toml())
-    click.echo(f"wrote {out}", err=True)
-
-
-def register_ops(main: click.Group) -> None:
-    """Add the commands of this module to ``ledger`` (``config init`` to its config group)."""
-    for command in (
-        tls_group,
-        token_group,
-        access_group,
-        rotate_key,
-        fsck_command,
-        backup_command,
-    ):
-        main.add_command(command)
-    restore = main.commands.get("restore")
-    if isinstance(restore, click.Group):
-        restore.add_command(restore_command)
-    config = main.commands.get("config")
-    if isinstance(config, click.Group):
-        config.add_command(config_init)

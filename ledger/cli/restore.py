@@ -10,13 +10,16 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ledger.app.settings import Settings, load_settings
+from ledger.cli.ops import restore_command
 from ledger.core.errors import LedgerError
 from ledger_client.clikit.errors import fail
+
+if TYPE_CHECKING:
+    from ledger.app.settings import Settings
 
 __all__ = ["restore"]
 
@@ -24,6 +27,8 @@ PAGE = 1_000
 
 
 def _settings(config: Path | None, data_dir: Path | None, mark_file: Path | None) -> Settings:
+    from ledger.app.settings import load_settings  # pydantic: only for a command that reads it
+
     try:
         return load_settings(config).with_overrides(data_dir=data_dir, mark_file=mark_file)
     except LedgerError as exc:
@@ -247,3 +252,6 @@ def _leaves_from_tiles(url: str, signer: Any, origin: str, start: int) -> tuple[
         at = start + len(leaves)
         leaves.extend(client.leaves(at, min(PAGE, target.size - at), target.size))
     return target, leaves
+
+
+restore.add_command(restore_command)  # from-backup (ledger.cli.ops)

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ledger.app.settings import Settings, load_settings
 from ledger.core.errors import FormatError, LedgerError, StorageError
 
 if TYPE_CHECKING:
+    from ledger.app.settings import Settings
     from ledger.core.types import PublishedCheckpoint
     from ledger.store.rocks import RocksStore
 
@@ -57,6 +57,7 @@ def _checked_store(settings: Settings) -> Iterator[tuple[RocksStore, PublishedCh
 
 def _export(data_dir: Path | None, config: Path | None, out: Path) -> tuple[int, int, int]:
     """Mirror the latest checkpoint into ``out``; return (old size, new size, files written)."""
+    from ledger.app.settings import load_settings
     from ledger.core.tiles import new_tiles
     from ledger.http.mirror import TileMirror
     from ledger.store.tile_reader import TileReader
@@ -78,6 +79,7 @@ def _export_bucket(
     data_dir: Path | None, config: Path | None, url: str, endpoint: str | None, region: str | None
 ) -> tuple[int, int, int]:
     """Publish the latest checkpoint to the bucket; return (old size, new size, objects)."""
+    from ledger.app.settings import load_settings
     from ledger.cli.objstore import bucket_address
     from ledger.core.tiles import new_tiles
     from ledger.objstore.bucket import Bucket

@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -78,6 +77,8 @@ def serve(
     log_keys: tuple[str, ...],
 ) -> None:
     """Serve POST /add-checkpoint until SIGTERM/SIGINT."""
+    import asyncio
+
     from ledger.app.settings import WitnessLog, load_witness_settings
     from ledger.witness.server import LogKeys, WitnessSettings, run_witness
 

@@ -23,7 +23,6 @@ that count), else None.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import random
 import time
@@ -141,6 +140,8 @@ async def retry_async(
     rand: Callable[[], float] = random.random,
 ) -> _T:
     """``await call()`` until it returns (``retry``'s rules; waits with ``asyncio.sleep``)."""
+    import asyncio  # here, not at the top: the CLIs' synchronous paths never load asyncio
+
     policy = _Policy(
         backoff=backoff, retry_on=retry_on, attempts=attempts, deadline=deadline, hint=hint,
         on_retry=on_retry, clock=clock, rand=rand,

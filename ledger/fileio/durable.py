@@ -26,9 +26,7 @@ calls ``os.replace``, ``os.rename`` or ``os.fsync`` (``tests/unit/test_one_of_ea
 
 from __future__ import annotations
 
-import ctypes
 import glob
-import logging
 import os
 import secrets
 import stat
@@ -65,7 +63,12 @@ def fdatasync_fd(fd: int) -> None:
 
 
 OPEN_RETRY_S = 30.0
-_log = logging.getLogger("ledger.fileio")
+
+
+def _warn(message: str, *args: object) -> None:
+    import logging  # only when a shortage is logged: the CLIs' start-up does not load logging
+
+    logging.getLogger("ledger.fileio").warning(message, *args)
 
 
 def open_fd(path: Path, flags: int, mode: int = 0o644) -> int:
@@ -75,7 +78,7 @@ def open_fd(path: Path, flags: int, mode: int = 0o644) -> int:
 
     def failed(attempt: int, exc: Exception, wait: float) -> None:
         if episode.failed():
-            _log.warning("cannot open %s: %s; retrying with backoff", path, exc)
+            _warn("cannot open %s: %s; retrying with backoff", path, exc)
 
     fd = retry(
         lambda: os.open(path, flags, mode),
@@ -85,7 +88,7 @@ def open_fd(path: Path, flags: int, mode: int = 0o644) -> int:
         on_retry=failed,
     )
     if (count := episode.recovered()) is not None:
-        _log.warning("opened %s after %d failed attempts", path, count)
+        _warn("opened %s after %d failed attempts", path, count)
     return fd
 
 
@@ -102,6 +105,8 @@ def sync_filesystem(folder: Path) -> None:
     """Flush every write to the filesystem holding ``folder`` (Linux ``syncfs``, else ``sync``)."""
     fd = os.open(folder, os.O_RDONLY)
     try:
+        import ctypes  # here: loaded only by the few callers that flush a whole filesystem
+
         libc = ctypes.CDLL(None, use_errno=True)
         syncfs = getattr(libc, "syncfs", None)
         if syncfs is None or syncfs(fd) != 0:

@@ -23,22 +23,22 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ledger.core.errors import FormatError
-from ledger.core.jcs import Json, loads_strict
-from ledger.core.note import Ed25519Signer, Ed25519Verifier
-from ledger.core.types import decode_leaf
-from ledger.fileio.keys import load_signer, write_signer
-from ledger.records.agent import agent_chain_key, verify_record_signature
-from ledger.records.decision import DecisionRecord
-from ledger_client.audit.chain import ChainReport, ChainRun, scan_chains
-from ledger_client.audit.verdicts import Check
 from ledger_client.cli.options import agent_verifiers, chain_options
 from ledger_client.clikit.keys import log_verifiers, witness_options, witness_policy
 from ledger_client.clikit.outcome import EXIT_INVALID, Outcome, finish, json_option
-from ledger_client.receipts.receipt import Receipt
+
+if TYPE_CHECKING:  # the rest is imported where it is used (start-up: ``run`` imports this
+    # module for ``chain_verdicts``, which without --tiles needs none of it)
+    from ledger.core.jcs import Json
+    from ledger.core.note import Ed25519Signer, Ed25519Verifier
+    from ledger.records.decision import DecisionRecord
+    from ledger_client.audit.chain import ChainReport, ChainRun
+    from ledger_client.audit.verdicts import Check
 
 __all__ = ["COMMANDS", "agent_verifiers", "chain_options", "chain_verdicts", "refuse_confusable"]
 
@@ -66,6 +66,8 @@ def agent_key() -> None:
 
 
 def _key_lines(signer: Ed25519Signer) -> Outcome:
+    from ledger.records.agent import agent_chain_key
+
     vkey = signer.verifier().key_string()
     chain = agent_chain_key(signer).hex()
     details = {"agent_key": vkey, "chain_key": chain, "name": signer.name}
@@ -85,6 +87,9 @@ def create(name: str, out: Path, as_json: bool) -> None:
     """Write a new agent key to OUT (0600, never overwritten); print its verifier and chain
     keys."""
 
+    from ledger.core.note import Ed25519Signer
+    from ledger.fileio.keys import write_signer
+
     def run() -> Outcome:
         signer = Ed25519Signer.generate(name)
         try:
@@ -101,6 +106,8 @@ def create(name: str, out: Path, as_json: bool) -> None:
 @json_option
 def show(key_file: Path, as_json: bool) -> None:
     """Print the verifier key and chain key of an agent key file."""
+    from ledger.fileio.keys import load_signer
+
     finish("agent-key", as_json, lambda: _key_lines(load_signer(key_file)))
 
 
@@ -108,6 +115,10 @@ def show(key_file: Path, as_json: bool) -> None:
 
 
 def _records(path: Path) -> list[DecisionRecord]:
+    from ledger.core.jcs import loads_strict
+    from ledger.records.decision import DecisionRecord
+    from ledger_client.receipts.receipt import Receipt
+
     files = sorted(path.glob("*.json")) if path.is_dir() else [path]
     out = []
     for file in files:
@@ -133,6 +144,8 @@ def _records(path: Path) -> list[DecisionRecord]:
 
 def presented_runs(paths: Sequence[str]) -> list[tuple[ChainRun, list[DecisionRecord]]]:
     """Each PATH's run: its first record, whether it closed, and all its records."""
+    from ledger_client.audit.chain import ChainRun
+
     runs = []
     for path in paths:
         records = sorted(_records(Path(path)), key=lambda r: r.step)
@@ -188,6 +201,8 @@ def chain(
     """Find every run the agent opened in the log: gaps, forks, restarts, chain heads."""
 
     def run() -> Outcome:
+        from ledger.core.types import decode_leaf
+        from ledger_client.audit.chain import scan_chains
         from ledger_client.remote.tiles import TileClient
 
         verifiers = log_verifiers(keys)
@@ -217,6 +232,8 @@ def _signatures(
     agents: Sequence[Ed25519Verifier],
     lines: list[str],
 ) -> list[Json]:
+    from ledger.records.agent import verify_record_signature
+
     bad: list[Json] = []
     for run, records in runs:
         for record in records:
@@ -254,6 +271,8 @@ def chain_verdicts(
         return {}, None, None
     if tiles is None or chain_key is None:
         raise click.BadParameter("--tiles and --chain-key go together")
+    from ledger.core.types import decode_leaf
+    from ledger_client.audit.chain import scan_chains
     from ledger_client.remote.tiles import TileClient
 
     secret = _chain_key(chain_key)

@@ -154,13 +154,16 @@ def trust_inputs(
     keys: Sequence[str], roots: Sequence[str], origin: str | None, witnesses: Sequence[str]
 ) -> tuple[Any, ...]:
     """The command-line trust inputs parsed (bad keys or PEMs: exit 2), for ``checker_of``."""
-    from ledger.core.checkpoint import CosignatureVerifier
     from ledger_client.clikit.keys import log_verifiers
 
-    try:
-        wits = [CosignatureVerifier.from_key_string(w) for w in witnesses]
-    except FormatError as exc:
-        raise FormatError(f"--witness: {exc}") from None
+    wits = []
+    if witnesses:  # ledger.core.checkpoint only with --witness (start-up)
+        from ledger.core.checkpoint import CosignatureVerifier
+
+        try:
+            wits = [CosignatureVerifier.from_key_string(w) for w in witnesses]
+        except FormatError as exc:
+            raise FormatError(f"--witness: {exc}") from None
     return log_verifiers(keys), load_certificates(roots, "--tsa-root") or None, origin, wits
 
 

@@ -5,86 +5,122 @@ imports grpc lazily inside its body. Exit codes: 0 valid, 1 invalid, 2 usage or 
 (set in one place, ``ledger_client.clikit.outcome.finish``).
 
 Start-up: a subcommand's module is imported when that subcommand runs (``COMMANDS``: name ->
-module and attribute), so ``ledger-verify lineage`` does not load the report, the monitor or
-the tiles client. ``main.commands`` (help, the docs' checks) loads every subcommand.
+module, attribute and the first paragraph of its help, ``ledger_client.clikit.lazy``), so
+``ledger-verify lineage`` does not load the report, the monitor or the tiles client, and
+``ledger-verify --help`` loads none of them. ``main.commands`` (the docs' checks) loads every
+subcommand.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import MutableMapping
-from typing import Any
-
 import click
 
-from ledger_client.clikit.errors import CliGroup
+from ledger_client.clikit.lazy import LazyGroup
 
 __all__ = ["COMMANDS", "main"]
 
-# subcommand -> (module of ledger_client.cli, its click command); listed in help by name
-COMMANDS: dict[str, tuple[str, str]] = {
-    "inclusion": ("proofs", "inclusion"),
-    "consistency": ("proofs", "consistency"),
-    "checkpoint": ("notes", "checkpoint"),
-    "tlog-proof": ("notes", "tlog_proof"),
-    "anchor": ("anchor", "anchor"),
-    "monitor": ("monitor", "monitor"),
-    "receipt": ("receipts", "receipt"),
-    "run": ("receipts", "run"),
-    "receipt-fetch": ("tiles", "receipt_fetch"),
-    "receipt-upgrade": ("tiles", "receipt_upgrade"),
-    "lineage": ("audit", "lineage"),
-    "report": ("audit", "report"),
-    "export": ("audit", "export"),
-    "disclose": ("audit", "disclose"),
-    "index": ("index", "index"),
-    "query": ("index", "query"),
-    "agent-key": ("agent", "agent_key"),
-    "chain": ("agent", "chain"),
+_P = "ledger_client.cli."
+# subcommand -> (its module, its click command, its help's first paragraph); a test holds each
+# entry equal to the command (tests/unit/test_cli_start.py)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "inclusion": (_P + "proofs", "inclusion", "Check an RFC 9162 inclusion proof."),
+    "consistency": (
+        _P + "proofs",
+        "consistency",
+        "Check an RFC 9162 consistency proof (policy for size1 == 0 / size1 == size2: "
+        'docs/formats.md "Merkle edge-case policy").',
+    ),
+    "checkpoint": (
+        _P + "notes",
+        "checkpoint",
+        "Check a C2SP signed checkpoint note read from FILE (default: stdin).",
+    ),
+    "tlog-proof": (
+        _P + "notes",
+        "tlog_proof",
+        "Check a c2sp.org/tlog-proof@v1 file: its checkpoint and the leaf's inclusion.",
+    ),
+    "anchor": (
+        _P + "anchor",
+        "anchor",
+        "Check an RFC 3161 token stamping SHA-256 of a checkpoint body.",
+    ),
+    "monitor": (
+        _P + "monitor",
+        "monitor",
+        "Follow a log: each new checkpoint must extend the last one trusted (state in --state).",
+    ),
+    "receipt": (
+        _P + "receipts",
+        "receipt",
+        "Check a decision-record receipt: record, leaf, proofs, checkpoint, anchors, witnesses.",
+    ),
+    "run": (
+        _P + "receipts",
+        "run",
+        "Check a run (folder of *.json or JSON-lines of {record, receipt}): complete, in order.",
+    ),
+    "receipt-fetch": (
+        _P + "tiles",
+        "receipt_fetch",
+        "Fetch the receipt of a logged record digest from tiles (with its anchors when the URL "
+        "is a bucket the log publishes to; the log's endpoint and mirror folders carry none).",
+    ),
+    "receipt-upgrade": (
+        _P + "tiles",
+        "receipt_upgrade",
+        "Move a receipt, or every receipt of a run file (JSON lines), to the latest checkpoint "
+        "served as tiles (consistency proof kept); written atomically to --out (which may be "
+        "FILE).",
+    ),
+    "lineage": (
+        _P + "audit",
+        "lineage",
+        "Check every run given, then walk the parent graph from a record (or every tainted "
+        "memory write).",
+    ),
+    "report": (
+        _P + "audit",
+        "report",
+        "Write self-contained HTML: timeline, decisions, parent graph, checks, problems (more "
+        "than 20 runs: an overview page and one page per run in OUT-runs/).",
+    ),
+    "export": (
+        _P + "audit",
+        "export",
+        "Export a verified run, each record with its verdict, as OTLP/JSON or PROV-JSON.",
+    ),
+    "disclose": (
+        _P + "audit",
+        "disclose",
+        "Write a receipt that discloses exactly the given field paths of its record.",
+    ),
+    "index": (
+        _P + "index",
+        "index",
+        "Verify and index the run files under DIR into an SQLite database (incrementally).",
+    ),
+    "query": (
+        _P + "index",
+        "query",
+        "Query an audit index: records by agent, run, kind, tool, time, trust, outcome, status.",
+    ),
+    "agent-key": (
+        _P + "agent",
+        "agent_key",
+        'Create or show an agent\'s signing key (docs/formats.md "Agent signatures").',
+    ),
+    "chain": (
+        _P + "agent",
+        "chain",
+        "Find every run the agent opened in the log: gaps, forks, restarts, chain heads.",
+    ),
 }
 
 
-def load_command(name: str) -> click.Command:
-    """The subcommand ``name`` (``COMMANDS``), its module imported now."""
-    module, attribute = COMMANDS[name]
-    command = getattr(importlib.import_module(f"ledger_client.cli.{module}"), attribute)
-    assert isinstance(command, click.Command) and command.name == name, name
-    return command
-
-
-class _LazyGroup(CliGroup):
-    """``CliGroup`` whose subcommands are imported when first asked for (module docstring)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._loaded: dict[str, click.Command] = {}
-        super().__init__(*args, **kwargs)
-
-    @property
-    def commands(self) -> MutableMapping[str, click.Command]:
-        """Every subcommand (each module imported)."""
-        for name in COMMANDS:
-            self._command(name)
-        return self._loaded
-
-    @commands.setter
-    def commands(self, value: MutableMapping[str, click.Command]) -> None:
-        self._loaded.update(value)
-
-    def _command(self, name: str) -> click.Command | None:
-        found = self._loaded.get(name)
-        if found is None and name in COMMANDS:
-            found = self._loaded[name] = load_command(name)
-        return found
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        return self._command(cmd_name)
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*COMMANDS, *self._loaded})
-
-
 @click.group(
-    cls=_LazyGroup,
+    cls=LazyGroup,
+    table=COMMANDS,
     context_settings={"help_option_names": ["-h", "--help"], "show_default": True},
 )
 @click.version_option(package_name="decision-ledger")

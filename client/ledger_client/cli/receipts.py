@@ -48,51 +48,29 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
-from cryptography import x509
 
-from ledger.core.jcs import Json
 from ledger.core.limits import MAX_ITEM_BYTES
-from ledger.records.decision import DecisionRecord
-from ledger_client.audit.timeline import run_timeline
-from ledger_client.audit.verdicts import (
-    FAILED,
-    WARNING,
-    TimePolicy,
-    Verdict,
-    chain_check,
-    lineage_check,
-    signature_check,
-    time_check,
-    time_json,
-)
-from ledger_client.cli.agent import chain_options, chain_verdicts, refuse_confusable
 from ledger_client.cli.audit import time_policy, time_policy_options
 from ledger_client.cli.notes import (
     iso_utc,
     read_input,
 )
-from ledger_client.cli.options import load_certificates
+from ledger_client.cli.options import chain_options, load_certificates
 from ledger_client.clikit.errors import EXIT_PENDING
 from ledger_client.clikit.keys import log_verifiers, witness_options, witness_policy
 from ledger_client.clikit.outcome import EXIT_INVALID, Outcome, finish, json_option
-from ledger_client.receipts.disclose import (
-    describe_disclosures,
-    disclosed_values,
-    load_private_disclosures,
-)
-from ledger_client.receipts.receipt import Receipt
-from ledger_client.receipts.run_load import load_run
-from ledger_client.receipts.run_verify import ANCHORS_PENDING, RunItem, RunVerdict, verify_run
-from ledger_client.receipts.verify import (
-    VALID,
-    AnchorCheck,
-    ReceiptChecker,
-    ReceiptReport,
-    verify_receipt,
-)
+
+if TYPE_CHECKING:  # the rest is imported by the command that uses it (start-up: ``receipt``
+    # loads neither the run checks nor the timeline, their verdicts or RFC 3161 parsing)
+    from cryptography import x509
+
+    from ledger.core.jcs import Json
+    from ledger_client.audit.verdicts import TimePolicy
+    from ledger_client.receipts.run_verify import RunItem, RunVerdict
+    from ledger_client.receipts.verify import AnchorCheck, ReceiptReport
 
 __all__ = ["receipt", "run"]
 
@@ -126,6 +104,8 @@ def _anchor_lines(report: ReceiptReport, details: dict[str, Json]) -> list[str]:
 
 def _anchor_status(anchor: AnchorCheck) -> str:
     """Who stamped, as the chain check proved it; the receipt's label only as unauthenticated."""
+    from ledger_client.receipts.verify import VALID
+
     if anchor.status == VALID:
         return f"valid, signed by {anchor.signer}"
     status = anchor.status.replace("_", " ") + (f": {anchor.detail}" if anchor.detail else "")
@@ -179,6 +159,11 @@ def receipt(
 ) -> None:
     """Check a decision-record receipt: record, leaf, proofs, checkpoint, anchors, witnesses."""
 
+    from ledger.records.decision import DecisionRecord
+    from ledger_client.receipts.disclose import describe_disclosures, disclosed_values
+    from ledger_client.receipts.receipt import Receipt
+    from ledger_client.receipts.verify import verify_receipt
+
     def check() -> Outcome:
         verifiers, trusted = log_verifiers(keys), _roots(roots)
         wits, required = witness_policy(witnesses, min_witnesses)
@@ -229,6 +214,17 @@ def _record_checks(
 ) -> tuple[list[Json], list[str], list[Json]]:
     """Each record's time, lineage, signature and chain checks (JSON), their text lines, and
     the failures as problems (``postdated``, ``late``, ``signature``)."""
+    from ledger_client.audit.verdicts import (
+        FAILED,
+        WARNING,
+        Verdict,
+        chain_check,
+        lineage_check,
+        signature_check,
+        time_check,
+        time_json,
+    )
+
     by_digest = {item.digest: item for item in items}
     step_of = {item.digest: item.record.step for item in items}
     out: list[Json] = []
@@ -279,6 +275,8 @@ def _record_checks(
 def _agent_summary(items: Sequence[RunItem], policy: TimePolicy) -> tuple[Json, list[str]]:
     """Who signed the run (the first record's claim, checked with ``--agent-key``) and its
     chain position (``chain C #n``; ``ledger-verify chain`` checks it against the log)."""
+    from ledger_client.audit.verdicts import chain_check, signature_check
+
     first = next((item.record for item in items if item.record.step == 0), None)
     if first is None:
         return None, []
@@ -297,6 +295,8 @@ def _agent_summary(items: Sequence[RunItem], policy: TimePolicy) -> tuple[Json, 
 def _fail(as_json: bool, details: dict[str, Json], lines: list[str]) -> NoReturn:
     """Report a run with problems (like ``finish`` on a failed check) and exit 1, or 3 when the
     only problems are anchors not issued yet ("anchors pending": neither OK nor invalid)."""
+    from ledger_client.receipts.run_verify import ANCHORS_PENDING
+
     problems = details["problems"]
     count = len(problems) if isinstance(problems, list) else 0
     if details["status"] == ANCHORS_PENDING:
@@ -349,6 +349,12 @@ def run(
     as_json: bool,
 ) -> None:
     """Check a run (folder of *.json or JSON-lines of {record, receipt}): complete, in order."""
+    from ledger_client.audit.timeline import run_timeline
+    from ledger_client.cli.agent import chain_verdicts, refuse_confusable
+    from ledger_client.receipts.disclose import load_private_disclosures
+    from ledger_client.receipts.run_load import load_run
+    from ledger_client.receipts.run_verify import verify_run
+    from ledger_client.receipts.verify import ReceiptChecker
 
     def check() -> Outcome:
         verifiers, trusted = log_verifiers(keys), _roots(roots)

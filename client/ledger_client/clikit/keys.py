@@ -8,12 +8,15 @@ key given where a verifier key belongs is never echoed.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from ledger.core.checkpoint import CosignatureVerifier, Ed25519Verifier
 from ledger.core.errors import MalformedKeyError
+from ledger.core.note import Ed25519Verifier
+
+if TYPE_CHECKING:
+    from ledger.core.checkpoint import CosignatureVerifier
 
 __all__ = ["log_verifiers", "witness_options", "witness_policy"]
 
@@ -47,6 +50,10 @@ def log_verifiers(texts: Sequence[str]) -> list[Ed25519Verifier]:
 
 
 def _witness_verifiers(texts: Sequence[str]) -> list[CosignatureVerifier]:
+    if not texts:
+        return []
+    from ledger.core.checkpoint import CosignatureVerifier  # only with --witness (start-up)
+
     return _parse_keys("--witness", texts, CosignatureVerifier.from_key_string)
 
 
