@@ -24,15 +24,22 @@ and verified by ``workers`` processes (default: one per core), each with its own
 ``ReceiptChecker`` and ``VerificationCache`` (``CacheSpec`` builds them), so each distinct
 checkpoint and token is verified at most once per process.
 
-Schema (``SCHEMA``): ``files(path, size, mtime_ns, run_id, agent, records, verified,
-problems)``, ``records(path, run_id, agent, step, kind, tool, label, time, logged_at_ms,
-log_index, record_digest, trust_label, outcome, verified, why_not, parents,
-time_difference_ms, verdict)`` and ``problems(path, run_id, code, step, record_digest,
-message)``. ``time`` is the agent's claimed time, ``logged_at_ms`` the log's leaf time and
+Schema (``SCHEMA``, version ``VERSION`` in ``PRAGMA user_version``): ``files(path, size,
+mtime_ns, run_id, agent, records, verified, problems, file_hash, verdict, id)``, ``records(id,
+path, run_id, agent, step, kind, tool, label, time, logged_at_ms, log_index, record_digest,
+trust_label, outcome, verified, why_not, parents, time_difference_ms, verdict, ...)``,
+``terms(record, field, value)`` and ``problems(path, run_id, code, step, record_digest,
+message)``. Each file indexed gets the next ``id``; its records' ids are that id times 2**32
+plus their place in the file (so a file's rows are deleted by an id range, and copies of a
+record are in the order their files were stored), and ``terms`` holds a record's search terms
+(``record_terms``) by its id, less those a ``records`` column holds (``COLUMN_KINDS``).
+``time`` is the agent's claimed time, ``logged_at_ms`` the log's leaf time and
 ``time_difference_ms`` the second minus the first; ``verdict`` is the record's verdict
 (``ledger_client.audit.verdicts``, JSON: receipt, run, time under the default time policy,
 lineage, signature with the given agent keys, chain with the given chain verdicts) as the other
-views show it. An index made before these columns existed is rebuilt.
+views show it. An index of an older version is made again by ``index`` (derived data: from the
+run files); ``query`` and the readers (``lineage_index.open_index``) refuse it, and an index
+of a newer version is refused by all (``FormatError``: one line, exit 2).
 """
 
 from __future__ import annotations
