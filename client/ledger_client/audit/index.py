@@ -218,6 +218,8 @@ def _audit_file(job: tuple[str, int, int, int]) -> _Done:
     try:
         file_hash = hashlib.sha256(Path(key).read_bytes()).hexdigest()
         audit = audit_run(load_run(key), checker)
+        if len(audit.checks) >> _SHIFT:  # its records' ids would reach the next file's
+            raise FormatError(f"{key}: {len(audit.checks)} records (at most 2**{_SHIFT})")
     except (FormatError, OSError) as exc:
         code = "unsupported_schema_version" if isinstance(exc, UnsupportedSchemaError) else None
         problem = (key, None, code or "unreadable", None, None, str(exc))
