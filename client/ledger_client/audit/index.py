@@ -92,9 +92,10 @@ _CHUNK = 16  # files per task sent to a worker process
 _BULK = 64  # files to index into an empty index that make it build its indexes at the end
 
 # ``PRAGMA user_version`` of an index this verifier makes. 2: records keyed by ``id`` (the file's
-# ``id`` times 2**32 plus the record's place in it), terms by that id (WITHOUT ROWID), no
-# ``records(path)`` index. An index of another version is rebuilt by ``index`` (derived data)
-# and refused by the readers (``check_version``).
+# ``id`` times 2**32 plus the record's place in it), terms by that id (WITHOUT ROWID), no index
+# on ``records(path)``, ``terms(path)`` or ``files(file_hash)`` (deletion goes by id; no query
+# used the others). An index of another version is rebuilt by ``index`` (derived data) and
+# refused by the readers (``check_version``).
 VERSION = INDEX_VERSION
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -125,7 +126,6 @@ CREATE INDEX IF NOT EXISTS records_trust ON records(trust_label, kind);
 CREATE INDEX IF NOT EXISTS records_digest ON records(record_digest);
 CREATE INDEX IF NOT EXISTS problems_path ON problems(path);
 CREATE INDEX IF NOT EXISTS terms_value ON terms(value, field);
-CREATE INDEX IF NOT EXISTS files_hash ON files(file_hash);
 """
 _SHIFT = 32  # a record's id: its file's id << _SHIFT | its place in the file
 _RECORD_COLUMNS = (
