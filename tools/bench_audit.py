@@ -20,6 +20,10 @@ last record, and every tainted write (``--tainted``); and ``ledger-verify report
 first ``--report-runs`` run files (paged: the overview and one page per run), with the size of
 the largest page. The subprocesses keep their compiled bytecode under ``--data`` (as an
 installed ``ledger-verify`` has it), so no figure includes compiling the sources.
+
+``--db FILE`` keeps the index elsewhere than ``DATA/audit.sqlite`` (a folder of runs shared
+with others); ``--skip-index`` reuses it, and stops at once if it is missing or of another
+index version (``ledger-verify index`` makes it again).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from typing import Any
 
 from ledger.core import merkle
 from ledger.core.checkpoint import Checkpoint, Ed25519Signer, sign_checkpoint
+from ledger.core.errors import FormatError
 from ledger.core.jcs import canonical_bytes
 from ledger.core.types import encode_leaf
 from ledger.records.commitments import commit
@@ -241,7 +246,7 @@ def lineage_figures(folder: Path, key: str, db: Path, repeats: int) -> None:
               f"{sorted(sources)}, load average {os.getloadavg()[0]:.1f}")  # fmt: skip
 
 
-def report_figures(folder: Path, key: str, runs: int, repeats: int) -> None:
+def report_figures(folder: Path, key: str, runs: int, repeats: int, db: Path) -> None:
     """``report`` over the first ``runs`` run files: time and the largest page; verifying
     every run, then with the index's stored verdicts (``--db``: the runs it verified are not
     verified again; the files are hard links, found in the index by their hash)."""
@@ -252,7 +257,6 @@ def report_figures(folder: Path, key: str, runs: int, repeats: int) -> None:
             os.link(path, subset / path.name)
     out = folder / "report" / "report.html"
     out.parent.mkdir(exist_ok=True)
-    db = folder / "audit.sqlite"
     for how, extra in (("verified now", []), ("--db (stored verdicts)", ["--db", str(db)])):
         walls, cpus = [], []
         for _ in range(repeats):
@@ -281,6 +285,8 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path("bench-audit"))
     parser.add_argument("--report-runs", type=int, default=1000)
     parser.add_argument("--skip-index", action="store_true", help="reuse the last index")
+    parser.add_argument("--db", type=Path, default=None,
+                        help="the index (default: DATA/audit.sqlite)")  # fmt: skip
     parser.add_argument("--skip-report", action="store_true", help="no report figures")
     parser.add_argument("--skip-lineage", action="store_true", help="no lineage figures")
     args = parser.parse_args()
@@ -288,20 +294,34 @@ def main() -> None:
     _PYCACHE[0] = str(args.data / "pycache")
     _cli("--help")  # compiles the bytecode once, before anything is timed
     total = args.runs * args.records
-    db = args.data / "audit.sqlite"
+    db = args.db or args.data / "audit.sqlite"
     if not args.skip_index:
         index_figures(args, info, db, total)
+    else:
+        _current(db)
     if not args.skip_lineage:
         lineage_figures(args.data, info["key"], db, args.repeats)
     if not args.skip_report:
-        report_figures(args.data, info["key"], min(args.report_runs, args.runs), args.repeats)
+        report_figures(args.data, info["key"], min(args.report_runs, args.runs), args.repeats, db)
+
+
+def _current(db: Path) -> None:
+    """``--skip-index``: the index must be there and of this verifier's version."""
+    from ledger_client.audit.lineage_index import open_index
+
+    if not db.is_file():
+        raise SystemExit(f"--skip-index: no index at {db}")
+    try:
+        open_index(db).close()
+    except FormatError as exc:
+        raise SystemExit(f"--skip-index: {exc}") from None
 
 
 def index_figures(args: argparse.Namespace, info: dict[str, Any], db: Path, total: int) -> None:
     full, again, cpu = [], [], []
     answer: dict[str, Any] = {}
     for _ in range(args.repeats):
-        for stale in args.data.glob("audit.sqlite*"):
+        for stale in db.parent.glob(f"{db.name}*"):
             stale.unlink()
         took, answer = index_once(args.data, info["key"], db)
         full.append(took)
