@@ -21,9 +21,12 @@ first ``--report-runs`` run files (paged: the overview and one page per run), wi
 the largest page. The subprocesses keep their compiled bytecode under ``--data`` (as an
 installed ``ledger-verify`` has it), so no figure includes compiling the sources.
 
-``--db FILE`` keeps the index elsewhere than ``DATA/audit.sqlite`` (a folder of runs shared
-with others); ``--skip-index`` reuses it, and stops at once if it is missing or of another
-index version (``ledger-verify index`` makes it again).
+``--store-parts N`` times only the main process's part of ``index`` (storing the rows of the
+first N runs and the bulk build's SQL indexes; the runs are verified once, untimed, and their
+rows stored again ``--repeats`` times; nothing is written under ``--data`` then). ``--db FILE``
+keeps the index elsewhere than ``DATA/audit.sqlite`` (a folder of runs shared with others);
+``--skip-index`` reuses it, and stops at once if it is missing or of another index version
+(``ledger-verify index`` makes it again).
 """
 
 from __future__ import annotations
@@ -285,16 +288,26 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path("bench-audit"))
     parser.add_argument("--report-runs", type=int, default=1000)
     parser.add_argument("--skip-index", action="store_true", help="reuse the last index")
+    parser.add_argument(
+        "--store-parts",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only the main process's part of index, over the first N runs",
+    )
     parser.add_argument("--db", type=Path, default=None,
                         help="the index (default: DATA/audit.sqlite)")  # fmt: skip
     parser.add_argument("--skip-report", action="store_true", help="no report figures")
     parser.add_argument("--skip-lineage", action="store_true", help="no lineage figures")
     args = parser.parse_args()
     info = generate(args.data, args.runs, args.records, args.runs_per_checkpoint)
+    db = args.db or args.data / "audit.sqlite"
+    if args.store_parts:  # in this process: no subprocess, no bytecode under --data
+        store_figures(args.data, info["key"], db, args.store_parts, args.repeats)
+        return
     _PYCACHE[0] = str(args.data / "pycache")
     _cli("--help")  # compiles the bytecode once, before anything is timed
     total = args.runs * args.records
-    db = args.db or args.data / "audit.sqlite"
     if not args.skip_index:
         index_figures(args, info, db, total)
     else:
@@ -303,6 +316,46 @@ def main() -> None:
         lineage_figures(args.data, info["key"], db, args.repeats)
     if not args.skip_report:
         report_figures(args.data, info["key"], min(args.report_runs, args.runs), args.repeats, db)
+
+
+def store_figures(folder: Path, key: str, db: Path, runs: int, repeats: int) -> None:
+    """``--store-parts N``: the main process's part of ``index`` alone (storing each file's
+    rows, then the bulk build's SQL indexes), CPU per receipt: the first N runs are verified
+    once in this process, then their rows stored into a new ``db`` ``--repeats`` times."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding
+
+    from ledger_client.audit import index as ix
+
+    root = x509.load_pem_x509_certificate((folder / "root.pem").read_bytes())
+    spec = ix.CacheSpec((key,), (root.public_bytes(Encoding.DER),), None, ())
+    paths = [p.resolve() for p in sorted((folder / "runs").iterdir())[:runs]]
+    done: list[Any] = []
+
+    class Capture(ix.AuditIndex):  # the rows made as ``index`` makes them, kept
+        def _audit(self, todo: Any, spec: Any, workers: Any, trust: Any) -> Any:
+            for made in super()._audit(todo, spec, 1, trust):
+                done.append(made)
+                yield made
+
+    class Replay(ix.AuditIndex):  # the same rows again, without verifying
+        def _audit(self, todo: Any, spec: Any, workers: Any, trust: Any) -> Any:
+            return iter(done)
+
+    cpus = []
+    for n in range(repeats + 1):
+        for stale in db.parent.glob(f"{db.name}*"):
+            stale.unlink()
+        with Capture(db) if n == 0 else Replay(db) as store:
+            started = time.process_time()
+            store.index(paths, spec, fingerprint="bench")
+            cpus.append(time.process_time() - started)
+    receipts = sum(len(d.records) for d in done)
+    cpu = statistics.median(cpus[1:])
+    print(f"index, the main process's part ({len(paths)} runs, {receipts} receipts, bulk build): "
+          f"median {cpu / receipts * 1e6:.1f} us CPU per receipt "
+          f"({min(cpus[1:]) / receipts * 1e6:.1f}-{max(cpus[1:]) / receipts * 1e6:.1f}), "
+          f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
 
 
 def _current(db: Path) -> None:
