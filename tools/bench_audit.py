@@ -20,6 +20,13 @@ last record, and every tainted write (``--tainted``); and ``ledger-verify report
 first ``--report-runs`` run files (paged: the overview and one page per run), with the size of
 the largest page. The subprocesses keep their compiled bytecode under ``--data`` (as an
 installed ``ledger-verify`` has it), so no figure includes compiling the sources.
+
+``--store-parts N`` times only the main process's part of ``index`` (storing the rows of the
+first N runs and the bulk build's SQL indexes; the runs are verified once, untimed, and their
+rows stored again ``--repeats`` times; nothing is written under ``--data`` then). ``--db FILE``
+keeps the index elsewhere than ``DATA/audit.sqlite`` (a folder of runs shared with others);
+``--skip-index`` reuses it, and stops at once if it is missing or of another index version
+(``ledger-verify index`` makes it again).
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from typing import Any
 
 from ledger.core import merkle
 from ledger.core.checkpoint import Checkpoint, Ed25519Signer, sign_checkpoint
+from ledger.core.errors import FormatError
 from ledger.core.jcs import canonical_bytes
 from ledger.core.types import encode_leaf
 from ledger.records.commitments import commit
@@ -241,7 +249,7 @@ def lineage_figures(folder: Path, key: str, db: Path, repeats: int) -> None:
               f"{sorted(sources)}, load average {os.getloadavg()[0]:.1f}")  # fmt: skip
 
 
-def report_figures(folder: Path, key: str, runs: int, repeats: int) -> None:
+def report_figures(folder: Path, key: str, runs: int, repeats: int, db: Path) -> None:
     """``report`` over the first ``runs`` run files: time and the largest page; verifying
     every run, then with the index's stored verdicts (``--db``: the runs it verified are not
     verified again; the files are hard links, found in the index by their hash)."""
@@ -252,7 +260,6 @@ def report_figures(folder: Path, key: str, runs: int, repeats: int) -> None:
             os.link(path, subset / path.name)
     out = folder / "report" / "report.html"
     out.parent.mkdir(exist_ok=True)
-    db = folder / "audit.sqlite"
     for how, extra in (("verified now", []), ("--db (stored verdicts)", ["--db", str(db)])):
         walls, cpus = [], []
         for _ in range(repeats):
@@ -281,27 +288,93 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path("bench-audit"))
     parser.add_argument("--report-runs", type=int, default=1000)
     parser.add_argument("--skip-index", action="store_true", help="reuse the last index")
+    parser.add_argument(
+        "--store-parts",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only the main process's part of index, over the first N runs",
+    )
+    parser.add_argument("--db", type=Path, default=None,
+                        help="the index (default: DATA/audit.sqlite)")  # fmt: skip
     parser.add_argument("--skip-report", action="store_true", help="no report figures")
     parser.add_argument("--skip-lineage", action="store_true", help="no lineage figures")
     args = parser.parse_args()
     info = generate(args.data, args.runs, args.records, args.runs_per_checkpoint)
+    db = args.db or args.data / "audit.sqlite"
+    if args.store_parts:  # in this process: no subprocess, no bytecode under --data
+        store_figures(args.data, info["key"], db, args.store_parts, args.repeats)
+        return
     _PYCACHE[0] = str(args.data / "pycache")
     _cli("--help")  # compiles the bytecode once, before anything is timed
     total = args.runs * args.records
-    db = args.data / "audit.sqlite"
     if not args.skip_index:
         index_figures(args, info, db, total)
+    else:
+        _current(db)
     if not args.skip_lineage:
         lineage_figures(args.data, info["key"], db, args.repeats)
     if not args.skip_report:
-        report_figures(args.data, info["key"], min(args.report_runs, args.runs), args.repeats)
+        report_figures(args.data, info["key"], min(args.report_runs, args.runs), args.repeats, db)
+
+
+def store_figures(folder: Path, key: str, db: Path, runs: int, repeats: int) -> None:
+    """``--store-parts N``: the main process's part of ``index`` alone (storing each file's
+    rows, then the bulk build's SQL indexes), CPU per receipt: the first N runs are verified
+    once in this process, then their rows stored into a new ``db`` ``--repeats`` times."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding
+
+    from ledger_client.audit import index as ix
+
+    root = x509.load_pem_x509_certificate((folder / "root.pem").read_bytes())
+    spec = ix.CacheSpec((key,), (root.public_bytes(Encoding.DER),), None, ())
+    paths = [p.resolve() for p in sorted((folder / "runs").iterdir())[:runs]]
+    done: list[Any] = []
+
+    class Capture(ix.AuditIndex):  # the rows made as ``index`` makes them, kept
+        def _audit(self, todo: Any, spec: Any, workers: Any, trust: Any) -> Any:
+            for made in super()._audit(todo, spec, 1, trust):
+                done.append(made)
+                yield made
+
+    class Replay(ix.AuditIndex):  # the same rows again, without verifying
+        def _audit(self, todo: Any, spec: Any, workers: Any, trust: Any) -> Any:
+            return iter(done)
+
+    cpus = []
+    for n in range(repeats + 1):
+        for stale in db.parent.glob(f"{db.name}*"):
+            stale.unlink()
+        with Capture(db) if n == 0 else Replay(db) as store:
+            started = time.process_time()
+            store.index(paths, spec, fingerprint="bench")
+            cpus.append(time.process_time() - started)
+    receipts = sum(len(d.records) for d in done)
+    cpu = statistics.median(cpus[1:])
+    print(f"index, the main process's part ({len(paths)} runs, {receipts} receipts, bulk build): "
+          f"median {cpu / receipts * 1e6:.1f} us CPU per receipt "
+          f"({min(cpus[1:]) / receipts * 1e6:.1f}-{max(cpus[1:]) / receipts * 1e6:.1f}), "
+          f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+
+
+def _current(db: Path) -> None:
+    """``--skip-index``: the index must be there and of this verifier's version."""
+    from ledger_client.audit.lineage_index import open_index
+
+    if not db.is_file():
+        raise SystemExit(f"--skip-index: no index at {db}")
+    try:
+        open_index(db).close()
+    except FormatError as exc:
+        raise SystemExit(f"--skip-index: {exc}") from None
 
 
 def index_figures(args: argparse.Namespace, info: dict[str, Any], db: Path, total: int) -> None:
     full, again, cpu = [], [], []
     answer: dict[str, Any] = {}
     for _ in range(args.repeats):
-        for stale in args.data.glob("audit.sqlite*"):
+        for stale in db.parent.glob(f"{db.name}*"):
             stale.unlink()
         took, answer = index_once(args.data, info["key"], db)
         full.append(took)

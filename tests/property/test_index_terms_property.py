@@ -125,3 +125,6 @@ def plain_terms(record: DecisionRecord, digest: str) -> list[tuple[str, str]]:
 @given(records(), hex32)
 def test_record_terms_are_the_plain_definition(record: DecisionRecord, digest: str) -> None:
     assert index.record_terms(record, digest) == plain_terms(record, digest)
+    # the rows stored in ``terms``: the same, less the kinds a ``records`` column holds
+    kept = [t for t in plain_terms(record, digest) if t[0] not in index.COLUMN_KINDS]
+    assert index.record_terms(record, digest, stored=True) == kept

@@ -24,15 +24,22 @@ and verified by ``workers`` processes (default: one per core), each with its own
 ``ReceiptChecker`` and ``VerificationCache`` (``CacheSpec`` builds them), so each distinct
 checkpoint and token is verified at most once per process.
 
-Schema (``SCHEMA``): ``files(path, size, mtime_ns, run_id, agent, records, verified,
-problems)``, ``records(path, run_id, agent, step, kind, tool, label, time, logged_at_ms,
-log_index, record_digest, trust_label, outcome, verified, why_not, parents,
-time_difference_ms, verdict)`` and ``problems(path, run_id, code, step, record_digest,
-message)``. ``time`` is the agent's claimed time, ``logged_at_ms`` the log's leaf time and
+Schema (``SCHEMA``, version ``VERSION`` in ``PRAGMA user_version``): ``files(path, size,
+mtime_ns, run_id, agent, records, verified, problems, file_hash, verdict, id)``, ``records(id,
+path, run_id, agent, step, kind, tool, label, time, logged_at_ms, log_index, record_digest,
+trust_label, outcome, verified, why_not, parents, time_difference_ms, verdict, ...)``,
+``terms(record, field, value)`` and ``problems(path, run_id, code, step, record_digest,
+message)``. Each file indexed gets the next ``id``; its records' ids are that id times 2**32
+plus their place in the file (so a file's rows are deleted by an id range, and copies of a
+record are in the order their files were stored), and ``terms`` holds a record's search terms
+(``record_terms``) by its id, less those a ``records`` column holds (``COLUMN_KINDS``).
+``time`` is the agent's claimed time, ``logged_at_ms`` the log's leaf time and
 ``time_difference_ms`` the second minus the first; ``verdict`` is the record's verdict
 (``ledger_client.audit.verdicts``, JSON: receipt, run, time under the default time policy,
 lineage, signature with the given agent keys, chain with the given chain verdicts) as the other
-views show it. An index made before these columns existed is rebuilt.
+views show it. An index of an older version is made again by ``index`` (derived data: from the
+run files); ``query`` and the readers (``lineage_index.open_index``) refuse it, and an index
+of a newer version is refused by all (``FormatError``: one line, exit 2).
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ from ledger.core.timefmt import parse_rfc3339
 from ledger.records.commitments import Commitment
 from ledger.records.decision import DecisionRecord, MemoryWrite, Plan, RunClosed, ToolCall
 from ledger_client.audit.decision import plain_strings, tags_of, usage_of
+from ledger_client.audit.lineage_index import INDEX_TABLES, INDEX_VERSION, check_version
 from ledger_client.audit.timeline import TimelineRow, label_of, outcome_of, timeline, trust_of
 from ledger_client.audit.verdicts import Check, TimePolicy, Verdict, run_checks
 from ledger_client.audit.verify import audit_run
@@ -65,6 +73,7 @@ from ledger_client.receipts.run_load import load_run
 from ledger_client.receipts.verify import ReceiptChecker
 
 __all__ = [
+    "COLUMN_KINDS",
     "DIGEST_KINDS",
     "GROUPS",
     "SCHEMA",
@@ -74,6 +83,7 @@ __all__ = [
     "IndexStats",
     "content_digest",
     "record_terms",
+    "term_condition",
 ]
 
 _BATCH = 256  # files per transaction
@@ -81,13 +91,20 @@ _MIN_CONTENT = 8  # plain strings this long or longer are found by their content
 _CHUNK = 16  # files per task sent to a worker process
 _BULK = 64  # files to index into an empty index that make it build its indexes at the end
 
+# ``PRAGMA user_version`` of an index this verifier makes. 2: records keyed by ``id`` (the file's
+# ``id`` times 2**32 plus the record's place in it), terms by that id (WITHOUT ROWID), no index
+# on ``records(path)``, ``terms(path)`` or ``files(file_hash)`` (deletion goes by id; no query
+# used the others). An index of another version is rebuilt by ``index`` (derived data) and
+# refused by the readers (``check_version``).
+VERSION = INDEX_VERSION
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS files(
   path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, run_id TEXT,
   agent TEXT, records INTEGER NOT NULL, verified INTEGER NOT NULL, problems INTEGER NOT NULL,
-  file_hash TEXT NOT NULL, verdict TEXT);
+  file_hash TEXT NOT NULL, verdict TEXT, id INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS records(
+  id INTEGER PRIMARY KEY,
   path TEXT NOT NULL, run_id TEXT NOT NULL, agent TEXT NOT NULL, step INTEGER NOT NULL,
   kind TEXT NOT NULL, tool TEXT, label TEXT NOT NULL, time TEXT NOT NULL,
   logged_at_ms INTEGER, log_index INTEGER NOT NULL, record_digest TEXT NOT NULL,
@@ -96,11 +113,11 @@ CREATE TABLE IF NOT EXISTS records(
   trace_id TEXT, span_id TEXT, tokens INTEGER, cost REAL, cost_currency TEXT, duration_ms INTEGER,
   file_hash TEXT);
 CREATE TABLE IF NOT EXISTS terms(
-  path TEXT NOT NULL, record_digest TEXT NOT NULL, field TEXT NOT NULL, value TEXT NOT NULL);
+  record INTEGER NOT NULL, field TEXT NOT NULL, value TEXT NOT NULL,
+  PRIMARY KEY(record, field, value)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS problems(
   path TEXT NOT NULL, run_id TEXT, code TEXT NOT NULL, step INTEGER, record_digest TEXT,
   message TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS records_path ON records(path);
 CREATE INDEX IF NOT EXISTS records_agent ON records(agent, logged_at_ms);
 CREATE INDEX IF NOT EXISTS records_run ON records(run_id);
 CREATE INDEX IF NOT EXISTS records_kind ON records(kind, tool);
@@ -109,18 +126,21 @@ CREATE INDEX IF NOT EXISTS records_trust ON records(trust_label, kind);
 CREATE INDEX IF NOT EXISTS records_digest ON records(record_digest);
 CREATE INDEX IF NOT EXISTS problems_path ON problems(path);
 CREATE INDEX IF NOT EXISTS terms_value ON terms(value, field);
-CREATE INDEX IF NOT EXISTS terms_path ON terms(path);
-CREATE INDEX IF NOT EXISTS files_hash ON files(file_hash);
 """
+_SHIFT = 32  # a record's id: its file's id << _SHIFT | its place in the file
 _RECORD_COLUMNS = (
     "path", "run_id", "agent", "step", "kind", "tool", "label", "time", "logged_at_ms",
     "log_index", "record_digest", "trust_label", "outcome", "verified", "why_not", "parents",
     "time_difference_ms", "verdict", "model", "trace_id", "span_id", "tokens", "cost",
     "cost_currency", "duration_ms", "file_hash",
 )  # fmt: skip
+_INSERT_RECORD = f"INSERT INTO records VALUES (?, {', '.join('?' * len(_RECORD_COLUMNS))})"
 # The kinds of term a record is found by (``terms.field``), as ``query`` names them.
 DIGEST_KINDS = ("record", "parent", "evidence", "input", "output", "commitment")
 TERM_KINDS = (*DIGEST_KINDS, "param", "tag", "model", "agent", "trace", "span", "content")
+# Kinds of term a ``records`` column holds (the column), not stored again in ``terms``: ``query``
+# finds a record by its own digest through ``record_digest`` (``term_condition``).
+COLUMN_KINDS = {"record": "record_digest", "model": "model", "trace": "trace_id", "span": "span_id"}
 
 
 @dataclass(slots=True)
@@ -173,7 +193,7 @@ class _Done:
     file_row: tuple[Any, ...]
     records: list[tuple[Any, ...]]
     problems: list[tuple[Any, ...]]
-    terms: list[tuple[str, str, str, str]]
+    terms: list[tuple[int, str, str]]  # (record id, field, value)
     ok: bool
     readable: bool
     checks: tuple[int, int]  # checkpoints and tokens verified for this file
@@ -190,40 +210,43 @@ def _start_worker(spec: CacheSpec, trust: tuple[tuple[str, ...], Mapping[str, Ch
     _POLICY[:] = [TimePolicy(agent_keys=agents, chains=dict(trust[1]))]
 
 
-def _audit_file(job: tuple[str, int, int]) -> _Done:
-    key, size, mtime_ns = job
+def _audit_file(job: tuple[str, int, int, int]) -> _Done:
+    key, size, mtime_ns, number = job
     checker = _CHECKER[0]
     stats = checker.cache.stats
     before = (stats["checkpoints"], stats["tokens"])
     try:
         file_hash = hashlib.sha256(Path(key).read_bytes()).hexdigest()
         audit = audit_run(load_run(key), checker)
+        if len(audit.checks) >> _SHIFT:  # its records' ids would reach the next file's
+            raise FormatError(f"{key}: {len(audit.checks)} records (at most 2**{_SHIFT})")
     except (FormatError, OSError) as exc:
         code = "unsupported_schema_version" if isinstance(exc, UnsupportedSchemaError) else None
         problem = (key, None, code or "unreadable", None, None, str(exc))
-        row: tuple[Any, ...] = (key, size, mtime_ns, None, None, 0, 0, 1, "", None)
+        row: tuple[Any, ...] = (key, size, mtime_ns, None, None, 0, 0, 1, "", None, number)
         return _Done(key, size, mtime_ns, row, [], [problem], [], False, False, (0, 0))
     used = (stats["checkpoints"] - before[0], stats["tokens"] - before[1])
     rows = timeline(audit, _POLICY[0])
     verdict = run_checks(audit, [(r.check, r.verdict) for r in rows])
     row = (key, size, mtime_ns, audit.run_id, audit.agent, len(audit.checks), int(audit.ok),
-           len(audit.problems), file_hash, json.dumps(verdict.to_json_obj()))  # fmt: skip
+           len(audit.problems), file_hash, json.dumps(verdict.to_json_obj()), number)  # fmt: skip
     problems = [
         (key, audit.run_id, p.code, p.step, p.record_digest, p.message) for p, _ in audit.problems
     ]
-    records, terms = _record_rows(key, rows, file_hash)
+    records, terms = _record_rows(key, rows, file_hash, number << _SHIFT)
     return _Done(
         key, size, mtime_ns, row, records, problems, terms, audit.ok, True, used
     )  # fmt: skip
 
 
 def _record_rows(
-    key: str, rows: Sequence[TimelineRow], file_hash: str
-) -> tuple[list[tuple[Any, ...]], list[tuple[str, str, str, str]]]:
+    key: str, rows: Sequence[TimelineRow], file_hash: str, first: int
+) -> tuple[list[tuple[Any, ...]], list[tuple[int, str, str]]]:
+    """The records rows of a file (ids from ``first`` on) and their terms."""
     records = []
-    terms: list[tuple[str, str, str, str]] = []
+    terms: list[tuple[int, str, str]] = []
     shown: dict[int, tuple[str, int, str | None]] = {}  # id(verdict) -> its stored columns
-    for row in rows:
+    for rid, row in enumerate(rows, first):
         record, check = row.check.record, row.check
         tokens, cost, currency, duration = usage_of(record)
         otel = record.otel
@@ -236,7 +259,7 @@ def _record_rows(
         parents = record.parent_digests  # hex digests: their JSON list written directly
         records.append(
             (
-                key, record.run_id, record.agent, record.step, record.kind,
+                rid, key, record.run_id, record.agent, record.step, record.kind,
                 getattr(record.payload, "tool", None), label_of(record), record.time,
                 check.logged_at_ms, check.index, check.digest, trust_of(record),
                 outcome_of(record), columns[1], columns[2],
@@ -247,8 +270,7 @@ def _record_rows(
                 tokens, cost, currency, duration, file_hash,
             )
         )  # fmt: skip
-        digest = check.digest
-        terms += [(key, digest, f, v) for f, v in record_terms(record, digest)]
+        terms += [(rid, f, v) for f, v in record_terms(record, check.digest, stored=True)]
     return records, terms
 
 
@@ -323,9 +345,12 @@ def _scalar(value: object) -> str | None:
     return None
 
 
-def record_terms(record: DecisionRecord, digest: str) -> list[tuple[str, str]]:
-    """(kind, value) of every term the record is found by (module docstring)."""
-    out = [("record", digest)]
+def record_terms(
+    record: DecisionRecord, digest: str, *, stored: bool = False
+) -> list[tuple[str, str]]:
+    """(kind, value) of every term the record is found by (module docstring); ``stored``: less
+    those a ``records`` column holds (``COLUMN_KINDS``), the ``terms`` rows of the record."""
+    out = [] if stored else [("record", digest)]
     if record.parent_digests:
         out += [("parent", p) for p in record.parent_digests]
     if record.evidence:
@@ -361,10 +386,11 @@ def record_terms(record: DecisionRecord, digest: str) -> list[tuple[str, str]]:
             if shown is not None:
                 out.append(("param", f"{name}={shown}"))
     out += [("tag", t) for t in tags_of(record)]
-    if record.model:
-        out.append(("model", record.model))
-    if record.otel is not None:
-        out += [("trace", record.otel.trace_id), ("span", record.otel.span_id)]
+    if not stored:
+        if record.model:
+            out.append(("model", record.model))
+        if record.otel is not None:
+            out += [("trace", record.otel.trace_id), ("span", record.otel.span_id)]
     # plain strings only (``plain_strings``): commitments hide their content
     out += [("content", content_digest(t)) for t in texts if len(t) >= _MIN_CONTENT]
     for whole in (actual, expected):
@@ -384,21 +410,28 @@ def content_digest(value: object) -> str:
 
 
 class AuditIndex:
-    """The SQLite file at ``db`` (created when missing); use as a context manager."""
+    """The SQLite file at ``db`` (created when missing); use as a context manager. An index
+    of another ``VERSION`` is refused (``FormatError``), or with ``rebuild`` (``index``) and
+    older, emptied and made again."""
 
-    def __init__(self, db: str | Path) -> None:
+    def __init__(self, db: str | Path, *, rebuild: bool = False) -> None:
         try:
             if str(db) != ":memory:":  # private to the auditor: created 0600 (owner only)
                 os.close(os.open(db, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
             self.db = sqlite3.connect(str(db), isolation_level=None)
+            try:
+                if check_version(self.db, db, older=rebuild):
+                    version = self.db.execute("PRAGMA user_version").fetchone()[0]
+                    if version != VERSION:  # made by an older verifier: rebuilt
+                        for table in INDEX_TABLES:
+                            self.db.execute(f"DROP TABLE IF EXISTS {table}")
+            except FormatError:
+                self.db.close()
+                raise
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(SCHEMA)
-            columns = {r[1] for r in self.db.execute("PRAGMA table_info(records)")}
-            if "cost_currency" not in columns:  # made by an older verifier: rebuilt
-                for table in ("files", "records", "problems", "meta", "terms"):
-                    self.db.execute(f"DROP TABLE IF EXISTS {table}")
-                self.db.executescript(SCHEMA)
+            self.db.execute(f"PRAGMA user_version = {VERSION}")
         except sqlite3.DatabaseError as exc:
             raise FormatError(f"{db}: not an audit index ({exc})") from None
         except OSError as exc:
@@ -442,12 +475,14 @@ class AuditIndex:
             for path, size, mtime in self.db.execute("SELECT path, size, mtime_ns FROM files")
         }
         todo = []
+        number = self.db.execute("SELECT max(id) FROM files").fetchone()[0] or 0
         for path in dict.fromkeys(runs):  # each file once, even when given twice
             stat = path.stat()
             if known.get(str(path)) == (stat.st_size, stat.st_mtime_ns):
                 stats.skipped += 1
-            else:
-                todo.append((str(path), stat.st_size, stat.st_mtime_ns))
+            else:  # each file indexed gets the next id (its records' ids follow from it)
+                number += 1
+                todo.append((str(path), stat.st_size, stat.st_mtime_ns, number))
         verified = {"checkpoints": 0, "tokens": 0}
         bulk = not known and len(todo) >= _BULK
         if bulk:  # a new index: rows first, then each index sorted in one pass
@@ -486,7 +521,7 @@ class AuditIndex:
 
     def _audit(
         self,
-        todo: list[tuple[str, int, int]],
+        todo: list[tuple[str, int, int, int]],
         spec: CacheSpec,
         workers: int,
         trust: tuple[tuple[str, ...], Mapping[str, Check]],
@@ -514,11 +549,12 @@ class AuditIndex:
             self.db.execute("BEGIN")
         if not fresh:
             self._delete(done.key)
-        self.db.execute("INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", done.file_row)
-        marks = ", ".join("?" * len(_RECORD_COLUMNS))
-        self.db.executemany(f"INSERT INTO records VALUES ({marks})", done.records)
-        self.db.executemany("INSERT INTO problems VALUES (?, ?, ?, ?, ?, ?)", done.problems)
-        self.db.executemany("INSERT INTO terms VALUES (?, ?, ?, ?)", done.terms)
+        self.db.execute("INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", done.file_row)
+        self.db.executemany(_INSERT_RECORD, done.records)
+        if done.problems:
+            self.db.executemany("INSERT INTO problems VALUES (?, ?, ?, ?, ?, ?)", done.problems)
+        # a record naming one value twice under one kind (a tag, a content digest) keeps one
+        self.db.executemany("INSERT OR IGNORE INTO terms VALUES (?, ?, ?)", done.terms)
         if commit:
             self.db.execute("COMMIT")
         stats.indexed += done.readable
@@ -529,7 +565,14 @@ class AuditIndex:
         verified["tokens"] += done.checks[1]
 
     def _delete(self, path: str) -> None:
-        for table in ("files", "records", "problems", "terms"):
+        """The rows of the file ``path``: its records and terms by their ids' range."""
+        row = self.db.execute("SELECT id FROM files WHERE path = ?", (path,)).fetchone()
+        if row is not None:
+            first = row[0] << _SHIFT
+            last = first + (1 << _SHIFT) - 1
+            self.db.execute("DELETE FROM records WHERE id BETWEEN ? AND ?", (first, last))
+            self.db.execute("DELETE FROM terms WHERE record BETWEEN ? AND ?", (first, last))
+        for table in ("files", "problems"):
             self.db.execute(f"DELETE FROM {table} WHERE path = ?", (path,))
 
     def query(
@@ -560,9 +603,9 @@ class AuditIndex:
         ``GROUPS`` name): per group the records, runs, and the token, cost and duration sums."""
         clause, values = _where(where)
         if by == "tag":
-            source = (
+            source = (  # a record's copies have the same tags: those of the row taken
                 f"SELECT r.*, t.value AS tag FROM (SELECT * FROM records WHERE {clause} "
-                "GROUP BY record_digest) r JOIN terms t ON t.record_digest = r.record_digest "
+                "GROUP BY record_digest) r JOIN terms t ON t.record = r.id "
                 "AND t.field = 'tag' GROUP BY r.record_digest, t.value"
             )
             key = "tag"
@@ -603,6 +646,27 @@ GROUPS = {
     "run": "run_id", "status": "verified", "trust": "trust_label", "tag": "tag",
     "trace": "trace_id",
 }  # fmt: skip
+
+
+def term_condition(kinds: Sequence[str], values: Sequence[str]) -> tuple[str, list[object]]:
+    """The SQL condition (and its values) on ``records`` for "a term of one of ``kinds`` has
+    one of ``values``": the digests of the records with such ``terms`` rows, and with the kind
+    ``record`` the values themselves (``COLUMN_KINDS``; other column kinds are not asked
+    here: ``query`` filters their columns)."""
+    stored = [k for k in kinds if k != "record"]
+    wanted = ", ".join("?" * len(values))
+    parts: list[str] = []
+    args: list[object] = []
+    if stored:
+        parts.append(
+            "SELECT r.record_digest FROM terms t CROSS JOIN records r ON r.id = t.record "
+            f"WHERE t.field IN ({', '.join('?' * len(stored))}) AND t.value IN ({wanted})"
+        )
+        args += [*stored, *values]
+    if len(stored) < len(kinds):
+        parts.append(f"VALUES {', '.join('(?)' for _ in values)}")
+        args += values
+    return f"record_digest IN ({' UNION ALL '.join(parts)})", args
 
 
 def _where(where: Sequence[tuple[str, Sequence[object]]]) -> tuple[str, list[object]]:

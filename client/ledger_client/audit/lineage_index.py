@@ -44,8 +44,11 @@ if TYPE_CHECKING:  # imported when a run is verified now (start-up: ``cli.main``
 
 __all__ = [
     "FROM_INDEX",
+    "INDEX_TABLES",
+    "INDEX_VERSION",
     "IndexedLineage",
     "IndexedResult",
+    "check_version",
     "open_index",
     "passing",
     "stored_files",
@@ -54,6 +57,9 @@ __all__ = [
 ]
 
 FROM_INDEX = "index"  # ``audit.verdicts.FROM_INDEX`` (a test keeps them equal)
+# ``PRAGMA user_version`` of the index ``audit.index`` makes (its ``SCHEMA``), and its tables
+INDEX_VERSION = 2
+INDEX_TABLES = ("meta", "files", "records", "terms", "problems")
 
 _COLUMNS = (
     "path", "run_id", "agent", "step", "kind", "label", "trust_label", "time", "logged_at_ms",
@@ -237,12 +243,37 @@ def _status(head: str, whole: Callable[[], str]) -> str:
     return str(json.loads(whole())["status"])
 
 
+def check_version(conn: sqlite3.Connection, db: str | Path, *, older: bool = False) -> bool:
+    """Whether the database holds an audit index (any of ``INDEX_TABLES``); one of another
+    version than ``INDEX_VERSION`` is refused (``FormatError``, one line), unless ``older``
+    (``index``, which rebuilds it: derived data) and it is older."""
+    found = conn.execute(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN (?, ?, ?, ?, ?)",
+        INDEX_TABLES,
+    ).fetchone()[0]
+    if not found:
+        return False
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version == INDEX_VERSION or (older and version < INDEX_VERSION):
+        return True
+    which = "an older" if version < INDEX_VERSION else "a newer"
+    raise FormatError(
+        f"{db}: an audit index made by {which} ledger-verify (version {version}, this one reads "
+        f"{INDEX_VERSION}); make it again with `ledger-verify index ... --db {db}`"
+    )
+
+
 def open_index(db: str | Path) -> sqlite3.Connection:
     """An audit index opened to read (``audit.index.AuditIndex`` makes and fills it); a file
-    that is not an SQLite database: ``FormatError``, as ``AuditIndex`` words it."""
+    that is not an SQLite database: ``FormatError``, as ``AuditIndex`` words it; an index of
+    another version: ``FormatError`` (``check_version``)."""
     try:
         conn = sqlite3.connect(str(db), isolation_level=None)
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        try:
+            check_version(conn, db)
+        except FormatError:
+            conn.close()
+            raise
         conn.execute("PRAGMA query_only = 1")  # reads only
         conn.execute(f"PRAGMA mmap_size = {1 << 30}")  # pages read in place, not copied
     except sqlite3.DatabaseError as exc:
@@ -255,14 +286,13 @@ def stored_runs(
 ) -> dict[str, tuple[str, int, int, str, str | None]]:
     """``AuditIndex.stored_runs``: path -> (file hash, size, mtime_ns, the first 40 characters
     of the run verdict's JSON, run id) of the files indexed under the trust inputs
-    ``fingerprint``; empty when the index was made under others, or by a verifier whose index
-    has other columns (it is rebuilt then). ``verdict_of`` reads a verdict whole."""
+    ``fingerprint``; empty when the index was made under others (``open_index`` refuses an
+    index of another version). ``verdict_of`` reads a verdict whole."""
     try:
-        columns = {r[1] for r in conn.execute("PRAGMA table_info(records)")}
         row = conn.execute("SELECT value FROM meta WHERE key = 'settings'").fetchone()
     except sqlite3.OperationalError:  # no tables: nothing indexed
         return {}
-    if "cost_currency" not in columns or row is None or row[0] != fingerprint:
+    if row is None or row[0] != fingerprint:
         return {}
     return {
         path: (file_hash, size, mtime, verdict or "", run_id)
@@ -472,9 +502,9 @@ class IndexedLineage:
         for start in range(0, len(digests), 500):
             part = list(digests[start : start + 500])
             marks = ", ".join("?" * len(part))
-            hits = self.db.execute(  # by the parent digest first
+            hits = self.db.execute(  # by the parent digest first, then the child's id
                 f"SELECT t.value, r.rowid, {columns} FROM terms t CROSS JOIN records r ON "
-                "r.path = t.path AND r.record_digest = t.record_digest WHERE t.field = 'parent' "
+                "r.id = t.record WHERE t.field = 'parent' "
                 f"AND t.value IN ({marks}) AND r.kind != 'run_closed'",
                 part,
             ).fetchall()

@@ -34,7 +34,14 @@ from cryptography.hazmat.primitives.serialization import Encoding
 
 from ledger.core.errors import FormatError
 from ledger.core.timefmt import parse_rfc3339
-from ledger_client.audit.index import DIGEST_KINDS, GROUPS, AuditIndex, CacheSpec, content_digest
+from ledger_client.audit.index import (
+    DIGEST_KINDS,
+    GROUPS,
+    AuditIndex,
+    CacheSpec,
+    content_digest,
+    term_condition,
+)
 from ledger_client.audit.run_files import run_paths
 from ledger_client.audit.verdicts import format_delta
 from ledger_client.audit.verify import iso_ms
@@ -102,7 +109,7 @@ def index(
         fingerprint = trust_fingerprint(
             keys, roots, origin, witnesses, agent_keys=agent_keys, chain=scanned
         )
-        with AuditIndex(db) as store:
+        with AuditIndex(db, rebuild=True) as store:  # an older index: made again
             stats, verified = store.index(
                 paths,
                 spec,
@@ -171,16 +178,7 @@ def _filters(options: dict[str, Any]) -> list[tuple[str, list[object]]]:
     content = _content(options)
     if content is not None:
         terms.append(content)
-    for kinds, values in terms:
-        marks = ", ".join("?" * len(kinds))
-        wanted = ", ".join("?" * len(values))
-        where.append(
-            (
-                f"record_digest IN (SELECT record_digest FROM terms WHERE field IN ({marks}) "
-                f"AND value IN ({wanted}))",
-                [*kinds, *values],
-            )
-        )
+    where += [term_condition(kinds, values) for kinds, values in terms]
     return where
 
 

@@ -1,0 +1,187 @@
+"""The audit index's schema version (``PRAGMA user_version``, ``audit.index.VERSION``): an index
+made by an older verifier is made again by ``index`` (derived data) and refused in one line by
+``query``, ``lineage --db`` and ``report --db`` (exit 2), never read with the new queries; a
+newer one is refused by all. Rows of a changed or removed file go with it (records and terms
+by their ids' range)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from ledger_client.audit.index import VERSION
+from ledger_client.cli.main import main
+from tests.decision_world import DECIDE, Runs, build, write
+
+# The schema of the index before version 2 (user_version 0): terms by path and record digest.
+OLD_SCHEMA = """
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE files(
+  path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, run_id TEXT,
+  agent TEXT, records INTEGER NOT NULL, verified INTEGER NOT NULL, problems INTEGER NOT NULL,
+  file_hash TEXT NOT NULL, verdict TEXT);
+CREATE TABLE records(
+  path TEXT NOT NULL, run_id TEXT NOT NULL, agent TEXT NOT NULL, step INTEGER NOT NULL,
+  kind TEXT NOT NULL, tool TEXT, label TEXT NOT NULL, time TEXT NOT NULL,
+  logged_at_ms INTEGER, log_index INTEGER NOT NULL, record_digest TEXT NOT NULL,
+  trust_label TEXT, outcome TEXT, verified INTEGER NOT NULL, why_not TEXT,
+  parents TEXT NOT NULL, time_difference_ms INTEGER, verdict TEXT NOT NULL, model TEXT,
+  trace_id TEXT, span_id TEXT, tokens INTEGER, cost REAL, cost_currency TEXT, duration_ms INTEGER,
+  file_hash TEXT);
+CREATE TABLE terms(
+  path TEXT NOT NULL, record_digest TEXT NOT NULL, field TEXT NOT NULL, value TEXT NOT NULL);
+CREATE TABLE problems(
+  path TEXT NOT NULL, run_id TEXT, code TEXT NOT NULL, step INTEGER, record_digest TEXT,
+  message TEXT NOT NULL);
+CREATE INDEX terms_path ON terms(path);
+"""
+
+
+@pytest.fixture(scope="module")
+def world() -> Runs:
+    return build()
+
+
+@pytest.fixture
+def runs(world: Runs, tmp_path: Path) -> Path:
+    write(tmp_path / "runs", world)
+    return tmp_path / "runs"
+
+
+def _invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+def _index(world: Runs, runs: Path, db: Path) -> tuple[int, str]:
+    key = world.world.key.key_string()
+    return _invoke("index", str(runs), "--db", str(db), "--key", key, "--workers", "1", "--json")
+
+
+def _readers(world: Runs, runs: Path, db: Path, tmp_path: Path) -> list[tuple[int, str]]:
+    key = world.world.key.key_string()
+    return [
+        _invoke("query", "--db", str(db), "--run", DECIDE),
+        _invoke("lineage", str(runs), "--key", key, "--tainted", "--db", str(db)),
+        _invoke("report", str(runs), "--key", key, "--db", str(db), "--html",
+                str(tmp_path / "report.html")),
+    ]  # fmt: skip
+
+
+def _old_index(world: Runs, runs: Path, db: Path) -> None:
+    """An index as the verifier before version 2 made it (its rows taken from a new one)."""
+    new = db.with_name("new.sqlite")
+    assert _index(world, runs, new)[0] == 0
+    with closing(sqlite3.connect(new)) as src, closing(sqlite3.connect(db)) as out:
+        out.executescript(OLD_SCHEMA)
+        out.executemany("INSERT INTO meta VALUES (?, ?)", src.execute("SELECT * FROM meta"))
+        out.executemany(
+            "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            src.execute(
+                "SELECT path, size, mtime_ns, run_id, agent, records, verified, problems, "
+                "file_hash, verdict FROM files"
+            ),
+        )
+        columns = [r[1] for r in src.execute("PRAGMA table_info(records)")][1:]  # less id
+        out.executemany(
+            f"INSERT INTO records VALUES ({', '.join('?' * len(columns))})",
+            src.execute(f"SELECT {', '.join(columns)} FROM records ORDER BY id"),
+        )
+        out.executemany(
+            "INSERT INTO terms VALUES (?, ?, ?, ?)",
+            src.execute(
+                "SELECT r.path, r.record_digest, t.field, t.value FROM terms t "
+                "JOIN records r ON r.id = t.record"
+            ),
+        )
+        out.commit()
+        assert out.execute("PRAGMA user_version").fetchone() == (0,)
+
+
+def test_an_older_index_is_refused_by_the_readers_and_made_again_by_index(
+    world: Runs, runs: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "old.sqlite"
+    _old_index(world, runs, db)
+    for code, output in _readers(world, runs, db, tmp_path):
+        assert code == 2, output
+        assert output.count("\n") == 1 and "Traceback" not in output, output
+        assert "made by an older ledger-verify (version 0, this one reads 2)" in output, output
+        assert "ledger-verify index" in output
+    with closing(sqlite3.connect(db)) as conn:  # refused, not changed
+        assert conn.execute("PRAGMA user_version").fetchone() == (0,)
+        assert "path" in {r[1] for r in conn.execute("PRAGMA table_info(terms)")}
+    code, output = _index(world, runs, db)
+    assert code == 0, output
+    assert json.loads(output)["skipped"] == 0  # nothing taken from the old rows
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (VERSION,)
+        assert [r[1] for r in conn.execute("PRAGMA table_info(terms)")] == [
+            "record", "field", "value"
+        ]  # fmt: skip
+    answers = _readers(world, runs, db, tmp_path)
+    assert answers[0][0] == 0 and "5 record(s)" in answers[0][1], answers[0]
+    assert [code for code, _ in answers[1:]] == [0, 0], answers
+
+
+def test_a_newer_index_is_refused_even_by_index(world: Runs, runs: Path, tmp_path: Path) -> None:
+    db = tmp_path / "newer.sqlite"
+    assert _index(world, runs, db)[0] == 0
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute(f"PRAGMA user_version = {VERSION + 1}")
+    for code, output in [_index(world, runs, db), *_readers(world, runs, db, tmp_path)]:
+        assert code == 2, output
+        assert f"made by a newer ledger-verify (version {VERSION + 1}" in output, output
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (VERSION + 1,)
+
+
+def _rows(db: Path) -> dict[str, Any]:
+    """The index's rows less the ids: records, terms by their record's path and digest."""
+    with closing(sqlite3.connect(db)) as conn:
+        columns = [r[1] for r in conn.execute("PRAGMA table_info(records)")][1:]
+        return {
+            "records": sorted(conn.execute(f"SELECT {', '.join(columns)} FROM records")),
+            "terms": sorted(
+                conn.execute(
+                    "SELECT r.path, r.record_digest, t.field, t.value FROM terms t "
+                    "JOIN records r ON r.id = t.record"
+                )
+            ),
+            "orphans": conn.execute(
+                "SELECT count(*) FROM terms WHERE record NOT IN (SELECT id FROM records)"
+            ).fetchall(),
+            "files": sorted(conn.execute("SELECT path, run_id, records FROM files")),
+            "problems": sorted(conn.execute("SELECT * FROM problems")),
+        }
+
+
+def test_a_changed_or_removed_file_takes_its_rows_with_it(
+    world: Runs, runs: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "audit.sqlite"
+    copy = runs / "decide-copy.jsonl"
+    shutil.copy(runs / "decide.jsonl", copy)
+    assert _index(world, runs, db)[0] == 0
+    before = _rows(db)
+    changed = copy.stat().st_mtime_ns + 1_000_000
+    os.utime(copy, ns=(changed, changed))  # indexed again: its rows replaced
+    code, output = _index(world, runs, db)
+    assert code == 0 and json.loads(output)["indexed"] == 1, output
+    assert _rows(db) == before
+    copy.unlink()  # gone: its rows deleted
+    code, output = _index(world, runs, db)
+    assert code == 0 and json.loads(output)["removed"] == 1, output
+    fresh = tmp_path / "fresh.sqlite"
+    assert _index(world, runs, fresh)[0] == 0
+    after = _rows(db)
+    assert after == _rows(fresh) and after != before
+    assert after["orphans"] == [(0,)] and after["terms"]
