@@ -45,6 +45,7 @@ purpose; the published high-water mark then tells how far it fell behind.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -297,6 +298,7 @@ class RocksStore:
         self.read_only = secondary is not None
         self.path = Path(path)
         self._table: DedupTable | None = None
+        self._opening = threading.Lock()
         self.dedup_note = ""  # why the dedup table was rebuilt on open, and how long it took
         if secondary is None:
             Path(path).mkdir(parents=True, exist_ok=True)
@@ -459,7 +461,10 @@ class RocksStore:
         if table is None:
             if self.tiles_only:
                 raise StorageError("this reader opened the store without its dedup index")
-            table = self._table = self._open_dedup()
+            with self._opening:  # a reader thread and the writer may both ask first
+                table = self._table
+                if table is None:
+                    table = self._table = self._open_dedup()
         return table
 
     def _root_at(self, size: int) -> bytes:
