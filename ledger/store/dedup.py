@@ -4,7 +4,9 @@ The entry bundles are the source of truth (each v1 leaf holds its record digest)
 is derived from them, so it is never backed up and is rebuilt wherever it is missing, damaged
 or from another log. It replaced the ``digests`` column family (one RocksDB key per entry),
 whose memtable inserts, flushes and compactions of random keys cost about 8 of 11 µs of server
-CPU per record under B2 (docs/benchmarks.md "The dedup index's share of B2").
+CPU per record under B2 (docs/benchmarks.md "The dedup index's share of B2, 2026-12-02
+00:37–00:47 (load average 6.1–7.3)"; the table's figures: docs/benchmarks.md "The derived
+dedup table, 2026-12-02 03:07–03:18 (load average 6.9–12.0)").
 
 File ``LEDGER-DEDUP`` (all integers little-endian), memory-mapped:
 
