@@ -630,6 +630,23 @@ done:
     return result;
 }
 
+static PyObject *dedup_count(PyObject *self, PyObject *arg) {
+    Py_buffer tb;
+    if (PyObject_GetBuffer(arg, &tb, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *result = NULL;
+    uint64_t count = slot_count(tb.len), i;
+    if (count) {
+        long long used = 0;
+        const unsigned char *slots = tb.buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (i = 0; i < count; i++) used += get48(slots + SLOT * i + FP_BYTES) != 0;
+        Py_END_ALLOW_THREADS
+        result = PyLong_FromLongLong(used);
+    }
+    PyBuffer_Release(&tb);
+    return result;
+}
+
 static PyObject *dedup_rehash(PyObject *self, PyObject *args) {
     Py_buffer ob, nb;
     if (!PyArg_ParseTuple(args, "y*w*", &ob, &nb)) return NULL;
@@ -711,6 +728,7 @@ static PyMethodDef methods[] = {
     {"dedup_insert", dedup_insert, METH_VARARGS, "See ledger/core/hot.py."},
     {"dedup_find", dedup_find, METH_VARARGS, "See ledger/core/hot.py."},
     {"dedup_rehash", dedup_rehash, METH_VARARGS, "See ledger/core/hot.py."},
+    {"dedup_count", dedup_count, METH_O, "See ledger/core/hot.py."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -29,6 +29,7 @@ __all__ = [
     "bundle_leaf_hashes",
     "compact_extend",
     "compact_root",
+    "dedup_count",
     "dedup_find",
     "dedup_insert",
     "dedup_rehash",
@@ -71,6 +72,7 @@ bundle_digests = hot.bundle_digests
 dedup_insert = hot.dedup_insert
 dedup_find = hot.dedup_find
 dedup_rehash = hot.dedup_rehash
+dedup_count = hot.dedup_count
 if _core is not hot:
     sequence_plain = _core.sequence_plain
     compact_extend = _core.compact_extend
@@ -83,6 +85,7 @@ if _core is not hot:
     dedup_insert = _core.dedup_insert
     dedup_find = _core.dedup_find
     dedup_rehash = _core.dedup_rehash
+    dedup_count = _core.dedup_count
 
 
 _json, json_error = _compiled("_strictjson", "the compiled JSON reader")

@@ -21,7 +21,7 @@ refused (``LEDGER_PURE=1``), else this one. The two give byte-identical answers
 * ``bundle_leaf_hashes``: the leaf hash of every entry of an entry bundle (C2SP tlog-tiles: each
   entry a 2-byte big-endian length, then the entry), packed: a level-0 tile's row 0 read back
   from its bundle (``ledger.core.tile_layout``).
-* ``dedup_insert`` / ``dedup_find`` / ``dedup_rehash``: the derived dedup table
+* ``dedup_insert`` / ``dedup_find`` / ``dedup_rehash`` / ``dedup_count``: the derived dedup table
   (``ledger.store.dedup``): an open-addressing table (linear probing) of 12-byte slots, each a
   48-bit keyed fingerprint of a record digest and its entry index + 1 (little-endian, 6 bytes
   each; index + 1 == 0: an empty slot). The fingerprint is the first 6 bytes, little-endian, of
@@ -46,6 +46,7 @@ __all__ = [
     "bundle_leaf_hashes",
     "compact_extend",
     "compact_root",
+    "dedup_count",
     "dedup_find",
     "dedup_insert",
     "dedup_rehash",
@@ -250,6 +251,15 @@ def dedup_find(slots: Buffer, key: bytes, mask: int, digests: bytes) -> list[int
                 out += (position, value - 1)
             at = (at + 1) & (count - 1)
     return out
+
+
+def dedup_count(slots: Buffer) -> int:
+    """How many slots are occupied."""
+    view = memoryview(slots)
+    _slot_count(view)
+    return sum(
+        1 for start in range(0, len(view), SLOT) if any(view[start + _FP_BYTES : start + SLOT])
+    )
 
 
 def dedup_rehash(old: Buffer, new: Buffer) -> int:

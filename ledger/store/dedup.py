@@ -101,7 +101,7 @@ class DedupTable:
         self._map = mapping
         self._slots = memoryview(mapping)[HEADER:]
         self.header = header
-        self.count = header.count  # occupied slots, including those past ``covered``
+        self.count = header.count  # occupied slots (``open`` counts them: a crash leaves more)
         self.inode = os.fstat(fd).st_ino
         self.mask = FP_MASK
 
@@ -136,7 +136,10 @@ class DedupTable:
         except OSError as exc:
             os.close(fd)
             return None, f"cannot read it ({exc})"
-        return cls(path, fd, mapping, header), ""
+        table = cls(path, fd, mapping, header)
+        if writable:  # slots written after the header (then a crash) count too: growth needs them
+            table.count = accel.dedup_count(table._slots)
+        return table, ""
 
     @classmethod
     def build(
@@ -185,7 +188,11 @@ class DedupTable:
 
     def insert(self, first: int, digests: bytes) -> None:
         """Put the digests of entries ``first ..`` (room made by ``reserve``)."""
-        self.count += accel.dedup_insert(self._slots, self.header.key, self.mask, digests, first)
+        try:
+            written = accel.dedup_insert(self._slots, self.header.key, self.mask, digests, first)
+        except ValueError as exc:  # a full table: the store grows it first, so never here
+            raise StorageError(f"dedup table {self.path}: {exc}") from exc
+        self.count += written
 
     def find(self, digests: bytes) -> list[int]:
         """Flat [position, index, ...] candidates (``ledger.core.hot.dedup_find``)."""

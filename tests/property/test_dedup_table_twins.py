@@ -96,6 +96,7 @@ def test_compiled_and_pure_tables_are_identical(
             assert moved[hot] == moved[native] == len(inserted)
             tables = grown
         assert tables[hot] == tables[native]
+        assert hot.dedup_count(tables[hot]) == native.dedup_count(tables[native]) == len(inserted)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))

@@ -253,3 +253,21 @@ def test_digests_sharing_a_prefix_do_not_lengthen_probe_chains(tmp_path: Path) -
     finally:
         piled.close()
     assert max(displacements(tmp_path / "piled.new")) == 3_999
+
+
+def test_slots_written_after_the_header_count_when_the_table_grows(tmp_path: Path) -> None:
+    """Crashes after inserts whose pages reached the disk but not the header: the slots are
+    there, their replay writes nothing, and the table must still count them (it did not: after
+    a few such crashes it filled up and refused the next insert)."""
+    path = tmp_path / "db"
+    fill(path, 10)
+    for cycle in range(6):  # 6,000 entries in a table of 4,096 slots unless it grows
+        store = RocksStore(path)
+        log = Log(store=store, signer=Ed25519Signer.generate(ORIGIN), origin=ORIGIN)
+        first = 10 + 1_000 * cycle
+        log.append_packed(b"".join(digest(k) for k in range(first, first + 1_000)))
+        on_disk = (path / dedup.FILE).read_bytes()  # the slots, with the header of before
+        store.close()
+        (path / dedup.FILE).write_bytes(on_disk)  # ... as a crash before close leaves it
+    answers, note = reopened_answers(path, 6_010)
+    assert answers == [*range(6_010), *[None] * 5] and note == ""
