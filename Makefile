@@ -38,7 +38,8 @@ CORE_TESTS := tests/property/test_hot_twins.py tests/property/test_tile_layout.p
 	tests/property/test_merkle_property.py tests/unit/test_merkle.py \
 	tests/unit/test_merkle_vectors.py tests/unit/test_tiles.py tests/unit/test_log.py \
 	tests/unit/test_storage_contract.py tests/property/test_loads_strict_property.py \
-	tests/property/test_jcs_fast_property.py
+	tests/property/test_jcs_fast_property.py tests/property/test_dedup_table_twins.py \
+	tests/unit/test_dedup_store.py
 pytest-pure: $(STAMP) bytecode
 	LEDGER_PURE=1 LEDGER_EXPECT_CORE=pure $(BIN)/pytest $(WORKERS) $(CORE_TESTS)
 

@@ -67,8 +67,9 @@ VARIANTS = [
 
 
 def _base() -> Options:
-    """The dedup options of ``ledger.store.rocks`` with RocksDB's default level sizes."""
-    opts = _options(16, 32)[1]
+    """The options of ``ledger.store.rocks`` (the dedup family's, when it had one) with
+    RocksDB's default level sizes."""
+    opts = _options(16, 32)
     opts.set_max_bytes_for_level_base(256 << 20)
     opts.set_target_file_size_base(64 << 20)
     opts.set_level_compaction_dynamic_level_bytes(False)

@@ -8,10 +8,13 @@ The variants are experiments, never a way to run a log: without its dedup index 
 sequence a duplicate twice.
 
     base       the log as committed
-    nolookup   no dedup look-up (every digest treated as new); keys still written
-    nowrite    dedup keys never written (so every look-up is of an empty family)
-    nowal      dedup keys written in their own batch without the WAL (the tree's batch unchanged)
-    nodedup    neither look-up nor keys
+    nolookup   no dedup look-up (every digest treated as new); digests still inserted
+    nowrite    digests never inserted into the dedup table (so every look-up misses)
+    nodedup    neither look-up nor inserts
+
+Since layout tiles-3 the dedup index is the derived table of ``ledger.store.dedup``; the
+variants of the ``digests`` family it replaced (docs/benchmarks.md "The dedup index's share of
+B2, 2026-12-02 00:37–00:47 (load average 6.1–7.3)") are in this file's history.
 
 Prints, per variant, B2's records/s and records per server CPU second (median and range over
 ``--runs``) and the server's CPU. Run it on a quiet machine for the record; the ratios between
@@ -33,28 +36,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 STORE = "ledger/store/rocks.py"
-_LOOKUP = """        found = cast(
-            "list[bytes | None]", _read("the dedup index", lambda: self._digests.get(list(digests)))
-        )
+_LOOKUP = "        candidates = self._dedup().find(digests)\n"
+_WRITE = """        table = self._dedup()
+        table.insert(first, digests)
 """
-_WRITE = """        keys = split_hashes(batch.digests)
-        deque(map(put, keys, index_values(batch.first, len(keys), INDEX_BYTES), repeat(digests)), 0)
-"""
-_NO_LOOKUP = "        found: list[bytes | None] = [None] * len(digests)  # EXPERIMENT\n"
-_NO_WRITE = "        pass  # EXPERIMENT: no dedup keys\n"
-_NO_WAL = """        keys = split_hashes(batch.digests)
-        alone = WriteBatch(raw_mode=True)
-        values = index_values(batch.first, len(keys), INDEX_BYTES)
-        deque(map(alone.put, keys, values, repeat(digests)), 0)
-        unlogged = WriteOptions()
-        unlogged.disable_wal = True
-        self._db.write(alone, unlogged)  # EXPERIMENT
-"""
+_NO_LOOKUP = "        candidates: list[int] = []  # EXPERIMENT\n"
+_NO_WRITE = "        table = self._dedup()  # EXPERIMENT: no inserts\n"
 VARIANTS: dict[str, list[tuple[str, str]]] = {
     "base": [],
     "nolookup": [(_LOOKUP, _NO_LOOKUP)],
     "nowrite": [(_WRITE, _NO_WRITE)],
-    "nowal": [(_WRITE, _NO_WAL)],
     "nodedup": [(_LOOKUP, _NO_LOOKUP), (_WRITE, _NO_WRITE)],
 }
 

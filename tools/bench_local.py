@@ -9,7 +9,7 @@ core, ``ledger.core.accel``) with a checkpoint every 50 ms, as the service publi
 
 The synced-write bound is what the disk and rocksdict allow a log that did nothing else: the
 exact keys and values ``RocksStore.commit`` (or ``commit_packed``) writes for batches of 1,000
-fresh digests (entry bundles, tiles, one dedup key per entry, the tree state), recorded
+fresh digests (entry bundles, tiles, the tree state: since layout tiles-3 no dedup keys), recorded
 beforehand from a real log, then written into a fresh store as rocksdict write batches, each
 synced (``flush_wal(True)``) as the log syncs each group commit. B2 is reported as a fraction
 of it, measured in the same run.
@@ -23,12 +23,11 @@ from pathlib import Path
 
 from rocksdict import WriteBatch
 
-from ledger.core.accel import split_hashes
 from ledger.core.checkpoint import Ed25519Signer
 from ledger.core.types import AppendItem
 from ledger.log.facade import Log
 from ledger.store.contract import Batch, PackedBatch
-from ledger.store.rocks import INDEX_BYTES, RocksStore
+from ledger.store.rocks import RocksStore
 from tools.bench_loads import fresh_digests
 from tools.bench_server import ORIGIN
 
@@ -63,7 +62,7 @@ def local_append_rate(db_dir: Path, batches: int, batch: int = 1_000) -> float:
     return batches * batch / elapsed
 
 
-_Writes = tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]], bytes]  # tree, dedup, state
+_Writes = tuple[list[tuple[bytes, bytes]], bytes]  # tree values, state
 
 
 class _Recording(RocksStore):
@@ -75,17 +74,12 @@ class _Recording(RocksStore):
 
     def commit(self, batch: Batch) -> None:
         values, _ = self._writer.plan(batch.first, batch.entries, batch.nodes)
-        dedup = [
-            (d, i.to_bytes(INDEX_BYTES, "big")) for i, d in enumerate(batch.digests, batch.first)
-        ]
-        self.recorded.append((list(values.items()), dedup, batch.state.to_bytes()))
+        self.recorded.append((list(values.items()), batch.state.to_bytes()))
         super().commit(batch)
 
     def commit_packed(self, batch: PackedBatch) -> None:
         values, _ = self._writer.plan_packed(batch.first, batch.framed, batch.step, batch.rows)
-        digests = split_hashes(batch.digests)
-        dedup = [(d, i.to_bytes(INDEX_BYTES, "big")) for i, d in enumerate(digests, batch.first)]
-        self.recorded.append((list(values.items()), dedup, batch.state.to_bytes()))
+        self.recorded.append((list(values.items()), batch.state.to_bytes()))
         super().commit_packed(batch)
 
 
@@ -120,16 +114,14 @@ def synced_write_rate(db_dir: Path, batches: int, batch: int = 1_000) -> float:
     finally:
         recorder.close()
     store = RocksStore(db_dir / "bound")  # the log's options and column families
-    db, tree, dedup_cf = store._db, store._tree_cf, store._digests_cf
+    db, tree = store._db, store._tree_cf
     try:
         t0 = time.perf_counter()
-        for values, dedup, state in work:
+        for values, state in work:
             wb = WriteBatch(raw_mode=True)
             put = wb.put
             for key, value in values:
                 put(key, value, tree)
-            for key, value in dedup:
-                put(key, value, dedup_cf)
             put(b"S", state)
             db.write(wb, store._nosync)
             db.flush_wal(True)

@@ -475,6 +475,7 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
             gate=primary,
             clock_ms=_skewed_clock(settings.clock_offset_ms),
         )
+        store.open_dedup()  # a rebuild (a missing or stale dedup table) now, not in an append
         mark.reserve()  # the writer's files stay open: no append needs a new descriptor
         acked.reserve()
         for warning in mark_warnings:  # once the data dir opened and recovered

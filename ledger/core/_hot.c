@@ -472,6 +472,250 @@ static PyObject *bundle_leaf_hashes(PyObject *self, PyObject *arg) {
     return out;
 }
 
+/* --- the derived dedup table (ledger/core/hot.py: dedup_insert, dedup_find, dedup_rehash) -- */
+
+#define SLOT 12
+#define FP_BYTES 6
+#define MAX_VALUE (1ULL << 48)
+
+static uint64_t get48(const unsigned char *p) {
+    uint64_t v = 0;
+    int i;
+    for (i = FP_BYTES - 1; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+static void put48(unsigned char *p, uint64_t v) {
+    int i;
+    for (i = 0; i < FP_BYTES; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* The table's slot count (a power of two), or 0 with ValueError set. */
+static uint64_t slot_count(Py_ssize_t len) {
+    uint64_t count = (uint64_t)len / SLOT;
+    if (len % SLOT || count == 0 || (count & (count - 1))) {
+        PyErr_SetString(PyExc_ValueError,
+                        "dedup table: not a power-of-two number of 12-byte slots");
+        return 0;
+    }
+    return count;
+}
+
+static int check_args(Py_ssize_t key_len, Py_ssize_t digests_len, unsigned long long mask) {
+    if (key_len != 16 || digests_len % 32 || mask >= MAX_VALUE) {
+        PyErr_SetString(PyExc_ValueError,
+                        "dedup table: key not 16 bytes, digests not N x 32 or mask over 48 bits");
+        return 0;
+    }
+    return 1;
+}
+
+static uint64_t fingerprint(const unsigned char *key, const unsigned char *digest, uint64_t mask) {
+    unsigned char h[32];
+    sha256_3(key, 16, digest, 32, NULL, 0, h);
+    return get48(h) & mask;
+}
+
+/* Put one pair into its chain: 1 written, 0 already there, -1 full. */
+static int put_pair(unsigned char *slots, uint64_t count, uint64_t fp, uint64_t value) {
+    uint64_t at = fp & (count - 1), n;
+    for (n = 0; n < count; n++) {
+        unsigned char *s = slots + SLOT * at;
+        uint64_t v = get48(s + FP_BYTES);
+        if (!v) {
+            put48(s, fp);
+            put48(s + FP_BYTES, value);
+            return 1;
+        }
+        if (v == value && get48(s) == fp) return 0;
+        at = (at + 1) & (count - 1);
+    }
+    return -1;
+}
+
+static PyObject *dedup_insert(PyObject *self, PyObject *args) {
+    Py_buffer tb, kb, db;
+    unsigned long long mask;
+    long long first;
+    if (!PyArg_ParseTuple(args, "w*y*Ky*L", &tb, &kb, &mask, &db, &first)) return NULL;
+    PyObject *result = NULL;
+    uint64_t count = slot_count(tb.len);
+    if (!count || !check_args(kb.len, db.len, mask)) goto done;
+    Py_ssize_t n = db.len / 32, k;
+    if (first < 0 || (uint64_t)first + (uint64_t)n >= MAX_VALUE) {
+        PyErr_SetString(PyExc_ValueError, "dedup table: index over 48 bits");
+        goto done;
+    }
+    long long written = 0;
+    int full = 0;
+    unsigned char *slots = tb.buf;
+    const unsigned char *key = kb.buf, *d = db.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (k = 0; k < n; k++) {
+        int r = put_pair(slots, count, fingerprint(key, d + 32 * k, mask),
+                         (uint64_t)first + (uint64_t)k + 1);
+        if (r < 0) {
+            full = 1;
+            break;
+        }
+        written += r;
+    }
+    Py_END_ALLOW_THREADS
+    if (full)
+        PyErr_SetString(PyExc_ValueError, "dedup table: full");
+    else
+        result = PyLong_FromLongLong(written);
+done:
+    PyBuffer_Release(&tb);
+    PyBuffer_Release(&kb);
+    PyBuffer_Release(&db);
+    return result;
+}
+
+static PyObject *dedup_find(PyObject *self, PyObject *args) {
+    Py_buffer tb, kb, db;
+    unsigned long long mask;
+    if (!PyArg_ParseTuple(args, "y*y*Ky*", &tb, &kb, &mask, &db)) return NULL;
+    PyObject *result = NULL;
+    uint64_t *found = NULL;
+    Py_ssize_t nfound = 0, cap = 0, k;
+    uint64_t count = slot_count(tb.len);
+    if (!count || !check_args(kb.len, db.len, mask)) goto done;
+    Py_ssize_t n = db.len / 32;
+    const unsigned char *slots = tb.buf, *key = kb.buf, *d = db.buf;
+    int nomem = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (k = 0; k < n && !nomem; k++) {
+        uint64_t fp = fingerprint(key, d + 32 * k, mask), at = fp & (count - 1), step;
+        for (step = 0; step < count; step++) {
+            const unsigned char *s = slots + SLOT * at;
+            uint64_t v = get48(s + FP_BYTES);
+            if (!v) break;
+            if (get48(s) == fp) {
+                if (nfound + 2 > cap) {
+                    Py_ssize_t more = cap ? 2 * cap : 64;
+                    uint64_t *grown = realloc(found, sizeof(uint64_t) * (size_t)more);
+                    if (!grown) {
+                        nomem = 1;
+                        break;
+                    }
+                    found = grown;
+                    cap = more;
+                }
+                found[nfound++] = (uint64_t)k;
+                found[nfound++] = v - 1;
+            }
+            at = (at + 1) & (count - 1);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (nomem) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    result = PyList_New(nfound);
+    for (k = 0; result && k < nfound; k++) {
+        PyObject *v = PyLong_FromUnsignedLongLong(found[k]);
+        if (!v) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyList_SET_ITEM(result, k, v);
+    }
+done:
+    free(found);
+    PyBuffer_Release(&tb);
+    PyBuffer_Release(&kb);
+    PyBuffer_Release(&db);
+    return result;
+}
+
+static PyObject *dedup_count(PyObject *self, PyObject *arg) {
+    Py_buffer tb;
+    if (PyObject_GetBuffer(arg, &tb, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *result = NULL;
+    uint64_t count = slot_count(tb.len), i;
+    if (count) {
+        long long used = 0;
+        const unsigned char *slots = tb.buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (i = 0; i < count; i++) used += get48(slots + SLOT * i + FP_BYTES) != 0;
+        Py_END_ALLOW_THREADS
+        result = PyLong_FromLongLong(used);
+    }
+    PyBuffer_Release(&tb);
+    return result;
+}
+
+static PyObject *dedup_rehash(PyObject *self, PyObject *args) {
+    Py_buffer ob, nb;
+    if (!PyArg_ParseTuple(args, "y*w*", &ob, &nb)) return NULL;
+    PyObject *result = NULL;
+    uint64_t old_count = slot_count(ob.len), count = old_count ? slot_count(nb.len) : 0, i;
+    if (!count) goto done;
+    long long moved = 0;
+    int full = 0;
+    const unsigned char *source = ob.buf;
+    unsigned char *target = nb.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (i = 0; i < old_count; i++) {
+        const unsigned char *s = source + SLOT * i;
+        uint64_t v = get48(s + FP_BYTES);
+        if (!v) continue;
+        int r = put_pair(target, count, get48(s), v);
+        if (r < 0) {
+            full = 1;
+            break;
+        }
+        moved += r;
+    }
+    Py_END_ALLOW_THREADS
+    if (full)
+        PyErr_SetString(PyExc_ValueError, "dedup table: full");
+    else
+        result = PyLong_FromLongLong(moved);
+done:
+    PyBuffer_Release(&ob);
+    PyBuffer_Release(&nb);
+    return result;
+}
+
+static PyObject *bundle_digests(PyObject *self, PyObject *arg) {
+    Py_buffer b;
+    if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *p = (const unsigned char *)b.buf;
+    Py_ssize_t n = b.len, at = 0, count = 0;
+    while (at < n) {
+        if (at + 2 > n) {
+            PyBuffer_Release(&b);
+            return PyErr_Format(PyExc_ValueError,
+                                "entry bundle ends inside the length of entry %zd", count);
+        }
+        Py_ssize_t len = (Py_ssize_t)p[at] << 8 | (Py_ssize_t)p[at + 1];
+        if (at + 2 + len > n) {
+            PyBuffer_Release(&b);
+            return PyErr_Format(PyExc_ValueError, "entry bundle ends inside entry %zd", count);
+        }
+        if (len < 41) {
+            PyBuffer_Release(&b);
+            return PyErr_Format(PyExc_ValueError,
+                                "entry %zd of the bundle is too short for a record digest", count);
+        }
+        at += 2 + len;
+        count++;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, count * 32);
+    if (out) {
+        unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+        for (at = 0; at < n; o += 32) {
+            memcpy(o, p + at + 2 + 9, 32);
+            at += 2 + ((Py_ssize_t)p[at] << 8 | (Py_ssize_t)p[at + 1]);
+        }
+    }
+    PyBuffer_Release(&b);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"sequence_plain", sequence_plain, METH_VARARGS, "See ledger/core/hot.py."},
     {"compact_extend", compact_extend, METH_VARARGS, "See ledger/core/hot.py."},
@@ -480,6 +724,11 @@ static PyMethodDef methods[] = {
     {"index_values", index_values, METH_VARARGS, "See ledger/core/hot.py."},
     {"present", present, METH_O, "See ledger/core/hot.py."},
     {"bundle_leaf_hashes", bundle_leaf_hashes, METH_O, "See ledger/core/hot.py."},
+    {"bundle_digests", bundle_digests, METH_O, "See ledger/core/hot.py."},
+    {"dedup_insert", dedup_insert, METH_VARARGS, "See ledger/core/hot.py."},
+    {"dedup_find", dedup_find, METH_VARARGS, "See ledger/core/hot.py."},
+    {"dedup_rehash", dedup_rehash, METH_VARARGS, "See ledger/core/hot.py."},
+    {"dedup_count", dedup_count, METH_O, "See ledger/core/hot.py."},
     {NULL, NULL, 0, NULL},
 };
 

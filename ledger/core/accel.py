@@ -25,9 +25,14 @@ from ledger.core import hot
 __all__ = [
     "CORE",
     "JSON_CORE",
+    "bundle_digests",
     "bundle_leaf_hashes",
     "compact_extend",
     "compact_root",
+    "dedup_count",
+    "dedup_find",
+    "dedup_insert",
+    "dedup_rehash",
     "hashes_b64",
     "index_values",
     "json_dump",
@@ -63,6 +68,11 @@ split_hashes = hot.split_hashes
 index_values = hot.index_values
 present = hot.present
 bundle_leaf_hashes = hot.bundle_leaf_hashes
+bundle_digests = hot.bundle_digests
+dedup_insert = hot.dedup_insert
+dedup_find = hot.dedup_find
+dedup_rehash = hot.dedup_rehash
+dedup_count = hot.dedup_count
 if _core is not hot:
     sequence_plain = _core.sequence_plain
     compact_extend = _core.compact_extend
@@ -71,6 +81,11 @@ if _core is not hot:
     index_values = _core.index_values
     present = _core.present
     bundle_leaf_hashes = _core.bundle_leaf_hashes
+    bundle_digests = _core.bundle_digests
+    dedup_insert = _core.dedup_insert
+    dedup_find = _core.dedup_find
+    dedup_rehash = _core.dedup_rehash
+    dedup_count = _core.dedup_count
 
 
 _json, json_error = _compiled("_strictjson", "the compiled JSON reader")

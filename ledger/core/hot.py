@@ -21,6 +21,18 @@ refused (``LEDGER_PURE=1``), else this one. The two give byte-identical answers
 * ``bundle_leaf_hashes``: the leaf hash of every entry of an entry bundle (C2SP tlog-tiles: each
   entry a 2-byte big-endian length, then the entry), packed: a level-0 tile's row 0 read back
   from its bundle (``ledger.core.tile_layout``).
+* ``dedup_insert`` / ``dedup_find`` / ``dedup_rehash`` / ``dedup_count``: the derived dedup table
+  (``ledger.store.dedup``): an open-addressing table (linear probing) of 12-byte slots, each a
+  48-bit keyed fingerprint of a record digest and its entry index + 1 (little-endian, 6 bytes
+  each; index + 1 == 0: an empty slot). The fingerprint is the first 6 bytes, little-endian, of
+  ``SHA-256(key || digest)`` (``key``: the table's random 16 bytes, so clients cannot choose
+  digests that share a probe chain), masked by ``mask`` (all 48 bits but in tests, which force
+  collisions with a narrow one); a digest's chain starts at ``fingerprint mod slots``. Inserting
+  a (fingerprint, index) pair already in its chain writes nothing, so replaying entries after a
+  crash is harmless; ``dedup_find`` answers every index whose fingerprint matches (the caller
+  confirms each against the stored entry).
+* ``bundle_digests``: the record digest (bytes 9..41 of each v1 leaf) of every entry of a
+  bundle, packed (rebuilding the dedup table from the bundles).
 """
 
 from __future__ import annotations
@@ -30,9 +42,14 @@ from collections.abc import Sequence
 
 __all__ = [
     "CORE",
+    "bundle_digests",
     "bundle_leaf_hashes",
     "compact_extend",
     "compact_root",
+    "dedup_count",
+    "dedup_find",
+    "dedup_insert",
+    "dedup_rehash",
     "index_values",
     "present",
     "sequence_plain",
@@ -143,3 +160,119 @@ def bundle_leaf_hashes(bundle: bytes) -> bytes:
         out.append(hashlib.sha256(b"\x00" + bundle[at + 2 : end]).digest())
         at = end
     return b"".join(out)
+
+
+def bundle_digests(bundle: bytes) -> bytes:
+    """The record digest of each entry of ``bundle`` (bytes 9..41 of its v1 leaf), packed;
+    ValueError where the bytes end inside an entry's length or an entry, or an entry is too
+    short to hold a digest."""
+    out: list[bytes] = []
+    at, end_of = 0, len(bundle)
+    while at < end_of:
+        if at + 2 > end_of:
+            raise ValueError(f"entry bundle ends inside the length of entry {len(out)}")
+        end = at + 2 + int.from_bytes(bundle[at : at + 2], "big")
+        if end > end_of:
+            raise ValueError(f"entry bundle ends inside entry {len(out)}")
+        if end - at - 2 < _DIGEST_END:
+            raise ValueError(f"entry {len(out)} of the bundle is too short for a record digest")
+        out.append(bundle[at + 2 + _DIGEST_AT : at + 2 + _DIGEST_END])
+        at = end
+    return b"".join(out)
+
+
+Buffer = bytes | bytearray | memoryview  # a table: the store passes a view of its mapping
+SLOT = 12  # a dedup table slot: fingerprint (6 bytes) || index + 1 (6 bytes), little-endian
+_DIGEST_AT, _DIGEST_END = 9, 41  # a v1 leaf: version (1) || time (8) || record digest (32) ...
+_FP_BYTES = 6
+_MAX_VALUE = 1 << 48
+
+
+def _slot_count(slots: memoryview) -> int:
+    count = len(slots) // SLOT
+    if len(slots) % SLOT or count == 0 or count & (count - 1):
+        raise ValueError("dedup table: not a power-of-two number of 12-byte slots")
+    return count
+
+
+def _fingerprints(key: bytes, mask: int, digests: bytes) -> list[int]:
+    if len(key) != 16 or len(digests) % _H or not 0 <= mask < _MAX_VALUE:
+        raise ValueError("dedup table: key not 16 bytes, digests not N x 32 or mask over 48 bits")
+    sha256, from_bytes = hashlib.sha256, int.from_bytes
+    return [
+        from_bytes(sha256(key + digests[at : at + _H]).digest()[:_FP_BYTES], "little") & mask
+        for at in range(0, len(digests), _H)
+    ]
+
+
+def _put(slots: memoryview, count: int, fingerprint: int, value: int) -> int:
+    """Put one pair into its chain: 1 when written, 0 when it was there."""
+    mask = count - 1
+    at = fingerprint & mask
+    want = fingerprint.to_bytes(_FP_BYTES, "little") + value.to_bytes(_FP_BYTES, "little")
+    for _ in range(count):
+        start = at * SLOT
+        slot = slots[start : start + SLOT]
+        if not any(slot[_FP_BYTES:]):
+            slots[start : start + SLOT] = want
+            return 1
+        if slot == want:
+            return 0
+        at = (at + 1) & mask
+    raise ValueError("dedup table: full")
+
+
+def dedup_insert(slots: Buffer, key: bytes, mask: int, digests: bytes, first: int) -> int:
+    """Put (fingerprint of digest k, ``first + k + 1``) for every digest into the table; return
+    how many slots were written (a pair already in its chain is not written again)."""
+    view = memoryview(slots)
+    count = _slot_count(view)
+    fingerprints = _fingerprints(key, mask, digests)
+    if first < 0 or first + len(fingerprints) >= _MAX_VALUE:
+        raise ValueError("dedup table: index over 48 bits")
+    return sum(_put(view, count, fp, first + k + 1) for k, fp in enumerate(fingerprints))
+
+
+def dedup_find(slots: Buffer, key: bytes, mask: int, digests: bytes) -> list[int]:
+    """Flat [position, index, ...]: for each digest (position in ``digests``), the index of
+    every slot of its chain with its fingerprint, in probe order."""
+    view = memoryview(slots)
+    count = _slot_count(view)
+    out: list[int] = []
+    from_bytes = int.from_bytes
+    for position, fingerprint in enumerate(_fingerprints(key, mask, digests)):
+        at = fingerprint & (count - 1)
+        for _ in range(count):
+            start = at * SLOT
+            value = from_bytes(view[start + _FP_BYTES : start + SLOT], "little")
+            if not value:
+                break
+            if from_bytes(view[start : start + _FP_BYTES], "little") == fingerprint:
+                out += (position, value - 1)
+            at = (at + 1) & (count - 1)
+    return out
+
+
+def dedup_count(slots: Buffer) -> int:
+    """How many slots are occupied."""
+    view = memoryview(slots)
+    _slot_count(view)
+    return sum(
+        1 for start in range(0, len(view), SLOT) if any(view[start + _FP_BYTES : start + SLOT])
+    )
+
+
+def dedup_rehash(old: Buffer, new: Buffer) -> int:
+    """Put every occupied slot of ``old``, in slot order, into the empty table ``new``; return
+    how many."""
+    source, target = memoryview(old), memoryview(new)
+    _slot_count(source)
+    count = _slot_count(target)
+    moved = 0
+    from_bytes = int.from_bytes
+    for start in range(0, len(source), SLOT):
+        value = from_bytes(source[start + _FP_BYTES : start + SLOT], "little")
+        if value:
+            fingerprint = from_bytes(source[start : start + _FP_BYTES], "little")
+            moved += _put(target, count, fingerprint, value)
+    return moved

@@ -44,6 +44,7 @@ __all__ = [
     "fsync_fd",
     "open_fd",
     "remove_temporaries",
+    "replace_file",
     "sync_filesystem",
     "write_file",
 ]
@@ -90,6 +91,12 @@ def open_fd(path: Path, flags: int, mode: int = 0o644) -> int:
     if (count := episode.recovered()) is not None:
         _warn("opened %s after %d failed attempts", path, count)
     return fd
+
+
+def replace_file(source: Path, target: Path) -> None:
+    """Rename ``source`` over ``target`` (the caller made ``source`` durable first, and syncs
+    the folder after: ``fsync_dir``)."""
+    os.replace(source, target)
 
 
 def fsync_dir(folder: Path) -> None:

@@ -227,13 +227,11 @@ class Sequencer:
 
     def sequence_packed(self, digests: bytes) -> PackedSequenced:
         """``sequence`` for N x 32 bytes of digests without metadata (``packed_count`` checked
-        by the caller), on the selected core: one multi-get for the dedup look-up, then
+        by the caller), on the selected core: one dedup look-up over the buffer, then
         validation, in-batch dedup, leaf bytes and leaf hashes over the buffer. The same
         indexes, times and leaf hashes as ``sequence`` of the same items."""
         now = max(self._clock_ms(), self._last_timestamp_ms)
-        keys = accel.split_hashes(digests)  # the keys rocksdict's multi-get takes
-        found = self._store.find_digests(keys)
-        del keys
+        found = self._store.find_packed(digests)
         prefix = leaf_prefix(now)
         plain = leaf_suffix(b"")
         framed_prefix = (len(prefix) + HASH_SIZE + len(plain)).to_bytes(2, "big") + prefix

@@ -3,9 +3,10 @@
 Recomputes the tree from the stored entry bundles (RFC 6962 §2.1) in one sequential pass and
 rebuilds the tile layout from them (``ledger.core.tile_layout``), comparing every stored bundle and
 tile value once it can no longer change (so memory stays the right edge); checks the bundles
-are contiguous, each leaf parses (v1), timestamps never decrease and the
-dedup index maps exactly each entry's digest to its index (a sequential scan compared through a
-sum of SHA-256(digest || index) over both, so no random reads; a mismatch is then named);
+are contiguous, each leaf parses (v1), timestamps never decrease and the dedup table
+(``ledger.store.dedup``, derived from the bundles; opening it for the check brings it up to
+date or rebuilds it, as the log's open would, and a rebuild is a note) answers each entry's
+digest with its index (one look-up per bundle; a slot damaged since it was written is named);
 checks the tree state (compact range, last time); checks every checkpoint (C2SP signature by
 the bound key or an earlier one, origin, size, stored root == note root == recomputed root) and
 every anchor (RFC 3161 token over the checkpoint body, genTime, chain to the TSA's roots where
@@ -24,7 +25,6 @@ are counted in ``FsckReport.unchecked``: not a problem, but not OK either; ``led
 
 from __future__ import annotations
 
-import hashlib
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -36,7 +36,6 @@ from cryptography import x509
 from ledger.core import merkle
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.errors import DataLossError, LedgerError
-from ledger.core.limits import HASH_SIZE
 from ledger.core.note import Ed25519Verifier
 from ledger.core.tile_layout import TileWriter
 from ledger.core.tiles import TILE_HEIGHT, TILE_WIDTH, frame_entry, split_entry_bundle
@@ -47,7 +46,7 @@ from ledger.log.highwater import HighWaterMark
 from ledger.log.integrator import Integrator
 from ledger.ops.binding import Binding, read_binding
 from ledger.store.contract import TreeState
-from ledger.store.rocks import INDEX_BYTES, RocksStore
+from ledger.store.rocks import RocksStore
 from ledger.timestamp.rfc3161 import imprint_for_checkpoint_body, verify_token
 
 __all__ = ["FsckReport", "Problem", "fsck"]
@@ -154,7 +153,7 @@ def _report_damage(
     if ident in report.damaged:
         return after
     report.damaged.add(ident)
-    kind = _KIND.get((after or last or prefix)[:1], "key") if family != "digests" else "dedup"
+    kind = _KIND.get((after or last or prefix)[:1], "key")
     detail = (
         f"damaged block: every {kind} after {_name_key(family, last)} and before {upper} "
         f"is unreadable ({exc})"
@@ -222,10 +221,6 @@ def _tree_where(key: bytes) -> str:
     return f"level {key[1]} index {_u64(key[2:])}"
 
 
-def _pair(digest: bytes, index: int) -> int:
-    return int.from_bytes(hashlib.sha256(digest + index.to_bytes(8, "big")).digest(), "big")
-
-
 def _check_entries(store: RocksStore, state: TreeState, report: FsckReport) -> merkle.CompactRange:
     """Every entry bundle, in order: contiguous, full but the last, v1 leaves, times never
     decreasing; the tree recomputed from them and every tile compared; the tree state."""
@@ -233,7 +228,7 @@ def _check_entries(store: RocksStore, state: TreeState, report: FsckReport) -> m
     replay = _TreeReplay(store, report)
     last_time = 0
     expected = 0
-    from_entries = 0  # sum of H(digest || index) over entries: compared with the dedup index
+    dedup = _DedupCheck(store, report)
     for key, value in _scan(store, "tree", report, b"B"):
         if key[:1] != b"B":
             break
@@ -246,6 +241,7 @@ def _check_entries(store: RocksStore, state: TreeState, report: FsckReport) -> m
             report.add("bundle", _tree_where(key), str(exc))
             raise _Stop from None
         hashes = []
+        digests: list[tuple[int, bytes]] = []
         for offset, leaf in enumerate(leaves):
             index = expected + offset
             try:
@@ -256,13 +252,14 @@ def _check_entries(store: RocksStore, state: TreeState, report: FsckReport) -> m
                 if entry.timestamp_ms < last_time:
                     report.add("entry", f"index {index}", "timestamp before the previous entry's")
                 last_time = entry.timestamp_ms
-                from_entries += _pair(entry.record_digest, index)
+                digests.append((index, entry.record_digest))
             hashes.append(merkle.leaf_hash(leaf))
+        dedup.check(digests)
         nodes, compact = Integrator(compact).integrate(hashes)
         replay.add(expected, [frame_entry(leaf) for leaf in leaves], nodes)
         expected += len(leaves)
     replay.finish(expected)
-    _check_dedup(store, expected, from_entries, report)
+    report.counts["dedup"] = dedup.checked
     report.counts.update(entries=expected, tree_values=replay.checked)
     if expected != state.size:
         report.add("state", "key S", f"tree size {state.size}, but {expected} entries stored")
@@ -274,36 +271,39 @@ def _check_entries(store: RocksStore, state: TreeState, report: FsckReport) -> m
     return compact
 
 
-def _check_dedup(store: RocksStore, size: int, from_entries: int, report: FsckReport) -> None:
-    """The dedup index holds exactly (digest -> index) of every entry: one sequential scan
-    compared by a sum of hashes; only on a mismatch, a second pass names the culprits."""
-    keys = 0
-    from_dedup = 0
-    for key, value in _scan(store, "digests", report):
-        keys += 1
-        if len(key) != HASH_SIZE or len(value) != INDEX_BYTES or _u64(value) >= size:
-            report.add("dedup", f"key {key.hex()}", f"value {value.hex()} is no entry index")
-        from_dedup += _pair(key, _u64(value))
-    report.counts["dedup"] = keys
-    if keys != size:
-        report.add("dedup", "index", f"{keys} keys for {size} entries")
-    if from_dedup % _MOD == from_entries % _MOD:
-        return
-    for first in range(0, size, _NAMING_BATCH):
-        indexes = list(range(first, min(first + _NAMING_BATCH, size)))
-        digests = [leaf[9:41] for leaf in store.get_leaves(indexes)]
-        for index, digest, found in zip(indexes, digests, store.find_digests(digests),
-                                        strict=True):  # fmt: skip
-            if found != index:
-                report.add("dedup", f"digest {digest.hex()}",
-                           f"maps to {found}, the entry is at index {index}")  # fmt: skip
-    for key, value in _scan(store, "digests", report):
-        index = _u64(value) if len(value) == INDEX_BYTES else size
-        if index < size and store.get_leaves([index])[0][9:41] != key:
-            report.add("dedup", f"key {key.hex()}", f"maps to entry {index}, another digest")
+class _DedupCheck:
+    """Each entry's digest looked up in the dedup table (unconfirmed candidates, so a slot
+    that no longer answers is named rather than hidden by the confirming read)."""
+
+    def __init__(self, store: RocksStore, report: FsckReport) -> None:
+        self._store = store
+        self._report = report
+        self.checked = 0
+        self._failed = False
+
+    def check(self, digests: list[tuple[int, bytes]]) -> None:
+        if self._failed or not digests:
+            return
+        try:
+            found = self._store.dedup_candidates(b"".join(d for _, d in digests))
+        except LedgerError as exc:
+            self._failed = True
+            self._report.add("dedup", "table", f"cannot be opened or rebuilt: {exc}")
+            return
+        if self._store.dedup_note and not self.checked:
+            self._report.notes.append(self._store.dedup_note)
+        answers = set(zip(found[0::2], found[1::2], strict=True))
+        for position, (index, digest) in enumerate(digests):
+            if (position, index) not in answers:
+                self._report.add(
+                    "dedup", f"index {index}",
+                    f"the dedup table does not answer digest {digest.hex()} with this entry "
+                    "(a damaged slot: delete the table file, LEDGER-DEDUP in the RocksDB "
+                    "directory, and the log rebuilds it from the bundles when it opens)",
+                )  # fmt: skip
+        self.checked += len(digests)
 
 
-_MOD = 1 << 256
 _NAMING_BATCH = 1_000
 
 

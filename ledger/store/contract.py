@@ -3,7 +3,9 @@
 What a store promises (``RocksStore`` in ``ledger.store.rocks`` is the production one):
 
 * ``commit(batch)`` is atomic and durable when it returns: after a crash at any instant either
-  all of a batch (entries, digest index, tree nodes, tree state) is there or none of it.
+  all of a batch (entries, tree nodes, tree state) is there or none of it; ``find_digests``
+  answers its digests once it returns (``RocksStore`` derives its dedup table from the entries,
+  ``ledger.store.dedup``, and rebuilds what a crash left out of it on open).
 * ``put_checkpoint`` and ``put_anchor`` are durable when they return; a checkpoint for a size
   that already has one with a different root is refused (``StorageError``): the log never
   signs two roots for one size. The same checkpoint may be stored again with more signature
@@ -15,9 +17,9 @@ What a store promises (``RocksStore`` in ``ledger.store.rocks`` is the productio
 * Reads of what the contract says is there (a node of a committed tree, an entry below the
   committed size) raise ``StorageError`` when missing: that is corruption, not absence.
 * Layout (``ledger.core.tile_layout``, the same in every store): entries live in tlog-tiles entry
-  bundles and the tree in tile values, so a commit writes O(entries / 256 + tile levels) values plus
-  one dedup key per entry; full bundles and tiles are written once, the right-edge partial ones
-  are rewritten by the commit that extends them.
+  bundles and the tree in tile values, so a commit writes O(entries / 256 + tile levels) values;
+  full bundles and tiles are written once, the right-edge partial ones are rewritten by the
+  commit that extends them.
 * ``get_tiles`` and ``get_entry_bundles`` serve the C2SP tlog-tiles read path: a tile
   ``(level, index, width)`` or bundle ``(index, width)`` of any width up to what is committed
   (a narrower one is a prefix of the stored value, so every published partial width stays
@@ -105,6 +107,10 @@ class Store(Protocol):
 
     def find_digests(self, digests: Sequence[bytes]) -> list[int | None]:
         """The index of each record digest, or None; one batched read."""
+        ...
+
+    def find_packed(self, digests: bytes) -> list[int | None]:
+        """``find_digests`` of N x 32 bytes of digests."""
         ...
 
     def commit(self, batch: Batch) -> None:
@@ -208,6 +214,9 @@ class MemoryStore:
 
     def find_digests(self, digests: Sequence[bytes]) -> list[int | None]:
         return [self._digests.get(d) for d in digests]
+
+    def find_packed(self, digests: bytes) -> list[int | None]:
+        return self.find_digests(split_hashes(digests))
 
     def commit(self, batch: Batch) -> None:
         self._fault("commit")

@@ -17,8 +17,9 @@ index), either in column families ``entries`` / ``dedup`` / ``nodes`` or, before
 layout version key is written last):
 
 1. drop any half-built ``tree`` / ``digests`` families of an earlier, interrupted run;
-2. stream the old entries in index order, rebuilding bundles, tile values and the dedup index
-   with the same ``TileWriter`` the log uses;
+2. stream the old entries in index order, rebuilding bundles and tile values with the same
+   ``TileWriter`` the log uses (the dedup table is derived from the bundles when the log first
+   opens the dir: ``ledger.store.dedup``);
 3. check that the rebuilt tree has the stored tree state's size and roots (else stop, leaving
    the old layout in place and refused);
 4. write the layout version (synced), then drop the old families and keys, and compact.
@@ -39,8 +40,8 @@ from ledger.core.tile_layout import LEVEL0_FIRST_ROW, TileWriter, tile_key
 from ledger.core.tiles import TILE_HEIGHT, TILE_WIDTH, frame_entry
 from ledger.store.contract import TreeState
 from ledger.store.rocks import (
+    DIGESTS,
     FAMILIES,
-    INDEX_BYTES,
     LAYOUT,
     OLD_FAMILIES,
     TILES_1,
@@ -127,7 +128,6 @@ def _old_entries(db: Rdict, families: list[str]) -> Iterator[tuple[int, bytes]]:
 
 def _rebuild(db: Rdict, families: list[str], state: TreeState, note: Callable[[str], None]) -> None:
     tree = db.get_column_family_handle("tree")
-    digests = db.get_column_family_handle("digests")
     writer = TileWriter.load(0, lambda keys: [None] * len(keys))
     compact = CompactRange()
     chunk: list[bytes] = []
@@ -142,8 +142,6 @@ def _rebuild(db: Rdict, families: list[str], state: TreeState, note: Callable[[s
         wb = WriteBatch(raw_mode=True)
         for key, value in values.items():
             wb.put(key, value, tree)
-        for i, leaf in enumerate(chunk, first):
-            wb.put(leaf[9:41], i.to_bytes(INDEX_BYTES, "big"), digests)
         db.write(wb, nosync)
         note(f"rebuilt {compact.size:,} of {state.size:,} entries")
         chunk.clear()
@@ -193,6 +191,8 @@ def migrate(path: str | Path, *, note: Callable[[str], None] = lambda _m: None) 
                 for name in FAMILIES:
                     db.drop_column_family(name)
                     db.create_column_family(name, Options(raw_mode=True))
+            if DIGESTS in families:  # an interrupted run of an earlier release wrote it
+                db.drop_column_family(DIGESTS)
             _rebuild(db, families, state, note)
             db.flush_wal(True)
             synced = WriteOptions()

@@ -1,32 +1,38 @@
 """RocksDB storage (the only module importing rocksdict): the ``ledger.store.contract.Store``
 contract.
 
-Key layout (raw bytes, integers big-endian so keys sort numerically), in three column families:
-``default`` (S, V, C, A), ``tree`` (B, T: the ``ledger.core.tile_layout`` layout) and ``digests``
-(the dedup index); one WriteBatch spans them atomically:
+Key layout (raw bytes, integers big-endian so keys sort numerically), in two column families:
+``default`` (S, V, C, A) and ``tree`` (B, T: the ``ledger.core.tile_layout`` layout); one
+WriteBatch spans them atomically:
 
     key                                   value
     b"S"                                  tree state: last leaf time (8) || compact range
-    b"V"                                  layout version: b"tiles-2"
+    b"V"                                  layout version: b"tiles-3"
     b"M"                                  only while converting tiles-1 (``ledger.store.migrate``)
     b"B" || bundle index (8)              entry bundle: (uint16 length || v1 leaf) per entry
     b"T" || tile level (1) || index (8)   tile rows (``core.tile_layout``): hashes, 32 bytes each
                                           (level 0: rows 3..7; rows 0..2 come from the bundle)
-    record digest (32)                    index (6)                    (dedup index)
     b"C" || size (8)                      root hash (32) || signed note (UTF-8)
     b"A" || size (8) || TSA name (UTF-8)  genTime ms (8) || DER TimeStampToken
 
 A group commit is one ``WriteBatch``: the right-edge bundle and tile values it extends, the
-full ones it completes, one dedup key per entry, the state. It is written without sync and the
-WAL is then synced with ``flush_wal(True)``, which releases the GIL during the fsync (the
-write itself holds it); ``commit`` returns only after the sync, so it is durable when it returns.
-The dedup index is a whole-key bloom-filtered family of random 32-byte keys (the alternatives
-measured are in ``tools/bench_dedup.py`` and docs/benchmarks.md "The dedup index"); memtables
-are capped so RSS does not grow with the log. Data dirs of the earlier per-entry layout are
+full ones it completes, the state. It is written without sync and the WAL is then synced with
+``flush_wal(True)``, which releases the GIL during the fsync (the write itself holds it);
+``commit`` returns only after the sync, so it is durable when it returns. Then its digests go
+into the dedup table (``ledger.store.dedup``: a memory-mapped file derived from the bundles,
+``LEDGER-DEDUP`` in the RocksDB directory, rebuilt from the bundles where it is missing or
+behind), before the commit returns: every look-up after a commit sees its digests, and each
+hit is confirmed against the stored leaf. Layout ``tiles-3`` is ``tiles-2`` without the
+``digests`` column family (one RocksDB key per entry, which it replaced): a writer opening a
+``tiles-2`` dir drops that family (its data is not needed: the table is built from the
+bundles) and writes ``tiles-3``, so an older release, whose dedup index would lack every entry
+appended since, refuses the dir instead of sequencing a digest twice. Memtables are capped so
+RSS does not grow with the log. Data dirs of the earlier per-entry layout are
 refused with a message naming ``ledger migrate-storage`` (``ledger.store.migrate``), which converts
 them in place. A data dir of layout ``tiles-1`` (level-0 tile rows 1..7 stored) is converted to
 ``tiles-2`` when a writer opens it (``ledger.store.migrate.convert_tiles1``: one rewrite of
-each level-0 tile value, resumable after a crash); a secondary refuses it until then.
+each level-0 tile value, resumable after a crash), then to ``tiles-3``; a secondary refuses
+either until then.
 
 WAL recovery (issue 14): RocksDB's default, point-in-time recovery, silently drops everything
 after the first damaged WAL record. The log opens with ``tolerate_corrupted_tail_records``
@@ -38,9 +44,10 @@ purpose; the published high-water mark then tells how far it fell behind.
 
 from __future__ import annotations
 
-from collections import deque
+import logging
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
-from itertools import repeat
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -60,23 +67,35 @@ from rocksdict import (
     WriteOptions,
 )
 
-from ledger.core.accel import index_values, split_hashes
+from ledger.core import accel, merkle
 from ledger.core.errors import DataLossError, StorageError
+from ledger.core.limits import HASH_SIZE
 from ledger.core.merkle import NodeID
 from ledger.core.tile_layout import StoredTiles, TileWriter
+from ledger.core.tiles import TILE_WIDTH
 from ledger.core.types import Anchor, PublishedCheckpoint
 from ledger.store.contract import Batch, PackedBatch, TreeState, check_new_checkpoint
+from ledger.store.dedup import FILE as DEDUP_FILE
+from ledger.store.dedup import DedupTable
 
-__all__ = ["LAYOUT", "OLD_FAMILIES", "TILES_1", "RocksStore", "open_rdict"]
+__all__ = ["LAYOUT", "OLD_FAMILIES", "TILES_1", "TILES_2", "RocksStore", "open_rdict"]
+
+_log = logging.getLogger("ledger.store")
 
 _STATE = b"S"
 _VERSION = b"V"
-LAYOUT = b"tiles-2"  # level-0 tile values hold rows 3..7 (``ledger.core.tile_layout``)
+LAYOUT = b"tiles-3"  # tiles-2, the dedup index derived (``ledger.store.dedup``)
+TILES_2 = b"tiles-2"  # level-0 tile values hold rows 3..7; a ``digests`` family: converted
 TILES_1 = b"tiles-1"  # level-0 tile values held rows 1..7: converted on open by a writer
 OLD_FAMILIES = ("entries", "nodes", "dedup")  # the per-entry layout before tiles
-FAMILIES = ("tree", "digests")
+FAMILIES = ("tree",)
+DIGESTS = "digests"  # the dedup family of tiles-2 (and of ``ledger.store.migrate``'s rebuild)
 _U64 = 8
-INDEX_BYTES = 6  # dedup values: indexes below 2**48
+INDEX_BYTES = 6  # the old dedup family's values: indexes below 2**48
+FLUSH_EVERY = 1 << 18  # entries inserted into the dedup table between two header updates, at
+# least; a quarter of the table's entries when more: a flush writes back every page dirtied
+# since (random slots: most of the table), and what it saves is re-inserting those entries from
+# their bundles on the next open after a crash (about 1.1 s per million)
 
 
 def _u64(n: int) -> bytes:
@@ -91,23 +110,13 @@ def _anchor_key(size: int, tsa: str) -> bytes:
     return b"A" + _u64(size) + tsa.encode()
 
 
-def _options(memtable_mb: int, cache_mb: int) -> tuple[Options, Options]:
-    """Options for the tree family and for the dedup family, sharing one memory budget.
-
-    The dedup family's random keys are what compaction pays for. Measured alternatives
-    (``tools/bench_dedup.py``, docs/benchmarks.md "The dedup index"): universal compaction is
-    fast at first, then long full merges; with level compaction and the default 256 MiB
-    level 1, every L0 -> L1 compaction rewrites all of a growing L1, so the append rate falls
-    as the log grows; a 32 MiB level base with 8 MiB files and dynamic level sizes bounds
-    what one compaction rewrites, which
-    kept the rate flat to 2M keys; memtables of a quarter of ``memtable_mb`` (4 MiB by default)
-    make the random inserts of the write, which hold the GIL, about 40% cheaper (a smaller
-    skiplist) for the same total compaction work. Shorter keys save disk but need collision
-    handling. The last level is ZSTD-compressed (49 -> 40 bytes per key after a full
-    compaction: the per-entry framing compresses, the digests do not).
+def _options(memtable_mb: int, cache_mb: int) -> Options:
+    """Options for the families, sharing one memory budget.
 
     Memtables are charged to the block cache, which also holds the index and filter blocks,
-    so RocksDB's memory stays near memtables + cache however big the log grows.
+    so RocksDB's memory stays near memtables + cache however big the log grows. (Until layout
+    tiles-3 a ``digests`` family held the dedup index with its own tuning: docs/benchmarks.md
+    "The dedup index" measured it; ``ledger.store.dedup`` replaced it.)
     """
     cache = Cache((cache_mb + 2 * memtable_mb) << 20)
     budget = WriteBufferManager.new_write_buffer_manager_with_cache(
@@ -115,17 +124,10 @@ def _options(memtable_mb: int, cache_mb: int) -> tuple[Options, Options]:
     )
     opts = _family_options(memtable_mb, cache, budget)
     opts.set_compression_type(DBCompressionType.lz4())  # bundles repeat a batch's leaf prefix
-    # The last level (most of the data) in ZSTD: the digests do not compress, but each table
-    # entry's framing does (key lengths, the zeroed sequence number, the index's high bytes).
-    # Compaction threads pay it without the GIL; tables written before read as they are.
+    # The last level (most of the data) in ZSTD. Compaction threads pay it without the GIL;
+    # tables written before read as they are.
     opts.set_bottommost_compression_type(DBCompressionType.zstd())
-    dedup = _family_options(memtable_mb, cache, budget)
-    dedup.set_bottommost_compression_type(DBCompressionType.zstd())
-    dedup.set_write_buffer_size(max(memtable_mb // 4, 2) << 20)
-    dedup.set_max_bytes_for_level_base(32 << 20)
-    dedup.set_target_file_size_base(8 << 20)
-    dedup.set_level_compaction_dynamic_level_bytes(True)
-    return opts, dedup
+    return opts
 
 
 def _family_options(memtable_mb: int, cache: Cache, budget: WriteBufferManager) -> Options:
@@ -242,10 +244,11 @@ def open_rdict(path: str | Path, families: dict[str, Options], opts: Options) ->
         raise _open_error(path, exc) from exc
 
 
-def _check_layout(path: Path, opts: Options) -> None:
-    """Refuse a data dir of the per-entry layout (it needs ``ledger migrate-storage``)."""
+def _check_layout(path: Path, opts: Options) -> list[str]:
+    """Refuse a data dir of the per-entry layout (it needs ``ledger migrate-storage``); the
+    families to open only to drop them (tiles-2's ``digests``)."""
     if not (path / "CURRENT").exists():
-        return
+        return []
     try:
         families = Rdict.list_cf(str(path), opts)
     except Exception as exc:
@@ -257,6 +260,7 @@ def _check_layout(path: Path, opts: Options) -> None:
             f"{', '.join(old) or ', '.join(families)}); convert it with "
             f"`ledger migrate-storage --db {path}` (stop the server first)"
         )
+    return [DIGESTS] if DIGESTS in families else []
 
 
 class RocksStore:
@@ -283,50 +287,56 @@ class RocksStore:
         restore); ``paranoid``: any corrupt WAL record or block is an error, never skipped;
         ``wal_recovery``: "strict" (a torn tail is dropped, damage before it refuses to open)
         or "salvage" (point in time: ``ledger restore accept --salvage-wal``); ``tiles_only``
-        (a secondary that publishes tiles, ``ledger.objstore.mirror``): the dedup family is not
-        opened, so ``catch_up`` does not replay its random keys (most of the WAL's inserts)."""
+        (a secondary that publishes tiles, ``ledger.objstore.mirror``): it never looks up
+        digests, so it never maps the dedup table. The dedup table is opened (and rebuilt
+        where it must be) on the first look-up or commit, or by ``open_dedup``: opening a
+        store to read it (backup, restore checks, fsck of other parts) does not touch it."""
         if not create and not (Path(path) / "CURRENT").exists():
             raise StorageError(f"no RocksDB at {path}")
-        opts, dedup = _options(memtable_mb, cache_mb)
-        for o in (opts, dedup):
-            o.set_wal_recovery_mode(_recovery_mode(wal_recovery))
+        opts = _options(memtable_mb, cache_mb)
+        opts.set_wal_recovery_mode(_recovery_mode(wal_recovery))
         if paranoid:
-            for o in (opts, dedup):
-                o.set_paranoid_checks(True)
-                o.set_wal_recovery_mode(DBRecoveryMode.absolute_consistency())
+            opts.set_paranoid_checks(True)
+            opts.set_wal_recovery_mode(DBRecoveryMode.absolute_consistency())
         self.read_only = secondary is not None
+        self.path = Path(path)
+        self._table: DedupTable | None = None
+        self._opening = threading.Lock()
+        self.dedup_note = ""  # why the dedup table was rebuilt on open, and how long it took
         if secondary is None:
             Path(path).mkdir(parents=True, exist_ok=True)
             opts.create_missing_column_families(True)
-            _check_layout(Path(path), opts)
-            self._db = open_rdict(path, {"tree": opts, "digests": dedup}, opts)
+            old = _check_layout(Path(path), opts)
+            families = {name: opts for name in (*FAMILIES, *old)}
+            self._db = open_rdict(path, families, opts)
+            for name in old:  # tiles-2's dedup family: derived now (``_check_version``)
+                self._db.drop_column_family(name)
         else:
             opts.set_max_open_files(-1)  # a secondary must keep every file open to catch up
-            families = {"tree": opts} if tiles_only else {"tree": opts, "digests": dedup}
             access = AccessType.secondary(str(secondary))
             try:
-                self._db = Rdict(str(path), opts, column_families=families, access_type=access)
+                self._db = Rdict(
+                    str(path), opts, column_families={"tree": opts}, access_type=access
+                )
             except Exception as exc:
                 raise StorageError(f"cannot open {path} as a secondary: {exc}") from exc
         self._tree = self._db.get_column_family("tree")
         self.tiles_only = tiles_only and self.read_only
         self._tree_cf = self._db.get_column_family_handle("tree")
-        if not self.tiles_only:
-            self._digests = self._db.get_column_family("digests")
-            self._digests_cf = self._db.get_column_family_handle("digests")
         self._check_version(Path(path))
         self._nosync = WriteOptions()
         self._nosync.sync = False
         self._reader = StoredTiles(self._lookup)
         try:
-            self._writer = TileWriter.load(self.load_state().size, self._lookup)
+            self._state = self.load_state()
+            self._writer = TileWriter.load(self._state.size, self._lookup)
         except StorageError:
             self.close()
             raise
         except Exception as exc:  # rocksdict reports a corrupt block as a plain Exception
             self.close()
             raise StorageError(f"cannot read the tree's right edge in {path}: {exc}") from exc
-        self.path = Path(path)
+        self._unflushed = 0  # entries inserted into the dedup table since its header
 
     @classmethod
     def secondary(
@@ -337,9 +347,19 @@ class RocksStore:
 
     def catch_up(self) -> None:
         """A secondary: see what the writer has made durable since (it replays the WAL written
-        since into its memtables, holding the GIL: 10-80 ms under load with the dedup family,
-        a few ms ``tiles_only``)."""
+        since into its memtables, holding the GIL: a few ms). A dedup table the writer has
+        replaced since (grown or rebuilt) is mapped again."""
         self._db.try_catch_up_with_primary()
+        self._state = self.load_state()
+        table = self._table
+        if table is not None:
+            try:
+                current = (self.path / DEDUP_FILE).stat().st_ino
+            except OSError:
+                current = -1
+            if current != table.inode:
+                self._table = None
+                table.retire()
 
     def _check_version(self, path: Path) -> None:
         try:  # a damaged block here is a finding (fsck), not a traceback
@@ -356,12 +376,12 @@ class RocksStore:
                 f"{path} has a tree state but no layout version; convert it with "
                 f"`ledger migrate-storage --db {path}`"
             )
-        if version is None and not self.read_only:
+        if version in (None, TILES_2) and not self.read_only:
             self._db.put(_VERSION, LAYOUT, _synced())
-        elif version == TILES_1 and self.read_only:
+        elif version in (TILES_1, TILES_2) and self.read_only:
             self.close()
             raise StorageError(
-                f"{path} holds storage layout tiles-1; the log converts it to "
+                f"{path} holds storage layout {version.decode()}; the log converts it to "
                 f"{LAYOUT.decode()} when it opens it (or run `ledger migrate-storage --db {path}`)"
             )
         elif version == TILES_1:
@@ -375,6 +395,7 @@ class RocksStore:
             except Exception as exc:  # rocksdict reports a damaged block as a plain Exception
                 self.close()
                 raise _read_error("the tiles-1 tile values", exc) from exc
+            self._db.put(_VERSION, LAYOUT, _synced())
         elif version not in (None, LAYOUT):
             self.close()
             raise StorageError(f"{path}: unknown storage layout {version!r}")
@@ -404,46 +425,175 @@ class RocksStore:
         return TreeState() if raw is None else TreeState.from_bytes(raw)
 
     def find_digests(self, digests: Sequence[bytes]) -> list[int | None]:
-        if not digests:
-            return []
-        if self.tiles_only:
-            raise StorageError("this reader opened the store without its dedup index")
-        found = cast(
-            "list[bytes | None]", _read("the dedup index", lambda: self._digests.get(list(digests)))
-        )
-        return [None if v is None else int.from_bytes(v, "big") for v in found]
+        return self.find_packed(b"".join(digests)) if digests else []
+
+    def find_packed(self, digests: bytes) -> list[int | None]:
+        """``find_digests`` of N x 32 bytes: the table's candidates, each confirmed against
+        the stored leaf (its digest, an index below the tree size), so only a true hit
+        answers; with no candidate (a new digest, the common case) nothing is read."""
+        found: list[int | None] = [None] * (len(digests) // HASH_SIZE)
+        candidates = self._dedup().find(digests)
+        if not candidates:
+            return found
+        size = self._state.size
+        pairs = [
+            (position, index)
+            for position, index in zip(candidates[0::2], candidates[1::2], strict=True)
+            if index < size
+        ]
+        indexes = sorted({index for _, index in pairs})
+        leaves = dict(zip(indexes, self.get_leaves(indexes), strict=True))
+        for position, index in pairs:
+            at = position * HASH_SIZE
+            if found[position] is None and leaves[index][9:41] == digests[at : at + HASH_SIZE]:
+                found[position] = index
+        return found
+
+    def dedup_candidates(self, digests: bytes) -> list[int]:
+        """The dedup table's unconfirmed answers (``ledger.core.hot.dedup_find``): fsck."""
+        return self._dedup().find(digests)
+
+    def open_dedup(self) -> str:
+        """Open the dedup table now (the server at start, so its first append does not wait
+        for a rebuild); return what was done to it ("" when it was up to date)."""
+        self._dedup()
+        return self.dedup_note
+
+    def _dedup(self) -> DedupTable:
+        table = self._table
+        if table is None:
+            if self.tiles_only:
+                raise StorageError("this reader opened the store without its dedup index")
+            with self._opening:  # a reader thread and the writer may both ask first
+                table = self._table
+                if table is None:
+                    table = self._table = self._open_dedup()
+        return table
+
+    def _root_at(self, size: int) -> bytes:
+        if size == self._state.size:
+            return self._state.compact.root()
+        if size == 0:
+            return merkle.EMPTY_ROOT
+        return merkle.fold_proof_nodes([merkle.subtree_node(0, size)], self._reader.nodes)[0]
+
+    def _open_dedup(self) -> DedupTable:
+        path = self.path / DEDUP_FILE
+        table, why = DedupTable.open(path, writable=not self.read_only)
+        if self.read_only:  # the writer's table, mapped read-only; confirmed hits only
+            if table is None:
+                raise StorageError(
+                    f"the dedup table {path} cannot be used ({why}): the writer makes it when "
+                    "it opens the data dir"
+                )
+            return table
+        size = self._state.size
+        if table is not None:
+            covered = table.header.covered
+            if covered > size:
+                why = f"it covers {covered:,} entries, the tree holds {size:,}"
+            elif self._root_at(covered) != table.header.root:
+                why = f"its tree root at size {covered:,} is not this tree's"
+            else:
+                if covered < size:  # entries since its last header: from their bundles
+                    self._reserve(table, size - covered, covered)
+                    table = self._table or table
+                    for first, digests in self._bundle_digests(covered, size):
+                        table.insert(first, digests)
+                    table.flush(size, self._root_at(size))
+                return table
+            table.close()
+        started = time.monotonic()
+        built = DedupTable.build(path, size, self._bundle_digests(0, size))
+        built.flush(size, self._root_at(size))
+        built.install(path)
+        if size or table is not None or why != "there is none":  # not a new data dir
+            self.dedup_note = (
+                f"dedup table {path} rebuilt from the entry bundles ({why}): {size:,} entries "
+                f"in {time.monotonic() - started:.1f} s"
+            )
+            _log.warning("%s", self.dedup_note)
+        return built
+
+    def _bundle_digests(self, start: int, end: int) -> Iterator[tuple[int, bytes]]:
+        """(first index, N x 32 record digests) of the entries ``[start, end)``, from their
+        entry bundles in order."""
+        if start >= end:
+            return
+        expected = start - start % TILE_WIDTH
+        for key, value in self.scan_family("tree", b"B" + _u64(start // TILE_WIDTH)):
+            if key[:1] != b"B" or expected >= end:
+                break
+            first = int.from_bytes(key[1:9], "big") * TILE_WIDTH
+            if first != expected:
+                raise DataLossError(f"entry bundle {first // TILE_WIDTH} is missing")
+            try:
+                digests = accel.bundle_digests(value)
+            except ValueError as exc:
+                raise DataLossError(f"entry bundle {first // TILE_WIDTH}: {exc}") from exc
+            low, high = max(start - first, 0), min(end - first, len(digests) // HASH_SIZE)
+            yield first + low, digests[low * HASH_SIZE : high * HASH_SIZE]
+            expected = first + TILE_WIDTH
+        if expected < end:
+            raise DataLossError(f"the entry bundles end before entry {end - 1}")
+
+    def _reserve(self, table: DedupTable, more: int, covered: int) -> None:
+        """Room for ``more`` entries: a table twice as big (or more) when it would be over
+        half full, written beside it from its fingerprints (entries ``[0, covered)`` at
+        least) and put in its place."""
+        if not table.needs_growth(more):
+            return
+        grown = table.grown(more)
+        try:
+            grown.flush(covered, self._root_at(covered))
+            grown.install(table.path)
+        except BaseException:
+            grown.discard()
+            raise
+        self._table = grown
+        self._unflushed = 0
+        table.retire()
+
+    def _inserted(self, first: int, digests: bytes, state: TreeState) -> None:
+        """After a durable commit: its digests into the dedup table (room made before)."""
+        self._state = state
+        table = self._dedup()
+        table.insert(first, digests)
+        self._unflushed += len(digests) // HASH_SIZE
+        if self._unflushed >= max(FLUSH_EVERY, table.count // 4):
+            table.flush(state.size, state.compact.root())
+            self._unflushed = 0
 
     def commit(self, batch: Batch) -> None:
         self._refuse_writes()
+        self._reserve(self._dedup(), len(batch.digests), self._state.size)
         values, writer = self._writer.plan(batch.first, batch.entries, batch.nodes)
         wb = WriteBatch(raw_mode=True)
         put = wb.put
-        tree, digests = self._tree_cf, self._digests_cf
+        tree = self._tree_cf
         for key, value in values.items():
             put(key, value, tree)
-        for index, digest in enumerate(batch.digests, batch.first):  # one dedup key per entry
-            put(digest, index.to_bytes(INDEX_BYTES, "big"), digests)
         put(_STATE, batch.state.to_bytes())
         self._db.write(wb, self._nosync)  # holds the GIL ...
         self._db.flush_wal(True)  # ... the fsync does not; durable before anyone is told
         self._writer = writer
+        self._inserted(batch.first, b"".join(batch.digests), batch.state)
 
     def commit_packed(self, batch: PackedBatch) -> None:
-        """``commit`` over buffers: the per-entry objects are the dedup keys and values that
-        rocksdict takes, made by the selected core (``ledger.core.accel``)."""
+        """``commit`` over buffers: no object per entry."""
         self._refuse_writes()
+        self._reserve(self._dedup(), len(batch.digests) // HASH_SIZE, self._state.size)
         values, writer = self._writer.plan_packed(batch.first, batch.framed, batch.step, batch.rows)
         wb = WriteBatch(raw_mode=True)
         put = wb.put
-        tree, digests = self._tree_cf, self._digests_cf
+        tree = self._tree_cf
         for key, value in values.items():
             put(key, value, tree)
-        keys = split_hashes(batch.digests)
-        deque(map(put, keys, index_values(batch.first, len(keys), INDEX_BYTES), repeat(digests)), 0)
         put(_STATE, batch.state.to_bytes())
         self._db.write(wb, self._nosync)  # holds the GIL ...
         self._db.flush_wal(True)  # ... the fsync does not; durable before anyone is told
         self._writer = writer
+        self._inserted(batch.first, batch.digests, batch.state)
 
     def get_nodes(self, ids: Sequence[NodeID]) -> list[bytes]:
         return self._reader.nodes(ids)
@@ -511,9 +661,9 @@ class RocksStore:
     FAMILIES = ("default", *FAMILIES)
 
     def _family(self, name: str) -> Rdict:
-        if name == "digests" and self.tiles_only:
-            raise StorageError("this reader opened the store without its dedup index")
-        return {"default": self._db, "tree": self._tree, "digests": self._digests}[name]
+        if name not in self.FAMILIES:
+            raise StorageError(f"no column family {name!r}: the families are {self.FAMILIES}")
+        return {"default": self._db, "tree": self._tree}[name]
 
     def scan_family(
         self, family: str, from_key: bytes = b"", *, backwards: bool = False
@@ -572,12 +722,20 @@ class RocksStore:
         rewriting the last level too, so tables written before its compression get it."""
         full = CompactOptions()
         full.set_bottommost_level_compaction(BottommostLevelCompaction.force_optimized())
-        for family in (self._db, self._tree, self._digests):
+        for family in (self._db, self._tree):
             family.compact_range(None, None, full)
 
     def close(self) -> None:
+        table = getattr(self, "_table", None)
+        if table is not None:  # the next open then has no entries to insert again
+            self._table = None
+            try:
+                if not self.read_only and table.header.covered != self._state.size:
+                    table.flush(self._state.size, self._state.compact.root())
+            finally:
+                table.close()
         # Column-family views and handles keep the database (and its LOCK) alive: drop them first.
-        for name in ("_tree", "_digests", "_tree_cf", "_digests_cf"):
+        for name in ("_tree", "_tree_cf"):
             if hasattr(self, name):
                 delattr(self, name)
         self._db.close()

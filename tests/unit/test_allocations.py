@@ -1,12 +1,12 @@
 """No per-entry Python objects on the compiled append path (issue 23 item 2), measured with
 tracemalloc over a real RocksDB store: the peak of Python memory during a packed append of a
-batch is bounded by the keys and values handed to rocksdict plus the packed buffers (one copy
-each), not by an object per entry and per node as the typed path makes."""
+batch is bounded by the packed buffers (one copy each) and one list slot per entry (the dedup
+look-up's answers), not by an object per entry and per node as the typed path makes. (Until
+layout tiles-3 the dedup keys and values handed to rocksdict were per-entry objects too.)"""
 
 from __future__ import annotations
 
 import hashlib
-import sys
 import tracemalloc
 from collections.abc import Callable
 from functools import partial
@@ -25,11 +25,9 @@ pytestmark = pytest.mark.integration  # opens RocksDB
 
 BATCH = 1_000
 ORIGIN = "example.org/allocations"
-KEY = sys.getsizeof(bytes(32)) + 7  # a dedup key as pymalloc rounds it (8-byte blocks)
-VALUE = sys.getsizeof(bytes(6)) + 1  # its 6-byte index value
-SLOTS = 5 * 8  # list slots: keys, values, the multi-get's keys, answers and a copy
+SLOTS = 8  # list slots: the dedup look-up's answers (None, not an object each)
 BUFFERS = 32 + 32 + 45 + 2 * 45  # new digests, leaf hashes, framed entries, bundle value twice
-PER_ENTRY = KEY + VALUE + SLOTS + BUFFERS  # about 350 bytes
+PER_ENTRY = SLOTS + BUFFERS  # about 210 bytes
 FIXED = 64 << 10  # tile values, the compact range, the WriteBatch's Python side
 
 
@@ -46,7 +44,7 @@ def digests(tag: str, n: int) -> bytes:
     return b"".join(hashlib.sha256(f"{tag}{i}".encode()).digest() for i in range(n))
 
 
-def test_a_packed_batch_allocates_only_store_keys_values_and_buffers(tmp_path: Path) -> None:
+def test_a_packed_batch_allocates_only_buffers(tmp_path: Path) -> None:
     if accel.CORE != "native":
         pytest.skip(f"the pure twin makes an object per entry by design ({accel.native_error})")
     store = RocksStore(tmp_path / "db")

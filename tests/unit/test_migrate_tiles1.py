@@ -1,7 +1,7 @@
 """Data dirs of layout ``tiles-1`` (level-0 tile values holding rows 1..7) are converted to
-``tiles-2`` (rows 3..7) when a writer opens them: every leaf, node, tile, bundle and dedup answer
-is the same after as before, a conversion interrupted part-way resumes, and a secondary refuses
-an unconverted dir."""
+``tiles-2`` (rows 3..7), then ``tiles-3``, when a writer opens them: every leaf, node, tile,
+bundle and dedup answer is the same after as before, a conversion interrupted part-way
+resumes, and a secondary refuses an unconverted dir."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def write_tiles1(path: Path, sizes: list[int]) -> list[bytes]:
     db = rocksdict.Rdict(
         str(path),
         rocksdict.Options(raw_mode=True),
-        column_families={n: rocksdict.Options(raw_mode=True) for n in ("tree", "digests")},
+        column_families={"tree": rocksdict.Options(raw_mode=True)},
     )
     tree = db.get_column_family("tree")
     for tile in range((len(leaves) + 255) // 256):
@@ -91,7 +91,7 @@ def raw_tree(path: Path) -> dict[bytes, bytes]:
     db = rocksdict.Rdict(
         str(path),
         rocksdict.Options(raw_mode=True),
-        column_families={n: rocksdict.Options(raw_mode=True) for n in ("tree", "digests")},
+        column_families={"tree": rocksdict.Options(raw_mode=True)},
     )
     tree = db.get_column_family("tree")
     values = dict(tree.items())
@@ -186,7 +186,7 @@ def test_an_interrupted_conversion_resumes(tmp_path: Path, monkeypatch: pytest.M
             raise RuntimeError("crash")
 
     opts = rocksdict.Options(raw_mode=True)
-    db = rocksdict.Rdict(str(path), opts, column_families={n: opts for n in ("tree", "digests")})
+    db = rocksdict.Rdict(str(path), opts, column_families={"tree": opts})
     tree = db.get_column_family("tree")
     with pytest.raises(RuntimeError, match="crash"):
         migration.convert_tiles1(
@@ -217,7 +217,7 @@ def test_a_secondary_refuses_a_tiles1_dir_and_migrate_storage_converts_it(
         RocksStore.secondary(path, tmp_path / "secondary")
     result = CliRunner().invoke(main, ["migrate-storage", "--db", str(path)])
     assert result.exit_code == 0, result.output
-    assert "40 entries" in result.output and "tiles-2" in result.output
+    assert "40 entries" in result.output and LAYOUT.decode() in result.output
     reader = RocksStore.secondary(path, tmp_path / "secondary")
     try:
         assert reader.get_leaves(range(40)) == leaves

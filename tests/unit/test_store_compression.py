@@ -1,5 +1,6 @@
-"""The store's last level is ZSTD-compressed: the dedup index's per-key framing shrinks after a
-full compaction, and a data dir whose tables were written uncompressed reads as before."""
+"""The store's last level is ZSTD-compressed: the entry bundles' repeated leaf prefixes shrink
+after a full compaction, and a data dir whose tables were written uncompressed reads as before
+(digests answered by the dedup table, derived from those bundles)."""
 
 from __future__ import annotations
 
@@ -36,31 +37,31 @@ def fill(path: Path, leaves: list[bytes]) -> None:
         store.close()
 
 
-def dedup_bytes(path: Path) -> int:
+def tree_bytes(path: Path) -> int:
     store = RocksStore(path)
     try:
-        return store.properties()["digests"]["rocksdb.live-sst-files-size"]
+        return store.properties()["tree"]["rocksdb.live-sst-files-size"]
     finally:
         store.close()
 
 
 def uncompressed_last_level(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The options before the change: no compression on the last level."""
+    """Tables written with no compression at all."""
     options = rocks._options
 
-    def before(memtable_mb: int, cache_mb: int) -> tuple[Any, Any]:
-        tree, dedup = options(memtable_mb, cache_mb)
-        for family in (tree, dedup):
-            family.set_bottommost_compression_type(rocksdict.DBCompressionType.none())
-        return tree, dedup
+    def before(memtable_mb: int, cache_mb: int) -> Any:
+        tree = options(memtable_mb, cache_mb)
+        tree.set_compression_type(rocksdict.DBCompressionType.none())
+        tree.set_bottommost_compression_type(rocksdict.DBCompressionType.none())
+        return tree
 
     monkeypatch.setattr(rocks, "_options", before)
 
 
-def test_dedup_index_under_45_bytes_per_key(tmp_path: Path) -> None:
+def test_tree_under_45_bytes_per_entry(tmp_path: Path) -> None:
     fill(tmp_path / "db", digests(ENTRIES))
-    # 32-byte key + 6-byte value + framing: 49 bytes per key uncompressed, about 40 in ZSTD
-    assert dedup_bytes(tmp_path / "db") / ENTRIES < 45
+    # bundles (2 + 45 bytes per entry) and tiles: about 53 bytes uncompressed, 41 in ZSTD
+    assert tree_bytes(tmp_path / "db") / ENTRIES < 45
 
 
 def test_uncompressed_tables_read_then_shrink(
@@ -70,8 +71,8 @@ def test_uncompressed_tables_read_then_shrink(
     with monkeypatch.context() as patch:
         uncompressed_last_level(patch)
         fill(tmp_path / "db", leaves)
-        before = dedup_bytes(tmp_path / "db")
-    assert before / ENTRIES > 47
+        before = tree_bytes(tmp_path / "db")
+    assert before / ENTRIES > 50
     store = RocksStore(tmp_path / "db")
     try:
         assert store.find_digests(leaves[::997]) == list(range(0, ENTRIES, 997))
@@ -80,4 +81,4 @@ def test_uncompressed_tables_read_then_shrink(
         assert store.find_digests(leaves[::997]) == list(range(0, ENTRIES, 997))
     finally:
         store.close()
-    assert dedup_bytes(tmp_path / "db") < before * 0.9
+    assert tree_bytes(tmp_path / "db") < before * 0.9
