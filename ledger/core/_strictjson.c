@@ -101,10 +101,28 @@ static int hexval(unsigned char c) {
     return -1;
 }
 
+/* Byte classes, one table look-up per byte in the two scans that see every byte of a text:
+ * PLAIN marks what a string's fast scan passes over (printable ASCII but '"' and '\\'); WALK
+ * what must_walk stops at ('[', '{', '\\', and a 4-byte UTF-8 lead byte 0xF0-0xFF). */
+#define PLAIN 1
+#define WALK 2
+static unsigned char byte_class[256];
+
+static void init_byte_class(void) {
+    int c;
+    for (c = 0x20; c < 0x80; c++) byte_class[c] |= PLAIN;
+    byte_class['"'] &= (unsigned char)~PLAIN;
+    byte_class['\\'] &= (unsigned char)~PLAIN;
+    byte_class['['] |= WALK;
+    byte_class['{'] |= WALK;
+    byte_class['\\'] |= WALK;
+    for (c = 0xF0; c < 0x100; c++) byte_class[c] |= WALK;
+}
+
 /* r->p is just after the opening quote. */
 static PyObject *read_string(Reader *r) {
     const unsigned char *start = r->p, *q = r->p;
-    while (q < r->end && *q != '"' && *q != '\\' && *q >= 0x20 && *q < 0x80) q++;
+    while (q < r->end && (byte_class[*q] & PLAIN)) q++; /* stops at '"', '\\', < 0x20, >= 0x80 */
     if (q >= r->end) return NULL;
     if (*q == '"') {
         Py_ssize_t n = q - start;
@@ -397,6 +415,7 @@ static int must_walk(const unsigned char *s, Py_ssize_t n, int *astral) {
     *astral = 0;
     for (i = 0; i < n; i++) {
         unsigned char c = s[i];
+        if (!(byte_class[c] & WALK)) continue; /* none of the bytes tested below */
         if (c == '[' || c == '{') {
             if (++brackets > MAX_DEPTH) return 1;
         } else if (c == '\\') {
@@ -801,5 +820,6 @@ PyMODINIT_FUNC PyInit__strictjson(void) {
     const char *digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     memset(b64_value, -1, sizeof(b64_value));
     for (int i = 0; i < 64; i++) b64_value[(unsigned char)digits[i]] = (signed char)i;
+    init_byte_class();
     return PyModule_Create(&module);
 }
