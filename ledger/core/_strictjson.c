@@ -119,9 +119,30 @@ static void init_byte_class(void) {
     for (c = 0xF0; c < 0x100; c++) byte_class[c] |= WALK;
 }
 
+/* Eight bytes at a time: a word is skipped whole only when none of its bytes is one the scan
+ * stops at (each test below is exact on whether such a byte exists in the word; a word that may
+ * hold one is scanned byte by byte, which decides). */
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+#define ZERO_BYTE(v) (((v) - ONES) & ~(v) & HIGHS)     /* some byte of v is 0 */
+#define BELOW(x, b) (((x) - ONES * (b)) & ~(x) & HIGHS) /* some byte < b (b <= 0x80) */
+
+static inline uint64_t word_at(const unsigned char *p) {
+    uint64_t x;
+    memcpy(&x, p, sizeof x);
+    return x;
+}
+
 /* r->p is just after the opening quote. */
 static PyObject *read_string(Reader *r) {
     const unsigned char *start = r->p, *q = r->p;
+    while (r->end - q >= 8) { /* whole words of printable ASCII other than '"' and '\\' */
+        uint64_t x = word_at(q);
+        if (ZERO_BYTE(x ^ (ONES * '"')) | ZERO_BYTE(x ^ (ONES * '\\')) | BELOW(x, 0x20) |
+            (x & HIGHS))
+            break;
+        q += 8;
+    }
     while (q < r->end && (byte_class[*q] & PLAIN)) q++; /* stops at '"', '\\', < 0x20, >= 0x80 */
     if (q >= r->end) return NULL;
     if (*q == '"') {
@@ -414,6 +435,16 @@ static int must_walk(const unsigned char *s, Py_ssize_t n, int *astral) {
     Py_ssize_t brackets = 0, i;
     *astral = 0;
     for (i = 0; i < n; i++) {
+        /* skip whole words holding none of '[', '{' (both 0x7B once 0x20 is set), '\\' and
+         * 0xF0-0xFF (0xF0 once the low bits are cleared) */
+        while (n - i >= 8) {
+            uint64_t x = word_at(s + i);
+            if (ZERO_BYTE((x | (ONES * 0x20)) ^ (ONES * '{')) | ZERO_BYTE(x ^ (ONES * '\\')) |
+                ZERO_BYTE((x & (ONES * 0xF0)) ^ (ONES * 0xF0)))
+                break;
+            i += 8;
+        }
+        if (i >= n) break;
         unsigned char c = s[i];
         if (!(byte_class[c] & WALK)) continue; /* none of the bytes tested below */
         if (c == '[' || c == '{') {

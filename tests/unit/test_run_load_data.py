@@ -35,9 +35,9 @@ def _variants(lines: list[bytes]) -> list[bytes]:
         b"\r\n".join(lines) + b"\r\n",  # CRLF: the CR stays in the line (JSON whitespace)
         b"\n".join([lines[0], broken, *lines[2:]]) + b"\n",
         b"\n".join([*lines[:-1], broken]),  # the broken line last, without a newline
-        b"\n".join([lines[0], b'{"receipt": 1, "x"'] + lines[1:]) + b"\n",
+        b"\n".join([lines[0], b'{"receipt": 1, "x"', *lines[1:]]) + b"\n",
         b"\n".join([lines[0], b"[1, 2]\r"]) + b"\n",
-        b"\n".join([lines[0], lines[1].replace(b'"step"', b'"step"', 1) + b" x"]),
+        b"\n".join([lines[0], lines[1] + b" x"]),  # text after the value
         b"\n".join([lines[0], b"\x0b\x0c"]) + b"\n",  # a line of other whitespace bytes
         b"\n".join([lines[0], b'"\xff"']) + b"\n",  # not UTF-8
         b"",
