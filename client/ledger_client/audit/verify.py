@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
-from ledger.core.checkpoint import Checkpoint
+from ledger.core.checkpoint import Checkpoint, VerifiedCheckpoint
 from ledger.core.errors import (
     AnchorsPendingError,
     FormatError,
@@ -214,7 +214,7 @@ def _parts(item: RunItem, digest: bytes, checker: ReceiptChecker, got: dict[str,
     if leaf.record_digest != digest:
         raise VerificationError(f"leaf {receipt.index} logs another record digest")
     got.update(record_status=VALID, checkpoint=FAILED)
-    verified = checker.open_note(receipt.checkpoint)
+    verified = _open_note(checker, receipt.checkpoint)
     checkpoint = verified.checkpoint
     if checkpoint.size != receipt.tree_size:
         raise VerificationError(f"tree_size {receipt.tree_size} != checkpoint {checkpoint.size}")
@@ -232,6 +232,24 @@ def _parts(item: RunItem, digest: bytes, checker: ReceiptChecker, got: dict[str,
     leaf_time = datetime.fromtimestamp(leaf.timestamp_ms / 1000, UTC)
     body = _checkpoint_body(receipt.checkpoint, checkpoint)
     got["anchor"], got["anchored_at"] = _anchor_status(receipt, body, checker, leaf_time)
+
+
+_OPENED: dict[tuple[ReceiptChecker, str], VerifiedCheckpoint] = {}
+
+
+def _open_note(checker: ReceiptChecker, note: str) -> VerifiedCheckpoint:
+    """``checker.open_note(note)``, kept for this checker: its trust inputs and ``now`` are
+    fixed, so a note it opened opens again the same (its cache would give the same verdict,
+    looked up again). A note that fails is not kept: it raises each time, as ``open_note``
+    does."""
+    key = (checker, note)
+    found = _OPENED.get(key)
+    if found is None:
+        found = checker.open_note(note)
+        if len(_OPENED) >= 256:
+            _OPENED.clear()
+        _OPENED[key] = found
+    return found
 
 
 def _checkpoint_body(note: str, checkpoint: Checkpoint) -> bytes:
