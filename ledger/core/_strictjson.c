@@ -101,10 +101,49 @@ static int hexval(unsigned char c) {
     return -1;
 }
 
+/* Byte classes, one table look-up per byte in the two scans that see every byte of a text:
+ * PLAIN marks what a string's fast scan passes over (printable ASCII but '"' and '\\'); WALK
+ * what must_walk stops at ('[', '{', '\\', and a 4-byte UTF-8 lead byte 0xF0-0xFF). */
+#define PLAIN 1
+#define WALK 2
+static unsigned char byte_class[256];
+
+static void init_byte_class(void) {
+    int c;
+    for (c = 0x20; c < 0x80; c++) byte_class[c] |= PLAIN;
+    byte_class['"'] &= (unsigned char)~PLAIN;
+    byte_class['\\'] &= (unsigned char)~PLAIN;
+    byte_class['['] |= WALK;
+    byte_class['{'] |= WALK;
+    byte_class['\\'] |= WALK;
+    for (c = 0xF0; c < 0x100; c++) byte_class[c] |= WALK;
+}
+
+/* Eight bytes at a time: a word is skipped whole only when none of its bytes is one the scan
+ * stops at (each test below is exact on whether such a byte exists in the word; a word that may
+ * hold one is scanned byte by byte, which decides). */
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+#define ZERO_BYTE(v) (((v) - ONES) & ~(v) & HIGHS)     /* some byte of v is 0 */
+#define BELOW(x, b) (((x) - ONES * (b)) & ~(x) & HIGHS) /* some byte < b (b <= 0x80) */
+
+static inline uint64_t word_at(const unsigned char *p) {
+    uint64_t x;
+    memcpy(&x, p, sizeof x);
+    return x;
+}
+
 /* r->p is just after the opening quote. */
 static PyObject *read_string(Reader *r) {
     const unsigned char *start = r->p, *q = r->p;
-    while (q < r->end && *q != '"' && *q != '\\' && *q >= 0x20 && *q < 0x80) q++;
+    while (r->end - q >= 8) { /* whole words of printable ASCII other than '"' and '\\' */
+        uint64_t x = word_at(q);
+        if (ZERO_BYTE(x ^ (ONES * '"')) | ZERO_BYTE(x ^ (ONES * '\\')) | BELOW(x, 0x20) |
+            (x & HIGHS))
+            break;
+        q += 8;
+    }
+    while (q < r->end && (byte_class[*q] & PLAIN)) q++; /* stops at '"', '\\', < 0x20, >= 0x80 */
     if (q >= r->end) return NULL;
     if (*q == '"') {
         Py_ssize_t n = q - start;
@@ -396,7 +435,18 @@ static int must_walk(const unsigned char *s, Py_ssize_t n, int *astral) {
     Py_ssize_t brackets = 0, i;
     *astral = 0;
     for (i = 0; i < n; i++) {
+        /* skip whole words holding none of '[', '{' (both 0x7B once 0x20 is set), '\\' and
+         * 0xF0-0xFF (0xF0 once the low bits are cleared) */
+        while (n - i >= 8) {
+            uint64_t x = word_at(s + i);
+            if (ZERO_BYTE((x | (ONES * 0x20)) ^ (ONES * '{')) | ZERO_BYTE(x ^ (ONES * '\\')) |
+                ZERO_BYTE((x & (ONES * 0xF0)) ^ (ONES * 0xF0)))
+                break;
+            i += 8;
+        }
+        if (i >= n) break;
         unsigned char c = s[i];
+        if (!(byte_class[c] & WALK)) continue; /* none of the bytes tested below */
         if (c == '[' || c == '{') {
             if (++brackets > MAX_DEPTH) return 1;
         } else if (c == '\\') {
@@ -801,5 +851,6 @@ PyMODINIT_FUNC PyInit__strictjson(void) {
     const char *digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     memset(b64_value, -1, sizeof(b64_value));
     for (int i = 0; i < 64; i++) b64_value[(unsigned char)digits[i]] = (signed char)i;
+    init_byte_class();
     return PyModule_Create(&module);
 }

@@ -1036,19 +1036,39 @@ def _cost_fast(value: Json) -> Cost | None:
     return found
 
 
+_PAYLOADS: dict[tuple[object, ...], Payload] = {}  # small valid payloads (frozen: shared)
+
+
 def _payload_fast(kind: str, value: Json) -> Payload:
-    """``_payload(kind, value, "payload")``; the usual kinds with fewer calls."""
+    """``_payload(kind, value, "payload")``; the usual kinds with fewer calls. A tool call or
+    parameter construction equal to one already read is that one (frozen: shared safely): its
+    key holds the exact ``str`` values read (a string equals only a string) and is stored
+    only once they were found valid."""
     if type(value) is dict:
         if kind == "tool_call" and len(value) == 3:
-            tool = value.get("tool")
-            used = _digests_fast(value.get("inputs_used"))
-            made = _digests_fast(value.get("outputs_generated"))
-            if type(tool) is str and tool and used is not None and made is not None:
-                return ToolCall(tool=tool, inputs_used=used, outputs_generated=made)
+            tool, used, made = (
+                value.get("tool"),
+                value.get("inputs_used"),
+                value.get("outputs_generated"),
+            )
+            if type(used) is list and type(made) is list and type(tool) is str:
+                shared: tuple[object, ...] = (kind, tool, len(used), *used, *made)
+                try:
+                    found = _PAYLOADS.get(shared)
+                except TypeError:  # an unhashable item: refused below, by the plain reading
+                    found = None
+                if found is not None:
+                    return found
+                used_ok, made_ok = _digests_fast(used), _digests_fast(made)
+                if tool and used_ok is not None and made_ok is not None:
+                    return _shared(
+                        shared, ToolCall(tool=tool, inputs_used=used_ok, outputs_generated=made_ok)
+                    )
         elif kind == "parameter_construction" and len(value) == 1:
             tool = value.get("tool")
             if type(tool) is str and tool:
-                return ParameterConstruction(tool=tool)
+                found = _PAYLOADS.get((kind, tool))
+                return found or _shared((kind, tool), ParameterConstruction(tool=tool))
         elif kind == "memory_write" and len(value) == 4:
             key, source, label = value.get("key"), value.get("source"), value.get("trust_label")
             if (
@@ -1065,8 +1085,19 @@ def _payload_fast(kind: str, value: Json) -> Payload:
         elif kind == "constraint_check" and len(value) == 2:
             constraint, passed = value.get("constraint_id"), value.get("passed")
             if type(constraint) is str and constraint and type(passed) is bool:
-                return ConstraintCheck(constraint_id=constraint, passed=passed)
+                shared = (kind, constraint, passed)  # ``passed`` a bool: True is not 1 here
+                found = _PAYLOADS.get(shared)
+                return found or _shared(
+                    shared, ConstraintCheck(constraint_id=constraint, passed=passed)
+                )
     return _payload(kind, value, "payload")
+
+
+def _shared(key: tuple[object, ...], payload: Payload) -> Payload:
+    if len(_PAYLOADS) >= 4096:
+        _PAYLOADS.clear()
+    _PAYLOADS[key] = payload
+    return payload
 
 
 def _first_per_leaf(value: Json, path: str) -> str | None:

@@ -432,3 +432,48 @@ def test_the_fast_record_reading_is_the_plain_reading(
     assert _reading(decision._record_args, read) == plain_reading
     fast = _reading(decision._parse_record_fast, read)  # left to the plain reading, or equal
     assert fast[0] in ("refused", "left") or fast == plain_reading
+
+
+# --- shared payloads: a payload read again is the one read before, or read as the plain way ----
+
+_SMALL_TEXT = st.sampled_from(["", "t", "u", "a" * 64, "b" * 64, "A" * 64])
+_SMALL_ITEM: st.SearchStrategy[Any] = _SMALL_TEXT | st.sampled_from([1, 1.0, True, None, [], {}])
+_DIGESTS = st.lists(st.sampled_from(["a" * 64, "b" * 64]), max_size=2)
+_PAYLOAD_VALUES: st.SearchStrategy[tuple[str, Any]] = st.one_of(
+    st.tuples(
+        st.just("tool_call"),
+        st.fixed_dictionaries(
+            {
+                "tool": st.just("t") | _SMALL_ITEM,
+                "inputs_used": _DIGESTS | st.lists(_SMALL_ITEM, max_size=2) | _SMALL_ITEM,
+                "outputs_generated": _DIGESTS | st.lists(_SMALL_ITEM, max_size=2) | _SMALL_ITEM,
+            }
+        ),
+    ),
+    st.tuples(st.just("parameter_construction"), st.fixed_dictionaries({"tool": _SMALL_ITEM})),
+    st.tuples(
+        st.just("constraint_check"),
+        st.fixed_dictionaries(
+            {"constraint_id": _SMALL_ITEM, "passed": st.sampled_from([True, False, 1, 0, None])}
+        ),
+    ),
+)
+
+
+def _payload_reading(read: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
+    try:
+        payload = read(*args)
+    except FormatError as exc:
+        return ("refused", type(exc).__name__, getattr(exc, "field", None), str(exc))
+    return ("read", type(payload).__name__, repr(payload))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_PAYLOAD_VALUES, min_size=1, max_size=12))
+def test_shared_payloads_read_as_the_plain_reading(payloads: list[tuple[str, Any]]) -> None:
+    """Payloads drawn from a few values, so most are read again after an equal one (shared)
+    or after one that differs only in an item's type or place: each reads as the plain
+    reading reads it."""
+    for kind, value in payloads * 2:
+        fast = _payload_reading(decision._payload_fast, kind, value)
+        assert fast == _payload_reading(decision._payload, kind, value, "payload")

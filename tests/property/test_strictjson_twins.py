@@ -319,3 +319,33 @@ def test_the_comparison_leaves_member_names_of_other_types_to_the_twin() -> None
         pass
 
     assert compiled().same_json({"x": 1}, {Name("x"): 1}) is None
+
+
+# The scans that see every byte (a string's fast scan, and the pre-scan for brackets, escaped
+# surrogates and 4-byte characters) read eight bytes at a time: each byte they stop at, placed
+# at every offset of a word, in strings and between values, near the text's end or not.
+_STOPS = ['"', "\\\\", "\\n", "\\u00e9", "\\ud800", "\\udc00\\u0041", "\x7f", "\u00e9", "\u20ac"]
+_STOPS += ["\U0001f600", "{", "[", "}", "]", "\x01", "\ud800"]
+
+
+def test_each_stop_byte_at_each_offset_reads_as_the_plain_path() -> None:
+    module = compiled()
+    for stop in _STOPS:
+        for before in range(18):
+            for after in (0, 1, 7, 8, 9):
+                inner = "a" * before + stop + "b" * after
+                for text in (
+                    f'"{inner}"',
+                    f'{{"k{inner}": 1, "x": "{inner}"}}',
+                    f'["{"c" * before}", {stop if stop in "{[" else 0}]',
+                    "[" * before + "1" + "]" * before,
+                ):
+                    for data in (text, text.encode("utf-8", "surrogatepass")):
+                        plain = answer(jcs.plain_loads_exact, data, True)
+                        got = module.read(data, True)
+                        if got is not None:
+                            assert ("read", typed(got[0]), got[1]) == plain, data
+                        assert answer(jcs.loads_exact, data, True) == plain, data
+    deep = "[" * 64 + "]" * 64  # at the nesting limit, then one over: left to the plain path
+    assert module.read(deep, True) is not None
+    assert module.read("[" + deep + "]", True) is None

@@ -216,8 +216,9 @@ def _audit_file(job: tuple[str, int, int, int]) -> _Done:
     stats = checker.cache.stats
     before = (stats["checkpoints"], stats["tokens"])
     try:
-        file_hash = hashlib.sha256(Path(key).read_bytes()).hexdigest()
-        audit = audit_run(load_run(key), checker)
+        data = Path(key).read_bytes()  # read once: hashed, then its lines read
+        file_hash = hashlib.sha256(data).hexdigest()
+        audit = audit_run(load_run(key, data), checker)
         if len(audit.checks) >> _SHIFT:  # its records' ids would reach the next file's
             raise FormatError(f"{key}: {len(audit.checks)} records (at most 2**{_SHIFT})")
     except (FormatError, OSError) as exc:

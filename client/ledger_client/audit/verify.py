@@ -25,12 +25,11 @@ Witness cosignatures are counted when witness keys are given; otherwise ``not ch
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
-from ledger.core import merkle
-from ledger.core.checkpoint import Checkpoint
+from ledger.core.checkpoint import Checkpoint, VerifiedCheckpoint
 from ledger.core.errors import (
     AnchorsPendingError,
     FormatError,
@@ -111,6 +110,20 @@ class RecordCheck:
     def anchored_at_text(self) -> str | None:
         when = self.anchored_at
         return None if when is None else iso_ms(int(when.timestamp() * 1000))
+
+
+_CHECK_SETTERS = tuple(getattr(RecordCheck, f.name).__set__ for f in fields(RecordCheck))
+
+
+def _new_check(*values: Any) -> RecordCheck:
+    """``RecordCheck(...)`` of these values in field order: each slot set by its own setter,
+    without the frozen ``__init__``'s ``object.__setattr__`` per field (it checks nothing: a
+    ``RecordCheck`` is made from the values ``_parts`` found; an index makes one per receipt).
+    ``test_audit_verify_fast`` holds it equal to the plain constructor."""
+    check = object.__new__(RecordCheck)
+    for setter, value in zip(_CHECK_SETTERS, values, strict=True):
+        setter(check, value)
+    return check
 
 
 def _anchor_result(
@@ -201,7 +214,7 @@ def _parts(item: RunItem, digest: bytes, checker: ReceiptChecker, got: dict[str,
     if leaf.record_digest != digest:
         raise VerificationError(f"leaf {receipt.index} logs another record digest")
     got.update(record_status=VALID, checkpoint=FAILED)
-    verified = checker.open_note(receipt.checkpoint)
+    verified = _open_note(checker, receipt.checkpoint)
     checkpoint = verified.checkpoint
     if checkpoint.size != receipt.tree_size:
         raise VerificationError(f"tree_size {receipt.tree_size} != checkpoint {checkpoint.size}")
@@ -209,7 +222,7 @@ def _parts(item: RunItem, digest: bytes, checker: ReceiptChecker, got: dict[str,
     if checker.witnesses:
         got["witnesses"] = f"{len(verified.cosignatures)} cosigned"
     verify_inclusion(  # once per shared subtree (ledger_client.receipts.inclusion)
-        merkle.leaf_hash(receipt.leaf),
+        leaf.leaf_hash,  # RFC 6962 SHA-256(0x00 || leaf), hashed once by ``decode_leaf``
         receipt.index,
         checkpoint.size,
         receipt.inclusion_proof,
@@ -219,6 +232,24 @@ def _parts(item: RunItem, digest: bytes, checker: ReceiptChecker, got: dict[str,
     leaf_time = datetime.fromtimestamp(leaf.timestamp_ms / 1000, UTC)
     body = _checkpoint_body(receipt.checkpoint, checkpoint)
     got["anchor"], got["anchored_at"] = _anchor_status(receipt, body, checker, leaf_time)
+
+
+_OPENED: dict[tuple[ReceiptChecker, str], VerifiedCheckpoint] = {}
+
+
+def _open_note(checker: ReceiptChecker, note: str) -> VerifiedCheckpoint:
+    """``checker.open_note(note)``, kept for this checker: its trust inputs and ``now`` are
+    fixed, so a note it opened opens again the same (its cache would give the same verdict,
+    looked up again). A note that fails is not kept: it raises each time, as ``open_note``
+    does."""
+    key = (checker, note)
+    found = _OPENED.get(key)
+    if found is None:
+        found = checker.open_note(note)
+        if len(_OPENED) >= 256:
+            _OPENED.clear()
+        _OPENED[key] = found
+    return found
 
 
 def _checkpoint_body(note: str, checkpoint: Checkpoint) -> bytes:
@@ -277,25 +308,22 @@ def _record_check(
     item: RunItem, digest: bytes, got: dict[str, Any], error: str | None
 ) -> RecordCheck:
     receipt = item.receipt
-    return RecordCheck(
-        source=item.source,
-        record=item.record,
-        digest=digest.hex(),
-        index=receipt.index,
-        tree_size=receipt.tree_size,
-        logged_at_ms=got.get("logged_at_ms"),
-        record_status=got.get("record_status", FAILED if error else NOT_CHECKED),
-        checkpoint=got.get("checkpoint", NOT_CHECKED),
-        inclusion=got.get("inclusion", NOT_CHECKED),
-        witnesses=got.get("witnesses", NOT_CHECKED),
-        anchor=got.get("anchor", NOT_CHECKED),
-        anchored_at=got.get("anchored_at"),
-        disclosed=(
-            tuple((d.field_path, d.value) for d in receipt.disclosures)
-            if receipt.disclosures
-            else ()
-        ),
-        error=error,
+    get = got.get
+    return _new_check(
+        item.source,
+        item.record,
+        digest.hex(),
+        receipt.index,
+        receipt.tree_size,
+        get("logged_at_ms"),
+        get("record_status", FAILED if error else NOT_CHECKED),
+        get("checkpoint", NOT_CHECKED),
+        get("inclusion", NOT_CHECKED),
+        get("witnesses", NOT_CHECKED),
+        get("anchor", NOT_CHECKED),
+        get("anchored_at"),
+        tuple((d.field_path, d.value) for d in receipt.disclosures) if receipt.disclosures else (),
+        error,
     )
 
 
@@ -344,7 +372,7 @@ def audit_run(
     ordered = sorted(items, key=lambda item: item.receipt.index)
     digests = [bytes.fromhex(item.digest) for item in ordered]
     checks = [check_item(item, checker, d) for item, d in zip(ordered, digests, strict=True)]
-    report = check_run([item.record for item in ordered], digests=[d.hex() for d in digests])
+    report = check_run([item.record for item in ordered], digests=[i.digest for i in ordered])
     if run_problems is None:
         run_problems = _run_problems(checks, report)
     return RunAudit(

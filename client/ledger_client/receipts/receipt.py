@@ -34,7 +34,7 @@ import base64
 import binascii
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 from typing import cast
 
@@ -448,13 +448,16 @@ def _read_receipt(value: Json, record: DecisionRecord | None = None) -> Receipt:
             anchors=anchors, previous=previous,
         )  # fmt: skip  # raises, naming the problem
     made = object.__new__(Receipt)
-    for name, field in (
-        ("record_digest", digest), ("leaf", leaf), ("index", index), ("tree_size", tree_size),
-        ("inclusion_proof", proof), ("checkpoint", checkpoint), ("anchors", anchors),
-        ("record", record), ("disclosures", disclosures), ("previous", previous),
-    ):  # fmt: skip
-        object.__setattr__(made, name, field)
+    for setter, field in zip(
+        _RECEIPT_SETTERS,
+        (digest, leaf, index, tree_size, proof, checkpoint, anchors, record, disclosures, previous),
+        strict=True,
+    ):  # each slot's own setter (what ``object.__setattr__`` finds), in field order
+        setter(made, field)
     return made
+
+
+_RECEIPT_SETTERS = tuple(getattr(Receipt, f.name).__set__ for f in fields(Receipt))
 
 
 def to_tlog_proof(receipt: Receipt, *, with_leaf: bool = True) -> TlogProof:

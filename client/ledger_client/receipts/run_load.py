@@ -133,22 +133,54 @@ def _read_item_file(path: Path) -> bytes:
     return data
 
 
+def _lines_in(name: str, data: bytes) -> Iterator[RunItem]:
+    """``_lines_of`` over a file's bytes already read (``load_run``'s ``data``): the same lines,
+    numbers, items and refusals. A line is read without its newline (JSON whitespace: the same
+    value); a line refused is read again with it, so the message is the one ``_lines_of``
+    gives."""
+    lines = data.split(b"\n")
+    tail = lines.pop()  # after the last newline: nothing, or a last line without one
+    for number, body in enumerate(lines, 1):
+        if len(body) >= MAX_ITEM_BYTES:  # the line with its newline is longer than the limit
+            raise FormatError(f"{name}:{number}: longer than {MAX_ITEM_BYTES} bytes")
+        if body and not body.isspace():
+            source = f"{name}:{number}"
+            try:
+                obj, exact = loads_exact(body, safe_numbers=True)
+            except InvalidRecordError:
+                obj, exact = _parse(body + b"\n", source)
+            yield run_item(obj, source, exact=exact)
+    if tail:
+        number = len(lines) + 1
+        if len(tail) > MAX_ITEM_BYTES:
+            raise FormatError(f"{name}:{number}: longer than {MAX_ITEM_BYTES} bytes")
+        if not tail.isspace():
+            source = f"{name}:{number}"
+            obj, exact = _parse(tail, source)
+            yield run_item(obj, source, exact=exact)
+
+
 def _lines_of(path: Path) -> Iterator[RunItem]:
+    name = path.name
     with path.open("rb") as stream:
         for number, line in enumerate(stream, 1):
             if len(line) > MAX_ITEM_BYTES:
-                raise FormatError(f"{path.name}:{number}: longer than {MAX_ITEM_BYTES} bytes")
+                raise FormatError(f"{name}:{number}: longer than {MAX_ITEM_BYTES} bytes")
             if not line.isspace():  # as `line.strip()`, without copying the line
-                source = f"{path.name}:{number}"
+                source = f"{name}:{number}"
                 obj, exact = _parse(line, source)
                 yield run_item(obj, source, exact=exact)
 
 
-def load_run(path: str | Path) -> list[RunItem]:
+def load_run(path: str | Path, data: bytes | None = None) -> list[RunItem]:
     """The items of a run folder (``*.json``, one item each) or JSON-lines file (module
-    docstring); ``FormatError`` names the first item refused, ``OSError`` an unreadable file."""
+    docstring); ``FormatError`` names the first item refused, ``OSError`` an unreadable file.
+    ``data``: the JSON-lines file's bytes, already read by the caller (the index hashes them),
+    read as the file would be."""
     where = Path(path)
-    if where.is_dir():
+    if data is not None:
+        items = list(_lines_in(where.name, data))
+    elif where.is_dir():
         files = sorted(where.glob("*.json"))
         items = []
         for f in files:

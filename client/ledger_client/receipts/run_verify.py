@@ -79,12 +79,16 @@ class RunItem:
         ``ledger.records.decision``; ``record_digest_of_plain``), without building them again.
         ``exact``: ``plain`` is inside what ``ledger.core.jcs.loads_exact`` read exactly."""
         item = object.__new__(cls)
-        setattr_ = object.__setattr__
-        setattr_(item, "source", source)
-        setattr_(item, "record", record)
-        setattr_(item, "receipt", receipt)
-        setattr_(item, "digest", record_digest_of_plain(plain, exact=exact).hex())
+        _SET_SOURCE(item, source)  # each slot's own setter (what ``object.__setattr__`` finds)
+        _SET_RECORD(item, record)
+        _SET_RECEIPT(item, receipt)
+        _SET_DIGEST(item, record_digest_of_plain(plain, exact=exact).hex())
         return item
+
+
+_SET_SOURCE, _SET_RECORD, _SET_RECEIPT, _SET_DIGEST = (
+    getattr(RunItem, name).__set__ for name in ("source", "record", "receipt", "digest")
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
