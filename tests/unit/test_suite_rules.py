@@ -306,6 +306,24 @@ def test_pytest_keeps_its_rewritten_test_modules() -> None:
         assert "$(PYTEST) " in makefile.split(f"\n{target}: ", 1)[1].split("\n\n", 1)[0], target
 
 
+def test_the_pure_pass_leaves_out_only_comparisons_that_name_both_modules() -> None:
+    """``make pytest-pure`` deselects tests that would run the same code as the compiled run:
+    each calls the pure twin and the compiled module by name and never the selected core."""
+    makefile = (TESTS.parent / "Makefile").read_text()
+    words = makefile.split("\nPURE_SAME := ", 1)[1].split("\nCORE_TESTS", 1)[0].split()
+    words = [w for w in words if w != "\\"]
+    ids = words[1::2]
+    assert ids and words[::2] == ["--deselect"] * len(ids)
+    assert "$(CORE_TESTS) $(PURE_SAME)" in makefile.split("\npytest-pure: ", 1)[1]
+    for node in ids:
+        path, name = node.split("::")
+        tree = ast.parse((TESTS.parent / path).read_text())
+        (function,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
+        names = {n.id for n in ast.walk(function) if isinstance(n, ast.Name)}
+        assert "accel" not in names and {"hot", "native"} <= names, node
+        assert "native = compiled()" in ast.unparse(function), node
+
+
 def test_plugins_no_test_uses_stay_off(request: pytest.FixtureRequest) -> None:
     """Packages installed beside the tests (langsmith, anyio, platformdirs) bring pytest plugins
     no test uses; loaded, pytest would rewrite every module of their distributions per worker."""
