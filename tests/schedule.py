@@ -5,12 +5,15 @@ in the order of the collection (``--no-loadscope-reorder``; xdist's own default 
 their number of tests, which put the long files of one or two tests, the crash run, the bench
 smoke, last, where one of them could hold a worker alone while the other was done). Starting
 with the longest (the "longest processing time first" rule) the many short files fill in at the
-end and both workers finish close together. ``tests/conftest.py`` sorts the collection with
+end and the workers finish close together. ``tests/conftest.py`` sorts the collection with
 ``order``; a file not named here keeps its place after these, in collection order.
 
 The seconds: each file's total (set-up, calls, tear-down) on one worker of ``make pytest``
 (``--junitxml``; 2026-12-01, the shared 2-core machine, load 4-10), rounded. Only the order
-matters; a stale figure costs some balance, never a test.
+matters; a stale figure costs some balance, never a test. The files added on 2026-12-02 (the
+property tests of the fast record reading and JCS, the wire tests' mypy run) had been left to
+the end, where the record reading alone (~80 s of CPU) held one worker after the others were
+done; their figures are their CPU seconds in a three-worker run (they wait on nothing).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ LONGEST: dict[str, int] = {
     "integration/test_crash_harness.py": 45,
     "integration/test_objstore_mirror.py": 44,
     "integration/test_wheel.py": 43,
+    "property/test_records_property.py": 80,
     "property/test_receipt_property.py": 42,
     "integration/test_disk_full.py": 39,
     "integration/test_tiles_server.py": 35,
@@ -51,6 +55,8 @@ LONGEST: dict[str, int] = {
     "integration/test_readme.py": 29,
     "integration/test_objstore_go.py": 25,
     "integration/test_serve_cli.py": 24,
+    "unit/test_wire.py": 18,
+    "property/test_jcs_fast_property.py": 12,
 }
 
 

@@ -195,7 +195,9 @@ def test_an_expired_token_is_refused_and_listed_as_expired(tmp_path: Path) -> No
     data, key = make_log(tmp_path)
     server = ServerProcess(data, key)
     try:
-        token = new_token(data, "brief", "append", extra=("--expires", "3s"))
+        # 10 s: the listing below must run before it expires, and two CLI starts took over 3 s
+        # on a loaded machine (load 9, three workers)
+        token = new_token(data, "brief", "append", extra=("--expires", "10s"))
         _, listed, _ = ledger("token", "list", "--data-dir", data)
         assert "brief" in listed and "\texpires 20" in listed, listed
         with client(server.address, token) as writer:
@@ -204,7 +206,7 @@ def test_an_expired_token_is_refused_and_listed_as_expired(tmp_path: Path) -> No
             expired = wait_until(
                 lambda: isinstance(e := error_of(lambda: writer.append([digest(21)])),
                                    UnauthenticatedError) and e,
-                timeout=15, what="the token to expire",
+                timeout=30, interval=0.25, what="the token to expire",
             )  # fmt: skip
             assert "token expired" in str(expired)
         _, listed, _ = ledger("token", "list", "--data-dir", data)

@@ -2,8 +2,10 @@
 leaf hashes, compact ranges and roots, tile and bundle bytes and sequencing results, over
 10,000 small random examples; and the packed append path gives what the typed one gives.
 
-`make test` runs this module on the compiled build and again under ``LEDGER_PURE=1``; where the
-compiled core is not built (a pure install) the twin comparisons skip, naming why.
+`make test` runs this module on the compiled build and again under ``LEDGER_PURE=1``, but for
+the two comparisons that call both modules by name (the same code in both runs: the Makefile's
+``PURE_SAME``); where the compiled core is not built (a pure install) the twin comparisons skip,
+naming why.
 """
 
 from __future__ import annotations

@@ -231,13 +231,28 @@ def test_make_test_fast_leaves_the_slow_tests_out() -> None:
 SERIAL_MODULES = ("test_memory_bound", "test_reader_attack")
 
 
+def _recipe(makefile: str, target: str) -> list[str]:
+    return makefile.split(f"\n{target}:", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+
+
 def test_make_test_runs_the_serial_tests_alone_after_the_parallel_run() -> None:
     makefile = (TESTS.parent / "Makefile").read_text()
-    recipe = makefile.split("\npytest:", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
-    parallel, alone = recipe
+    (parallel,) = _recipe(makefile, "pytest-parallel")
+    (alone,) = _recipe(makefile, "pytest-serial")
     assert "$(WORKERS)" in parallel and '-m "not serial"' in parallel
     assert "$(WORKERS)" not in alone and " -n " not in alone
     assert alone.endswith("-m serial $(SERIAL)")
+    # `make pytest` and `make test`: the serial run is the last step, after the parallel run
+    # (and in `make test` after what runs beside it: its recipe waits for both first)
+    assert [line.split()[-1] for line in _recipe(makefile, "pytest")] == [
+        "pytest-parallel",
+        "pytest-serial",
+    ]
+    steps = _recipe(makefile, "test")
+    assert steps[-1].split()[-1] == "pytest-serial"
+    together = "\n".join(steps[:-1])
+    assert "pytest-parallel" in together and "pytest-serial" not in together
+    assert together.index("pytest-parallel;") < together.index("wait $$beside")
     listed = makefile.split("\nSERIAL := ", 1)[1].split("\n", 1)[0].split()
     marked = [
         str(p.relative_to(TESTS.parent))
@@ -256,7 +271,7 @@ def test_the_workers_take_the_longest_files_first(request: pytest.FixtureRequest
     of tests), and the collection starts with the longest files (``tests/schedule.py``)."""
     makefile = (TESTS.parent / "Makefile").read_text()
     workers = makefile.split("\nWORKERS := ", 1)[1].split("\n", 1)[0].split()
-    assert workers == ["-n", "2", "--dist", "loadfile", "--no-loadscope-reorder"]
+    assert workers == ["-n", "3", "--dist", "loadfile", "--no-loadscope-reorder"]
     named = schedule.named_files()
     assert [p for p in named if not p.is_file()] == []  # no stale name
     files = list(dict.fromkeys(item.path for item in request.session.items))
@@ -273,9 +288,40 @@ def test_the_test_targets_compile_our_bytecode_first() -> None:
     makefile = (TESTS.parent / "Makefile").read_text()
     recipe = makefile.split("\nbytecode: ", 1)[1].split("\n\n", 1)[0].splitlines()
     assert recipe[1].split()[1:] == ["-m", "compileall", "-q", "ledger", "client", "tests", "tools"]
-    for target in ("pytest", "pytest-pure", "test-fast"):
+    for target in ("pytest", "pytest-parallel", "pytest-serial", "pytest-pure", "test-fast"):
         needs = makefile.split(f"\n{target}: ", 1)[1].split("\n", 1)[0].split()
         assert "bytecode" in needs, target
+
+
+def test_pytest_keeps_its_rewritten_test_modules() -> None:
+    """Every pytest run of the Makefile empties PYTHONDONTWRITEBYTECODE: set, it keeps pytest
+    from caching its assertion-rewritten test modules, and every worker rewrote them all."""
+    makefile = (TESTS.parent / "Makefile").read_text()
+    assert makefile.split("\nPYTEST := ", 1)[1].split("\n", 1)[0].split() == [
+        "PYTHONDONTWRITEBYTECODE=",
+        "$(BIN)/pytest",
+    ]
+    assert makefile.count("$(BIN)/pytest") == 1  # only there
+    for target in ("pytest-parallel", "pytest-serial", "pytest-pure", "test-fast"):
+        assert "$(PYTEST) " in makefile.split(f"\n{target}: ", 1)[1].split("\n\n", 1)[0], target
+
+
+def test_the_pure_pass_leaves_out_only_comparisons_that_name_both_modules() -> None:
+    """``make pytest-pure`` deselects tests that would run the same code as the compiled run:
+    each calls the pure twin and the compiled module by name and never the selected core."""
+    makefile = (TESTS.parent / "Makefile").read_text()
+    words = makefile.split("\nPURE_SAME := ", 1)[1].split("\nCORE_TESTS", 1)[0].split()
+    words = [w for w in words if w != "\\"]
+    ids = words[1::2]
+    assert ids and words[::2] == ["--deselect"] * len(ids)
+    assert "$(CORE_TESTS) $(PURE_SAME)" in makefile.split("\npytest-pure: ", 1)[1]
+    for node in ids:
+        path, name = node.split("::")
+        tree = ast.parse((TESTS.parent / path).read_text())
+        (function,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
+        names = {n.id for n in ast.walk(function) if isinstance(n, ast.Name)}
+        assert "accel" not in names and {"hot", "native"} <= names, node
+        assert "native = compiled()" in ast.unparse(function), node
 
 
 def test_plugins_no_test_uses_stay_off(request: pytest.FixtureRequest) -> None:
