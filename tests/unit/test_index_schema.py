@@ -185,3 +185,25 @@ def test_a_changed_or_removed_file_takes_its_rows_with_it(
     after = _rows(db)
     assert after == _rows(fresh) and after != before
     assert after["orphans"] == [(0,)] and after["terms"]
+
+
+def test_a_database_of_someone_elses_with_a_files_table_is_refused_never_dropped(
+    world: Runs, runs: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "app.sqlite"
+    with closing(sqlite3.connect(db)) as conn:
+        conn.executescript(
+            "CREATE TABLE files(name TEXT, owner TEXT);"
+            "CREATE TABLE records(id INTEGER, body TEXT);"
+            "INSERT INTO files VALUES ('budget.xlsx', 'ana');"
+            "INSERT INTO records VALUES (1, 'kept');"
+        )
+    code, output = _index(world, runs, db)
+    assert code == 2, output
+    assert output.count("\n") == 1 and "Traceback" not in output, output
+    assert "not an audit index" in output, output
+    with closing(sqlite3.connect(db)) as conn:  # untouched
+        assert conn.execute("SELECT * FROM files").fetchall() == [("budget.xlsx", "ana")]
+        assert conn.execute("SELECT * FROM records").fetchall() == [(1, "kept")]
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert tables == {"files", "records"}

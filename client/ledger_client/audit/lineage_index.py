@@ -243,6 +243,24 @@ def _status(head: str, whole: Callable[[], str]) -> str:
     return str(json.loads(whole())["status"])
 
 
+# What marks a database as an audit index made before version 2 (user_version 0; its columns
+# grew over time): all of ``INDEX_TABLES``, ``meta(key, value)`` and these ``records`` columns.
+# An older index is dropped and made again by ``index`` only then, so a database of someone
+# else's that happens to hold a ``files`` or ``records`` table is never dropped.
+_VERSION_0_RECORDS = {"path", "run_id", "record_digest"}
+
+
+def _older_index(conn: sqlite3.Connection) -> bool:
+    columns = {
+        table: [r[1] for r in conn.execute(f"PRAGMA table_info({table})")] for table in INDEX_TABLES
+    }
+    return (
+        all(columns.values())
+        and columns["meta"] == ["key", "value"]
+        and set(columns["records"]) >= _VERSION_0_RECORDS
+    )
+
+
 def check_version(conn: sqlite3.Connection, db: str | Path, *, older: bool = False) -> bool:
     """Whether the database holds an audit index (any of ``INDEX_TABLES``); one of another
     version than ``INDEX_VERSION`` is refused (``FormatError``, one line), unless ``older``
@@ -254,8 +272,15 @@ def check_version(conn: sqlite3.Connection, db: str | Path, *, older: bool = Fal
     if not found:
         return False
     version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version == INDEX_VERSION or (older and version < INDEX_VERSION):
+    if version == INDEX_VERSION:
         return True
+    if older and version < INDEX_VERSION:
+        if _older_index(conn):  # surely ours: it is dropped and made again
+            return True
+        raise FormatError(
+            f"{db}: not an audit index (it holds tables named as the index's, of another shape); "
+            "give --db a file of its own"
+        )
     which = "an older" if version < INDEX_VERSION else "a newer"
     raise FormatError(
         f"{db}: an audit index made by {which} ledger-verify (version {version}, this one reads "
