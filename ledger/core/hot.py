@@ -38,7 +38,7 @@ refused (``LEDGER_PURE=1``), else this one. The two give byte-identical answers
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 __all__ = [
     "CORE",
@@ -144,37 +144,40 @@ def present(values: Sequence[object]) -> bytes:
     return bytes(v is not None for v in values)
 
 
-def _bundle_entries(bundle: bytes) -> Iterator[bytes]:
-    """Each entry of ``bundle`` (uint16 length || entry); ValueError where the bytes end
-    inside an entry's length or inside an entry (the messages of
-    ``tiles.split_entry_bundle``, which this module cannot import: ``merkle`` imports it
-    through ``accel``, and ``tiles`` imports ``merkle``)."""
-    at, end_of, n = 0, len(bundle), 0
-    while at < end_of:
-        if at + 2 > end_of:
-            raise ValueError(f"entry bundle ends inside the length of entry {n}")
-        end = at + 2 + int.from_bytes(bundle[at : at + 2], "big")
-        if end > end_of:
-            raise ValueError(f"entry bundle ends inside entry {n}")
-        yield bundle[at + 2 : end]
-        at, n = end, n + 1
-
-
 def bundle_leaf_hashes(bundle: bytes) -> bytes:
     """``SHA-256(0x00 || entry)`` of each entry of ``bundle``, packed; ValueError where the
-    bytes end inside an entry's length or inside an entry (``_bundle_entries``)."""
-    return b"".join(hashlib.sha256(b"\x00" + entry).digest() for entry in _bundle_entries(bundle))
+    bytes end inside an entry's length or inside an entry (the messages of
+    ``tiles.split_entry_bundle``, which this module cannot import: ``merkle`` imports it
+    through ``accel``, and ``tiles`` imports ``merkle``)."""
+    out: list[bytes] = []
+    at, end_of = 0, len(bundle)
+    while at < end_of:
+        if at + 2 > end_of:
+            raise ValueError(f"entry bundle ends inside the length of entry {len(out)}")
+        end = at + 2 + int.from_bytes(bundle[at : at + 2], "big")
+        if end > end_of:
+            raise ValueError(f"entry bundle ends inside entry {len(out)}")
+        out.append(hashlib.sha256(b"\x00" + bundle[at + 2 : end]).digest())
+        at = end
+    return b"".join(out)
 
 
 def bundle_digests(bundle: bytes) -> bytes:
     """The record digest of each entry of ``bundle`` (bytes 9..41 of its v1 leaf), packed;
-    ValueError where the bytes end inside an entry's length or an entry
-    (``_bundle_entries``), or an entry is too short to hold a digest."""
+    ValueError where the bytes end inside an entry's length or an entry, or an entry is too
+    short to hold a digest."""
     out: list[bytes] = []
-    for entry in _bundle_entries(bundle):
-        if len(entry) < _DIGEST_END:
+    at, end_of = 0, len(bundle)
+    while at < end_of:
+        if at + 2 > end_of:
+            raise ValueError(f"entry bundle ends inside the length of entry {len(out)}")
+        end = at + 2 + int.from_bytes(bundle[at : at + 2], "big")
+        if end > end_of:
+            raise ValueError(f"entry bundle ends inside entry {len(out)}")
+        if end - at - 2 < _DIGEST_END:
             raise ValueError(f"entry {len(out)} of the bundle is too short for a record digest")
-        out.append(entry[_DIGEST_AT:_DIGEST_END])
+        out.append(bundle[at + 2 + _DIGEST_AT : at + 2 + _DIGEST_END])
+        at = end
     return b"".join(out)
 
 
