@@ -79,19 +79,27 @@ static inline void skip_ws(Reader *r) {
 
 static PyObject *read_value(Reader *r);
 
-static int grow(Reader *r, Py_ssize_t need) {
-    if (need <= r->cap) return 0;
-    Py_ssize_t cap = r->cap ? r->cap : 256;
-    while (cap < need) cap *= 2;
-    char *b = PyMem_Realloc(r->buf, cap);
+/* ``*buf`` of ``*cap`` bytes grown (doubling from ``first``) to hold ``need``; on no memory
+   a MemoryError is set, ``*error`` is 1 and -1 is returned. The reader's scratch and the
+   writer's output both grow through it. */
+static int grow_buffer(char **buf, Py_ssize_t *cap, Py_ssize_t need, Py_ssize_t first,
+                       int *error) {
+    if (need <= *cap) return 0;
+    Py_ssize_t size = *cap ? *cap : first;
+    while (size < need) size *= 2;
+    char *b = PyMem_Realloc(*buf, size);
     if (b == NULL) {
         PyErr_NoMemory();
-        r->error = 1;
+        *error = 1;
         return -1;
     }
-    r->buf = b;
-    r->cap = cap;
+    *buf = b;
+    *cap = size;
     return 0;
+}
+
+static int grow(Reader *r, Py_ssize_t need) {
+    return grow_buffer(&r->buf, &r->cap, need, 256, &r->error);
 }
 
 static int hexval(unsigned char c) {
@@ -509,18 +517,7 @@ typedef struct {
 } Writer;
 
 static int put(Writer *w, const char *s, Py_ssize_t n) {
-    if (w->len + n > w->cap) {
-        Py_ssize_t cap = w->cap ? w->cap : 1024;
-        while (cap < w->len + n) cap *= 2;
-        char *b = PyMem_Realloc(w->buf, cap);
-        if (b == NULL) {
-            PyErr_NoMemory();
-            w->error = 1;
-            return -1;
-        }
-        w->buf = b;
-        w->cap = cap;
-    }
+    if (grow_buffer(&w->buf, &w->cap, w->len + n, 1024, &w->error) < 0) return -1;
     memcpy(w->buf + w->len, s, n);
     w->len += n;
     return 0;
