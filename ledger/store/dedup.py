@@ -130,7 +130,7 @@ class DedupTable:
             size = os.fstat(fd).st_size
             if size != HEADER + SLOT * (1 << header.bits):
                 os.close(fd)
-                return None, f"{size} bytes, its header wants {HEADER + SLOT << header.bits}"
+                return None, f"{size} bytes, its header wants {HEADER + (SLOT << header.bits)}"
             access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
             mapping = mmap.mmap(fd, size, access=access)
         except OSError as exc:
