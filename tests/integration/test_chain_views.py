@@ -107,7 +107,7 @@ def test_a_withheld_run_shows_in_run_report_index_and_query(tmp_path: Path) -> N
         db = str(tmp_path / "audit.sqlite")
         (shown / "broken.jsonl").write_text("not json\n")  # recorded as unreadable, not fatal
         code, report = invoke("index", str(shown), "--db", db, *trust)
-        assert code == 0 and report["indexed"] == 2 and report["unreadable"] == 1, report
+        assert code == 1 and report["indexed"] == 2 and report["unreadable"] == 1, report
         code, rows = invoke("query", "--db", db, "--json")
         signatures = {
             c["status"] for r in rows["records"] for c in r["verdict"]["checks"]
@@ -115,7 +115,7 @@ def test_a_withheld_run_shows_in_run_report_index_and_query(tmp_path: Path) -> N
         }  # fmt: skip
         assert signatures == {"not-checked"}, rows
         code, report = invoke("index", str(shown), "--db", db, *trust, *scan, "--agent-key", vkey)
-        assert code == 0 and report["skipped"] == 0, report  # new trust inputs: verified again
+        assert code == 1 and report["skipped"] == 0, report  # new trust inputs: verified again
         assert report["unreadable"] == 1, report
         assert [g["seq"] for g in report["chain_scan"]["gaps"]] == [1]
         code, rows = invoke("query", "--db", db, "--json")
@@ -134,4 +134,4 @@ def test_a_withheld_run_shows_in_run_report_index_and_query(tmp_path: Path) -> N
         code, rows = invoke("query", "--db", db, "--status", "failed", "--json")
         assert {r["step"] for r in rows["records"]} == {0}, rows
         code, report = invoke("index", str(shown), "--db", db, *trust, *scan, "--agent-key", vkey)
-        assert code == 0 and report["skipped"] == 3, report  # same trust inputs: unchanged
+        assert code == 1 and report["skipped"] == 3, report  # same trust inputs: unchanged

@@ -172,6 +172,34 @@ def test_index_is_incremental_and_queries_filter(files: dict[str, Path], tmp_pat
     assert rows == (6,)
 
 
+def test_index_exit_code_says_what_the_index_holds(files: dict[str, Path], tmp_path: Path) -> None:
+    """The index is written either way, but "OK" only when every run it holds verified: a
+    tampered run fails the command (exit 1) and keeps failing it while the index holds it,
+    even when this call skipped it as unchanged; an unreadable file likewise."""
+    db, folder = str(tmp_path / "audit.sqlite"), str(files["support"].parent)
+    index = ["index", folder, "--db", db, "--key", KEY, "--tsa-root", str(files["root"])]
+    code, text = invoke(*index)
+    assert code == 0 and text.startswith("OK: index verified"), text
+    original = files["support"].read_bytes()
+    tamper(files["support"], line=3)
+    support = str(files["support"].resolve())
+    code, text = invoke(*index)
+    assert code == 1 and text.startswith("INVALID: 1 of 2 run(s) in the index not verified")
+    assert f"\n  {support}\n" in text and "OK" not in text, text
+    code, out = invoke_json(*index)  # unchanged since: skipped, still held, still failing
+    assert (code, out["skipped"], out["valid"], out["failing_runs"]) == (1, 2, False, [support])
+    files["support"].write_bytes(original)
+    code, out = invoke_json(*index)
+    assert (code, out["indexed"], out["valid"], out["failing_runs"]) == (0, 1, True, [])
+    junk = Path(folder) / "zz-junk.jsonl"
+    junk.write_text("not json\n")
+    code, out = invoke_json(*index)
+    assert code == 1 and out["failing_runs"] == [str(junk.resolve())], out
+    junk.unlink()
+    code, out = invoke_json(*index)
+    assert (code, out["removed"], out["failing_runs"]) == (0, 1, []), out
+
+
 def test_disclose_one_field_and_verify_it(files: dict[str, Path], tmp_path: Path) -> None:
     out_file = tmp_path / "r2.json"
     fetch = RUNS.digest(RUNS.support[0])
@@ -248,7 +276,8 @@ def _refusals(files: dict[str, Path], tmp_path: Path) -> tuple[str, list[tuple[s
     db = str(tmp_path / "refused.sqlite")
     folder = str(files["support"].parent)
     code, indexed = invoke_json("index", folder, "--db", db, "--key", KEY, "--workers", "1")
-    assert code == 0 and indexed["unreadable"] == 1, indexed
+    assert code == 1 and indexed["unreadable"] == 1, indexed  # indexed, and not all verified
+    assert indexed["valid"] is False and indexed["failing_runs"] == [str(files["support"])]
     found = sqlite3.connect(db).execute(
         "SELECT path, code, message FROM problems WHERE path LIKE '%support.jsonl'"
     )
@@ -396,7 +425,7 @@ def test_a_bad_anchor_beside_a_valid_one_fails_run_index_and_report_alike(
     db = str(tmp_path / "anchors.sqlite")
     folder = str(files["review"].parent)
     code, indexed = invoke_json("index", folder, "--db", db, *roots, "--workers", "1")
-    assert code == 0, indexed
+    assert code == 1 and indexed["failing_runs"] == [str(files["review"])], indexed
     with contextlib.closing(sqlite3.connect(db)) as found:
         stored = found.execute(
             "SELECT verified FROM files WHERE path LIKE '%review.jsonl'"

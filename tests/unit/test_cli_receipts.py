@@ -249,12 +249,21 @@ def test_unanchored_run_is_anchors_pending_never_ok_nor_invalid(tmp_path: Path) 
     assert code == 3 and out["status"] == "anchors_pending" and out["pending_runs"] == [RUN]
     page = html.read_text()
     assert "anchors pending: 2 record(s) not anchored yet" in page and "NOT verified" not in page
+    # the index is written; its exit code says what it holds: anchors pending only (3)
+    db, indexed = str(tmp_path / "audit.sqlite"), [str(Path(path).resolve())]
+    index = ["index", path, "--db", db, "--key", key(), "--tsa-root", root(tmp_path)]
+    code, out = invoke_json(*index)
+    assert code == 3 and out["status"] == "anchors_pending" and out["failing_runs"] == indexed
+    code, text = invoke(*index)
+    assert code == 3 and text.startswith("ANCHORS PENDING: 1 of 1 run(s) in the index"), text
     # a pending anchor beside a real failure: invalid (exit 1), both named
     broken = unanchored(items(), [0])
     broken[2]["record"]["agent"] = "mallory"
     code, out = invoke_json("run", jsonl(tmp_path, broken), "--key", key(), "--tsa-root",
                             root(tmp_path))  # fmt: skip
     assert code == 1 and out["status"] == "invalid" and "anchors_pending" in codes(out)
+    code, out = invoke_json(*index)  # the same file, now with a real failure too: invalid
+    assert code == 1 and out["valid"] is False and out["failing_runs"] == indexed, out
     # one receipt: the same verdict and exit code
     receipt = write(tmp_path, "r.json", world().receipt(5, 9, anchored=False).to_json())
     code, out = invoke_json("receipt", receipt, "--key", world().key.key_string(),
@@ -282,7 +291,8 @@ def test_newer_schema_version_is_unsupported_not_altered(tmp_path: Path) -> None
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "newer.jsonl").write_text("".join(json.dumps(e) + "\n" for e in entries))
     db = str(tmp_path / "audit.sqlite")
-    assert invoke("index", str(tmp_path / "runs"), "--db", db, "--key", key())[0] == 0
+    code, text = invoke("index", str(tmp_path / "runs"), "--db", db, "--key", key())
+    assert code == 4 and text.startswith("UNSUPPORTED: 1 of 1 run(s) in the index"), text
     with sqlite3.connect(db) as conn:
         found = conn.execute("SELECT code, message FROM problems").fetchall()
     assert [code for code, _ in found] == ["unsupported_schema_version"]

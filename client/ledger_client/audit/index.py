@@ -78,6 +78,8 @@ __all__ = [
     "GROUPS",
     "SCHEMA",
     "TERM_KINDS",
+    "UNREADABLE",
+    "UNSUPPORTED",
     "AuditIndex",
     "CacheSpec",
     "IndexStats",
@@ -127,6 +129,8 @@ CREATE INDEX IF NOT EXISTS records_digest ON records(record_digest);
 CREATE INDEX IF NOT EXISTS problems_path ON problems(path);
 CREATE INDEX IF NOT EXISTS terms_value ON terms(value, field);
 """
+# ``run_statuses`` beside the verdicts' statuses: files not read as runs, and of newer schemas
+UNREADABLE, UNSUPPORTED = "unreadable", "unsupported"
 _SHIFT = 32  # a record's id: its file's id << _SHIFT | its place in the file
 _RECORD_COLUMNS = (
     "path", "run_id", "agent", "step", "kind", "tool", "label", "time", "logged_at_ms",
@@ -624,6 +628,20 @@ class AuditIndex:
              "cost": None if cost is None else round(cost, 9), "currency": currency,
              "duration_ms": ms}
             for v, n, runs, tokens, cost, currency, ms in cursor
+        ]  # fmt: skip
+
+    def run_statuses(self) -> list[tuple[str, str]]:
+        """(path, status) of every file the index holds, by path: the status of its stored
+        run verdict (``verdicts.STATUSES``), ``UNREADABLE`` for a file that could not be read
+        as a run, ``UNSUPPORTED`` for one of a schema version newer than this tool."""
+        cursor = self.db.execute(
+            "SELECT path, verdict, verdict IS NULL AND EXISTS(SELECT 1 FROM problems p WHERE "
+            "p.path = f.path AND p.code = 'unsupported_schema_version') FROM files f ORDER BY path"
+        )
+        return [
+            (path, UNSUPPORTED if newer else UNREADABLE if verdict is None else
+             json.loads(verdict)["status"])
+            for path, verdict, newer in cursor
         ]  # fmt: skip
 
     def stored_runs(self, fingerprint: str) -> dict[str, tuple[str, int, int, str, str | None]]:

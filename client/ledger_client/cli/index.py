@@ -1,9 +1,12 @@
 """``ledger-verify index`` and ``query``: many runs in an embedded SQLite database.
 
 * ``index DIR... --db audit.sqlite --key VKEY [--tsa-root PEM ...]``: verify and index every
-  run file under DIR (``ledger_client.audit.index``; incremental). Prints what it did; exit 0
-  even when some runs fail verification (the index records why; query ``--status failed``),
-  2 on bad input. ``--agent-key VKEY`` (repeatable) checks every record's signature and
+  run file under DIR (``ledger_client.audit.index``; incremental). Prints what it did. The
+  index is written either way; the exit code is what it holds, as for ``report``: 0 when every
+  run in it verified, 1 when some did not (or could not be read: listed as ``failing_runs``;
+  ``query --status failed`` gives their records), 3 when the only failures are anchors still
+  pending, 4 when the rest are files of a newer schema version, 2 on bad input.
+  ``--agent-key VKEY`` (repeatable) checks every record's signature and
   ``--tiles URL --chain-key HEX`` each run's place in its agent's chain
   (``ledger_client.audit.chain``); both go into the stored verdicts and the trust inputs.
 * ``query --db audit.sqlite [--agent A] [--run R] [--kind K] [--tool T] [--since T]
@@ -37,13 +40,14 @@ from ledger.core.timefmt import parse_rfc3339
 from ledger_client.audit.index import (
     DIGEST_KINDS,
     GROUPS,
+    UNSUPPORTED,
     AuditIndex,
     CacheSpec,
     content_digest,
     term_condition,
 )
 from ledger_client.audit.run_files import run_paths
-from ledger_client.audit.verdicts import format_delta
+from ledger_client.audit.verdicts import OK, PENDING, WARNING, format_delta
 from ledger_client.audit.verify import iso_ms
 from ledger_client.cli.agent import (
     agent_verifiers,
@@ -51,11 +55,18 @@ from ledger_client.cli.agent import (
     chain_verdicts,
     refuse_confusable,
 )
+from ledger_client.cli.audit import _fail as fail
 from ledger_client.cli.audit import make_checker, trust_fingerprint, verification_options
+from ledger_client.clikit.errors import EXIT_PENDING, EXIT_UNSUPPORTED
+from ledger_client.clikit.outcome import PENDING as PENDING_STATUS
+from ledger_client.clikit.outcome import UNSUPPORTED as UNSUPPORTED_STATUS
 from ledger_client.clikit.outcome import Outcome, finish, json_option
 from ledger_client.receipts.disclose import load_private_disclosures
 
 __all__ = ["COMMANDS", "index", "query"]
+
+
+_LISTED = 20  # failing runs named in the text answer (``--json`` names them all)
 
 
 def _progress(total: int) -> Any:
@@ -119,7 +130,11 @@ def index(
                 agent_keys=agent_keys,
                 chains=chains,
             )
+            statuses = store.run_statuses()
+        failing = [path for path, status in statuses if status not in (OK, WARNING)]
+        worst = {status for _, status in statuses if status not in (OK, WARNING)}
         details: dict[str, Any] = {**stats.to_json_obj(), "db": db, **verified}
+        details |= {"runs": len(statuses), "failing_runs": failing}
         lines = [
             f"runs: {stats.indexed} indexed, {stats.skipped} unchanged, {stats.removed} removed, "
             f"{stats.unreadable} unreadable",
@@ -130,6 +145,23 @@ def index(
         if scan is not None:
             details["chain_scan"] = {"tree_size": size, **scan.to_json_obj()}
             lines += ["chains (from the log's tiles):", *scan.lines()]
+        if failing:  # the index is written; what it holds is not all verified
+            shown = [f"  {path}" for path in failing[:_LISTED]]
+            more = len(failing) - len(shown)
+            lines += [
+                "runs in the index not verified (query --status failed lists their records):",
+                *shown, *([f"  ... and {more} more (--json lists them all)"] if more else []),
+            ]  # fmt: skip
+            of = f"{len(failing)} of {len(statuses)} run(s) in the index"
+            if worst == {PENDING}:
+                fail("index", as_json, f"{of}: anchors pending (nothing else failed)",
+                     {**details, "status": PENDING_STATUS}, lines, code=EXIT_PENDING,
+                     head="ANCHORS PENDING")  # fmt: skip
+            if worst <= {PENDING, UNSUPPORTED}:  # newer input is never reported as invalid
+                fail("index", as_json, f"{of}: unsupported schema version (nothing failed)",
+                     {**details, "status": UNSUPPORTED_STATUS}, lines, code=EXIT_UNSUPPORTED,
+                     head="UNSUPPORTED")  # fmt: skip
+            fail("index", as_json, f"{of} not verified", details, lines)
         return Outcome("index", details, lines)
 
     finish("index", as_json, check)
