@@ -148,6 +148,79 @@ def test_stored_runs_are_read_as_the_index_keeps_them(indexed: dict[str, Any]) -
     assert FROM_INDEX == VERDICT_FROM_INDEX
 
 
+def test_stored_run_heads_are_read_as_the_plain_query_reads_them(
+    indexed: dict[str, Any], tmp_path: Path
+) -> None:
+    """``stored_runs`` reads each verdict's head in SQL (``CASE``, then ``itemgetter``): the
+    same entries as the plain query and ``verdict or ""`` for verdicts of every kind SQLite
+    may hold (none, empty text, an empty blob, a number, a long text not ASCII)."""
+    db = tmp_path / "copy.sqlite"
+    db.write_bytes(indexed["db"].read_bytes())
+    fingerprint = trust_fingerprint([indexed["key"]], [], None, [])
+    odd: list[Any] = [None, "", b"", 0, 0.0, "é☃" * 40, b"\x00abc", '{"status": "ok"}']
+    with sqlite3.connect(db) as conn:
+        paths = [r[0] for r in conn.execute("SELECT path FROM files ORDER BY path")]
+        for n, value in enumerate(odd):
+            conn.execute("UPDATE files SET verdict = ? WHERE path = ?",
+                         (value, paths[n % len(paths)]))  # fmt: skip
+            plain = {
+                path: (file_hash, size, mtime, verdict or "", run_id)
+                for path, file_hash, size, mtime, verdict, run_id in conn.execute(
+                    "SELECT path, file_hash, size, mtime_ns, substr(verdict, 1, 40), run_id "
+                    "FROM files WHERE file_hash != ''"
+                )
+            }
+            read = stored_runs(conn, fingerprint)
+            assert read == plain and len(read) == 4, value
+            assert [type(v[3]) for v in read.values()] == [type(v[3]) for v in plain.values()]
+
+
+def test_records_sharing_a_verdict_and_a_second_are_each_written_as_their_plain_record(
+    indexed: dict[str, Any],
+) -> None:
+    """``_stored_fragments`` writes what rows share once (the text from the trust label on,
+    each second's logged time): rows that differ only in one of those columns, or in the
+    milliseconds of one second (before and after the epoch), are each their plain record."""
+    key, world = indexed["key"], indexed["world"]
+    digest = world.digest(world.runs[CHAIN][3])
+    with open_index(indexed["db"]) as conn:
+        lineage = IndexedLineage(
+            run_path_names([str(indexed["files"]["chain"].parent)]), conn,
+            trust_fingerprint([key], [], None, []), lambda: make_checker([key], [], None, []),
+        )  # fmt: skip
+        row = lineage._rows([digest])[digest]
+    columns = {c: 2 + i for i, c in enumerate(_COLUMNS)}
+    changes: list[dict[str, Any]] = [
+        {}, {"verified": 0}, {"verified": 1, "why_not": "x"}, {"trust_label": None},
+        {"trust_label": "trusted", "why_not": None}, {"trust_label": 3}, {"why_not": 2.5},
+        {"logged_at_ms": 1_780_000_000_001}, {"logged_at_ms": 1_780_000_000_999},
+        {"logged_at_ms": 1_780_000_000_000}, {"logged_at_ms": -1}, {"logged_at_ms": -1000},
+        {"logged_at_ms": -999}, {"logged_at_ms": 0}, {"verified": 0, "trust_label": None},
+        {"verdict": json.dumps({"status": "ok", "checks": [{"name": "lineage",
+                                "status": "warning", "message": "m"}]})},
+    ]  # fmt: skip
+    rows: dict[str, Any] = {}
+    nodes = []
+    for n, change in enumerate(changes * 2):  # each twice: the second from what is kept
+        changed = list(row)
+        changed[columns["record_digest"]] = name = f"{n:064x}"
+        for column, value in change.items():
+            changed[columns[column]] = value
+        rows[name] = tuple(changed)
+        nodes.append((n % 3, "", 0, n, name))
+    lineage._parse_parents(rows)
+    texts, ends, verified, warns = lineage._stored_fragments(nodes, rows)
+    plain = [lineage._node(d, n, rows) for n, _, _, _, d in nodes]
+    assert [t + e for t, e in zip(texts, ends, strict=True)] == [
+        json.dumps(p, sort_keys=True) for p in plain
+    ]
+    assert verified == [p["verified"] for p in plain]
+    assert warns == [
+        any(c["name"] == "lineage" and c["status"] == "warning" for c in p["verdict"]["checks"])
+        for p in plain
+    ]
+
+
 def test_run_path_names_are_the_run_paths(tmp_path: Path) -> None:
     for name in ("b.jsonl", "a/c.jsonl", "a/b/d.jsonl", "a.jsonl", "x.disclosures.jsonl",
                  ".jsonl", "z/e.json", "a b/f.jsonl"):  # fmt: skip
@@ -280,6 +353,9 @@ def test_a_column_is_written_as_json_dumps_writes_each_value(values: list[Any]) 
     strings = [str(v) for v in values]
     assert _list_text(strings) == json.dumps(strings)
     assert "".join(_pieces([json.dumps(s) for s in strings])) == json.dumps(strings)
+    halves = [(t[: len(t) // 2], t[len(t) // 2 :]) for t in (json.dumps(s) for s in strings)]
+    split = _pieces([h for h, _ in halves], [e for _, e in halves])
+    assert "".join(split) == json.dumps(strings)
 
 
 def test_a_row_of_other_column_types_is_written_as_its_plain_record(
@@ -307,7 +383,8 @@ def test_a_row_of_other_column_types_is_written_as_its_plain_record(
         for name, value in changes.items():
             changed[columns[name]] = value
         rows = {digest: tuple(changed)}
-        text, verified, _ = lineage._stored_fragments([(2, "", 0, 0, digest)], rows)
+        texts, ends, verified, _ = lineage._stored_fragments([(2, "", 0, 0, digest)], rows)
+        text = [t + e for t, e in zip(texts, ends, strict=True)]
         assert text == [json.dumps(lineage._node(digest, 2, rows), sort_keys=True)], changes
         assert verified == [bool(changed[columns["verified"]])]
 

@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from json.encoder import encode_basestring_ascii
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -85,12 +86,18 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _pieces(texts: list[str]) -> list[str]:
-    """``f"[{', '.join(texts)}]"`` as pieces to write one after another (never joined)."""
+def _pieces(texts: list[str], ends: list[str] | None = None) -> list[str]:
+    """``f"[{', '.join(texts)}]"`` as pieces to write one after another (never joined); with
+    ``ends``, each text followed by its end (``texts[i] + ends[i]`` for each i)."""
     if not texts:
         return ["[]"]
-    out = [", "] * (2 * len(texts) + 1)
-    out[1::2] = texts
+    if ends is None:
+        out = [", "] * (2 * len(texts) + 1)
+        out[1::2] = texts
+    else:
+        out = [", "] * (3 * len(texts) + 1)
+        out[1::3] = texts
+        out[2::3] = ends
     out[0], out[-1] = "[", "]"
     return out
 
@@ -99,12 +106,15 @@ def _pieces(texts: list[str]) -> list[str]:
 class IndexedResult:
     """The answer (``LineageResult``'s JSON shape) and whether it passed. ``records`` are the
     answer's records as dicts (built when first asked for); ``texts`` the same records as
-    ``json.dumps(record, sort_keys=True)`` writes them, made from the rows without the dicts
-    (``records_pieces``, ``runs_pieces``: what ``--json`` writes; a test holds them equal)."""
+    ``json.dumps(record, sort_keys=True)`` writes them, each text followed by its end in
+    ``ends`` (what records share, from ``"trust_label"`` on, is one str, not copied into
+    each), made from the rows without the dicts (``records_pieces``, ``runs_pieces``: what
+    ``--json`` writes; a test holds them equal)."""
 
     direction: str
     start: list[str]
     texts: list[str]
+    ends: list[str]  # per record: the rest of its text ("" when ``texts`` holds it whole)
     verified: list[bool]  # per record
     not_linked: list[str]  # record digests whose lineage check warns
     unknown: list[tuple[str, str]]
@@ -158,7 +168,7 @@ class IndexedResult:
     def records_pieces(self) -> list[str]:
         """``json.dumps(self.to_json_obj()["records"], sort_keys=True)`` as pieces (``texts``
         and their separators) to write one after another."""
-        return _pieces(self.texts)
+        return _pieces(self.texts, self.ends)
 
     def runs_pieces(self) -> list[str]:
         """``json.dumps(self.runs, sort_keys=True)`` as pieces, from ``run_texts``."""
@@ -319,13 +329,13 @@ def stored_runs(
         return {}
     if row is None or row[0] != fingerprint:
         return {}
-    return {
-        path: (file_hash, size, mtime, verdict or "", run_id)
-        for path, file_hash, size, mtime, verdict, run_id in conn.execute(
-            "SELECT path, file_hash, size, mtime_ns, substr(verdict, 1, 40), run_id FROM files "
-            "WHERE file_hash != ''"
-        )
-    }
+    # the verdict's head as ``substr(verdict, 1, 40) or ""`` (no verdict, or an empty one:
+    # ""); each row taken as it is read (the path last), no tuple made again in Python
+    rows = conn.execute(
+        "SELECT file_hash, size, mtime_ns, CASE WHEN verdict IS NULL OR length(verdict) = 0 "
+        "THEN '' ELSE substr(verdict, 1, 40) END, run_id, path FROM files WHERE file_hash != ''"
+    ).fetchall()
+    return dict(zip(map(itemgetter(5), rows), map(itemgetter(slice(0, 5)), rows), strict=True))
 
 
 def verdict_of(conn: sqlite3.Connection, path: str) -> str:
@@ -623,9 +633,9 @@ class IndexedLineage:
                 row = rows[d]
                 order.append((n, str(row[_TIME]), row[_INDEX], seq, d))
         order.sort()
-        texts, verified, not_linked = self._fragments(order, rows)
+        texts, ends, verified, not_linked = self._fragments(order, rows)
         return IndexedResult(
-            direction, list(starts), texts, verified, not_linked, unknown, self.runs,
+            direction, list(starts), texts, ends, verified, not_linked, unknown, self.runs,
             self.run_texts, partial(self._nodes, order, rows),
         )  # fmt: skip
 
@@ -698,55 +708,60 @@ class IndexedLineage:
 
     def _fragments(
         self, nodes: list[_Node], rows: dict[str, _Row]
-    ) -> tuple[list[str], list[bool], list[str]]:
+    ) -> tuple[list[str], list[str], list[bool], list[str]]:
         """The answer's records (``_Node``), each as ``json.dumps(self._node(...),
-        sort_keys=True)`` writes it (its keys in sorted order); whether each is verified; the
-        digests of those whose lineage check warns. A stored record is written from its row
-        (``_stored_fragments``), a fresh one from its dict."""
+        sort_keys=True)`` writes it (its keys in sorted order), in two parts (a text and its
+        end); whether each is verified; the digests of those whose lineage check warns. A
+        stored record is written from its row (``_stored_fragments``), a fresh one from its
+        dict."""
         fresh = self.fresh.items
         stored = [node for node in nodes if node[4] not in fresh] if fresh else nodes
-        lines, verified, warns = self._stored_fragments(stored, rows)
+        lines, ends, verified, warns = self._stored_fragments(stored, rows)
         if len(stored) < len(nodes):  # fresh records, in their places
-            made = iter(zip(lines, verified, warns, strict=True))
-            lines, verified, warns = [], [], []
+            made = iter(zip(lines, ends, verified, warns, strict=True))
+            lines, ends, verified, warns = [], [], [], []
             for n, _, _, _, d in nodes:
                 if d in fresh:
                     plain = self._node(d, n, rows)
                     lines.append(json.dumps(plain, sort_keys=True))
+                    ends.append("")
                     verified.append(bool(plain["verified"]))
                     checks = plain["verdict"]["checks"]
                     warns.append(
                         any(c["name"] == "lineage" and c["status"] == "warning" for c in checks)
                     )
                 else:
-                    line, ok, warned = next(made)
+                    line, end, ok, warned = next(made)
                     lines.append(line)
+                    ends.append(end)
                     verified.append(ok)
                     warns.append(warned)
         not_linked = [node[4] for node, warned in zip(nodes, warns, strict=True) if warned]
-        return lines, verified, not_linked
+        return lines, ends, verified, not_linked
 
     def _stored_fragments(
         self, nodes: list[_Node], rows: dict[str, _Row]
-    ) -> tuple[list[str], list[bool], list[bool]]:
-        """``_fragments`` of stored records: texts, verified, lineage warns. A row of the
-        column types the index writes (text, integer, null where allowed) is written in one
-        f-string, its strings by ``_quote``; any other row by ``_record_text``. What records
-        share is written once: the text from ``"trust_label"`` to the end for each (trust
-        label, verdict, verified, why not) (``_tail``), and each second's logged time."""
+    ) -> tuple[list[str], list[str], list[bool], list[bool]]:
+        """``_fragments`` of stored records: texts and their ends, verified, lineage warns. A
+        row of the column types the index writes (text, integer, null where allowed) is
+        written in one f-string, its strings by ``_quote``, followed by its end: the text from
+        ``"trust_label"`` to the end, made once for each (trust label, verdict, verified, why
+        not) (``_tail``); any other row by ``_record_text`` (its end ""). Each second's
+        logged time is written once."""
         quote, lists, tails, seconds = _quote, self._parent_lists, self._tails, self._quoted
         lines: list[str] = []
+        ends: list[str] = []
         verified: list[bool] = []
         warns: list[bool] = []
-        line, ok_, warn_ = lines.append, verified.append, warns.append
+        line, end_, ok_, warn_ = lines.append, ends.append, verified.append, warns.append
         for depth, _, _, _, digest in nodes:
             row = rows[digest]
             index, step, difference = row[_INDEX], row[_STEP], row[_DIFFERENCE]
             logged = row[_LOGGED]
-            ends = (row[_TRUST], row[_VERDICT], row[_VERIFIED], row[_WHY_NOT])
-            tail = tails.get(ends)
+            shared = (row[_TRUST], row[_VERDICT], row[_VERIFIED], row[_WHY_NOT])
+            tail = tails.get(shared)
             if tail is None:
-                tail = self._tail(ends)  # a verdict not JSON: raises, as the plain answer does
+                tail = self._tail(shared)  # a verdict not JSON: raises, as the plain answer does
             ok_(tail[1])
             warn_(tail[2])
             parents = lists[digest] if digest in lists else self._parents(digest, rows)
@@ -757,6 +772,7 @@ class IndexedLineage:
                 or tail[0] is None
             ):
                 line(self._record_text(digest, depth, row, _list_text(parents), tail[3], tail[1]))
+                end_("")
                 continue
             if logged is None:
                 at = "null"
@@ -770,6 +786,7 @@ class IndexedLineage:
                 at = f'{head}{milli:03d}Z"'
             else:
                 line(self._record_text(digest, depth, row, _list_text(parents), tail[3], tail[1]))
+                end_("")
                 continue
             if type(parents) is list and len(parents) == 1:  # most records name one parent
                 one = parents[0]
@@ -789,11 +806,12 @@ class IndexedLineage:
                     f'"run_id": {quote(row[_RUN_ID])}, "source": "{FROM_INDEX}", '
                     f'"step": {step}, "time": {quote(row[_TIME])}, '
                     f'"time_difference_ms": {"null" if difference is None else difference}, '
-                    f"{tail[0]}"
                 )
+                end_(tail[0])
             except TypeError:
                 line(self._record_text(digest, depth, row, text, tail[3], tail[1]))
-        return lines, verified, warns
+                end_("")
+        return lines, ends, verified, warns
 
     def _tail(
         self, ends: tuple[Any, Any, Any, Any]
