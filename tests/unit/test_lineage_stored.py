@@ -93,6 +93,21 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"world": world, "files": files, "db": db, "key": key, "cut": cut}
 
 
+def test_lineage_from_stored_verdicts_parses_the_keys_without_loading_cryptography(
+    indexed: dict[str, Any],
+) -> None:
+    """Every run stored: the ``--key`` values are parsed (a bad one: exit 2), never used to
+    verify, so ``cryptography`` (its bindings: tens of ms at start) is not loaded."""
+    folder = str(indexed["files"]["chain"].parent)
+    args = ["lineage", folder, "--key", indexed["key"], "--db", str(indexed["db"]), "--tainted"]
+    loaded = _loaded_by(*args, "--json")
+    assert sorted(m for m in loaded if m.split(".")[0] in ("cryptography", "_cffi_backend")) == []
+    assert "ledger.core.note" in loaded
+    bad = [a if a != indexed["key"] else indexed["key"][:-4] + "AAAA" for a in args]
+    result = CliRunner().invoke(main, bad)
+    assert result.exit_code == 2 and "--key" in result.output
+
+
 def _stored_answer(indexed: dict[str, Any], folder: Path, args: list[str]) -> str:
     """The answer as ``json.dumps`` writes it, from ``IndexedLineage`` directly."""
     key = indexed["key"]
