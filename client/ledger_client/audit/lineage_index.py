@@ -602,7 +602,10 @@ class IndexedLineage:
                         following.append(other)
             level = following
         lists = self._parent_lists  # the stored rows' parents, parsed
-        parents_of = {d: lists[d] if d in lists else self._parents(d, rows) for d in depth}
+        listed = lists.get
+        parents_of = {
+            d: found if (found := listed(d)) is not None else self._parents(d, rows) for d in depth
+        }
         missing = sorted({p for ps in parents_of.values() for p in ps} - rows.keys() - fresh.keys())
         rows.update(self._rows(missing))
         absent = {p for p in missing if p not in rows}
@@ -617,7 +620,7 @@ class IndexedLineage:
         # puts them (ties in the order found: ``seq``)
         order: list[tuple[int, str, Any, int, str]] = []
         for seq, (d, n) in enumerate(depth.items()):
-            if d in fresh:
+            if fresh and d in fresh:
                 item = fresh[d][0]
                 order.append((n, str(item.record.time), item.receipt.index, seq, d))
             else:
@@ -755,7 +758,9 @@ class IndexedLineage:
                 tail = self._tail(shared)  # a verdict not JSON: raises, as the plain answer does
             ok_(tail[1])
             warn_(tail[2])
-            parents = lists[digest] if digest in lists else self._parents(digest, rows)
+            parents = lists.get(digest)
+            if parents is None:
+                parents = self._parents(digest, rows)
             if (
                 type(index) is not int
                 or type(step) is not int
