@@ -26,12 +26,14 @@ from ledger.records.runs import run_closed_record, run_steps
 from ledger_client.audit.index import AuditIndex
 from ledger_client.audit.lineage_index import (
     _COLUMNS,
+    _VERDICT,
     FROM_INDEX,
     IndexedLineage,
     _collector_paused,
     _list_text,
     _pieces,
     _text,
+    _verdict_text,
     open_index,
     stored_runs,
     verdict_of,
@@ -234,6 +236,80 @@ def test_records_sharing_a_verdict_and_a_second_are_each_written_as_their_plain_
         any(c["name"] == "lineage" and c["status"] == "warning" for c in p["verdict"]["checks"])
         for p in plain
     ]
+
+
+def test_verdicts_recognised_in_sql_give_the_answer_read_plainly(
+    indexed: dict[str, Any], tmp_path: Path
+) -> None:
+    """A verdict equal to a text the walk knows is read as its place in ``_known`` (NULL in
+    its column): the answer is the one read with no text known, and the plain answer; a
+    verdict with a quote (SQL's escape), one stored as a BLOB of a known text's bytes (never
+    equal to it) and one the sample did not see are each read as they are."""
+    db = tmp_path / "copy.sqlite"
+    db.write_bytes(indexed["db"].read_bytes())
+    key, folder = indexed["key"], str(indexed["files"]["chain"].parent)
+    fingerprint = trust_fingerprint([key], [], None, [])
+
+    def answers(known: list[str] | None, starts: Any, direction: str) -> list[str]:
+        with open_index(db) as conn:
+            lineage = IndexedLineage(
+                run_path_names([folder]), conn, fingerprint,
+                lambda: make_checker([key], [], None, []),
+            )  # fmt: skip
+            assert lineage._known  # learned from the sample
+            if known is not None:  # [] : every verdict read as it is (the plain reading)
+                lineage._known[:] = known
+            result = lineage.walk(starts(lineage), direction)
+        written = "".join(result.records_pieces())
+        return [written, json.dumps(result.to_json_obj()["records"], sort_keys=True)]
+
+    world = indexed["world"]
+    chain = (lambda g: [world.digest(world.runs[CHAIN][0])], "descendants")
+    found = [r["record_digest"] for r in json.loads(answers(None, *chain)[1])]
+    assert len(found) >= 4
+    with sqlite3.connect(db) as conn:
+        (common,) = conn.execute(
+            "SELECT verdict FROM records WHERE record_digest = ?", (found[0],)
+        ).fetchone()
+        quoted = json.loads(common)
+        quoted["checks"][0]["message"] = "it's 'quoted'"
+        changes = [json.dumps(quoted), common.encode(), common.replace('"status"', '"status" ')]
+        for digest, verdict in zip(found[:3], changes, strict=True):
+            conn.execute(
+                "UPDATE records SET verdict = ? WHERE record_digest = ?", (verdict, digest)
+            )
+        conn.execute(
+            "UPDATE records SET verdict = ? WHERE rowid = (SELECT min(rowid) FROM records)",
+            (changes[0],),
+        )  # fmt: skip: the sample reads the quoted one
+    tainted = (lambda g: g.tainted_starts(["untrusted"]), "descendants")
+    last = (lambda g: [found[-1]], "ancestors")
+    for starts, direction in (chain, tainted, last):
+        plain = answers([], starts, direction)
+        assert plain[0] == plain[1]
+        assert answers(None, starts, direction) == plain
+        assert answers([common], starts, direction) == plain
+    with sqlite3.connect(db) as conn:
+        stored = {
+            d: conn.execute("SELECT verdict FROM records WHERE record_digest = ?", (d,)).fetchone()[
+                0
+            ]
+            for d in found
+        }
+    with open_index(db) as conn:
+        lineage = IndexedLineage(
+            run_path_names([folder]), conn, fingerprint, lambda: make_checker([key], [], None, [])
+        )
+        assert changes[0] in lineage._known and common in lineage._known
+        for known in (list(lineage._known), [common], []):
+            lineage._known[:] = known
+            rows = lineage._rows(found)
+            for digest in found:
+                verdict = stored[digest]
+                expected = None if type(verdict) is str and verdict in known else verdict
+                assert type(rows[digest][_VERDICT]) is type(expected)
+                assert rows[digest][_VERDICT] == expected
+                assert _verdict_text(rows[digest], known) == verdict
 
 
 def test_run_path_names_are_the_run_paths(tmp_path: Path) -> None:

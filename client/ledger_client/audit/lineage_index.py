@@ -197,13 +197,18 @@ class IndexedResult:
 
 
 # a records row as read: (a leading value (the parent digest a child was found by), rowid,
-# *_COLUMNS); rows from the children query keep their leading value (no copy per row)
+# *_COLUMNS, known); rows from the children query keep their leading value (no copy per row).
+# ``known``: a verdict text the walk knows already is not read again (``IndexedLineage.
+# _columns``): its column holds NULL and ``known`` its place in ``IndexedLineage._known``
 _Row = tuple[Any, ...]
 # a record of the answer, as sorted: (depth, time, log index, the order found, digest)
 _Node = tuple[int, str, Any, int, str]
 (_ROWID, _PATH, _RUN_ID, _AGENT, _STEP, _KIND, _LABEL, _TRUST, _TIME, _LOGGED, _INDEX, _DIGEST,
  _PARENTS, _DIFFERENCE, _VERIFIED, _WHY_NOT, _VERDICT) = range(1, 2 + len(_COLUMNS))  # fmt: skip
+_KNOWN = _VERDICT + 1
 assert _COLUMNS.index("verdict") == _VERDICT - 2 and _COLUMNS.index("run_id") == _RUN_ID - 2
+assert _COLUMNS[-1] == "verdict"
+_KNOWN_AT_MOST = 8  # verdict texts recognised in SQL (records share a handful)
 assert _COLUMNS.index("parents") == _PARENTS - 2 and _COLUMNS.index("why_not") == _WHY_NOT - 2
 
 _quote = encode_basestring_ascii  # a str as ``json.dumps`` writes it (ensure_ascii)
@@ -230,6 +235,12 @@ def _list_text(items: list[Any]) -> str:
         return f"[{', '.join(map(_quote, items))}]"
     except TypeError:  # not all str
         return json.dumps(items, sort_keys=True)
+
+
+def _verdict_text(row: _Row, known: list[str]) -> Any:
+    """A row's stored verdict: its column, or the text of ``known`` it was read as."""
+    verdict, place = row[_VERDICT], row[_KNOWN]
+    return known[place] if verdict is None and place is not None else verdict
 
 
 def _status(head: str, whole: Callable[[], str]) -> str:
@@ -404,8 +415,10 @@ class IndexedLineage:
         self._seconds: dict[int, str] = {}  # seconds since the epoch -> their RFC 3339 text
         self._quoted: dict[int, str] = {}  # the same, quoted as JSON, less ``000Z"``
         # a row's (trust label, verdict, verified, why not) -> ``_tail``'s answer
-        self._tails: dict[tuple[Any, Any, Any, Any], Any] = {}
+        self._tails: dict[tuple[Any, Any, Any, Any, Any], Any] = {}
         self._read: dict[str, _Row] = {}  # rows read before a walk (``tainted_starts``)
+        self._known: list[str] = []  # verdict texts the queries recognise (``_columns``)
+        self._learn(r[0] for r in db.execute("SELECT verdict FROM records LIMIT 64"))
         matched = stored_files(db, fingerprint, paths)
         self.runs: list[dict[str, Any]] = []
         self.run_texts: list[str] = []  # each of ``runs`` as json.dumps(sort_keys=True) writes it
@@ -470,7 +483,7 @@ class IndexedLineage:
             self._keep(
                 out,
                 self.db.execute(
-                    f"SELECT record_digest, rowid, {', '.join(_COLUMNS)} FROM records "
+                    f"SELECT record_digest, rowid, {self._columns()} FROM records "
                     f"WHERE record_digest IN ({marks})",
                     part,
                 ),
@@ -488,6 +501,30 @@ class IndexedLineage:
                 had = out.get(digest)
                 if had is None or had[_ROWID] > row[_ROWID]:
                     out[digest] = row
+
+    def _columns(self, table: str = "") -> str:
+        """``_COLUMNS`` (of ``table``: "r." or "") as a row is read, then ``known``: a verdict
+        equal to a text of ``_known`` (SQLite compares the bytes; a BLOB never equals a text)
+        is read as NULL, its place in ``known``; any other as it is, ``known`` NULL."""
+        head = ", ".join(f"{table}{c}" for c in _COLUMNS[:-1])
+        if not self._known:
+            return f"{head}, {table}verdict, NULL"
+        texts = ["'" + t.replace("'", "''") + "'" for t in self._known]
+        blank = " ".join(f"WHEN {t} THEN NULL" for t in texts)
+        places = " ".join(f"WHEN {t} THEN {n}" for n, t in enumerate(texts))
+        return (
+            f"{head}, CASE {table}verdict {blank} ELSE {table}verdict END, "
+            f"CASE {table}verdict {places} END"
+        )
+
+    def _learn(self, verdicts: Iterable[Any]) -> None:
+        """Texts of ``verdicts`` into ``_known`` (a few, each as SQL can write it)."""
+        known = self._known
+        for text in verdicts:
+            if len(known) >= _KNOWN_AT_MOST:
+                return
+            if type(text) is str and text not in known and "\x00" not in text and text.isascii():
+                known.append(text)
 
     def _parse_parents(self, out: dict[str, _Row]) -> None:
         lists = self._parent_lists
@@ -526,7 +563,7 @@ class IndexedLineage:
         self._keep(
             found,
             self.db.execute(
-                f"SELECT record_digest, rowid, {', '.join(_COLUMNS)} FROM records "
+                f"SELECT record_digest, rowid, {self._columns()} FROM records "
                 f"WHERE trust_label IN ({marks}) AND kind = 'memory_write'",
                 list(labels),
             ),
@@ -540,7 +577,7 @@ class IndexedLineage:
         ``_rows`` would choose them)."""
         known = self.fresh.children  # a fresh record's children first, as ``Lineage`` has them
         out = {d: list(known[d]) for d in digests if d in known} if known else {}
-        columns = ", ".join(f"r.{c}" for c in _COLUMNS)
+        columns = self._columns("r.")
         new: dict[str, _Row] = {}
         given = self.given
         found: set[tuple[str, str]] = set()
@@ -677,7 +714,7 @@ class IndexedLineage:
         if digest in self.fresh.items:
             return self.fresh.node(digest, depth).to_json_obj()
         row = rows[digest]
-        shared = self._verdict(row[_VERDICT])
+        shared = self._verdict(_verdict_text(row, self._known))
         return {
             "record_digest": digest,
             "depth": depth,
@@ -752,7 +789,7 @@ class IndexedLineage:
             row = rows[digest]
             index, step, difference = row[_INDEX], row[_STEP], row[_DIFFERENCE]
             logged = row[_LOGGED]
-            shared = (row[_TRUST], row[_VERDICT], row[_VERIFIED], row[_WHY_NOT])
+            shared = (row[_TRUST], row[_VERDICT], row[_VERIFIED], row[_WHY_NOT], row[_KNOWN])
             tail = tails.get(shared)
             if tail is None:
                 tail = self._tail(shared)  # a verdict not JSON: raises, as the plain answer does
@@ -802,13 +839,15 @@ class IndexedLineage:
         return lines, ends, verified, warns
 
     def _tail(
-        self, ends: tuple[Any, Any, Any, Any]
+        self, ends: tuple[Any, Any, Any, Any, Any]
     ) -> tuple[str | None, bool, bool, tuple[dict[str, Any], list[str], str, str, bool]]:
-        """For a row's (trust label, verdict, verified, why not): the record's text from
-        ``"trust_label"`` to its end (None when a string column holds another type: the row is
-        then written by ``_record_text``), verified, whether the lineage check warns, and the
-        verdict read (``_verdict``). Kept in ``_tails`` when the text is made."""
-        trust, verdict, verified, why = ends
+        """For a row's (trust label, verdict, verified, why not, known): the record's text
+        from ``"trust_label"`` to its end (None when a string column holds another type: the
+        row is then written by ``_record_text``), verified, whether the lineage check warns,
+        and the verdict read (``_verdict``). Kept in ``_tails`` when the text is made."""
+        trust, verdict, verified, why, known = ends
+        if verdict is None and known is not None:  # a text of ``_known``
+            verdict = self._known[known]
         shared = self._verdicts.get(verdict) or self._verdict(verdict)
         ok = bool(verified)
         try:
