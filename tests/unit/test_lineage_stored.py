@@ -4,6 +4,7 @@ answer from stored verdicts, written as a stream, is the answer ``json.dumps`` g
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import sqlite3
 import sys
@@ -501,6 +502,38 @@ def test_spliced_pieces_are_written_where_their_placeholders_were(
     for size in (1, 2, 5, 100):  # written in chunks of about ``size`` characters, in order
         _write_joined(["ab", "", "c", "def", "g"], size=size)
         assert capsys.readouterr().out == "abcdefg"
+
+
+def test_pieces_are_written_in_chunks_of_at_most_the_size_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``_write_joined``: every piece once, in order; each write at most ``size`` characters
+    unless it is one longer piece, and no two writes in a row that would fit in one."""
+    pieces = ["x" * n for n in (3, 0, 7, 1, 12, 2, 2, 0, 5, 30, 1)] + ["é", "", "yz"]
+
+    class Out:
+        def __init__(self) -> None:
+            self.writes: list[str] = []
+
+        def write(self, text: str) -> int:
+            self.writes.append(text)
+            return len(text)
+
+        def flush(self) -> None:
+            pass
+
+    for size in (1, 2, 5, 8, 13, 100):
+        out = Out()
+        monkeypatch.setattr(sys, "stdout", out)
+        _write_joined(pieces, size=size)
+        assert "".join(out.writes) == "".join(pieces)
+        assert all(len(w) <= size or w in pieces for w in out.writes), size
+        lengths = [len(w) for w in out.writes]
+        assert all(a + b > size for a, b in itertools.pairwise(lengths)), size
+    out = Out()
+    monkeypatch.setattr(sys, "stdout", out)
+    _write_joined([], size=4)
+    assert "".join(out.writes) == ""
 
 
 def test_the_collector_is_paused_for_a_walk_and_then_as_it_was() -> None:

@@ -36,6 +36,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -188,8 +189,6 @@ def trust_fingerprint(
     tree size scanned (a grown log can show a gap an unchanged file did not). TSA roots count
     by the content of their files, not their paths: a root file replaced in place is other
     trust (roots read from stdin never match, so nothing stored is taken under them)."""
-    if "-" in roots:  # only then (``secrets`` loads ``random``: start-up)
-        import secrets
     root_files = tuple(
         secrets.token_hex(16)
         if r == "-"
