@@ -15,12 +15,12 @@ import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol, Self
-
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from typing import TYPE_CHECKING, ClassVar, Protocol, Self
 
 from ledger.core.errors import MalformedKeyError, MalformedNoteError, SignatureError
+
+if TYPE_CHECKING:  # ``cryptography`` is loaded when a key signs or verifies, not to parse one
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 __all__ = [
     "ALG_COSIGNATURE_V1",
@@ -246,6 +246,9 @@ def _check_id(name: str, stated: bytes, computed: bytes) -> None:
 def _ed25519_verify(public_key: bytes, message: bytes, signature: bytes) -> bool:
     if len(signature) != 64:
         return False
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     try:
         Ed25519PublicKey.from_public_bytes(public_key).verify(signature, message)
     except InvalidSignature:
@@ -316,6 +319,8 @@ class _PrivateKey:
     @classmethod
     def generate(cls, name: str) -> Self:
         """A fresh random key named ``name``."""
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
         return cls(name=name, seed=Ed25519PrivateKey.generate().private_bytes_raw())
 
     @classmethod
@@ -333,6 +338,8 @@ class _PrivateKey:
         return f"{_PRIVATE}{self.name}+{self.key_id.hex()}+{_b64(bytes([self.ALG]) + self.seed)}"
 
     def _private(self) -> Ed25519PrivateKey:
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
         return Ed25519PrivateKey.from_private_bytes(self.seed)
 
 

@@ -4,6 +4,7 @@ answer from stored verdicts, written as a stream, is the answer ``json.dumps`` g
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import sqlite3
 import sys
@@ -26,12 +27,14 @@ from ledger.records.runs import run_closed_record, run_steps
 from ledger_client.audit.index import AuditIndex
 from ledger_client.audit.lineage_index import (
     _COLUMNS,
+    _VERDICT,
     FROM_INDEX,
     IndexedLineage,
     _collector_paused,
     _list_text,
     _pieces,
     _text,
+    _verdict_text,
     open_index,
     stored_runs,
     verdict_of,
@@ -93,6 +96,21 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"world": world, "files": files, "db": db, "key": key, "cut": cut}
 
 
+def test_lineage_from_stored_verdicts_parses_the_keys_without_loading_cryptography(
+    indexed: dict[str, Any],
+) -> None:
+    """Every run stored: the ``--key`` values are parsed (a bad one: exit 2), never used to
+    verify, so ``cryptography`` (its bindings: tens of ms at start) is not loaded."""
+    folder = str(indexed["files"]["chain"].parent)
+    args = ["lineage", folder, "--key", indexed["key"], "--db", str(indexed["db"]), "--tainted"]
+    loaded = _loaded_by(*args, "--json")
+    assert sorted(m for m in loaded if m.split(".")[0] in ("cryptography", "_cffi_backend")) == []
+    assert "ledger.core.note" in loaded
+    bad = [a if a != indexed["key"] else indexed["key"][:-4] + "AAAA" for a in args]
+    result = CliRunner().invoke(main, bad)
+    assert result.exit_code == 2 and "--key" in result.output
+
+
 def _stored_answer(indexed: dict[str, Any], folder: Path, args: list[str]) -> str:
     """The answer as ``json.dumps`` writes it, from ``IndexedLineage`` directly."""
     key = indexed["key"]
@@ -146,6 +164,153 @@ def test_stored_runs_are_read_as_the_index_keeps_them(indexed: dict[str, Any]) -
         assert {p: verdict_of(conn, p) for p in read} == {p: v[3] for p, v in kept.items()}
     assert read == {p: (*v[:3], v[3][:40], v[4]) for p, v in kept.items()} and len(read) == 4
     assert FROM_INDEX == VERDICT_FROM_INDEX
+
+
+def test_stored_run_heads_are_read_as_the_plain_query_reads_them(
+    indexed: dict[str, Any], tmp_path: Path
+) -> None:
+    """``stored_runs`` reads each verdict's head in SQL (``CASE``, then ``itemgetter``): the
+    same entries as the plain query and ``verdict or ""`` for verdicts of every kind SQLite
+    may hold (none, empty text, an empty blob, a number, a long text not ASCII)."""
+    db = tmp_path / "copy.sqlite"
+    db.write_bytes(indexed["db"].read_bytes())
+    fingerprint = trust_fingerprint([indexed["key"]], [], None, [])
+    odd: list[Any] = [None, "", b"", 0, 0.0, "é☃" * 40, b"\x00abc", '{"status": "ok"}']
+    with sqlite3.connect(db) as conn:
+        paths = [r[0] for r in conn.execute("SELECT path FROM files ORDER BY path")]
+        for n, value in enumerate(odd):
+            conn.execute("UPDATE files SET verdict = ? WHERE path = ?",
+                         (value, paths[n % len(paths)]))  # fmt: skip
+            plain = {
+                path: (file_hash, size, mtime, verdict or "", run_id)
+                for path, file_hash, size, mtime, verdict, run_id in conn.execute(
+                    "SELECT path, file_hash, size, mtime_ns, substr(verdict, 1, 40), run_id "
+                    "FROM files WHERE file_hash != ''"
+                )
+            }
+            read = stored_runs(conn, fingerprint)
+            assert read == plain and len(read) == 4, value
+            assert [type(v[3]) for v in read.values()] == [type(v[3]) for v in plain.values()]
+
+
+def test_records_sharing_a_verdict_and_a_second_are_each_written_as_their_plain_record(
+    indexed: dict[str, Any],
+) -> None:
+    """``_stored_fragments`` writes what rows share once (the text from the trust label on,
+    each second's logged time): rows that differ only in one of those columns, or in the
+    milliseconds of one second (before and after the epoch), are each their plain record."""
+    key, world = indexed["key"], indexed["world"]
+    digest = world.digest(world.runs[CHAIN][3])
+    with open_index(indexed["db"]) as conn:
+        lineage = IndexedLineage(
+            run_path_names([str(indexed["files"]["chain"].parent)]), conn,
+            trust_fingerprint([key], [], None, []), lambda: make_checker([key], [], None, []),
+        )  # fmt: skip
+        row = lineage._rows([digest])[digest]
+    columns = {c: 2 + i for i, c in enumerate(_COLUMNS)}
+    changes: list[dict[str, Any]] = [
+        {}, {"verified": 0}, {"verified": 1, "why_not": "x"}, {"trust_label": None},
+        {"trust_label": "trusted", "why_not": None}, {"trust_label": 3}, {"why_not": 2.5},
+        {"logged_at_ms": 1_780_000_000_001}, {"logged_at_ms": 1_780_000_000_999},
+        {"logged_at_ms": 1_780_000_000_000}, {"logged_at_ms": -1}, {"logged_at_ms": -1000},
+        {"logged_at_ms": -999}, {"logged_at_ms": 0}, {"verified": 0, "trust_label": None},
+        {"verdict": json.dumps({"status": "ok", "checks": [{"name": "lineage",
+                                "status": "warning", "message": "m"}]})},
+    ]  # fmt: skip
+    rows: dict[str, Any] = {}
+    nodes = []
+    for n, change in enumerate(changes * 2):  # each twice: the second from what is kept
+        changed = list(row)
+        changed[columns["record_digest"]] = name = f"{n:064x}"
+        for column, value in change.items():
+            changed[columns[column]] = value
+        rows[name] = tuple(changed)
+        nodes.append((n % 3, "", 0, n, name))
+    lineage._parse_parents(rows)
+    texts, ends, verified, warns = lineage._stored_fragments(nodes, rows)
+    plain = [lineage._node(d, n, rows) for n, _, _, _, d in nodes]
+    assert [t + e for t, e in zip(texts, ends, strict=True)] == [
+        json.dumps(p, sort_keys=True) for p in plain
+    ]
+    assert verified == [p["verified"] for p in plain]
+    assert warns == [
+        any(c["name"] == "lineage" and c["status"] == "warning" for c in p["verdict"]["checks"])
+        for p in plain
+    ]
+
+
+def test_verdicts_recognised_in_sql_give_the_answer_read_plainly(
+    indexed: dict[str, Any], tmp_path: Path
+) -> None:
+    """A verdict equal to a text the walk knows is read as its place in ``_known`` (NULL in
+    its column): the answer is the one read with no text known, and the plain answer; a
+    verdict with a quote (SQL's escape), one stored as a BLOB of a known text's bytes (never
+    equal to it) and one the sample did not see are each read as they are."""
+    db = tmp_path / "copy.sqlite"
+    db.write_bytes(indexed["db"].read_bytes())
+    key, folder = indexed["key"], str(indexed["files"]["chain"].parent)
+    fingerprint = trust_fingerprint([key], [], None, [])
+
+    def answers(known: list[str] | None, starts: Any, direction: str) -> list[str]:
+        with open_index(db) as conn:
+            lineage = IndexedLineage(
+                run_path_names([folder]), conn, fingerprint,
+                lambda: make_checker([key], [], None, []),
+            )  # fmt: skip
+            assert lineage._known  # learned from the sample
+            if known is not None:  # [] : every verdict read as it is (the plain reading)
+                lineage._known[:] = known
+            result = lineage.walk(starts(lineage), direction)
+        written = "".join(result.records_pieces())
+        return [written, json.dumps(result.to_json_obj()["records"], sort_keys=True)]
+
+    world = indexed["world"]
+    chain = (lambda g: [world.digest(world.runs[CHAIN][0])], "descendants")
+    found = [r["record_digest"] for r in json.loads(answers(None, *chain)[1])]
+    assert len(found) >= 4
+    with sqlite3.connect(db) as conn:
+        (common,) = conn.execute(
+            "SELECT verdict FROM records WHERE record_digest = ?", (found[0],)
+        ).fetchone()
+        quoted = json.loads(common)
+        quoted["checks"][0]["message"] = "it's 'quoted'"
+        changes = [json.dumps(quoted), common.encode(), common.replace('"status"', '"status" ')]
+        for digest, verdict in zip(found[:3], changes, strict=True):
+            conn.execute(
+                "UPDATE records SET verdict = ? WHERE record_digest = ?", (verdict, digest)
+            )
+        conn.execute(
+            "UPDATE records SET verdict = ? WHERE rowid = (SELECT min(rowid) FROM records)",
+            (changes[0],),
+        )  # fmt: skip: the sample reads the quoted one
+    tainted = (lambda g: g.tainted_starts(["untrusted"]), "descendants")
+    last = (lambda g: [found[-1]], "ancestors")
+    for starts, direction in (chain, tainted, last):
+        plain = answers([], starts, direction)
+        assert plain[0] == plain[1]
+        assert answers(None, starts, direction) == plain
+        assert answers([common], starts, direction) == plain
+    with sqlite3.connect(db) as conn:
+        stored = {
+            d: conn.execute("SELECT verdict FROM records WHERE record_digest = ?", (d,)).fetchone()[
+                0
+            ]
+            for d in found
+        }
+    with open_index(db) as conn:
+        lineage = IndexedLineage(
+            run_path_names([folder]), conn, fingerprint, lambda: make_checker([key], [], None, [])
+        )
+        assert changes[0] in lineage._known and common in lineage._known
+        for known in (list(lineage._known), [common], []):
+            lineage._known[:] = known
+            rows = lineage._rows(found)
+            for digest in found:
+                verdict = stored[digest]
+                expected = None if type(verdict) is str and verdict in known else verdict
+                assert type(rows[digest][_VERDICT]) is type(expected)
+                assert rows[digest][_VERDICT] == expected
+                assert _verdict_text(rows[digest], known) == verdict
 
 
 def test_run_path_names_are_the_run_paths(tmp_path: Path) -> None:
@@ -280,6 +445,9 @@ def test_a_column_is_written_as_json_dumps_writes_each_value(values: list[Any]) 
     strings = [str(v) for v in values]
     assert _list_text(strings) == json.dumps(strings)
     assert "".join(_pieces([json.dumps(s) for s in strings])) == json.dumps(strings)
+    halves = [(t[: len(t) // 2], t[len(t) // 2 :]) for t in (json.dumps(s) for s in strings)]
+    split = _pieces([h for h, _ in halves], [e for _, e in halves])
+    assert "".join(split) == json.dumps(strings)
 
 
 def test_a_row_of_other_column_types_is_written_as_its_plain_record(
@@ -307,7 +475,8 @@ def test_a_row_of_other_column_types_is_written_as_its_plain_record(
         for name, value in changes.items():
             changed[columns[name]] = value
         rows = {digest: tuple(changed)}
-        text, verified, _ = lineage._stored_fragments([(2, "", 0, 0, digest)], rows)
+        texts, ends, verified, _ = lineage._stored_fragments([(2, "", 0, 0, digest)], rows)
+        text = [t + e for t, e in zip(texts, ends, strict=True)]
         assert text == [json.dumps(lineage._node(digest, 2, rows), sort_keys=True)], changes
         assert verified == [bool(changed[columns["verified"]])]
 
@@ -333,6 +502,38 @@ def test_spliced_pieces_are_written_where_their_placeholders_were(
     for size in (1, 2, 5, 100):  # written in chunks of about ``size`` characters, in order
         _write_joined(["ab", "", "c", "def", "g"], size=size)
         assert capsys.readouterr().out == "abcdefg"
+
+
+def test_pieces_are_written_in_chunks_of_at_most_the_size_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``_write_joined``: every piece once, in order; each write at most ``size`` characters
+    unless it is one longer piece, and no two writes in a row that would fit in one."""
+    pieces = ["x" * n for n in (3, 0, 7, 1, 12, 2, 2, 0, 5, 30, 1)] + ["é", "", "yz"]
+
+    class Out:
+        def __init__(self) -> None:
+            self.writes: list[str] = []
+
+        def write(self, text: str) -> int:
+            self.writes.append(text)
+            return len(text)
+
+        def flush(self) -> None:
+            pass
+
+    for size in (1, 2, 5, 8, 13, 100):
+        out = Out()
+        monkeypatch.setattr(sys, "stdout", out)
+        _write_joined(pieces, size=size)
+        assert "".join(out.writes) == "".join(pieces)
+        assert all(len(w) <= size or w in pieces for w in out.writes), size
+        lengths = [len(w) for w in out.writes]
+        assert all(a + b > size for a, b in itertools.pairwise(lengths)), size
+    out = Out()
+    monkeypatch.setattr(sys, "stdout", out)
+    _write_joined([], size=4)
+    assert "".join(out.writes) == ""
 
 
 def test_the_collector_is_paused_for_a_walk_and_then_as_it_was() -> None:

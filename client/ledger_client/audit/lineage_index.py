@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from json.encoder import encode_basestring_ascii
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -85,12 +86,18 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _pieces(texts: list[str]) -> list[str]:
-    """``f"[{', '.join(texts)}]"`` as pieces to write one after another (never joined)."""
+def _pieces(texts: list[str], ends: list[str] | None = None) -> list[str]:
+    """``f"[{', '.join(texts)}]"`` as pieces to write one after another (never joined); with
+    ``ends``, each text followed by its end (``texts[i] + ends[i]`` for each i)."""
     if not texts:
         return ["[]"]
-    out = [", "] * (2 * len(texts) + 1)
-    out[1::2] = texts
+    if ends is None:
+        out = [", "] * (2 * len(texts) + 1)
+        out[1::2] = texts
+    else:
+        out = [", "] * (3 * len(texts) + 1)
+        out[1::3] = texts
+        out[2::3] = ends
     out[0], out[-1] = "[", "]"
     return out
 
@@ -99,12 +106,15 @@ def _pieces(texts: list[str]) -> list[str]:
 class IndexedResult:
     """The answer (``LineageResult``'s JSON shape) and whether it passed. ``records`` are the
     answer's records as dicts (built when first asked for); ``texts`` the same records as
-    ``json.dumps(record, sort_keys=True)`` writes them, made from the rows without the dicts
-    (``records_pieces``, ``runs_pieces``: what ``--json`` writes; a test holds them equal)."""
+    ``json.dumps(record, sort_keys=True)`` writes them, each text followed by its end in
+    ``ends`` (what records share, from ``"trust_label"`` on, is one str, not copied into
+    each), made from the rows without the dicts (``records_pieces``, ``runs_pieces``: what
+    ``--json`` writes; a test holds them equal)."""
 
     direction: str
     start: list[str]
     texts: list[str]
+    ends: list[str]  # per record: the rest of its text ("" when ``texts`` holds it whole)
     verified: list[bool]  # per record
     not_linked: list[str]  # record digests whose lineage check warns
     unknown: list[tuple[str, str]]
@@ -158,7 +168,7 @@ class IndexedResult:
     def records_pieces(self) -> list[str]:
         """``json.dumps(self.to_json_obj()["records"], sort_keys=True)`` as pieces (``texts``
         and their separators) to write one after another."""
-        return _pieces(self.texts)
+        return _pieces(self.texts, self.ends)
 
     def runs_pieces(self) -> list[str]:
         """``json.dumps(self.runs, sort_keys=True)`` as pieces, from ``run_texts``."""
@@ -187,13 +197,18 @@ class IndexedResult:
 
 
 # a records row as read: (a leading value (the parent digest a child was found by), rowid,
-# *_COLUMNS); rows from the children query keep their leading value (no copy per row)
+# *_COLUMNS, known); rows from the children query keep their leading value (no copy per row).
+# ``known``: a verdict text the walk knows already is not read again (``IndexedLineage.
+# _columns``): its column holds NULL and ``known`` its place in ``IndexedLineage._known``
 _Row = tuple[Any, ...]
 # a record of the answer, as sorted: (depth, time, log index, the order found, digest)
 _Node = tuple[int, str, Any, int, str]
 (_ROWID, _PATH, _RUN_ID, _AGENT, _STEP, _KIND, _LABEL, _TRUST, _TIME, _LOGGED, _INDEX, _DIGEST,
  _PARENTS, _DIFFERENCE, _VERIFIED, _WHY_NOT, _VERDICT) = range(1, 2 + len(_COLUMNS))  # fmt: skip
+_KNOWN = _VERDICT + 1
 assert _COLUMNS.index("verdict") == _VERDICT - 2 and _COLUMNS.index("run_id") == _RUN_ID - 2
+assert _COLUMNS[-1] == "verdict"
+_KNOWN_AT_MOST = 8  # verdict texts recognised in SQL (records share a handful)
 assert _COLUMNS.index("parents") == _PARENTS - 2 and _COLUMNS.index("why_not") == _WHY_NOT - 2
 
 _quote = encode_basestring_ascii  # a str as ``json.dumps`` writes it (ensure_ascii)
@@ -212,23 +227,20 @@ def _text(value: Any) -> str:
 
 
 def _list_text(items: list[Any]) -> str:
-    """``json.dumps(list(items), sort_keys=True)``, a list of str written directly (of str
-    that need no escape: joined as they are)."""
+    """``json.dumps(list(items), sort_keys=True)``, a list of str written by ``_quote`` (in
+    C: cheaper than testing whether a str needs escaping, ``str.isalnum`` costs more)."""
     if type(items) is not list:
         return json.dumps(list(items), sort_keys=True)
-    if len(items) == 1:  # most records name one parent: a digest, hex
-        one = items[0]
-        if type(one) is str and one.isalnum() and one.isascii():
-            return f'["{one}"]'
-    elif not items:
-        return "[]"
     try:
-        joined = "".join(items)
+        return f"[{', '.join(map(_quote, items))}]"
     except TypeError:  # not all str
         return json.dumps(items, sort_keys=True)
-    if joined.isascii() and joined.isprintable() and '"' not in joined and "\\" not in joined:
-        return '["' + '", "'.join(items) + '"]'
-    return f"[{', '.join(map(_quote, items))}]"
+
+
+def _verdict_text(row: _Row, known: list[str]) -> Any:
+    """A row's stored verdict: its column, or the text of ``known`` it was read as."""
+    verdict, place = row[_VERDICT], row[_KNOWN]
+    return known[place] if verdict is None and place is not None else verdict
 
 
 def _status(head: str, whole: Callable[[], str]) -> str:
@@ -319,13 +331,13 @@ def stored_runs(
         return {}
     if row is None or row[0] != fingerprint:
         return {}
-    return {
-        path: (file_hash, size, mtime, verdict or "", run_id)
-        for path, file_hash, size, mtime, verdict, run_id in conn.execute(
-            "SELECT path, file_hash, size, mtime_ns, substr(verdict, 1, 40), run_id FROM files "
-            "WHERE file_hash != ''"
-        )
-    }
+    # the verdict's head as ``substr(verdict, 1, 40) or ""`` (no verdict, or an empty one:
+    # ""); each row taken as it is read (the path last), no tuple made again in Python
+    rows = conn.execute(
+        "SELECT file_hash, size, mtime_ns, CASE WHEN verdict IS NULL OR length(verdict) = 0 "
+        "THEN '' ELSE substr(verdict, 1, 40) END, run_id, path FROM files WHERE file_hash != ''"
+    ).fetchall()
+    return dict(zip(map(itemgetter(5), rows), map(itemgetter(slice(0, 5)), rows), strict=True))
 
 
 def verdict_of(conn: sqlite3.Connection, path: str) -> str:
@@ -343,11 +355,12 @@ def stored_files(
     stored = stored_runs(conn, fingerprint)
     by_hash: dict[str, str] | None = None
     out = {}
+    stat = os.stat
     for path in paths:
         key = path
-        info = os.stat(path)
+        info = stat(path)
         known = stored.get(key)
-        if known is None or (known[1], known[2]) != (info.st_size, info.st_mtime_ns):
+        if known is None or known[1] != info.st_size or known[2] != info.st_mtime_ns:
             if by_hash is None:
                 by_hash = {h: p for p, (h, *_) in stored.items()}
             digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
@@ -400,12 +413,20 @@ class IndexedLineage:
         self._verdicts: dict[str, tuple[dict[str, Any], list[str], str, str, bool]] = {}
         self._parent_lists: dict[str, list[str]] = {}  # record digest -> its parents, parsed
         self._seconds: dict[int, str] = {}  # seconds since the epoch -> their RFC 3339 text
+        self._quoted: dict[int, str] = {}  # the same, quoted as JSON, less ``000Z"``
+        # a row's (trust label, verdict, verified, why not) -> ``_tail``'s answer
+        self._tails: dict[tuple[Any, Any, Any, Any, Any], Any] = {}
         self._read: dict[str, _Row] = {}  # rows read before a walk (``tainted_starts``)
+        self._known: list[str] = []  # verdict texts the queries recognise (``_columns``)
+        self._learn(r[0] for r in db.execute("SELECT verdict FROM records LIMIT 64"))
         matched = stored_files(db, fingerprint, paths)
         self.runs: list[dict[str, Any]] = []
         self.run_texts: list[str] = []  # each of ``runs`` as json.dumps(sort_keys=True) writes it
         self.stored_paths: list[str] = []
         fresh: list[tuple[str, Any]] = []
+        statuses: dict[str, str] = {}  # a verdict's first 40 characters -> its status
+        ends: dict[str, str] = {}  # a status -> a passing run's text after its run id
+        runs, texts, stored = self.runs, self.run_texts, self.stored_paths
         for path in paths:
             key, known = matched.get(path, ("", None))
             if known is None:
@@ -413,25 +434,37 @@ class IndexedLineage:
 
                 fresh.append((path, load_run(path)))
                 continue
-            self.stored_paths.append(key)
-            status = _status(known[3], partial(verdict_of, db, key))
+            stored.append(key)
+            head, run_id = known[3], known[4]
+            status = statuses.get(head)
+            if status is None:
+                status = _status(head, partial(verdict_of, db, key))
+                if not head or (head.startswith('{"status": "') and '"' in head[12:]):
+                    statuses[head] = status  # told by the head alone, as ``_status`` reads it
+            verified = status in ("ok", "warning")
             run: dict[str, Any] = {
                 "run_file": path,
-                "run_id": known[4],
-                "verified": status in ("ok", "warning"),
+                "run_id": run_id,
+                "verified": verified,
                 "source": FROM_INDEX,
                 "status": status,
             }
-            if run["verified"]:  # as json.dumps(run, sort_keys=True) writes it
-                self.run_texts.append(
-                    f'{{"run_file": {_quote(path)}, "run_id": {_text(known[4])}, "source": '
-                    f'"{FROM_INDEX}", "status": {_quote(status)}, "verified": true}}'
+            if verified:  # as json.dumps(run, sort_keys=True) writes it
+                end = ends.get(status)
+                if end is None:
+                    end = ends[status] = (
+                        f', "source": "{FROM_INDEX}", "status": {_quote(status)}, '
+                        '"verified": true}'
+                    )
+                texts.append(
+                    f'{{"run_file": {_quote(path)}, "run_id": '
+                    f"{_quote(run_id) if type(run_id) is str else _text(run_id)}{end}"
                 )
             else:  # the checks of a failing run, in full
                 whole = verdict_of(db, key)
                 run["verdict"] = json.loads(whole) if whole else {"status": status}
-                self.run_texts.append(json.dumps(run, sort_keys=True))
-            self.runs.append(run)
+                texts.append(json.dumps(run, sort_keys=True))
+            runs.append(run)
         self.fresh: Lineage | _NoneFresh = _NoneFresh()
         if fresh:
             from ledger_client.audit.lineage import Lineage
@@ -450,7 +483,7 @@ class IndexedLineage:
             self._keep(
                 out,
                 self.db.execute(
-                    f"SELECT record_digest, rowid, {', '.join(_COLUMNS)} FROM records "
+                    f"SELECT record_digest, rowid, {self._columns()} FROM records "
                     f"WHERE record_digest IN ({marks})",
                     part,
                 ),
@@ -468,6 +501,30 @@ class IndexedLineage:
                 had = out.get(digest)
                 if had is None or had[_ROWID] > row[_ROWID]:
                     out[digest] = row
+
+    def _columns(self, table: str = "") -> str:
+        """``_COLUMNS`` (of ``table``: "r." or "") as a row is read, then ``known``: a verdict
+        equal to a text of ``_known`` (SQLite compares the bytes; a BLOB never equals a text)
+        is read as NULL, its place in ``known``; any other as it is, ``known`` NULL."""
+        head = ", ".join(f"{table}{c}" for c in _COLUMNS[:-1])
+        if not self._known:
+            return f"{head}, {table}verdict, NULL"
+        texts = ["'" + t.replace("'", "''") + "'" for t in self._known]
+        blank = " ".join(f"WHEN {t} THEN NULL" for t in texts)
+        places = " ".join(f"WHEN {t} THEN {n}" for n, t in enumerate(texts))
+        return (
+            f"{head}, CASE {table}verdict {blank} ELSE {table}verdict END, "
+            f"CASE {table}verdict {places} END"
+        )
+
+    def _learn(self, verdicts: Iterable[Any]) -> None:
+        """Texts of ``verdicts`` into ``_known`` (a few, each as SQL can write it)."""
+        known = self._known
+        for text in verdicts:
+            if len(known) >= _KNOWN_AT_MOST:
+                return
+            if type(text) is str and text not in known and "\x00" not in text and text.isascii():
+                known.append(text)
 
     def _parse_parents(self, out: dict[str, _Row]) -> None:
         lists = self._parent_lists
@@ -506,7 +563,7 @@ class IndexedLineage:
         self._keep(
             found,
             self.db.execute(
-                f"SELECT record_digest, rowid, {', '.join(_COLUMNS)} FROM records "
+                f"SELECT record_digest, rowid, {self._columns()} FROM records "
                 f"WHERE trust_label IN ({marks}) AND kind = 'memory_write'",
                 list(labels),
             ),
@@ -520,7 +577,7 @@ class IndexedLineage:
         ``_rows`` would choose them)."""
         known = self.fresh.children  # a fresh record's children first, as ``Lineage`` has them
         out = {d: list(known[d]) for d in digests if d in known} if known else {}
-        columns = ", ".join(f"r.{c}" for c in _COLUMNS)
+        columns = self._columns("r.")
         new: dict[str, _Row] = {}
         given = self.given
         found: set[tuple[str, str]] = set()
@@ -582,7 +639,10 @@ class IndexedLineage:
                         following.append(other)
             level = following
         lists = self._parent_lists  # the stored rows' parents, parsed
-        parents_of = {d: lists[d] if d in lists else self._parents(d, rows) for d in depth}
+        listed = lists.get
+        parents_of = {
+            d: found if (found := listed(d)) is not None else self._parents(d, rows) for d in depth
+        }
         missing = sorted({p for ps in parents_of.values() for p in ps} - rows.keys() - fresh.keys())
         rows.update(self._rows(missing))
         absent = {p for p in missing if p not in rows}
@@ -597,16 +657,16 @@ class IndexedLineage:
         # puts them (ties in the order found: ``seq``)
         order: list[tuple[int, str, Any, int, str]] = []
         for seq, (d, n) in enumerate(depth.items()):
-            if d in fresh:
+            if fresh and d in fresh:
                 item = fresh[d][0]
                 order.append((n, str(item.record.time), item.receipt.index, seq, d))
             else:
                 row = rows[d]
                 order.append((n, str(row[_TIME]), row[_INDEX], seq, d))
         order.sort()
-        texts, verified, not_linked = self._fragments(order, rows)
+        texts, ends, verified, not_linked = self._fragments(order, rows)
         return IndexedResult(
-            direction, list(starts), texts, verified, not_linked, unknown, self.runs,
+            direction, list(starts), texts, ends, verified, not_linked, unknown, self.runs,
             self.run_texts, partial(self._nodes, order, rows),
         )  # fmt: skip
 
@@ -654,7 +714,7 @@ class IndexedLineage:
         if digest in self.fresh.items:
             return self.fresh.node(digest, depth).to_json_obj()
         row = rows[digest]
-        shared = self._verdict(row[_VERDICT])
+        shared = self._verdict(_verdict_text(row, self._known))
         return {
             "record_digest": digest,
             "depth": depth,
@@ -679,75 +739,127 @@ class IndexedLineage:
 
     def _fragments(
         self, nodes: list[_Node], rows: dict[str, _Row]
-    ) -> tuple[list[str], list[bool], list[str]]:
+    ) -> tuple[list[str], list[str], list[bool], list[str]]:
         """The answer's records (``_Node``), each as ``json.dumps(self._node(...),
-        sort_keys=True)`` writes it (its keys in sorted order); whether each is verified; the
-        digests of those whose lineage check warns. A stored record is written from its row
-        (``_stored_fragments``), a fresh one from its dict."""
+        sort_keys=True)`` writes it (its keys in sorted order), in two parts (a text and its
+        end); whether each is verified; the digests of those whose lineage check warns. A
+        stored record is written from its row (``_stored_fragments``), a fresh one from its
+        dict."""
         fresh = self.fresh.items
         stored = [node for node in nodes if node[4] not in fresh] if fresh else nodes
-        lines, verified, warns = self._stored_fragments(stored, rows)
+        lines, ends, verified, warns = self._stored_fragments(stored, rows)
         if len(stored) < len(nodes):  # fresh records, in their places
-            made = iter(zip(lines, verified, warns, strict=True))
-            lines, verified, warns = [], [], []
+            made = iter(zip(lines, ends, verified, warns, strict=True))
+            lines, ends, verified, warns = [], [], [], []
             for n, _, _, _, d in nodes:
                 if d in fresh:
                     plain = self._node(d, n, rows)
                     lines.append(json.dumps(plain, sort_keys=True))
+                    ends.append("")
                     verified.append(bool(plain["verified"]))
                     checks = plain["verdict"]["checks"]
                     warns.append(
                         any(c["name"] == "lineage" and c["status"] == "warning" for c in checks)
                     )
                 else:
-                    line, ok, warned = next(made)
+                    line, end, ok, warned = next(made)
                     lines.append(line)
+                    ends.append(end)
                     verified.append(ok)
                     warns.append(warned)
         not_linked = [node[4] for node, warned in zip(nodes, warns, strict=True) if warned]
-        return lines, verified, not_linked
+        return lines, ends, verified, not_linked
 
     def _stored_fragments(
         self, nodes: list[_Node], rows: dict[str, _Row]
-    ) -> tuple[list[str], list[bool], list[bool]]:
-        """``_fragments`` of stored records: texts, verified, lineage warns. A row of the
-        column types the index writes (text, integer, null where allowed) is written in one
-        f-string, its strings by ``_quote``; any other row by ``_record_text``."""
-        quote, iso_ms, verdicts, lists = _quote, self._iso_ms, self._verdicts, self._parent_lists
-        lines, verified, warns = [], [], []
+    ) -> tuple[list[str], list[str], list[bool], list[bool]]:
+        """``_fragments`` of stored records: texts and their ends, verified, lineage warns. A
+        row of the column types the index writes (text, integer, null where allowed) is
+        written in one f-string, its strings by ``_quote``, followed by its end: the text from
+        ``"trust_label"`` to the end, made once for each (trust label, verdict, verified, why
+        not) (``_tail``); any other row by ``_record_text`` (its end ""). Each second's
+        logged time is written once."""
+        quote, lists, tails, seconds = _quote, self._parent_lists, self._tails, self._quoted
+        lines: list[str] = []
+        ends: list[str] = []
+        verified: list[bool] = []
+        warns: list[bool] = []
+        line, end_, ok_, warn_ = lines.append, ends.append, verified.append, warns.append
         for depth, _, _, _, digest in nodes:
             row = rows[digest]
-            shared = verdicts.get(row[_VERDICT]) or self._verdict(row[_VERDICT])
-            ok = bool(row[_VERIFIED])
-            verified.append(ok)
-            warns.append(shared[4])
-            parents = _list_text(lists[digest] if digest in lists else self._parents(digest, rows))
             index, step, difference = row[_INDEX], row[_STEP], row[_DIFFERENCE]
+            logged = row[_LOGGED]
+            shared = (row[_TRUST], row[_VERDICT], row[_VERIFIED], row[_WHY_NOT], row[_KNOWN])
+            tail = tails.get(shared)
+            if tail is None:
+                tail = self._tail(shared)  # a verdict not JSON: raises, as the plain answer does
+            ok_(tail[1])
+            warn_(tail[2])
+            parents = lists.get(digest)
+            if parents is None:
+                parents = self._parents(digest, rows)
             if (
                 type(index) is not int
                 or type(step) is not int
                 or (difference is not None and type(difference) is not int)
-                or (row[_LOGGED] is not None and type(row[_LOGGED]) is not int)
+                or tail[0] is None
             ):
-                lines.append(self._record_text(digest, depth, row, parents, shared, ok))
+                line(self._record_text(digest, depth, row, _list_text(parents), tail[3], tail[1]))
+                end_("")
                 continue
-            at, trust, why = iso_ms(row[_LOGGED]), row[_TRUST], row[_WHY_NOT]
+            if logged is None:
+                at = "null"
+            elif type(logged) is int:
+                second, milli = divmod(logged, 1000)
+                head = seconds.get(second)
+                if head is None:  # ``quote(self._iso_ms(logged))`` less its milliseconds
+                    whole = self._iso_ms(second * 1000)
+                    assert whole is not None
+                    head = seconds[second] = quote(whole)[:-5]
+                at = f'{head}{milli:03d}Z"'
+            else:
+                line(self._record_text(digest, depth, row, _list_text(parents), tail[3], tail[1]))
+                end_("")
+                continue
+            text = _list_text(parents)
             try:  # a string column holding another type: ``quote`` refuses it (TypeError)
-                lines.append(
+                line(
                     f'{{"agent": {quote(row[_AGENT])}, "depth": {depth}, "index": {index}, '
                     f'"kind": {quote(row[_KIND])}, "label": {quote(row[_LABEL])}, '
-                    f'"logged_at": {"null" if at is None else quote(at)}, "parents": {parents}, '
+                    f'"logged_at": {at}, "parents": {text}, '
                     f'"record_digest": {quote(digest)}, "run_file": {quote(row[_PATH])}, '
                     f'"run_id": {quote(row[_RUN_ID])}, "source": "{FROM_INDEX}", '
                     f'"step": {step}, "time": {quote(row[_TIME])}, '
                     f'"time_difference_ms": {"null" if difference is None else difference}, '
-                    f'"trust_label": {"null" if trust is None else quote(trust)}, '
-                    f'"verdict": {shared[2]}, "verified": {"true" if ok else "false"}, '
-                    f'"warnings": {shared[3]}, "why_not": {"null" if why is None else quote(why)}}}'
                 )
+                end_(tail[0])
             except TypeError:
-                lines.append(self._record_text(digest, depth, row, parents, shared, ok))
-        return lines, verified, warns
+                line(self._record_text(digest, depth, row, text, tail[3], tail[1]))
+                end_("")
+        return lines, ends, verified, warns
+
+    def _tail(
+        self, ends: tuple[Any, Any, Any, Any, Any]
+    ) -> tuple[str | None, bool, bool, tuple[dict[str, Any], list[str], str, str, bool]]:
+        """For a row's (trust label, verdict, verified, why not, known): the record's text
+        from ``"trust_label"`` to its end (None when a string column holds another type: the
+        row is then written by ``_record_text``), verified, whether the lineage check warns,
+        and the verdict read (``_verdict``). Kept in ``_tails`` when the text is made."""
+        trust, verdict, verified, why, known = ends
+        if verdict is None and known is not None:  # a text of ``_known``
+            verdict = self._known[known]
+        shared = self._verdicts.get(verdict) or self._verdict(verdict)
+        ok = bool(verified)
+        try:
+            text: str | None = (
+                f'"trust_label": {"null" if trust is None else _quote(trust)}, '
+                f'"verdict": {shared[2]}, "verified": {"true" if ok else "false"}, '
+                f'"warnings": {shared[3]}, "why_not": {"null" if why is None else _quote(why)}}}'
+            )
+        except TypeError:
+            return None, ok, shared[4], shared
+        made = self._tails[ends] = (text, ok, shared[4], shared)
+        return made
 
     def _record_text(
         self,
