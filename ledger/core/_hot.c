@@ -516,19 +516,6 @@ static uint64_t fingerprint(const unsigned char *key, const unsigned char *diges
     return get48(h) & mask;
 }
 
-/* The slots are random positions in a table far bigger than the caches: each probe's first
- * slot is a cache (and TLB) miss. Both loops below take the fingerprints of AHEAD digests
- * first and prefetch their first slots, then probe them in order, so the misses overlap
- * instead of following one another; the order of the probes and writes, and so every answer
- * and every byte of the table, is the same as one digest at a time. */
-#define AHEAD 16
-
-static void prefetch_slot(const unsigned char *slots, uint64_t at) {
-    const unsigned char *s = slots + SLOT * at;
-    __builtin_prefetch(s, 1, 3);
-    __builtin_prefetch(s + SLOT - 1, 1, 3); /* a slot may straddle two cache lines */
-}
-
 /* Put one pair into its chain: 1 written, 0 already there, -1 full. */
 static int put_pair(unsigned char *slots, uint64_t count, uint64_t fp, uint64_t value) {
     uint64_t at = fp & (count - 1), n;
@@ -546,46 +533,222 @@ static int put_pair(unsigned char *slots, uint64_t count, uint64_t fp, uint64_t 
     return -1;
 }
 
+/* The slots are random positions in a table far bigger than the caches: each probe's first
+ * slot is a cache (and TLB) miss. The loops below prefetch the first slot of the fingerprint
+ * AHEAD places on while probing this one, so the misses overlap instead of following one
+ * another; the order of the probes and writes, and so every answer and every byte of the
+ * table, is the same as one fingerprint at a time. */
+#define AHEAD 16
+
+static void prefetch_slot(const unsigned char *slots, uint64_t at) {
+    const unsigned char *s = slots + SLOT * at;
+    __builtin_prefetch(s, 1, 3);
+    __builtin_prefetch(s + SLOT - 1, 1, 3); /* a slot may straddle two cache lines */
+}
+
+static uint64_t get64(const unsigned char *p) {
+    uint64_t v = 0;
+    int i;
+    for (i = 7; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+/* Fingerprints, 8 bytes little-endian each (the form dedup_fingerprints answers). */
+static void fingerprints_into(const unsigned char *key, const unsigned char *d, Py_ssize_t n,
+                              uint64_t mask, unsigned char *out) {
+    Py_ssize_t k;
+    int i;
+    for (k = 0; k < n; k++) {
+        uint64_t fp = fingerprint(key, d + 32 * k, mask);
+        for (i = 0; i < 8; i++) out[8 * k + i] = (unsigned char)(fp >> (8 * i));
+    }
+}
+
+/* Put fingerprints fps[k] with values first + k + 1: slots written, or -1 when full. */
+static long long insert_fps(unsigned char *slots, uint64_t count, const unsigned char *fps,
+                            Py_ssize_t n, uint64_t first) {
+    long long written = 0;
+    Py_ssize_t k;
+    for (k = 0; k < n && k < AHEAD; k++) prefetch_slot(slots, get64(fps + 8 * k) & (count - 1));
+    for (k = 0; k < n; k++) {
+        if (k + AHEAD < n) prefetch_slot(slots, get64(fps + 8 * (k + AHEAD)) & (count - 1));
+        int r = put_pair(slots, count, get64(fps + 8 * k), first + (uint64_t)k + 1);
+        if (r < 0) return -1;
+        written += r;
+    }
+    return written;
+}
+
+/* Flat (position, index) candidates of fps into *found; 0, or -1 out of memory. */
+static int find_fps(const unsigned char *slots, uint64_t count, const unsigned char *fps,
+                    Py_ssize_t n, uint64_t **found, Py_ssize_t *nfound) {
+    Py_ssize_t cap = 0, k;
+    for (k = 0; k < n && k < AHEAD; k++) prefetch_slot(slots, get64(fps + 8 * k) & (count - 1));
+    for (k = 0; k < n; k++) {
+        if (k + AHEAD < n) prefetch_slot(slots, get64(fps + 8 * (k + AHEAD)) & (count - 1));
+        uint64_t fp = get64(fps + 8 * k), at = fp & (count - 1), step;
+        for (step = 0; step < count; step++) {
+            const unsigned char *s = slots + SLOT * at;
+            uint64_t v = get48(s + FP_BYTES);
+            if (!v) break;
+            if (get48(s) == fp) {
+                if (*nfound + 2 > cap) {
+                    Py_ssize_t more = cap ? 2 * cap : 64;
+                    uint64_t *grown = realloc(*found, sizeof(uint64_t) * (size_t)more);
+                    if (!grown) return -1;
+                    *found = grown;
+                    cap = more;
+                }
+                (*found)[(*nfound)++] = (uint64_t)k;
+                (*found)[(*nfound)++] = v - 1;
+            }
+            at = (at + 1) & (count - 1);
+        }
+    }
+    return 0;
+}
+
+static PyObject *found_list(const uint64_t *found, Py_ssize_t nfound) {
+    PyObject *result = PyList_New(nfound);
+    Py_ssize_t k;
+    for (k = 0; result && k < nfound; k++) {
+        PyObject *v = PyLong_FromUnsignedLongLong(found[k]);
+        if (!v) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyList_SET_ITEM(result, k, v);
+    }
+    return result;
+}
+
+static int check_fps(Py_ssize_t len) {
+    if (len % 8) {
+        PyErr_SetString(PyExc_ValueError, "dedup table: fingerprints not N x 8 bytes");
+        return 0;
+    }
+    return 1;
+}
+
+static int check_first(long long first, Py_ssize_t n) {
+    if (first < 0 || (uint64_t)first + (uint64_t)n >= MAX_VALUE) {
+        PyErr_SetString(PyExc_ValueError, "dedup table: index over 48 bits");
+        return 0;
+    }
+    return 1;
+}
+
+/* The fingerprints' values: none over 48 bits (what a table slot holds). */
+static int check_fp_values(const unsigned char *fps, Py_ssize_t n) {
+    Py_ssize_t k;
+    for (k = 0; k < n; k++)
+        if (get64(fps + 8 * k) >= MAX_VALUE) {
+            PyErr_SetString(PyExc_ValueError, "dedup table: a fingerprint over 48 bits");
+            return 0;
+        }
+    return 1;
+}
+
+static PyObject *dedup_fingerprints(PyObject *self, PyObject *args) {
+    Py_buffer kb, db;
+    unsigned long long mask;
+    if (!PyArg_ParseTuple(args, "y*Ky*", &kb, &mask, &db)) return NULL;
+    PyObject *result = NULL;
+    if (!check_args(kb.len, db.len, mask)) goto done;
+    Py_ssize_t n = db.len / 32;
+    result = PyBytes_FromStringAndSize(NULL, 8 * n);
+    if (!result) goto done;
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(result);
+    const unsigned char *key = kb.buf, *d = db.buf;
+    Py_BEGIN_ALLOW_THREADS
+    fingerprints_into(key, d, n, mask, out);
+    Py_END_ALLOW_THREADS
+done:
+    PyBuffer_Release(&kb);
+    PyBuffer_Release(&db);
+    return result;
+}
+
+static PyObject *dedup_insert_fps(PyObject *self, PyObject *args) {
+    Py_buffer tb, fb;
+    long long first;
+    if (!PyArg_ParseTuple(args, "w*y*L", &tb, &fb, &first)) return NULL;
+    PyObject *result = NULL;
+    uint64_t count = slot_count(tb.len);
+    if (!count || !check_fps(fb.len)) goto done;
+    Py_ssize_t n = fb.len / 8;
+    if (!check_first(first, n) || !check_fp_values(fb.buf, n)) goto done;
+    long long written;
+    unsigned char *slots = tb.buf;
+    const unsigned char *fps = fb.buf;
+    Py_BEGIN_ALLOW_THREADS
+    written = insert_fps(slots, count, fps, n, (uint64_t)first);
+    Py_END_ALLOW_THREADS
+    if (written < 0)
+        PyErr_SetString(PyExc_ValueError, "dedup table: full");
+    else
+        result = PyLong_FromLongLong(written);
+done:
+    PyBuffer_Release(&tb);
+    PyBuffer_Release(&fb);
+    return result;
+}
+
+static PyObject *dedup_find_fps(PyObject *self, PyObject *args) {
+    Py_buffer tb, fb;
+    if (!PyArg_ParseTuple(args, "y*y*", &tb, &fb)) return NULL;
+    PyObject *result = NULL;
+    uint64_t *found = NULL;
+    Py_ssize_t nfound = 0;
+    uint64_t count = slot_count(tb.len);
+    if (!count || !check_fps(fb.len)) goto done;
+    Py_ssize_t n = fb.len / 8;
+    if (!check_fp_values(fb.buf, n)) goto done;
+    const unsigned char *slots = tb.buf, *fps = fb.buf;
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = find_fps(slots, count, fps, n, &found, &nfound);
+    Py_END_ALLOW_THREADS
+    if (r < 0)
+        PyErr_NoMemory();
+    else
+        result = found_list(found, nfound);
+done:
+    free(found);
+    PyBuffer_Release(&tb);
+    PyBuffer_Release(&fb);
+    return result;
+}
+
 static PyObject *dedup_insert(PyObject *self, PyObject *args) {
     Py_buffer tb, kb, db;
     unsigned long long mask;
     long long first;
     if (!PyArg_ParseTuple(args, "w*y*Ky*L", &tb, &kb, &mask, &db, &first)) return NULL;
     PyObject *result = NULL;
+    unsigned char *fps = NULL;
     uint64_t count = slot_count(tb.len);
     if (!count || !check_args(kb.len, db.len, mask)) goto done;
-    Py_ssize_t n = db.len / 32, k;
-    if (first < 0 || (uint64_t)first + (uint64_t)n >= MAX_VALUE) {
-        PyErr_SetString(PyExc_ValueError, "dedup table: index over 48 bits");
+    Py_ssize_t n = db.len / 32;
+    if (!check_first(first, n)) goto done;
+    fps = malloc(8 * (size_t)n + 8);
+    if (!fps) {
+        PyErr_NoMemory();
         goto done;
     }
-    long long written = 0;
-    int full = 0;
+    long long written;
     unsigned char *slots = tb.buf;
     const unsigned char *key = kb.buf, *d = db.buf;
     Py_BEGIN_ALLOW_THREADS
-    for (k = 0; k < n && !full; k += AHEAD) {
-        uint64_t fps[AHEAD];
-        Py_ssize_t j, m = n - k < AHEAD ? n - k : AHEAD;
-        for (j = 0; j < m; j++) {
-            fps[j] = fingerprint(key, d + 32 * (k + j), mask);
-            prefetch_slot(slots, fps[j] & (count - 1));
-        }
-        for (j = 0; j < m; j++) {
-            int r = put_pair(slots, count, fps[j], (uint64_t)first + (uint64_t)(k + j) + 1);
-            if (r < 0) {
-                full = 1;
-                break;
-            }
-            written += r;
-        }
-    }
+    fingerprints_into(key, d, n, mask, fps);
+    written = insert_fps(slots, count, fps, n, (uint64_t)first);
     Py_END_ALLOW_THREADS
-    if (full)
+    if (written < 0)
         PyErr_SetString(PyExc_ValueError, "dedup table: full");
     else
         result = PyLong_FromLongLong(written);
 done:
+    free(fps);
     PyBuffer_Release(&tb);
     PyBuffer_Release(&kb);
     PyBuffer_Release(&db);
@@ -598,59 +761,28 @@ static PyObject *dedup_find(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*y*Ky*", &tb, &kb, &mask, &db)) return NULL;
     PyObject *result = NULL;
     uint64_t *found = NULL;
-    Py_ssize_t nfound = 0, cap = 0, k;
+    unsigned char *fps = NULL;
+    Py_ssize_t nfound = 0;
     uint64_t count = slot_count(tb.len);
     if (!count || !check_args(kb.len, db.len, mask)) goto done;
     Py_ssize_t n = db.len / 32;
-    const unsigned char *slots = tb.buf, *key = kb.buf, *d = db.buf;
-    int nomem = 0;
-    Py_BEGIN_ALLOW_THREADS
-    uint64_t fps[AHEAD];
-    for (k = 0; k < n && !nomem; k++) {
-        if (k % AHEAD == 0) {
-            Py_ssize_t j, m = n - k < AHEAD ? n - k : AHEAD;
-            for (j = 0; j < m; j++) {
-                fps[j] = fingerprint(key, d + 32 * (k + j), mask);
-                prefetch_slot(slots, fps[j] & (count - 1));
-            }
-        }
-        uint64_t fp = fps[k % AHEAD], at = fp & (count - 1), step;
-        for (step = 0; step < count; step++) {
-            const unsigned char *s = slots + SLOT * at;
-            uint64_t v = get48(s + FP_BYTES);
-            if (!v) break;
-            if (get48(s) == fp) {
-                if (nfound + 2 > cap) {
-                    Py_ssize_t more = cap ? 2 * cap : 64;
-                    uint64_t *grown = realloc(found, sizeof(uint64_t) * (size_t)more);
-                    if (!grown) {
-                        nomem = 1;
-                        break;
-                    }
-                    found = grown;
-                    cap = more;
-                }
-                found[nfound++] = (uint64_t)k;
-                found[nfound++] = v - 1;
-            }
-            at = (at + 1) & (count - 1);
-        }
-    }
-    Py_END_ALLOW_THREADS
-    if (nomem) {
+    fps = malloc(8 * (size_t)n + 8);
+    if (!fps) {
         PyErr_NoMemory();
         goto done;
     }
-    result = PyList_New(nfound);
-    for (k = 0; result && k < nfound; k++) {
-        PyObject *v = PyLong_FromUnsignedLongLong(found[k]);
-        if (!v) {
-            Py_CLEAR(result);
-            break;
-        }
-        PyList_SET_ITEM(result, k, v);
-    }
+    const unsigned char *slots = tb.buf, *key = kb.buf, *d = db.buf;
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    fingerprints_into(key, d, n, mask, fps);
+    r = find_fps(slots, count, fps, n, &found, &nfound);
+    Py_END_ALLOW_THREADS
+    if (r < 0)
+        PyErr_NoMemory();
+    else
+        result = found_list(found, nfound);
 done:
+    free(fps);
     free(found);
     PyBuffer_Release(&tb);
     PyBuffer_Release(&kb);
@@ -755,6 +887,9 @@ static PyMethodDef methods[] = {
     {"bundle_digests", bundle_digests, METH_O, "See ledger/core/hot.py."},
     {"dedup_insert", dedup_insert, METH_VARARGS, "See ledger/core/hot.py."},
     {"dedup_find", dedup_find, METH_VARARGS, "See ledger/core/hot.py."},
+    {"dedup_fingerprints", dedup_fingerprints, METH_VARARGS, "See ledger/core/hot.py."},
+    {"dedup_insert_fps", dedup_insert_fps, METH_VARARGS, "See ledger/core/hot.py."},
+    {"dedup_find_fps", dedup_find_fps, METH_VARARGS, "See ledger/core/hot.py."},
     {"dedup_rehash", dedup_rehash, METH_VARARGS, "See ledger/core/hot.py."},
     {"dedup_count", dedup_count, METH_O, "See ledger/core/hot.py."},
     {NULL, NULL, 0, NULL},
