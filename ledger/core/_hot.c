@@ -104,12 +104,37 @@ static void sha256_3(const unsigned char *a, size_t na, const unsigned char *b, 
                      const unsigned char *c, size_t nc, unsigned char out[32]) {
     uint32_t s[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                      0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-    unsigned char buf[64];
-    size_t fill = 0;
-    uint64_t bits = (uint64_t)(na + nb + nc) * 8;
+    unsigned char buf[128];
+    int i;
+    size_t fill = 0, total = na + nb + nc;
+    uint64_t bits = (uint64_t)total * 8;
+    if (total < 120) { /* the log's inputs (leaves, nodes, fingerprints): one or two blocks,
+                        * padded in place, without the general loop below */
+        size_t blocks = total < 56 ? 1 : 2, end = 64 * blocks;
+        if (na) memcpy(buf, a, na);
+        if (nb) memcpy(buf + na, b, nb);
+        if (nc) memcpy(buf + na + nb, c, nc);
+        buf[total] = 0x80;
+        memset(buf + total + 1, 0, end - 8 - total - 1);
+        for (i = 0; i < 8; i++) buf[end - 8 + i] = (unsigned char)(bits >> (56 - 8 * i));
+        block_fn(s, buf);
+        if (blocks == 2) block_fn(s, buf + 64);
+        for (i = 0; i < 8; i++) {
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            uint32_t v = __builtin_bswap32(s[i]);
+            memcpy(out + 4 * i, &v, 4);
+#else
+            out[4 * i] = (unsigned char)(s[i] >> 24);
+            out[4 * i + 1] = (unsigned char)(s[i] >> 16);
+            out[4 * i + 2] = (unsigned char)(s[i] >> 8);
+            out[4 * i + 3] = (unsigned char)s[i];
+#endif
+        }
+        return;
+    }
     const unsigned char *parts[3] = {a, b, c};
     size_t lens[3] = {na, nb, nc};
-    int k, i;
+    int k;
     for (k = 0; k < 3; k++) {
         const unsigned char *p = parts[k];
         size_t n = lens[k];
