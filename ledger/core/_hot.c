@@ -11,6 +11,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The GIL is let go around a loop only when it is long: a short one (a stream's few digests)
+ * would hand the GIL to the event loop and wait to get it back, for less work than the switch. */
+#define RELEASE_MIN 256
+#define BEGIN_RELEASE_IF(long_loop) \
+    {                               \
+        PyThreadState *_ts = (long_loop) ? PyEval_SaveThread() : NULL;
+#define END_RELEASE_IF                      \
+        if (_ts) PyEval_RestoreThread(_ts); \
+    }
+
 /* --- SHA-256 (FIPS 180-4) ------------------------------------------------------------------ */
 
 static const uint32_t K[64] = {
@@ -267,7 +277,7 @@ static PyObject *sequence_plain(PyObject *self, PyObject *args) {
     unsigned char *nw = (unsigned char *)PyBytes_AS_STRING(new_b);
     unsigned char *hs = (unsigned char *)PyBytes_AS_STRING(hash_b);
     unsigned char *fr = (unsigned char *)PyBytes_AS_STRING(framed_b);
-    Py_BEGIN_ALLOW_THREADS
+    BEGIN_RELEASE_IF(n >= RELEASE_MIN)
     for (i = 0; i < n; i++) {
         if (source[i] != -2) continue;
         const unsigned char *digest = d + 32 * i;
@@ -280,7 +290,7 @@ static PyObject *sequence_plain(PyObject *self, PyObject *args) {
         hs += 32;
         fr += fsize;
     }
-    Py_END_ALLOW_THREADS
+    END_RELEASE_IF
     PyMem_Free(number);
     result = PyTuple_Pack(4, new_b, hash_b, framed_b, dups);
 done:
@@ -334,7 +344,7 @@ static PyObject *compact_extend(PyObject *self, PyObject *args) {
     memcpy(work, st.buf, (size_t)st.len);
     Py_ssize_t sp = depth, filled[64] = {0};
     const unsigned char *leaves = lv.buf;
-    Py_BEGIN_ALLOW_THREADS
+    BEGIN_RELEASE_IF(lv.len >= 32 * RELEASE_MIN)
     unsigned long long index = size;
     Py_ssize_t k;
     for (k = 0; k < count; k++, index++) {
@@ -353,7 +363,7 @@ static PyObject *compact_extend(PyObject *self, PyObject *args) {
         memcpy(work + 32 * sp, hash, 32);
         sp++;
     }
-    Py_END_ALLOW_THREADS
+    END_RELEASE_IF
     stack_b = PyBytes_FromStringAndSize((const char *)work, 32 * sp);
     rows = PyList_New(top);
     if (!stack_b || !rows) goto done;
@@ -685,9 +695,9 @@ static PyObject *dedup_fingerprints(PyObject *self, PyObject *args) {
     if (!result) goto done;
     unsigned char *out = (unsigned char *)PyBytes_AS_STRING(result);
     const unsigned char *key = kb.buf, *d = db.buf;
-    Py_BEGIN_ALLOW_THREADS
+    BEGIN_RELEASE_IF(n >= RELEASE_MIN)
     fingerprints_into(key, d, n, mask, out);
-    Py_END_ALLOW_THREADS
+    END_RELEASE_IF
 done:
     PyBuffer_Release(&kb);
     PyBuffer_Release(&db);
@@ -706,9 +716,9 @@ static PyObject *dedup_insert_fps(PyObject *self, PyObject *args) {
     long long written;
     unsigned char *slots = tb.buf;
     const unsigned char *fps = fb.buf;
-    Py_BEGIN_ALLOW_THREADS
+    BEGIN_RELEASE_IF(fb.len >= 8 * RELEASE_MIN)
     written = insert_fps(slots, count, fps, n, (uint64_t)first);
-    Py_END_ALLOW_THREADS
+    END_RELEASE_IF
     if (written < 0)
         PyErr_SetString(PyExc_ValueError, "dedup table: full");
     else
@@ -731,9 +741,9 @@ static PyObject *dedup_find_fps(PyObject *self, PyObject *args) {
     if (!check_fp_values(fb.buf, n)) goto done;
     const unsigned char *slots = tb.buf, *fps = fb.buf;
     int r;
-    Py_BEGIN_ALLOW_THREADS
+    BEGIN_RELEASE_IF(fb.len >= 8 * RELEASE_MIN)
     r = find_fps(slots, count, fps, n, &found, &nfound);
-    Py_END_ALLOW_THREADS
+    END_RELEASE_IF
     if (r < 0)
         PyErr_NoMemory();
     else
@@ -756,7 +766,7 @@ static PyObject *dedup_insert(PyObject *self, PyObject *args) {
     if (!count || !check_args(kb.len, db.len, mask)) goto done;
     Py_ssize_t n = db.len / 32;
     if (!check_first(first, n)) goto done;
-    fps = malloc(8 * (size_t)n + 8);
+    fps = calloc((size_t)n + 1, 8);
     if (!fps) {
         PyErr_NoMemory();
         goto done;
@@ -764,10 +774,10 @@ static PyObject *dedup_insert(PyObject *self, PyObject *args) {
     long long written;
     unsigned char *slots = tb.buf;
     const unsigned char *key = kb.buf, *d = db.buf;
-    Py_BEGIN_ALLOW_THREADS
+    BEGIN_RELEASE_IF(n >= RELEASE_MIN)
     fingerprints_into(key, d, n, mask, fps);
     written = insert_fps(slots, count, fps, n, (uint64_t)first);
-    Py_END_ALLOW_THREADS
+    END_RELEASE_IF
     if (written < 0)
         PyErr_SetString(PyExc_ValueError, "dedup table: full");
     else
@@ -791,17 +801,17 @@ static PyObject *dedup_find(PyObject *self, PyObject *args) {
     uint64_t count = slot_count(tb.len);
     if (!count || !check_args(kb.len, db.len, mask)) goto done;
     Py_ssize_t n = db.len / 32;
-    fps = malloc(8 * (size_t)n + 8);
+    fps = calloc((size_t)n + 1, 8);
     if (!fps) {
         PyErr_NoMemory();
         goto done;
     }
     const unsigned char *slots = tb.buf, *key = kb.buf, *d = db.buf;
     int r;
-    Py_BEGIN_ALLOW_THREADS
+    BEGIN_RELEASE_IF(n >= RELEASE_MIN)
     fingerprints_into(key, d, n, mask, fps);
     r = find_fps(slots, count, fps, n, &found, &nfound);
-    Py_END_ALLOW_THREADS
+    END_RELEASE_IF
     if (r < 0)
         PyErr_NoMemory();
     else
