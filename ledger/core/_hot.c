@@ -11,6 +11,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The GIL is let go around a loop only when it is long: a short one (a stream's few digests)
+ * would hand the GIL to the event loop and wait to get it back, for less work than the switch. */
+#define RELEASE_MIN 256
+#define BEGIN_RELEASE_IF(long_loop) \
+    {                               \
+        PyThreadState *_ts = (long_loop) ? PyEval_SaveThread() : NULL;
+#define END_RELEASE_IF                      \
+        if (_ts) PyEval_RestoreThread(_ts); \
+    }
+
 /* --- SHA-256 (FIPS 180-4) ------------------------------------------------------------------ */
 
 static const uint32_t K[64] = {
@@ -104,12 +114,37 @@ static void sha256_3(const unsigned char *a, size_t na, const unsigned char *b, 
                      const unsigned char *c, size_t nc, unsigned char out[32]) {
     uint32_t s[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                      0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-    unsigned char buf[64];
-    size_t fill = 0;
-    uint64_t bits = (uint64_t)(na + nb + nc) * 8;
+    unsigned char buf[128];
+    int i;
+    size_t fill = 0, total = na + nb + nc;
+    uint64_t bits = (uint64_t)total * 8;
+    if (total < 120) { /* the log's inputs (leaves, nodes, fingerprints): one or two blocks,
+                        * padded in place, without the general loop below */
+        size_t blocks = total < 56 ? 1 : 2, end = 64 * blocks;
+        if (na) memcpy(buf, a, na);
+        if (nb) memcpy(buf + na, b, nb);
+        if (nc) memcpy(buf + na + nb, c, nc);
+        buf[total] = 0x80;
+        memset(buf + total + 1, 0, end - 8 - total - 1);
+        for (i = 0; i < 8; i++) buf[end - 8 + i] = (unsigned char)(bits >> (56 - 8 * i));
+        block_fn(s, buf);
+        if (blocks == 2) block_fn(s, buf + 64);
+        for (i = 0; i < 8; i++) {
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            uint32_t v = __builtin_bswap32(s[i]);
+            memcpy(out + 4 * i, &v, 4);
+#else
+            out[4 * i] = (unsigned char)(s[i] >> 24);
+            out[4 * i + 1] = (unsigned char)(s[i] >> 16);
+            out[4 * i + 2] = (unsigned char)(s[i] >> 8);
+            out[4 * i + 3] = (unsigned char)s[i];
+#endif
+        }
+        return;
+    }
     const unsigned char *parts[3] = {a, b, c};
     size_t lens[3] = {na, nb, nc};
-    int k, i;
+    int k;
     for (k = 0; k < 3; k++) {
         const unsigned char *p = parts[k];
         size_t n = lens[k];
@@ -242,7 +277,7 @@ static PyObject *sequence_plain(PyObject *self, PyObject *args) {
     unsigned char *nw = (unsigned char *)PyBytes_AS_STRING(new_b);
     unsigned char *hs = (unsigned char *)PyBytes_AS_STRING(hash_b);
     unsigned char *fr = (unsigned char *)PyBytes_AS_STRING(framed_b);
-    Py_BEGIN_ALLOW_THREADS
+    BEGIN_RELEASE_IF(n >= RELEASE_MIN)
     for (i = 0; i < n; i++) {
         if (source[i] != -2) continue;
         const unsigned char *digest = d + 32 * i;
@@ -255,7 +290,7 @@ static PyObject *sequence_plain(PyObject *self, PyObject *args) {
         hs += 32;
         fr += fsize;
     }
-    Py_END_ALLOW_THREADS
+    END_RELEASE_IF
     PyMem_Free(number);
     result = PyTuple_Pack(4, new_b, hash_b, framed_b, dups);
 done:
@@ -309,7 +344,7 @@ static PyObject *compact_extend(PyObject *self, PyObject *args) {
     memcpy(work, st.buf, (size_t)st.len);
     Py_ssize_t sp = depth, filled[64] = {0};
     const unsigned char *leaves = lv.buf;
-    Py_BEGIN_ALLOW_THREADS
+    BEGIN_RELEASE_IF(lv.len >= 32 * RELEASE_MIN)
     unsigned long long index = size;
     Py_ssize_t k;
     for (k = 0; k < count; k++, index++) {
@@ -328,7 +363,7 @@ static PyObject *compact_extend(PyObject *self, PyObject *args) {
         memcpy(work + 32 * sp, hash, 32);
         sp++;
     }
-    Py_END_ALLOW_THREADS
+    END_RELEASE_IF
     stack_b = PyBytes_FromStringAndSize((const char *)work, 32 * sp);
     rows = PyList_New(top);
     if (!stack_b || !rows) goto done;
@@ -533,39 +568,222 @@ static int put_pair(unsigned char *slots, uint64_t count, uint64_t fp, uint64_t 
     return -1;
 }
 
+/* The slots are random positions in a table far bigger than the caches: each probe's first
+ * slot is a cache (and TLB) miss. The loops below prefetch the first slot of the fingerprint
+ * AHEAD places on while probing this one, so the misses overlap instead of following one
+ * another; the order of the probes and writes, and so every answer and every byte of the
+ * table, is the same as one fingerprint at a time. */
+#define AHEAD 16
+
+static void prefetch_slot(const unsigned char *slots, uint64_t at) {
+    const unsigned char *s = slots + SLOT * at;
+    __builtin_prefetch(s, 1, 3);
+    __builtin_prefetch(s + SLOT - 1, 1, 3); /* a slot may straddle two cache lines */
+}
+
+static uint64_t get64(const unsigned char *p) {
+    uint64_t v = 0;
+    int i;
+    for (i = 7; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+/* Fingerprints, 8 bytes little-endian each (the form dedup_fingerprints answers). */
+static void fingerprints_into(const unsigned char *key, const unsigned char *d, Py_ssize_t n,
+                              uint64_t mask, unsigned char *out) {
+    Py_ssize_t k;
+    int i;
+    for (k = 0; k < n; k++) {
+        uint64_t fp = fingerprint(key, d + 32 * k, mask);
+        for (i = 0; i < 8; i++) out[8 * k + i] = (unsigned char)(fp >> (8 * i));
+    }
+}
+
+/* Put fingerprints fps[k] with values first + k + 1: slots written, or -1 when full. */
+static long long insert_fps(unsigned char *slots, uint64_t count, const unsigned char *fps,
+                            Py_ssize_t n, uint64_t first) {
+    long long written = 0;
+    Py_ssize_t k;
+    for (k = 0; k < n && k < AHEAD; k++) prefetch_slot(slots, get64(fps + 8 * k) & (count - 1));
+    for (k = 0; k < n; k++) {
+        if (k + AHEAD < n) prefetch_slot(slots, get64(fps + 8 * (k + AHEAD)) & (count - 1));
+        int r = put_pair(slots, count, get64(fps + 8 * k), first + (uint64_t)k + 1);
+        if (r < 0) return -1;
+        written += r;
+    }
+    return written;
+}
+
+/* Flat (position, index) candidates of fps into *found; 0, or -1 out of memory. */
+static int find_fps(const unsigned char *slots, uint64_t count, const unsigned char *fps,
+                    Py_ssize_t n, uint64_t **found, Py_ssize_t *nfound) {
+    Py_ssize_t cap = 0, k;
+    for (k = 0; k < n && k < AHEAD; k++) prefetch_slot(slots, get64(fps + 8 * k) & (count - 1));
+    for (k = 0; k < n; k++) {
+        if (k + AHEAD < n) prefetch_slot(slots, get64(fps + 8 * (k + AHEAD)) & (count - 1));
+        uint64_t fp = get64(fps + 8 * k), at = fp & (count - 1), step;
+        for (step = 0; step < count; step++) {
+            const unsigned char *s = slots + SLOT * at;
+            uint64_t v = get48(s + FP_BYTES);
+            if (!v) break;
+            if (get48(s) == fp) {
+                if (*nfound + 2 > cap) {
+                    Py_ssize_t more = cap ? 2 * cap : 64;
+                    uint64_t *grown = realloc(*found, sizeof(uint64_t) * (size_t)more);
+                    if (!grown) return -1;
+                    *found = grown;
+                    cap = more;
+                }
+                (*found)[(*nfound)++] = (uint64_t)k;
+                (*found)[(*nfound)++] = v - 1;
+            }
+            at = (at + 1) & (count - 1);
+        }
+    }
+    return 0;
+}
+
+static PyObject *found_list(const uint64_t *found, Py_ssize_t nfound) {
+    PyObject *result = PyList_New(nfound);
+    Py_ssize_t k;
+    for (k = 0; result && k < nfound; k++) {
+        PyObject *v = PyLong_FromUnsignedLongLong(found[k]);
+        if (!v) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyList_SET_ITEM(result, k, v);
+    }
+    return result;
+}
+
+static int check_fps(Py_ssize_t len) {
+    if (len % 8) {
+        PyErr_SetString(PyExc_ValueError, "dedup table: fingerprints not N x 8 bytes");
+        return 0;
+    }
+    return 1;
+}
+
+static int check_first(long long first, Py_ssize_t n) {
+    if (first < 0 || (uint64_t)first + (uint64_t)n >= MAX_VALUE) {
+        PyErr_SetString(PyExc_ValueError, "dedup table: index over 48 bits");
+        return 0;
+    }
+    return 1;
+}
+
+/* The fingerprints' values: none over 48 bits (what a table slot holds). */
+static int check_fp_values(const unsigned char *fps, Py_ssize_t n) {
+    Py_ssize_t k;
+    for (k = 0; k < n; k++)
+        if (get64(fps + 8 * k) >= MAX_VALUE) {
+            PyErr_SetString(PyExc_ValueError, "dedup table: a fingerprint over 48 bits");
+            return 0;
+        }
+    return 1;
+}
+
+static PyObject *dedup_fingerprints(PyObject *self, PyObject *args) {
+    Py_buffer kb, db;
+    unsigned long long mask;
+    if (!PyArg_ParseTuple(args, "y*Ky*", &kb, &mask, &db)) return NULL;
+    PyObject *result = NULL;
+    if (!check_args(kb.len, db.len, mask)) goto done;
+    Py_ssize_t n = db.len / 32;
+    result = PyBytes_FromStringAndSize(NULL, 8 * n);
+    if (!result) goto done;
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(result);
+    const unsigned char *key = kb.buf, *d = db.buf;
+    BEGIN_RELEASE_IF(n >= RELEASE_MIN)
+    fingerprints_into(key, d, n, mask, out);
+    END_RELEASE_IF
+done:
+    PyBuffer_Release(&kb);
+    PyBuffer_Release(&db);
+    return result;
+}
+
+static PyObject *dedup_insert_fps(PyObject *self, PyObject *args) {
+    Py_buffer tb, fb;
+    long long first;
+    if (!PyArg_ParseTuple(args, "w*y*L", &tb, &fb, &first)) return NULL;
+    PyObject *result = NULL;
+    uint64_t count = slot_count(tb.len);
+    if (!count || !check_fps(fb.len)) goto done;
+    Py_ssize_t n = fb.len / 8;
+    if (!check_first(first, n) || !check_fp_values(fb.buf, n)) goto done;
+    long long written;
+    unsigned char *slots = tb.buf;
+    const unsigned char *fps = fb.buf;
+    BEGIN_RELEASE_IF(fb.len >= 8 * RELEASE_MIN)
+    written = insert_fps(slots, count, fps, n, (uint64_t)first);
+    END_RELEASE_IF
+    if (written < 0)
+        PyErr_SetString(PyExc_ValueError, "dedup table: full");
+    else
+        result = PyLong_FromLongLong(written);
+done:
+    PyBuffer_Release(&tb);
+    PyBuffer_Release(&fb);
+    return result;
+}
+
+static PyObject *dedup_find_fps(PyObject *self, PyObject *args) {
+    Py_buffer tb, fb;
+    if (!PyArg_ParseTuple(args, "y*y*", &tb, &fb)) return NULL;
+    PyObject *result = NULL;
+    uint64_t *found = NULL;
+    Py_ssize_t nfound = 0;
+    uint64_t count = slot_count(tb.len);
+    if (!count || !check_fps(fb.len)) goto done;
+    Py_ssize_t n = fb.len / 8;
+    if (!check_fp_values(fb.buf, n)) goto done;
+    const unsigned char *slots = tb.buf, *fps = fb.buf;
+    int r;
+    BEGIN_RELEASE_IF(fb.len >= 8 * RELEASE_MIN)
+    r = find_fps(slots, count, fps, n, &found, &nfound);
+    END_RELEASE_IF
+    if (r < 0)
+        PyErr_NoMemory();
+    else
+        result = found_list(found, nfound);
+done:
+    free(found);
+    PyBuffer_Release(&tb);
+    PyBuffer_Release(&fb);
+    return result;
+}
+
 static PyObject *dedup_insert(PyObject *self, PyObject *args) {
     Py_buffer tb, kb, db;
     unsigned long long mask;
     long long first;
     if (!PyArg_ParseTuple(args, "w*y*Ky*L", &tb, &kb, &mask, &db, &first)) return NULL;
     PyObject *result = NULL;
+    unsigned char *fps = NULL;
     uint64_t count = slot_count(tb.len);
     if (!count || !check_args(kb.len, db.len, mask)) goto done;
-    Py_ssize_t n = db.len / 32, k;
-    if (first < 0 || (uint64_t)first + (uint64_t)n >= MAX_VALUE) {
-        PyErr_SetString(PyExc_ValueError, "dedup table: index over 48 bits");
+    Py_ssize_t n = db.len / 32;
+    if (!check_first(first, n)) goto done;
+    fps = calloc((size_t)n + 1, 8);
+    if (!fps) {
+        PyErr_NoMemory();
         goto done;
     }
-    long long written = 0;
-    int full = 0;
+    long long written;
     unsigned char *slots = tb.buf;
     const unsigned char *key = kb.buf, *d = db.buf;
-    Py_BEGIN_ALLOW_THREADS
-    for (k = 0; k < n; k++) {
-        int r = put_pair(slots, count, fingerprint(key, d + 32 * k, mask),
-                         (uint64_t)first + (uint64_t)k + 1);
-        if (r < 0) {
-            full = 1;
-            break;
-        }
-        written += r;
-    }
-    Py_END_ALLOW_THREADS
-    if (full)
+    BEGIN_RELEASE_IF(n >= RELEASE_MIN)
+    fingerprints_into(key, d, n, mask, fps);
+    written = insert_fps(slots, count, fps, n, (uint64_t)first);
+    END_RELEASE_IF
+    if (written < 0)
         PyErr_SetString(PyExc_ValueError, "dedup table: full");
     else
         result = PyLong_FromLongLong(written);
 done:
+    free(fps);
     PyBuffer_Release(&tb);
     PyBuffer_Release(&kb);
     PyBuffer_Release(&db);
@@ -578,51 +796,28 @@ static PyObject *dedup_find(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*y*Ky*", &tb, &kb, &mask, &db)) return NULL;
     PyObject *result = NULL;
     uint64_t *found = NULL;
-    Py_ssize_t nfound = 0, cap = 0, k;
+    unsigned char *fps = NULL;
+    Py_ssize_t nfound = 0;
     uint64_t count = slot_count(tb.len);
     if (!count || !check_args(kb.len, db.len, mask)) goto done;
     Py_ssize_t n = db.len / 32;
-    const unsigned char *slots = tb.buf, *key = kb.buf, *d = db.buf;
-    int nomem = 0;
-    Py_BEGIN_ALLOW_THREADS
-    for (k = 0; k < n && !nomem; k++) {
-        uint64_t fp = fingerprint(key, d + 32 * k, mask), at = fp & (count - 1), step;
-        for (step = 0; step < count; step++) {
-            const unsigned char *s = slots + SLOT * at;
-            uint64_t v = get48(s + FP_BYTES);
-            if (!v) break;
-            if (get48(s) == fp) {
-                if (nfound + 2 > cap) {
-                    Py_ssize_t more = cap ? 2 * cap : 64;
-                    uint64_t *grown = realloc(found, sizeof(uint64_t) * (size_t)more);
-                    if (!grown) {
-                        nomem = 1;
-                        break;
-                    }
-                    found = grown;
-                    cap = more;
-                }
-                found[nfound++] = (uint64_t)k;
-                found[nfound++] = v - 1;
-            }
-            at = (at + 1) & (count - 1);
-        }
-    }
-    Py_END_ALLOW_THREADS
-    if (nomem) {
+    fps = calloc((size_t)n + 1, 8);
+    if (!fps) {
         PyErr_NoMemory();
         goto done;
     }
-    result = PyList_New(nfound);
-    for (k = 0; result && k < nfound; k++) {
-        PyObject *v = PyLong_FromUnsignedLongLong(found[k]);
-        if (!v) {
-            Py_CLEAR(result);
-            break;
-        }
-        PyList_SET_ITEM(result, k, v);
-    }
+    const unsigned char *slots = tb.buf, *key = kb.buf, *d = db.buf;
+    int r;
+    BEGIN_RELEASE_IF(n >= RELEASE_MIN)
+    fingerprints_into(key, d, n, mask, fps);
+    r = find_fps(slots, count, fps, n, &found, &nfound);
+    END_RELEASE_IF
+    if (r < 0)
+        PyErr_NoMemory();
+    else
+        result = found_list(found, nfound);
 done:
+    free(fps);
     free(found);
     PyBuffer_Release(&tb);
     PyBuffer_Release(&kb);
@@ -727,6 +922,9 @@ static PyMethodDef methods[] = {
     {"bundle_digests", bundle_digests, METH_O, "See ledger/core/hot.py."},
     {"dedup_insert", dedup_insert, METH_VARARGS, "See ledger/core/hot.py."},
     {"dedup_find", dedup_find, METH_VARARGS, "See ledger/core/hot.py."},
+    {"dedup_fingerprints", dedup_fingerprints, METH_VARARGS, "See ledger/core/hot.py."},
+    {"dedup_insert_fps", dedup_insert_fps, METH_VARARGS, "See ledger/core/hot.py."},
+    {"dedup_find_fps", dedup_find_fps, METH_VARARGS, "See ledger/core/hot.py."},
     {"dedup_rehash", dedup_rehash, METH_VARARGS, "See ledger/core/hot.py."},
     {"dedup_count", dedup_count, METH_O, "See ledger/core/hot.py."},
     {NULL, NULL, 0, NULL},

@@ -31,7 +31,10 @@ __all__ = [
     "compact_root",
     "dedup_count",
     "dedup_find",
+    "dedup_find_fps",
+    "dedup_fingerprints",
     "dedup_insert",
+    "dedup_insert_fps",
     "dedup_rehash",
     "hashes_b64",
     "index_values",
@@ -72,6 +75,9 @@ bundle_digests = hot.bundle_digests
 dedup_insert = hot.dedup_insert
 dedup_find = hot.dedup_find
 dedup_rehash = hot.dedup_rehash
+dedup_fingerprints = hot.dedup_fingerprints
+dedup_insert_fps = hot.dedup_insert_fps
+dedup_find_fps = hot.dedup_find_fps
 dedup_count = hot.dedup_count
 if _core is not hot:
     sequence_plain = _core.sequence_plain
@@ -85,6 +91,9 @@ if _core is not hot:
     dedup_insert = _core.dedup_insert
     dedup_find = _core.dedup_find
     dedup_rehash = _core.dedup_rehash
+    dedup_fingerprints = _core.dedup_fingerprints
+    dedup_insert_fps = _core.dedup_insert_fps
+    dedup_find_fps = _core.dedup_find_fps
     dedup_count = _core.dedup_count
 
 

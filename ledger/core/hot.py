@@ -31,6 +31,9 @@ refused (``LEDGER_PURE=1``), else this one. The two give byte-identical answers
   a (fingerprint, index) pair already in its chain writes nothing, so replaying entries after a
   crash is harmless; ``dedup_find`` answers every index whose fingerprint matches (the caller
   confirms each against the stored entry).
+* ``dedup_fingerprints`` / ``dedup_insert_fps`` / ``dedup_find_fps``: the same in two steps,
+  the fingerprints (8 bytes each, little-endian) taken once for a look-up and the insert that
+  follows it (``ledger.store.dedup``).
 * ``bundle_digests``: the record digest (bytes 9..41 of each v1 leaf) of every entry of a
   bundle, packed (rebuilding the dedup table from the bundles).
 """
@@ -48,7 +51,10 @@ __all__ = [
     "compact_root",
     "dedup_count",
     "dedup_find",
+    "dedup_find_fps",
+    "dedup_fingerprints",
     "dedup_insert",
+    "dedup_insert_fps",
     "dedup_rehash",
     "index_values",
     "present",
@@ -222,25 +228,72 @@ def _put(slots: memoryview, count: int, fingerprint: int, value: int) -> int:
     raise ValueError("dedup table: full")
 
 
+def dedup_fingerprints(key: bytes, mask: int, digests: bytes) -> bytes:
+    """The fingerprint of every digest, 8 bytes little-endian each."""
+    return b"".join(fp.to_bytes(8, "little") for fp in _fingerprints(key, mask, digests))
+
+
+def _fps(fingerprints: bytes) -> list[int]:
+    if len(fingerprints) % 8:
+        raise ValueError("dedup table: fingerprints not N x 8 bytes")
+    from_bytes, raw = int.from_bytes, fingerprints
+    return [from_bytes(raw[at : at + 8], "little") for at in range(0, len(raw), 8)]
+
+
+def _check_fp_values(fps: list[int]) -> None:
+    if any(fp >= _MAX_VALUE for fp in fps):
+        raise ValueError("dedup table: a fingerprint over 48 bits")
+
+
 def dedup_insert(slots: Buffer, key: bytes, mask: int, digests: bytes, first: int) -> int:
     """Put (fingerprint of digest k, ``first + k + 1``) for every digest into the table; return
     how many slots were written (a pair already in its chain is not written again)."""
     view = memoryview(slots)
-    count = _slot_count(view)
+    _slot_count(view)
     fingerprints = _fingerprints(key, mask, digests)
     if first < 0 or first + len(fingerprints) >= _MAX_VALUE:
         raise ValueError("dedup table: index over 48 bits")
-    return sum(_put(view, count, fp, first + k + 1) for k, fp in enumerate(fingerprints))
+    return _insert(view, fingerprints, first)
+
+
+def dedup_insert_fps(slots: Buffer, fingerprints: bytes, first: int) -> int:
+    """``dedup_insert`` of the digests whose ``dedup_fingerprints`` these are."""
+    view = memoryview(slots)
+    _slot_count(view)
+    fps = _fps(fingerprints)
+    if first < 0 or first + len(fps) >= _MAX_VALUE:
+        raise ValueError("dedup table: index over 48 bits")
+    _check_fp_values(fps)
+    return _insert(view, fps, first)
+
+
+def _insert(view: memoryview, fps: list[int], first: int) -> int:
+    count = _slot_count(view)
+    return sum(_put(view, count, fp, first + k + 1) for k, fp in enumerate(fps))
 
 
 def dedup_find(slots: Buffer, key: bytes, mask: int, digests: bytes) -> list[int]:
     """Flat [position, index, ...]: for each digest (position in ``digests``), the index of
     every slot of its chain with its fingerprint, in probe order."""
     view = memoryview(slots)
+    _slot_count(view)
+    return _find(view, _fingerprints(key, mask, digests))
+
+
+def dedup_find_fps(slots: Buffer, fingerprints: bytes) -> list[int]:
+    """``dedup_find`` of the digests whose ``dedup_fingerprints`` these are."""
+    view = memoryview(slots)
+    _slot_count(view)
+    fps = _fps(fingerprints)
+    _check_fp_values(fps)
+    return _find(view, fps)
+
+
+def _find(view: memoryview, fps: list[int]) -> list[int]:
     count = _slot_count(view)
     out: list[int] = []
     from_bytes = int.from_bytes
-    for position, fingerprint in enumerate(_fingerprints(key, mask, digests)):
+    for position, fingerprint in enumerate(fps):
         at = fingerprint & (count - 1)
         for _ in range(count):
             start = at * SLOT

@@ -104,6 +104,8 @@ class DedupTable:
         self.count = header.count  # occupied slots (``open`` counts them: a crash leaves more)
         self.inode = os.fstat(fd).st_ino
         self.mask = FP_MASK
+        # (digests, key, mask, their fingerprints) of the last look-up, for the insert after it
+        self._last: tuple[bytes, bytes, int, bytes] | None = None
 
     @property
     def capacity(self) -> int:
@@ -188,15 +190,30 @@ class DedupTable:
 
     def insert(self, first: int, digests: bytes) -> None:
         """Put the digests of entries ``first ..`` (room made by ``reserve``)."""
+        fingerprints = self._take_fingerprints(digests)
         try:
-            written = accel.dedup_insert(self._slots, self.header.key, self.mask, digests, first)
+            written = accel.dedup_insert_fps(self._slots, fingerprints, first)
         except ValueError as exc:  # a full table: the store grows it first, so never here
             raise StorageError(f"dedup table {self.path}: {exc}") from exc
         self.count += written
 
     def find(self, digests: bytes) -> list[int]:
-        """Flat [position, index, ...] candidates (``ledger.core.hot.dedup_find``)."""
-        return accel.dedup_find(self._slots, self.header.key, self.mask, digests)
+        """Flat [position, index, ...] candidates (``ledger.core.hot.dedup_find``). The
+        fingerprints are kept for an ``insert`` of the same digests (a group commit looks its
+        digests up, then inserts the new ones: all of them, in the common case)."""
+        key, mask = self.header.key, self.mask
+        fingerprints = accel.dedup_fingerprints(key, mask, digests)
+        self._last = (digests, key, mask, fingerprints)
+        return accel.dedup_find_fps(self._slots, fingerprints)
+
+    def _take_fingerprints(self, digests: bytes) -> bytes:
+        """The fingerprints of ``digests``: those of the last look-up when it asked for the
+        same bytes with the same key and mask, else taken now."""
+        last, self._last = self._last, None
+        key, mask = self.header.key, self.mask
+        if last is not None and last[1:3] == (key, mask) and last[0] == digests:
+            return last[3]
+        return accel.dedup_fingerprints(key, mask, digests)
 
     def needs_growth(self, more: int) -> bool:
         """Whether ``more`` entries would fill it past half."""
@@ -208,6 +225,7 @@ class DedupTable:
         header = replace(self.header, seq=0, bits=bits_for(self.count + more), count=0)
         table = DedupTable._create(self.path.with_name(self.path.name + ".new"), header)
         table.mask = self.mask
+        table._last = self._last  # the same key and mask (checked at the insert)
         try:
             table.count = accel.dedup_rehash(self._slots, table._slots)
         except BaseException:

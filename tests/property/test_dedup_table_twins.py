@@ -130,3 +130,70 @@ def test_bad_tables_and_arguments_are_refused(module: str) -> None:
     with pytest.raises(ValueError, match="full"):
         m.dedup_insert(full, bytes(16), FULL, digest(9), 4)
     assert len(m.dedup_find(full, bytes(16), FULL, digest(9))) == 0  # a full table still ends
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    batches=st.lists(st.lists(st.integers(0, 400), min_size=1, max_size=70), max_size=5),
+    asked=st.lists(st.integers(0, 500), max_size=70),
+    key=st.binary(min_size=16, max_size=16),
+    mask=st.sampled_from([0, 0xFF, FULL]),
+    bits=st.integers(5, 9),
+)
+def test_batches_longer_than_the_prefetch_window_are_identical(
+    batches: list[list[int]], asked: list[int], key: bytes, mask: int, bits: int
+) -> None:
+    """The compiled loops take fingerprints (and prefetch slots) 16 digests ahead: batches
+    that cross those windows, and a table that fills up in the middle of one, give the same
+    bytes, counts, answers and errors as the twin's one digest at a time."""
+    native = compiled()
+    tables = {m: bytearray(12 << bits) for m in (hot, native)}
+    # the two-step form (fingerprints once, then insert / find with them) on its own tables
+    stepped = {m: bytearray(12 << bits) for m in (hot, native)}
+    first = 0
+    for batch in batches:
+        digests = b"".join(digest(n) for n in dict.fromkeys(batch))
+        fps = {m: m.dedup_fingerprints(key, mask, digests) for m in (hot, native)}
+        assert fps[hot] == fps[native]
+        assert len(fps[hot]) == 8 * (len(digests) // 32)
+        outcomes: dict[tuple[ModuleType, str], int | str] = {}
+        for m in (hot, native):
+            for form in ("digests", "fps"):
+                try:
+                    if form == "digests":
+                        outcomes[m, form] = m.dedup_insert(tables[m], key, mask, digests, first)
+                    else:
+                        outcomes[m, form] = m.dedup_insert_fps(stepped[m], fps[m], first)
+                except ValueError as exc:
+                    outcomes[m, form] = str(exc)
+        assert len(set(outcomes.values())) == 1
+        assert tables[hot] == tables[native] == stepped[hot] == stepped[native]
+        first += len(digests) // 32
+    query = b"".join(digest(n) for n in asked)
+    answers = [m.dedup_find(tables[m], key, mask, query) for m in (hot, native)]
+    fps_of_query = hot.dedup_fingerprints(key, mask, query)
+    answers += [m.dedup_find_fps(stepped[m], fps_of_query) for m in (hot, native)]
+    assert all(a == answers[0] for a in answers)
+
+
+@pytest.mark.parametrize("module", ["pure", "compiled"])
+def test_bad_fingerprint_arguments_are_refused(module: str) -> None:
+    m = hot if module == "pure" else compiled()
+    table = bytearray(12 * 8)
+    with pytest.raises(ValueError, match="N x 8"):
+        m.dedup_insert_fps(table, bytes(7), 0)
+    with pytest.raises(ValueError, match="N x 8"):
+        m.dedup_find_fps(table, bytes(9))
+    with pytest.raises(ValueError, match="power-of-two"):
+        m.dedup_find_fps(bytes(12 * 3), bytes(8))
+    over = (1 << 48).to_bytes(8, "little")
+    with pytest.raises(ValueError, match="fingerprint over 48 bits"):
+        m.dedup_insert_fps(table, over, 0)
+    with pytest.raises(ValueError, match="fingerprint over 48 bits"):
+        m.dedup_find_fps(table, over)
+    with pytest.raises(ValueError, match="index over 48 bits"):
+        m.dedup_insert_fps(table, bytes(8), (1 << 48) - 1)
+    with pytest.raises(ValueError, match="key not 16 bytes"):
+        m.dedup_fingerprints(bytes(15), FULL, digest(1))
+    assert table == bytearray(12 * 8)  # nothing written by a refused call
+    assert m.dedup_fingerprints(bytes(16), FULL, b"") == b""

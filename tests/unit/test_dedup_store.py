@@ -271,3 +271,39 @@ def test_slots_written_after_the_header_count_when_the_table_grows(tmp_path: Pat
         (path / dedup.FILE).write_bytes(on_disk)  # ... as a crash before close leaves it
     answers, note = reopened_answers(path, 6_010)
     assert answers == [*range(6_010), *[None] * 5] and note == ""
+
+
+def test_the_insert_after_a_look_up_reuses_its_fingerprints_only_when_they_fit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group commit looks its digests up, then inserts the new ones: the fingerprints of the
+    look-up serve the insert of the same bytes (same key and mask), and only then."""
+    from ledger.core import accel
+
+    table = dedup.DedupTable.build(tmp_path / dedup.FILE, 0, [])
+    taken: list[int] = []
+    real = accel.dedup_fingerprints
+
+    def counting(key: bytes, mask: int, digests: bytes) -> bytes:
+        taken.append(len(digests) // 32)
+        return real(key, mask, digests)
+
+    monkeypatch.setattr(accel, "dedup_fingerprints", counting)
+    first = b"".join(digest(n) for n in range(40))
+    assert table.find(first) == []
+    table.insert(0, bytes(first))  # equal bytes, another object: reused
+    assert taken == [40]
+    second = b"".join(digest(n) for n in range(40, 50))
+    table.find(second)
+    table.insert(40, second[:-32])  # not the same digests (a duplicate left out): taken anew
+    assert taken == [40, 10, 9]
+    table.find(second[-32:])
+    table.mask = 0xFF  # another mask: the look-up's fingerprints do not fit
+    table.insert(49, second[-32:])
+    assert taken == [40, 10, 9, 1, 1]
+    table.mask = dedup.FP_MASK
+    table.insert(49, second[-32:])  # no look-up before it: taken
+    assert taken == [40, 10, 9, 1, 1, 1]
+    found = table.find(first + second[:-32])
+    assert found == [x for k in range(49) for x in (k, k)]
+    table.discard()
