@@ -3,12 +3,17 @@ process groups it started are killed (``tests/processes.py``), whether it passed
 ``LEDGER_EXPECT_CORE`` set (``make test``), the run stops at once unless that core is selected
 (``ledger.core.accel``: the core and the JSON reader), so a missing compiled build fails instead
 of testing the twin twice; the longest files are collected first (``tests/schedule.py``: ``make
-pytest``'s workers take them first)."""
+pytest``'s workers take them first); with ``LEDGER_TEST_CPU`` naming a file, each test's wall
+and CPU seconds (its worker's, and its finished child processes': servers, CLIs) are appended
+to it as JSON lines, the figures ``tests/schedule.py`` orders by."""
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterator
+import resource
+import time
+from collections.abc import Generator, Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -36,6 +41,29 @@ def _kill_process_groups_left_running() -> Iterator[None]:
     """Set up before, torn down after every other fixture of the test: nothing outlives it."""
     yield
     processes.reap()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
+    """``LEDGER_TEST_CPU``: one JSON line per test (set-up, call and tear-down together)."""
+    path = os.environ.get("LEDGER_TEST_CPU")
+    if not path:
+        yield
+        return
+    start = time.monotonic(), _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
+    yield
+    wall = time.monotonic() - start[0]
+    own = _cpu(resource.RUSAGE_SELF) - start[1]
+    children = _cpu(resource.RUSAGE_CHILDREN) - start[2]
+    line = {"test": item.nodeid, "pid": os.getpid(), "wall": wall, "cpu": own,
+            "children_cpu": children}  # fmt: skip
+    with open(path, "a") as out:  # one short write per line: workers append side by side
+        out.write(json.dumps(line) + "\n")
+
+
+def _cpu(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -37,13 +37,17 @@ from typing import Any
 from ledger.core.checkpoint import Ed25519Signer
 from ledger.core.jcs import canonical_bytes
 from ledger.core.types import Anchor
-from ledger.log.anchoring import token_certificates
 from ledger.log.facade import Log
 from ledger.log.sequencer import AppendItem
 from ledger.records.decision import DecisionRecord, ToolCall, new_record_id, record_digest
 from ledger.records.runs import run_closed_record, run_steps
 from ledger.store.contract import MemoryStore
-from ledger.timestamp.rfc3161 import build_request, imprint_for_checkpoint_body, token_from_response
+from ledger.timestamp.rfc3161 import (
+    build_request,
+    imprint_for_checkpoint_body,
+    token_certificates,
+    token_from_response,
+)
 from ledger.tsa.authority import TsaAuthority
 from ledger_client.receipts.receipt import Receipt, ReceiptAnchor
 from ledger_client.receipts.run_verify import RunItem, verify_run

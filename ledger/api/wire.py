@@ -35,7 +35,6 @@ from ledger.core.types import (
     ReceiptBundle,
     StreamAck,
 )
-from ledger.timestamp.rfc3161 import token_certificates, token_imprint
 from ledger.v1 import ledger_pb2 as pb
 
 __all__ = [
@@ -403,6 +402,9 @@ def consistency_from_pb(m: pb.ConsistencyProof) -> ConsistencyProof:
 
 def anchor_to_pb(anchor: Anchor) -> pb.Anchor:
     """A stored anchor for the wire (imprint and certificates are read from the token)."""
+    # RFC 3161 (asn1crypto, X.509) loads at the first anchor sent, not with every server
+    from ledger.timestamp.rfc3161 import token_certificates, token_imprint
+
     return pb.Anchor(
         size=anchor.size,
         tsa=anchor.tsa,

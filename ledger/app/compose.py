@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from aiohttp import web
@@ -36,7 +36,6 @@ from ledger.app.preflight import (
     check_mark_location,
     check_plaintext,
 )
-from ledger.app.primary_mode import PrimaryMode
 from ledger.app.settings import Settings, is_loopback, parse_listen
 from ledger.app.trust import backup_trust
 from ledger.app.tsa_setup import TsaSetup, setup_tsas
@@ -62,11 +61,14 @@ from ledger.log.metrics import (
 from ledger.log.service import LogService
 from ledger.log.witnessing import Cosigning, WitnessEndpoint
 from ledger.net.listener import ListenerLimits
-from ledger.objstore.mirror import BucketMirror, MirrorState
 from ledger.ops.backup import TRUST_DIR, backup_store, read_witnesses
 from ledger.ops.binding import AccessWatch, bind_signer, open_bound_signer
 from ledger.store.rocks import RocksStore
 from ledger.store.tile_reader import TileReader
+
+if TYPE_CHECKING:  # the object store (botocore) loads only where it is configured
+    from ledger.app.primary_mode import PrimaryMode
+    from ledger.objstore.mirror import BucketMirror, MirrorState
 
 __all__ = ["App", "serve", "start_app"]
 
@@ -311,6 +313,8 @@ def _start_bucket(settings: Settings) -> BucketMirror | None:
     bucket's checkpoint, which the start weighs as evidence."""
     if not settings.object_store_url or settings.object_store_mode == "primary":
         return None
+    from ledger.objstore.mirror import BucketMirror
+
     return BucketMirror(
         db_dir=settings.db_dir,
         secondary_dir=settings.data_dir / "bucket-secondary",
@@ -465,6 +469,8 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
     primary: PrimaryMode | None = None
     try:
         if settings.object_store_url and settings.object_store_mode == "primary":
+            from ledger.app.primary_mode import PrimaryMode
+
             primary = PrimaryMode.open(settings, store, signer.verifier())
         log = Log(
             store=store,

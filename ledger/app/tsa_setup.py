@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cryptography import x509
 
@@ -18,7 +19,9 @@ from ledger.app.settings import Settings, TsaSettings
 from ledger.core.errors import FormatError
 from ledger.core.redact import redact_url
 from ledger.log.anchoring import TsaTarget
-from ledger.tsa.client import TsaClient, TsaServer, open_authority
+
+if TYPE_CHECKING:
+    from ledger.tsa.client import TsaServer
 
 __all__ = ["EMBEDDED_TSA_NAME", "TsaSetup", "load_pems", "setup_tsas"]
 
@@ -55,6 +58,8 @@ def load_pems(paths: tuple[Path, ...], what: str) -> list[x509.Certificate]:
 
 
 def _client(tsa: TsaSettings) -> TsaTarget:
+    from ledger.tsa.client import TsaClient  # RFC 3161 loads only where a TSA is configured
+
     client = TsaClient(
         tsa.url,
         timeout=tsa.timeout_s,
@@ -68,6 +73,8 @@ def setup_tsas(settings: Settings) -> TsaSetup:
     """Targets for every configured TSA, plus the embedded development TSA when enabled."""
     setup = TsaSetup(targets=[_client(t) for t in settings.tsas])
     if settings.embedded_tsa:
+        from ledger.tsa.client import TsaClient, TsaServer, open_authority
+
         state = settings.data_dir / "tsa"
         authority = open_authority(state)
         server = TsaServer(authority, host="127.0.0.1", port=0).start()

@@ -21,19 +21,16 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ledger.core.backoff import Backoff, retry
 from ledger.core.checkpoint import Checkpoint, SignedNote
 from ledger.core.errors import LedgerError
 from ledger.core.redact import redact_text
 from ledger.core.types import Anchor, AnchorOutcome, PublishedCheckpoint
-from ledger.timestamp.rfc3161 import (
-    VerifiedTimestamp,
-    imprint_for_checkpoint_body,
-    token_certificates,
-    token_imprint,
-)
+
+if TYPE_CHECKING:  # RFC 3161 (asn1crypto) loads only where a TSA is used
+    from ledger.timestamp.rfc3161 import VerifiedTimestamp
 
 __all__ = [
     "AnchorSchedule",
@@ -41,8 +38,6 @@ __all__ = [
     "TimestampSource",
     "TsaTarget",
     "checkpoint_body",
-    "token_certificates",
-    "token_imprint",
 ]
 
 _log = logging.getLogger("ledger.anchor")
@@ -106,6 +101,8 @@ class Anchorer:
         checkpoint = self._log.latest_checkpoint()
         if checkpoint is None or checkpoint.size == 0:
             return AnchorOutcome(size=0, failures=["no non-empty checkpoint to anchor yet"])
+        from ledger.timestamp.rfc3161 import imprint_for_checkpoint_body  # loaded when it runs
+
         digest = imprint_for_checkpoint_body(checkpoint_body(checkpoint.note))
         done = {a.tsa for a in self._log.anchors(checkpoint.size)}
         outcome = AnchorOutcome(size=checkpoint.size)

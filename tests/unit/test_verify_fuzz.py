@@ -28,8 +28,12 @@ from cryptography import x509
 
 from ledger.core.checkpoint import Checkpoint, CosignatureSigner, Ed25519Signer
 from ledger.core.note import SignedNote, add_signatures
-from ledger.log.anchoring import token_certificates
-from ledger.timestamp.rfc3161 import build_request, imprint_for_checkpoint_body, token_from_response
+from ledger.timestamp.rfc3161 import (
+    build_request,
+    imprint_for_checkpoint_body,
+    token_certificates,
+    token_from_response,
+)
 from ledger.tsa.authority import TsaAuthority
 from ledger_client.cli.main import main
 from ledger_client.receipts.receipt import Receipt, ReceiptAnchor
