@@ -269,3 +269,18 @@ def test_shared_json_is_encoded_once_and_spliced_exactly(
         finish("x", True, lambda: Outcome("x", placed, [], shared.texts))
     expected = json.dumps({"valid": True, "check": "x", **answer}, sort_keys=True)
     assert capsys.readouterr().out == expected + "\n"
+
+
+def test_a_verdicts_stored_text_is_its_json_whichever_checks_it_shares() -> None:
+    """``_verdict_text`` finds a verdict's text by its checks' identities first: the text is
+    ``json.dumps(verdict.to_json_obj())`` for verdicts of shared checks, of new checks, and of
+    new checks made where freed ones were (their ids taken again)."""
+    from ledger_client.audit.index import _verdict_text
+    from ledger_client.audit.verdicts import Check, Verdict
+
+    shared = Check(name="receipt", status="ok", message="valid")
+    for n in range(300):
+        fresh = Check(name="lineage", status="warning", message=f"inputs not linked {n % 7}")
+        for verdict in (Verdict(checks=(shared, fresh)), Verdict(checks=(shared,))):
+            assert _verdict_text(verdict) == json.dumps(verdict.to_json_obj())
+        del fresh, verdict  # its check's id may be taken by the next one's

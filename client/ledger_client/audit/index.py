@@ -314,15 +314,28 @@ def _record_rows(
 
 
 _TEXTS: dict[Verdict, str] = {}  # a worker's verdicts as stored (records share a handful)
+# The same texts by the identities of the verdict's checks (records share most of their
+# ``Check`` values: a verdict made of the very same checks has the same text), each with the
+# checks, kept alive so that no other object takes their ids while they are keys. Found first:
+# a verdict's hash hashes every check (each a dataclass ``__hash__`` in Python).
+_BY_CHECKS: dict[tuple[int, ...], tuple[tuple[Check, ...], str]] = {}
 
 
 def _verdict_text(verdict: Verdict) -> str:
     """The verdict's JSON text, written once per distinct verdict (a frozen value)."""
+    checks = verdict.checks
+    ids = tuple(map(id, checks))
+    kept = _BY_CHECKS.get(ids)
+    if kept is not None:
+        return kept[1]
     text = _TEXTS.get(verdict)
     if text is None:
         if len(_TEXTS) >= 4096:
             _TEXTS.clear()
         text = _TEXTS[verdict] = json.dumps(verdict.to_json_obj())
+    if len(_BY_CHECKS) >= 4096:
+        _BY_CHECKS.clear()
+    _BY_CHECKS[ids] = (checks, text)
     return text
 
 
