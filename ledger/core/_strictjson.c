@@ -60,6 +60,14 @@ static PyObject *short_ascii(const unsigned char *s, Py_ssize_t n) {
     return made;
 }
 
+/* A text often holds one large object twice (a run item's record beside its receipt and inside
+ * it): an object whose text is byte for byte that of a large object read before is that value
+ * (a JSON value's extent follows from its text, and its reading has no other input), so the
+ * dict read then is given again instead of a copy. Parsed values are never mutated; the plain
+ * path gives equal values. */
+#define SHARE_SLOTS 8
+#define SHARE_MIN 256
+
 /* --- the reader ------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -69,6 +77,10 @@ typedef struct {
     int error; /* 1: a Python exception is set (memory); else None means "plain path decides" */
     char *buf; /* scratch for strings with escapes or non-ASCII */
     Py_ssize_t cap;
+    int seen; /* objects of at least SHARE_MIN bytes read so far (up to SHARE_SLOTS) */
+    const unsigned char *seen_at[SHARE_SLOTS];
+    Py_ssize_t seen_len[SHARE_SLOTS];
+    PyObject *seen_obj[SHARE_SLOTS]; /* strong references, released by py_read */
 } Reader;
 
 #define WS(c) ((c) == ' ' || (c) == '\t' || (c) == '\n' || (c) == '\r')
@@ -410,7 +422,27 @@ static PyObject *read_value(Reader *r) {
     if (r->p >= r->end) return NULL;
     unsigned char c = *r->p;
     switch (c) {
-    case '{': r->p++; return read_object(r);
+    case '{': {
+        const unsigned char *start = r->p;
+        int i;
+        for (i = 0; i < r->seen; i++) {
+            Py_ssize_t n = r->seen_len[i];
+            if (r->end - start >= n && memcmp(start, r->seen_at[i], n) == 0) {
+                r->p = start + n;
+                Py_INCREF(r->seen_obj[i]);
+                return r->seen_obj[i];
+            }
+        }
+        r->p++;
+        PyObject *obj = read_object(r);
+        if (obj != NULL && r->p - start >= SHARE_MIN && r->seen < SHARE_SLOTS) {
+            r->seen_at[r->seen] = start;
+            r->seen_len[r->seen] = r->p - start;
+            Py_INCREF(obj);
+            r->seen_obj[r->seen++] = obj;
+        }
+        return obj;
+    }
     case '[': r->p++; return read_array(r);
     case '"': r->p++; return read_string(r);
     case 't':
@@ -492,10 +524,11 @@ static PyObject *py_read(PyObject *self, PyObject *args) {
     }
     int astral;
     if (must_walk((const unsigned char *)s, n, &astral)) Py_RETURN_NONE;
-    Reader r = {(const unsigned char *)s, (const unsigned char *)s + n, safe_numbers, 0, 0, NULL, 0};
+    Reader r = {(const unsigned char *)s, (const unsigned char *)s + n, safe_numbers, 0, 0, NULL, 0, 0};
     skip_ws(&r);
     PyObject *value = read_value(&r);
     PyMem_Free(r.buf);
+    for (int i = 0; i < r.seen; i++) Py_DECREF(r.seen_obj[i]);
     if (value == NULL) {
         if (r.error) return NULL;
         Py_RETURN_NONE;

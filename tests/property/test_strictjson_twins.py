@@ -349,3 +349,50 @@ def test_each_stop_byte_at_each_offset_reads_as_the_plain_path() -> None:
     deep = "[" * 64 + "]" * 64  # at the nesting limit, then one over: left to the plain path
     assert module.read(deep, True) is not None
     assert module.read("[" + deep + "]", True) is None
+
+
+@settings(max_examples=1_500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_VALUES, st.integers(0, 3), st.integers(0, 10**6), st.sampled_from([*'"\\{}[],:0-.eE \x01']))
+def test_a_large_object_read_again_is_given_again_only_when_its_text_is_the_same(
+    value: object, edit: int, at: int, char: str
+) -> None:
+    """The reader gives a large object (256 bytes or more) read before again when the same
+    text comes again (a run item's record beside its receipt and inside it): the answer is the
+    plain path's on exact copies, on copies changed by one character, cut, or spaced, and on
+    copies deeper than the first."""
+    module = compiled()
+    first = json.dumps({"pad": "p" * 260, "v": value}, ensure_ascii=False, allow_nan=True)
+    again = first
+    if edit == 1:  # one character changed
+        i = at % len(first)
+        again = first[:i] + char + first[i + 1 :]
+    elif edit == 2:  # cut: the copy's text continues otherwise
+        again = first[: at % len(first)] + ', "x": 1}'
+    elif edit == 3:
+        again = first.replace(",", " ,", 1)
+    for text in (
+        f'{{"a":{first},"b":{again}}}',
+        f'{{"a":{first},"b":[{again},{first}],"c":{{"d":{again}}}}}',
+        f"[{first},{first},{again}]",
+    ):
+        for data in (text, text.encode("utf-8", "surrogatepass")):
+            plain = answer(jcs.plain_loads_exact, data, False)
+            assert answer(jcs.loads_exact, data, False) == plain
+            got = module.read(data, False)
+            if got is not None:
+                assert ("read", typed(got[0]), got[1]) == plain
+
+
+def test_a_run_items_record_is_read_once() -> None:
+    """The record beside a receipt and inside it: one dict (and ``run_load``'s comparison of
+    the two then answers at once), equal to the plain path's two."""
+    module = compiled()
+    record = {"kind": "tool_call", "step": 3, "padding": "r" * 300, "tags": ["a", "b"]}
+    item = json.dumps({"receipt": {"index": 4, "record": record}, "record": record})
+    got = module.read(item.encode(), True)
+    assert got is not None
+    assert got[0]["record"] is got[0]["receipt"]["record"]
+    assert typed(got[0]) == typed(jcs.plain_loads_exact(item, safe_numbers=True)[0])
+    small = json.dumps({"a": {"k": 1}, "b": {"k": 1}})  # below 256 bytes: read each time
+    value = module.read(small, True)[0]
+    assert value["a"] == value["b"] and value["a"] is not value["b"]

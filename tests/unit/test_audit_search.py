@@ -4,6 +4,7 @@ finds nothing. Copies of a run are one run; ``--count-by`` counts; the index is 
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -227,22 +228,27 @@ def test_a_bulk_build_commits_with_a_rollback_journal_then_goes_back_to_wal(
     for path in runs:
         shutil.copy(indexed["decide"], path)
     spec = CacheSpec((world.world.key.key_string(),), (), None, ())
-    seen: list[tuple[str, int]] = []
+    seen: list[tuple[str, int, int]] = []
+    collector = gc.get_threshold()
     with AuditIndex(tmp_path / "bulk.sqlite") as ix:
 
         def progress(done: int) -> None:
             mode = ix.db.execute("PRAGMA journal_mode").fetchone()[0]
-            seen.append((mode, ix.db.execute("PRAGMA synchronous").fetchone()[0]))
+            mapped = ix.db.execute("PRAGMA mmap_size").fetchone()[0]
+            seen.append((mode, ix.db.execute("PRAGMA synchronous").fetchone()[0], mapped > 0))
+            assert gc.get_threshold()[0] > collector[0] and gc.get_freeze_count() > 0
 
         stats, _ = ix.index(runs, spec, fingerprint="f", progress=progress)
         assert stats.indexed == 70
-        assert set(seen) == {("delete", 2)}  # FULL
+        assert set(seen) == {("delete", 2, True)}  # FULL, read through a memory map
         assert ix.db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         assert ix.db.execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL
+        assert ix.db.execute("PRAGMA mmap_size").fetchone() == (0,)
+        assert gc.get_threshold() == collector and gc.get_freeze_count() == 0  # as it was
         changed = runs[0].stat().st_mtime_ns + 1_000_000
         os.utime(runs[0], ns=(changed, changed))  # indexed again, into a non-empty index: WAL
         assert ix.index(runs, spec, fingerprint="f", progress=progress)[0].indexed == 1
-        assert seen[-1] == ("wal", 1)
+        assert seen[-1] == ("wal", 1, False)
     answer = _query({"db": tmp_path / "bulk.sqlite"}, "--run", DECIDE)["records"]
     assert len(answer) == 5 and all(r["copies"] == 70 for r in answer)
 
@@ -263,3 +269,18 @@ def test_shared_json_is_encoded_once_and_spliced_exactly(
         finish("x", True, lambda: Outcome("x", placed, [], shared.texts))
     expected = json.dumps({"valid": True, "check": "x", **answer}, sort_keys=True)
     assert capsys.readouterr().out == expected + "\n"
+
+
+def test_a_verdicts_stored_text_is_its_json_whichever_checks_it_shares() -> None:
+    """``_verdict_text`` finds a verdict's text by its checks' identities first: the text is
+    ``json.dumps(verdict.to_json_obj())`` for verdicts of shared checks, of new checks, and of
+    new checks made where freed ones were (their ids taken again)."""
+    from ledger_client.audit.index import _verdict_text
+    from ledger_client.audit.verdicts import Check, Verdict
+
+    shared = Check(name="receipt", status="ok", message="valid")
+    for n in range(300):
+        fresh = Check(name="lineage", status="warning", message=f"inputs not linked {n % 7}")
+        for verdict in (Verdict(checks=(shared, fresh)), Verdict(checks=(shared,))):
+            assert _verdict_text(verdict) == json.dumps(verdict.to_json_obj())
+        del fresh, verdict  # its check's id may be taken by the next one's

@@ -305,3 +305,34 @@ def test_the_audit_index_applies_the_same_anchor_time_policy() -> None:
     item = RunItem(source="r", record=make_record(1), receipt=receipt)
     check = check_item(item, checker, receipt.record_digest)  # the audit's path: the same failure
     assert check.anchor == "failed" and "anchor-before-leaf" in (check.error or "")
+
+
+def test_a_token_kept_valid_for_one_leaf_is_still_checked_against_each_later_leaf() -> None:
+    """The audit keeps a token found valid (and not in the future) for its checker, so receipts
+    sharing it do not look it up again; the ``anchor-before-leaf`` check is still made for
+    each leaf: with no skew, a token stamped 0.5 s after the first leaf (accuracy 1 s) passes
+    the first two leaves (1 s apart) and fails the third, in any order, as
+    ``check_anchor_time`` says."""
+    from ledger_client.audit.verify import check_item
+    from ledger_client.receipts.run_verify import RunItem
+    from tests.receipt_world import make_record
+
+    moment = datetime.fromtimestamp((T0 + 500) / 1000, UTC)
+    authority = authority_at(moment)
+    w = World(filler(3, "t"))
+    first = w.receipt(0, 3, anchored=False)
+    body = Checkpoint.from_text(first.checkpoint.split("\n\n")[0] + "\n").body_bytes()
+    anchor = ReceiptAnchor(tsa="clock", token=stamp(authority, body))
+    receipts = [replace(w.receipt(i, 3, anchored=False), anchors=(anchor,)) for i in range(3)]
+    for order in ([0, 1, 2], [2, 1, 0], [1, 2, 0, 2, 1]):
+        checker = ReceiptChecker(
+            [w.key], tsa_roots=[authority.root_cert], now=NOW, skew=timedelta(0)
+        )  # fmt: skip
+        for i in order:
+            item = RunItem(source="r", record=make_record(i), receipt=receipts[i])
+            check = check_item(item, checker, receipts[i].record_digest)
+            if i < 2:
+                assert check.ok and check.anchor == "valid"
+                assert check.anchored_at is not None and check.anchored_at <= moment
+            else:
+                assert check.anchor == "failed" and "anchor-before-leaf" in (check.error or "")

@@ -43,6 +43,7 @@ from ledger.core.types import decode_leaf
 from ledger.records.commitments import check_disclosure_in
 from ledger.records.decision import DecisionRecord, record_digest
 from ledger.records.runs import RunProblem, RunReport, check_run
+from ledger.timestamp.policy import check_not_before_leaf
 from ledger.timestamp.rfc3161 import VerifiedTimestamp, imprint_for_checkpoint_body
 from ledger_client.receipts.inclusion import verify_inclusion
 from ledger_client.receipts.receipt import Receipt, ReceiptAnchor
@@ -154,6 +155,13 @@ def _imprint(body: bytes) -> bytes:
     return found
 
 
+# (checker, token, imprint, certificates) -> the token verified, for a token found valid and not
+# in the future (``check_anchor_time``) by this checker: its trust inputs and ``now`` are fixed,
+# so both verdicts hold again (its cache would give them, looked up again); only the
+# ``anchor-before-leaf`` check, which depends on each leaf's time, is made for each receipt.
+_ANCHORED: dict[tuple[ReceiptChecker, bytes, bytes, tuple[bytes, ...]], VerifiedTimestamp] = {}
+
+
 def _anchor_status(
     receipt: Receipt, body: bytes, checker: ReceiptChecker, leaf_time: datetime
 ) -> tuple[str, datetime | None]:
@@ -164,9 +172,19 @@ def _anchor_status(
     digest = _imprint(body)
     if len(receipt.anchors) == 1:  # the usual receipt: the loop below for one anchor
         anchor = receipt.anchors[0]
+        key = (checker, anchor.token, digest, anchor.certificates)
+        kept = _ANCHORED.get(key)
+        if kept is not None:  # this token valid over this imprint and not in the future
+            check_not_before_leaf(
+                kept.gen_time, kept.accuracy, not_before=leaf_time, skew=checker.skew
+            )  # fmt: skip
+            return VALID, kept.gen_time
         status, stamp, detail = _anchor_result(checker, anchor, digest, "anchors[0]")
         if stamp is not None:
             checker.check_anchor_time(anchor, stamp, leaf_time)
+            if len(_ANCHORED) >= 256:
+                _ANCHORED.clear()
+            _ANCHORED[key] = stamp
             return VALID, stamp.gen_time
         if status == FAILED:
             raise TimestampError("anchor", detail or "an anchor failed")
