@@ -36,6 +36,7 @@ import hashlib
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -259,7 +260,9 @@ def report_figures(folder: Path, key: str, runs: int, repeats: int, db: Path) ->
         for path in sorted((folder / "runs").iterdir())[:runs]:
             os.link(path, subset / path.name)
     out = folder / "report" / "report.html"
-    out.parent.mkdir(exist_ok=True)
+    shutil.rmtree(out.parent, ignore_errors=True)  # no pages of an earlier, larger report
+    out.parent.mkdir()
+    paged = out.parent / "report-runs"  # absent for a report of one page (<= PAGE_RUNS runs)
     for how, extra in (("verified now", []), ("--db (stored verdicts)", ["--db", str(db)])):
         walls, cpus = [], []
         for _ in range(repeats):
@@ -270,7 +273,7 @@ def report_figures(folder: Path, key: str, runs: int, repeats: int, db: Path) ->
                 raise SystemExit(f"report failed: {done.stdout}{done.stderr}")
             walls.append(took)
             cpus.append(cpu)
-        pages = [out, *(out.parent / "report-runs").iterdir()]
+        pages = [out, *(paged.iterdir() if paged.is_dir() else ())]
         largest = max(p.stat().st_size for p in pages)
         print(f"  report, {runs} runs, {how}: median {statistics.median(walls):.1f} s "
               f"({min(walls):.1f}-{max(walls):.1f}), CPU {statistics.median(cpus):.1f} s, "
