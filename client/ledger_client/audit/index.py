@@ -224,7 +224,8 @@ def _start_pool_worker(spec: CacheSpec, trust: tuple[tuple[str, ...], Mapping[st
     sets it (for the process's life: it only indexes)."""
     _start_worker(spec, trust)
     gc.freeze()
-    gc.set_threshold(_YOUNG, *gc.get_threshold()[1:])
+    before = gc.get_threshold()
+    gc.set_threshold(max(_YOUNG, before[0]), *before[1:])
 
 
 _YOUNG = 20_000  # container allocations between young collections while indexing (default 700)
@@ -237,15 +238,17 @@ def _fewer_collections() -> Iterator[None]:
     container allocations instead of 700: indexing makes millions of short-lived containers
     (parsed JSON, records, rows), freed by their reference counts, which the default would scan
     again and again (about 3 % of a worker's CPU). Only when collections run changes; what is
-    collected, and every answer, is the same."""
-    before = gc.get_threshold()
+    collected, and every answer, is the same. A caller's own settings win where they collect
+    less often (mypy's API, for one, sets 200,000), and objects it froze stay frozen."""
+    before, frozen = gc.get_threshold(), gc.get_freeze_count()
     gc.freeze()
-    gc.set_threshold(_YOUNG, *before[1:])
+    gc.set_threshold(max(_YOUNG, before[0]), *before[1:])
     try:
         yield
     finally:
         gc.set_threshold(*before)
-        gc.unfreeze()
+        if not frozen:  # unfreeze() thaws every frozen object, the caller's too
+            gc.unfreeze()
 
 
 def _audit_file(job: tuple[str, int, int, int]) -> _Done:
