@@ -755,74 +755,34 @@ done:
     return result;
 }
 
-static PyObject *dedup_insert(PyObject *self, PyObject *args) {
-    Py_buffer tb, kb, db;
+/* The digest forms: the digests' fingerprints (dedup_fingerprints), then the fingerprint
+ * form (dedup_insert_fps, dedup_find_fps): one code path, the pure twin's order of checks. */
+static PyObject *with_fingerprints(PyObject *self, PyObject *args, int inserting) {
+    PyObject *slots, *key, *digests;
     unsigned long long mask;
-    long long first;
-    if (!PyArg_ParseTuple(args, "w*y*Ky*L", &tb, &kb, &mask, &db, &first)) return NULL;
-    PyObject *result = NULL;
-    unsigned char *fps = NULL;
-    uint64_t count = slot_count(tb.len);
-    if (!count || !check_args(kb.len, db.len, mask)) goto done;
-    Py_ssize_t n = db.len / 32;
-    if (!check_first(first, n)) goto done;
-    fps = calloc((size_t)n + 1, 8);
-    if (!fps) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    long long written;
-    unsigned char *slots = tb.buf;
-    const unsigned char *key = kb.buf, *d = db.buf;
-    BEGIN_RELEASE_IF(n >= RELEASE_MIN)
-    fingerprints_into(key, d, n, mask, fps);
-    written = insert_fps(slots, count, fps, n, (uint64_t)first);
-    END_RELEASE_IF
-    if (written < 0)
-        PyErr_SetString(PyExc_ValueError, "dedup table: full");
-    else
-        result = PyLong_FromLongLong(written);
-done:
-    free(fps);
-    PyBuffer_Release(&tb);
-    PyBuffer_Release(&kb);
-    PyBuffer_Release(&db);
+    long long first = 0;
+    if (inserting ? !PyArg_ParseTuple(args, "OOKOL", &slots, &key, &mask, &digests, &first)
+                  : !PyArg_ParseTuple(args, "OOKO", &slots, &key, &mask, &digests))
+        return NULL;
+    PyObject *asked = Py_BuildValue("(OKO)", key, mask, digests);
+    PyObject *fps = asked ? dedup_fingerprints(self, asked) : NULL;
+    Py_XDECREF(asked);
+    if (!fps) return NULL;
+    PyObject *then = inserting ? Py_BuildValue("(OOL)", slots, fps, first)
+                               : Py_BuildValue("(OO)", slots, fps);
+    Py_DECREF(fps);
+    if (!then) return NULL;
+    PyObject *result = inserting ? dedup_insert_fps(self, then) : dedup_find_fps(self, then);
+    Py_DECREF(then);
     return result;
 }
 
+static PyObject *dedup_insert(PyObject *self, PyObject *args) {
+    return with_fingerprints(self, args, 1);
+}
+
 static PyObject *dedup_find(PyObject *self, PyObject *args) {
-    Py_buffer tb, kb, db;
-    unsigned long long mask;
-    if (!PyArg_ParseTuple(args, "y*y*Ky*", &tb, &kb, &mask, &db)) return NULL;
-    PyObject *result = NULL;
-    uint64_t *found = NULL;
-    unsigned char *fps = NULL;
-    Py_ssize_t nfound = 0;
-    uint64_t count = slot_count(tb.len);
-    if (!count || !check_args(kb.len, db.len, mask)) goto done;
-    Py_ssize_t n = db.len / 32;
-    fps = calloc((size_t)n + 1, 8);
-    if (!fps) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    const unsigned char *slots = tb.buf, *key = kb.buf, *d = db.buf;
-    int r;
-    BEGIN_RELEASE_IF(n >= RELEASE_MIN)
-    fingerprints_into(key, d, n, mask, fps);
-    r = find_fps(slots, count, fps, n, &found, &nfound);
-    END_RELEASE_IF
-    if (r < 0)
-        PyErr_NoMemory();
-    else
-        result = found_list(found, nfound);
-done:
-    free(fps);
-    free(found);
-    PyBuffer_Release(&tb);
-    PyBuffer_Release(&kb);
-    PyBuffer_Release(&db);
-    return result;
+    return with_fingerprints(self, args, 0);
 }
 
 static PyObject *dedup_count(PyObject *self, PyObject *arg) {

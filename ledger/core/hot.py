@@ -248,12 +248,7 @@ def _check_fp_values(fps: list[int]) -> None:
 def dedup_insert(slots: Buffer, key: bytes, mask: int, digests: bytes, first: int) -> int:
     """Put (fingerprint of digest k, ``first + k + 1``) for every digest into the table; return
     how many slots were written (a pair already in its chain is not written again)."""
-    view = memoryview(slots)
-    _slot_count(view)
-    fingerprints = _fingerprints(key, mask, digests)
-    if first < 0 or first + len(fingerprints) >= _MAX_VALUE:
-        raise ValueError("dedup table: index over 48 bits")
-    return _insert(view, fingerprints, first)
+    return dedup_insert_fps(slots, dedup_fingerprints(key, mask, digests), first)
 
 
 def dedup_insert_fps(slots: Buffer, fingerprints: bytes, first: int) -> int:
@@ -275,9 +270,7 @@ def _insert(view: memoryview, fps: list[int], first: int) -> int:
 def dedup_find(slots: Buffer, key: bytes, mask: int, digests: bytes) -> list[int]:
     """Flat [position, index, ...]: for each digest (position in ``digests``), the index of
     every slot of its chain with its fingerprint, in probe order."""
-    view = memoryview(slots)
-    _slot_count(view)
-    return _find(view, _fingerprints(key, mask, digests))
+    return dedup_find_fps(slots, dedup_fingerprints(key, mask, digests))
 
 
 def dedup_find_fps(slots: Buffer, fingerprints: bytes) -> list[int]:
