@@ -691,14 +691,14 @@ class AuditIndex:
         run verdict (``verdicts.STATUSES``), ``UNREADABLE`` for a file that could not be read
         as a run, ``UNSUPPORTED`` for one of a schema version newer than this tool."""
         cursor = self.db.execute(
-            "SELECT path, verdict, verdict IS NULL AND EXISTS(SELECT 1 FROM problems p WHERE "
-            "p.path = f.path AND p.code = 'unsupported_schema_version') FROM files f ORDER BY path"
+            "SELECT path, json_extract(verdict, '$.status'), verdict IS NULL AND EXISTS(SELECT 1 "
+            "FROM problems p WHERE p.path = f.path AND p.code = 'unsupported_schema_version') "
+            "FROM files f ORDER BY path"
         )
         return [
-            (path, UNSUPPORTED if newer else UNREADABLE if verdict is None else
-             json.loads(verdict)["status"])
-            for path, verdict, newer in cursor
-        ]  # fmt: skip
+            (path, UNSUPPORTED if newer else UNREADABLE if status is None else status)
+            for path, status, newer in cursor
+        ]
 
     def stored_runs(self, fingerprint: str) -> dict[str, tuple[str, int, int, str, str | None]]:
         """path -> (file hash, size, mtime_ns, run verdict JSON, run id) of the files indexed
