@@ -6,20 +6,29 @@ each time and never taken for another checker's verdict."""
 from __future__ import annotations
 
 import json
-from dataclasses import fields
+import time
+from dataclasses import fields, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from ledger.core import merkle
 from ledger.core.errors import LedgerError
 from ledger.core.note import Ed25519Signer
+from ledger.core.types import encode_leaf
+from ledger.records.decision import record_digest
 from ledger_client.audit import verify
-from ledger_client.audit.verify import RecordCheck, audit_run
+from ledger_client.audit.verify import RecordCheck, audit_run, check_item
 from ledger_client.receipts.run_load import load_run
+from ledger_client.receipts.run_verify import RunItem
 from ledger_client.receipts.verify import ReceiptChecker
 from tests.audit_world import build, write_runs
+from tests.receipt_world import World, make_record, tsa
 
 RUNS = build()
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def test_a_check_set_slot_by_slot_is_the_constructors(tmp_path: Path) -> None:
@@ -50,3 +59,107 @@ def test_a_note_kept_for_a_checker_opens_as_open_note(tmp_path: Path) -> None:
             other.open_note(note)
         assert str(caught.value) == str(plain.value)
     assert (other, note) not in verify._OPENED
+
+
+def _items_of(world: World, size: int, **receipt: Any) -> list[RunItem]:
+    """Receipts of every leaf of ``world`` under the checkpoint of ``size`` (records made to
+    match: each leaf logs the digest of the record beside it)."""
+    out = []
+    for i in range(size):
+        record = make_record(i)
+        made = world.receipt(i, size, **receipt)
+        out.append(RunItem(source=f"f:{i}", record=record, receipt=made))
+    return out
+
+
+def _world_of(records: int, *, late: int | None = None) -> World:
+    """A log of ``records`` records (``make_record(i)`` at index i); ``late``: that leaf's time
+    is a day after now, after any anchor of the log."""
+    world = World([record_digest(make_record(i)) for i in range(records)])
+    if late is not None:
+        when = int(time.time() * 1000) + 86_400_000
+        world.leaves[late] = encode_leaf(world.leaves[late][9:41], when)
+        world.hashes[late] = merkle.leaf_hash(world.leaves[late])
+    return world
+
+
+def _variants(items: list[RunItem], world: World, size: int) -> list[RunItem]:
+    """The items, and receipts of them that fail one part each."""
+    good = items[1]
+    r = good.receipt
+    bad = [
+        replace(r, record_digest=bytes(32)),  # not the record's digest
+        replace(r, tree_size=size - 1),  # not the checkpoint's size
+        replace(r, inclusion_proof=items[2].receipt.inclusion_proof),  # another leaf's path
+        replace(r, leaf=items[2].receipt.leaf),  # another record's leaf
+        replace(r, anchors=()),  # no anchor yet
+        replace(r, anchors=(r.anchors[0], r.anchors[0])) if r.anchors else r,
+        replace(
+            r,
+            checkpoint=world.note(size - 1),
+            tree_size=size - 1,
+            inclusion_proof=world.inclusion(1, size - 1),
+        ),  # another checkpoint (not the one its anchor stamps)
+        replace(r, record=make_record(7)),  # carries another record
+    ]
+    return [*items, *(RunItem(source="bad", record=good.record, receipt=b) for b in bad)]
+
+
+@pytest.mark.parametrize("roots", [True, False])
+@pytest.mark.parametrize("anchored", [True, False])
+def test_a_quick_check_is_the_check_part_by_part(roots: bool, anchored: bool) -> None:
+    size = 12
+    world = _world_of(size, late=5)
+    items = _variants(_items_of(world, size, anchored=anchored), world, size)
+    witness = Ed25519Signer.generate("witness.example/w").verifier()
+    for witnesses in ((), (witness,)):
+        checker = ReceiptChecker(
+            [world.key], tsa_roots=[tsa().root_cert] if roots else None, witnesses=witnesses
+        )
+        for item in items:  # the first check of a note and token: part by part
+            digest = record_digest(item.record)
+            assert check_item(item, checker) == verify._full_check(item, digest, checker)
+        quick = 0
+        for item in items:  # then the quick check, where it answers: the same checks
+            digest = record_digest(item.record)
+            got = verify._quick_check(item, digest, checker)
+            full = verify._full_check(item, digest, checker)
+            assert check_item(item, checker) == full
+            if got is not None:
+                quick += 1
+                assert got == full and full.ok and repr(got) == repr(full)
+        pending = roots and not anchored  # every receipt waits for its anchor: none valid
+        assert quick == 0 if pending else quick >= size - 1  # all valid but the late leaf
+        assert check_item(items[5], checker).ok is not roots
+
+
+def test_a_leaf_time_at_the_anchor_limit_is_checked_in_full() -> None:
+    """The quick check leaves a leaf time within a millisecond of the anchor's limit (genTime
+    + accuracy + skew) to ``_parts``: at the limit the anchor is valid, a millisecond after it
+    ``anchor-before-leaf`` fails, as ever."""
+    world = _world_of(4, late=3)
+    items = _items_of(world, 4)
+    wide = ReceiptChecker([world.key], tsa_roots=[tsa().root_cert], skew=timedelta(days=2))
+    assert check_item(items[0], wide).ok and check_item(items[3], wide).ok
+    anchor = items[0].receipt.anchors[0]
+    gen_time, latest_us = verify._QUICK[(wide, items[0].receipt.checkpoint, anchor.token, ())]
+    slack_us = latest_us - (gen_time - EPOCH) // timedelta(microseconds=1) - 2 * 86_400_000_000
+    leaf_ms = int.from_bytes(items[3].receipt.leaf[1:9], "big")
+    for spare_ms, quick, ok in (
+        (2, True, True),
+        (1, True, True),
+        (0, False, True),
+        (-1, False, False),
+    ):
+        # the skew that puts the limit ``spare_ms`` after the late leaf's time
+        skew = EPOCH + timedelta(milliseconds=leaf_ms + spare_ms) - gen_time
+        checker = ReceiptChecker(
+            [world.key], tsa_roots=[tsa().root_cert],
+            skew=skew - timedelta(microseconds=slack_us),
+        )  # fmt: skip
+        assert check_item(items[0], checker).ok  # its note and anchor kept for ``_QUICK``
+        digest = record_digest(items[3].record)
+        assert (verify._quick_check(items[3], digest, checker) is not None) is quick
+        got = check_item(items[3], checker)
+        assert got == verify._full_check(items[3], digest, checker)
+        assert got.ok is ok and (got.anchor == "valid") is ok

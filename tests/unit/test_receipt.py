@@ -109,6 +109,9 @@ MALFORMED: list[tuple[str, dict[str, Any]]] = [
     ("leaf", _mutated(["leaf"], None, delete=True)),
     ("receipt", _mutated(["receipt"], "decision-ledger/receipt/2")),
     ("record_digest", _mutated(["record_digest"], "AB" * 32)),
+    ("record_digest", _mutated(["record_digest"], ("ab " * 22)[:64])),  # 21 bytes, with spaces
+    ("record_digest", _mutated(["record_digest"], "ab" * 31 + " a")),
+    ("record_digest", _mutated(["record_digest"], "ab" * 32 + "ab")),
     ("leaf", _mutated(["leaf"], "not base64!")),
     ("leaf", _mutated(["leaf"], "")),
     ("index", _mutated(["index"], -1)),
@@ -136,6 +139,30 @@ def test_malformed_receipts_name_the_field(field: str, obj: dict[str, Any]) -> N
         Receipt.from_json(json.dumps(obj))
     assert info.value.field == field, str(info.value)
     assert str(info.value).startswith(field + ": ")
+
+
+def test_anchors_read_again_after_their_json_changed() -> None:
+    """Receipts of a checkpoint share their anchors, read once; a JSON changed in place after
+    it was read (its lists and objects the same objects) is read again, as any other."""
+    obj = full_receipt().to_json_obj()
+    first = Receipt.from_json_obj(copy.deepcopy(obj))
+    assert Receipt.from_json_obj(copy.deepcopy(obj)).anchors == first.anchors
+    same = copy.deepcopy(obj)
+    assert Receipt.from_json_obj(same).anchors == first.anchors
+    anchor = same["anchors"][0]
+    anchor["tsa"] = "another"
+    assert Receipt.from_json_obj(same).anchors[0].tsa == "another"
+    anchor["certificates"].append(base64.b64encode(b"cert").decode())
+    assert Receipt.from_json_obj(same).anchors[0].certificates == (b"cert",)
+    anchor["certificates"][0] = "not base64!"
+    with pytest.raises(MalformedReceiptError) as info:
+        Receipt.from_json_obj(same)
+    assert info.value.field == "anchors[0].certificates[0]"
+    anchor["certificates"][0] = 7  # no longer strings only: not kept, read each time
+    for _ in range(2):
+        with pytest.raises(MalformedReceiptError):
+            Receipt.from_json_obj(same)
+    assert Receipt.from_json_obj(copy.deepcopy(obj)).anchors == first.anchors
 
 
 def test_a_proof_over_the_hash_limit_is_refused_when_read() -> None:

@@ -36,7 +36,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from functools import lru_cache
-from typing import cast
+from typing import Any, cast
 
 from ledger.core import accel, merkle
 from ledger.core.checkpoint import Checkpoint, SignedNote
@@ -384,6 +384,43 @@ def _read_anchor(obj: dict[str, Json], path: str) -> ReceiptAnchor:
     )
 
 
+# The anchors last read: (their JSON, the anchors). The receipts of a checkpoint carry the same
+# anchors: an equal JSON list (Python equality of lists of objects of strings and lists of
+# strings is JSON equality: a string equals only a string, a list only a list) reads the same.
+_LAST_ANCHORS: list[tuple[list[Json], tuple[ReceiptAnchor, ...]]] = []
+
+
+def _anchors(value: Json) -> tuple[ReceiptAnchor, ...]:
+    """``read_list(value, "anchors", _anchor)``, the anchors last read when ``value`` equals
+    their JSON (a frozen value: shared safely; nothing is kept for a list refused)."""
+    if type(value) is list and value:
+        last = _LAST_ANCHORS[0] if _LAST_ANCHORS else None
+        if last is not None and last[0] == value:
+            return last[1]
+        anchors: tuple[ReceiptAnchor, ...] = read_list(value, "anchors", _anchor)
+        if _plain_anchors(value):  # kept as a copy: the caller may change its JSON later
+            dicts = cast(list[dict[str, Json]], value)
+            copy = [{k: v[:] if type(v) is list else v for k, v in a.items()} for a in dicts]
+            _LAST_ANCHORS[:] = [(cast(list[Json], copy), anchors)]
+        return anchors
+    return read_list(value, "anchors", _anchor)
+
+
+def _plain_anchors(value: list[Any]) -> bool:
+    """Whether ``value`` holds only objects of strings and lists of strings (read as anchors:
+    then a list equal to it is the same JSON)."""
+    for anchor in value:
+        if type(anchor) is not dict:
+            return False
+        for member in anchor.values():
+            if type(member) is list:
+                if any(type(c) is not str for c in member):
+                    return False
+            elif type(member) is not str:
+                return False
+    return True
+
+
 def _previous(value: Json, path: str) -> PreviousCheckpoint | None:
     if value is None:
         return None
@@ -411,6 +448,19 @@ def _disclosure(value: Json, path: str) -> AnyDisclosure:
         raise _nested(path, exc) from None
 
 
+def _digest_bytes(value: Json) -> bytes:
+    """``bytes.fromhex(_hex_digest(value, "record_digest"))``: the bytes of exactly 64
+    lowercase hex digits (written back, they give ``value`` again), else the reader names it."""
+    if type(value) is str and len(value) == 64:
+        try:
+            raw = bytes.fromhex(value)
+        except ValueError:
+            raw = b""
+        if len(raw) == HASH_SIZE and raw.hex() == value:
+            return raw
+    return bytes.fromhex(_hex_digest(value, "record_digest"))
+
+
 def _receipt_version(value: Json) -> None:
     """A receipt of a newer format than v1 is ``UnsupportedSchemaError`` (upgrade the reader),
     reported before its members are read, so it is never taken for a malformed v1 receipt."""
@@ -427,7 +477,7 @@ def _read_receipt(value: Json, record: DecisionRecord | None = None) -> Receipt:
     obj = read_object(value, "", RECEIPT_FIELDS)
     if obj["receipt"] != RECEIPT_V1:
         raise MalformedReceiptError("receipt", f"expected {RECEIPT_V1!r}, got {obj['receipt']!r}")
-    digest = bytes.fromhex(_hex_digest(obj["record_digest"], "record_digest"))
+    digest = _digest_bytes(obj["record_digest"])
     record = _record(obj["record"]) if record is None else record
     given = obj["disclosures"]
     disclosures = () if given == [] else read_list(given, "disclosures", _disclosure)
@@ -436,7 +486,7 @@ def _read_receipt(value: Json, record: DecisionRecord | None = None) -> Receipt:
     tree_size = read_int(obj["tree_size"], "tree_size", minimum=1)
     proof = _hashes_b64(obj["inclusion_proof"], "inclusion_proof")
     checkpoint = _note(obj["checkpoint"], "checkpoint")
-    anchors = read_list(obj["anchors"], "anchors", _anchor)
+    anchors = _anchors(obj["anchors"])
     previous = _previous(obj["previous"], "previous")
     # What ``Receipt.__post_init__`` checks that the readers above did not (they read a
     # 32-byte digest, a non-empty leaf, integers in range, 32-byte hashes and a checkpoint
