@@ -10,16 +10,21 @@ import time
 from dataclasses import fields, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ledger.core import merkle
 from ledger.core.errors import LedgerError
 from ledger.core.note import Ed25519Signer
 from ledger.core.types import encode_leaf
-from ledger.records.decision import record_digest
-from ledger_client.audit import verify
+from ledger.records.decision import DecisionRecord, record_digest
+from ledger.records.runs import RunProblem
+from ledger_client.audit import verdicts, verify
+from ledger_client.audit.timeline import TimelineRow, timeline
 from ledger_client.audit.verify import RecordCheck, audit_run, check_item
 from ledger_client.receipts.run_load import load_run
 from ledger_client.receipts.run_verify import RunItem
@@ -38,6 +43,15 @@ def test_a_check_set_slot_by_slot_is_the_constructors(tmp_path: Path) -> None:
     for check in audit.checks:
         made = RecordCheck(**{f.name: getattr(check, f.name) for f in fields(RecordCheck)})
         assert made == check and repr(made) == repr(check)
+
+
+def test_a_timeline_row_set_slot_by_slot_is_the_constructors(tmp_path: Path) -> None:
+    files = write_runs(tmp_path / "runs", RUNS)
+    rows = timeline(audit_run(load_run(files["support"]), ReceiptChecker([RUNS.world.key])))
+    assert rows
+    for row in rows:
+        made = TimelineRow(**{f.name: getattr(row, f.name) for f in fields(TimelineRow)})
+        assert made == row and repr(made) == repr(row)
 
 
 def _note(files: dict[str, Path]) -> str:
@@ -163,3 +177,74 @@ def test_a_leaf_time_at_the_anchor_limit_is_checked_in_full() -> None:
         got = check_item(items[3], checker)
         assert got == verify._full_check(items[3], digest, checker)
         assert got.ok is ok and (got.anchor == "valid") is ok
+
+
+_TIMES = st.builds(
+    lambda moment, fraction, offset: moment.strftime("%Y-%m-%dT%H:%M:%S") + fraction + offset,
+    st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30)),
+    st.sampled_from(["", ".5", ".123", ".000001", ".1234567"]),
+    st.sampled_from(["Z", "+00:00", "+05:30", "-11:59", "+23:59"]),
+)
+_LEAF_MS = st.one_of(
+    st.integers(min_value=0, max_value=2**64 - 1),
+    st.integers(min_value=1_700_000_000_000, max_value=1_800_000_000_000),
+    st.integers(min_value=253402300799000 - 10**9, max_value=253402300799999 + 10**9),
+)
+_SPANS = st.timedeltas(min_value=timedelta(0), max_value=timedelta(days=3650))
+
+
+@given(_TIMES, _LEAF_MS, _SPANS, _SPANS, st.booleans(), st.data())
+def test_a_time_check_on_integers_is_the_check_on_datetimes(
+    text: str, leaf_ms: int, skew: timedelta, delay: timedelta, late: bool, data: st.DataObject
+) -> None:
+    record = cast(DecisionRecord, SimpleNamespace(time=text))
+    claimed = verdicts._claimed_time(text)
+    if claimed is not None and data.draw(st.booleans()):  # a leaf time near the claimed one
+        near = (claimed - EPOCH) // timedelta(milliseconds=1)
+        leaf_ms = max(0, near + data.draw(st.integers(-(10**10), 10**10)))
+    policy = verdicts.TimePolicy(skew=skew, max_delay=delay, late_fails=late)
+    for leaf in (leaf_ms, None):
+        try:
+            plain: object = verdicts._time_check(record, leaf, policy)
+        except (OverflowError, ValueError) as exc:
+            plain = type(exc)
+        try:
+            got: object = verdicts.time_check(record, leaf, policy)
+        except (OverflowError, ValueError) as exc:
+            got = type(exc)
+        assert got == plain
+
+
+def test_run_verdicts_kept_by_their_inputs_are_made_again_equal(tmp_path: Path) -> None:
+    """``run_checks`` keeps a run's verdict by its records' verdicts (by identity), failures,
+    steps, problem codes and chain: runs that differ in any of them get their own."""
+    files = write_runs(tmp_path / "runs", RUNS)
+    checker = ReceiptChecker([RUNS.world.key])
+    for name in ("support", "review"):
+        audit = audit_run(load_run(files[name]), checker)
+        rows = timeline(audit)
+        records = [(r.check, r.verdict) for r in rows]
+        flagged = verdicts.Check(name="time", status=verdicts.WARNING, message="late by 1 d")
+        late = verdicts._verdict_of((*records[0][1].checks[:2], flagged))
+        chain = verdicts.Check(name="chain", status=verdicts.OK, message="seen")
+        variants = [
+            records,
+            [(c, late) for c, _ in records],  # every record late: their steps named
+            [
+                (replace(c, record=replace(c.record, step=c.record.step + 1)), late)
+                for c, _ in records
+            ],  # the same, one step on
+            [*records[:-1], (replace(records[-1][0], error="broken"), records[-1][1])],
+            [*records[:-1], (replace(records[-1][0], error="x", anchor="pending"), late)],
+        ]
+        for _ in range(2):
+            for variant in variants:
+                for given_chain in (None, chain):
+                    got = verdicts.run_checks(audit, variant, chain=given_chain)
+                    assert got == verdicts._run_checks(audit, variant, given_chain)
+            problem = RunProblem(code="missing", message="step 9 missing")
+            other = replace(audit, problems=((problem, None),))
+            got = verdicts.run_checks(other, records)
+            assert got == verdicts._run_checks(other, records, None) and not got.ok
+        assert len({verdicts.run_checks(audit, v).to_json_obj()["checks"].__repr__()
+                    for v in variants}) == len(variants)  # fmt: skip

@@ -13,7 +13,7 @@ and ``--json``), ``ledger-verify report`` (HTML) and the index (``ledger_client.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from cryptography import x509
@@ -230,17 +230,21 @@ def timeline(
             if extra or check.disclosed
             else None
         )
-        rows.append(
-            TimelineRow(
-                check=check,
-                parents=parents,
-                problems=problems,
-                verdict=verdict,
-                inferred=inferred,
-                opened=opened,
-            )
-        )
+        rows.append(_new_row(check, parents, problems, verdict, inferred, opened))
     return rows
+
+
+_ROW_SETTERS = tuple(getattr(TimelineRow, f.name).__set__ for f in fields(TimelineRow))
+
+
+def _new_row(*values: Any) -> TimelineRow:
+    """``TimelineRow(...)`` of these values in field order, each slot set by its own setter
+    (the frozen ``__init__`` checks nothing; a timeline makes one row per record):
+    ``test_audit_verify_fast`` holds it equal to the constructor."""
+    row = object.__new__(TimelineRow)
+    for setter, value in zip(_ROW_SETTERS, values, strict=True):
+        setter(row, value)
+    return row
 
 
 _HEAD = (

@@ -33,8 +33,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
+from typing import Any
 
 from ledger.core.jcs import Json
 from ledger.core.note import Ed25519Verifier
@@ -148,6 +149,10 @@ _TIME_OK = Check(name="time", status=OK)
 _RUN_OK = Check(name="run", status=OK)
 _LINEAGE_OK = Check(name="lineage", status=OK)
 _LINEAGE_NONE = Check(name="lineage", status=NOT_CHECKED)
+_LINEAGE_UNLINKED = Check(
+    name="lineage", status=WARNING, message="inputs not linked (took inputs, names no parent)"
+)
+_NO_CHAIN_LINK = Check(name="chain", status=NOT_CHECKED, message="no chain link")
 _RECEIPT_VALID = Check(name="receipt", status=OK, message="valid")
 _RECEIPT_UNANCHORED = Check(name="receipt", status=OK, message="valid; anchors not checked")
 _UNCHECKED_SIGNATURES: dict[str, Check] = {}  # by claimed key, without agent keys
@@ -195,8 +200,39 @@ def format_delta(delta: timedelta) -> str:
     raise AssertionError("unreachable")
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)
+_FIRST_US = (datetime.min.replace(tzinfo=UTC) - _EPOCH) // _US  # what ``datetime`` can hold
+_LAST_US = (datetime.max.replace(tzinfo=UTC) - _EPOCH) // _US
+
+
+@lru_cache(maxsize=4096)
+def _claimed_us(text: str) -> int | None:
+    """``_claimed_time(text)`` in microseconds since the epoch (exact: datetimes hold whole
+    microseconds)."""
+    claimed = _claimed_time(text)
+    return None if claimed is None else (claimed - _EPOCH) // _US
+
+
 def time_check(record: DecisionRecord, leaf_ms: int | None, policy: TimePolicy) -> Check:
     """The log's leaf time beside the claimed time (module docstring)."""
+    if leaf_ms is not None:  # the usual verdict, ``_time_verdict``'s comparisons on integers
+        claimed = _claimed_us(record.time)
+        logged = leaf_ms * 1000
+        latest = logged + policy.skew // _US
+        if (
+            claimed is not None
+            and _FIRST_US <= logged <= _LAST_US
+            and _FIRST_US <= latest <= _LAST_US
+            and claimed <= latest
+            and logged - claimed <= policy.max_delay // _US
+        ):
+            return _TIME_OK
+    return _time_check(record, leaf_ms, policy)
+
+
+def _time_check(record: DecisionRecord, leaf_ms: int | None, policy: TimePolicy) -> Check:
+    """``time_check`` on datetimes."""
     if leaf_ms is None:
         return Check(name="time", status=NOT_CHECKED, message="no leaf time (receipt unread)")
     logged = from_epoch_ms(leaf_ms)
@@ -252,11 +288,7 @@ def lineage_check(record: DecisionRecord, step_of: dict[str, int] | None = None)
     if record.kind == "run_closed":
         return _LINEAGE_NONE
     if not record.parent_digests and takes_inputs(record):
-        return Check(
-            name="lineage",
-            status=WARNING,
-            message="inputs not linked (took inputs, names no parent)",
-        )
+        return _LINEAGE_UNLINKED
     inferred = inferred_parents(record)
     if inferred:
         steps = step_of or {}
@@ -308,7 +340,7 @@ def chain_check(record: DecisionRecord, policy: TimePolicy | None = None) -> Che
         return scanned
     where = chain_position(record)
     if where is None:
-        return Check(name="chain", status=NOT_CHECKED, message="no chain link")
+        return _NO_CHAIN_LINK
     return Check(name="chain", status=NOT_CHECKED, message=f"{where} (gaps: ledger-verify chain)")
 
 
@@ -332,16 +364,33 @@ def record_verdict(
     message``), its time and its lineage."""
     run = Check(name="run", status=FAILED, message="; ".join(problems)) if problems else _RUN_OK
     chain = chain_check(check.record, policy)
-    return Verdict(
-        checks=(
-            receipt_check(check),
-            run,
-            time_check(check.record, check.logged_at_ms, policy),
-            lineage_check(check.record, step_of),
-            signature_check(check.record, policy.agent_keys),
-            *(() if chain is None else (chain,)),
-        )
+    checks = (
+        receipt_check(check),
+        run,
+        time_check(check.record, check.logged_at_ms, policy),
+        lineage_check(check.record, step_of),
+        signature_check(check.record, policy.agent_keys),
     )
+    return _verdict_of(checks if chain is None else (*checks, chain))
+
+
+# Verdicts by the identities of their checks, each with its checks, kept alive so that no other
+# object takes their ids while they are keys: most records get the very same shared checks
+# (``_TIME_OK``, ``_RUN_OK``, ...) and so one verdict (a frozen value), made once.
+_VERDICTS: dict[tuple[int, ...], tuple[tuple[Check, ...], Verdict]] = {}
+
+
+def _verdict_of(checks: tuple[Check, ...]) -> Verdict:
+    """``Verdict(checks=checks)``, the one made before of these very checks."""
+    ids = tuple(map(id, checks))
+    kept = _VERDICTS.get(ids)
+    if kept is not None:
+        return kept[1]
+    verdict = Verdict(checks=checks)
+    if len(_VERDICTS) >= 4096:
+        _VERDICTS.clear()
+    _VERDICTS[ids] = (checks, verdict)
+    return verdict
 
 
 def run_checks(
@@ -353,7 +402,40 @@ def run_checks(
 ) -> Verdict:
     """One run's checks from its records' verdicts: receipts, completeness and order (the
     run problems), time, lineage, the agent's signatures and the run's chain position
-    (``chain``: the verdict ``ledger_client.audit.chain`` gave it, when the tiles were read)."""
+    (``chain``: the verdict ``ledger_client.audit.chain`` gave it, when the tiles were read).
+
+    A run whose records have the very verdicts (most share one: ``_verdict_of``), failures
+    and steps of a run checked before, with its problem codes and chain, gets that run's
+    verdict (a frozen value), made once."""
+    codes = sorted({p.code for p, _ in audit.problems})
+    key = (
+        tuple(
+            (id(v), c.error is not None, c.anchor == ANCHOR_PENDING, c.record.step)
+            for c, v in records
+        ),
+        len(audit.problems),
+        tuple(codes),
+        id(chain),
+    )
+    kept = _RUNS.get(key)
+    if kept is not None:
+        return kept[1]
+    made = _run_checks(audit, records, chain)
+    if len(_RUNS) >= 1024:
+        _RUNS.clear()
+    _RUNS[key] = ((tuple(v for _, v in records), chain), made)  # their ids stay theirs
+    return made
+
+
+# Run verdicts by their inputs (``run_checks``), each kept with the verdicts and chain check
+# whose identities its key holds.
+_RUNS: dict[tuple[Any, ...], tuple[tuple[tuple[Verdict, ...], Check | None], Verdict]] = {}
+
+
+def _run_checks(
+    audit: RunAudit, records: Sequence[tuple[RecordCheck, Verdict]], chain: Check | None
+) -> Verdict:
+    """``run_checks`` made from its inputs."""
     bad = [c for c, _ in records if c.error is not None]
     waiting = [c for c in bad if c.anchor == ANCHOR_PENDING]
     receipts = Check(
