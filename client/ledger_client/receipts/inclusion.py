@@ -40,6 +40,22 @@ class InclusionMemo:
 
     def __init__(self) -> None:
         self._trees: OrderedDict[tuple[int, bytes], dict[_State, _Seen]] = OrderedDict()
+        self._last: tuple[int, bytes, dict[_State, _Seen]] | None = None  # the tree last used
+
+    def _states(self, size: int, root: bytes) -> dict[_State, _Seen]:
+        last = self._last
+        if last is not None and last[0] == size and last[1] == root:
+            return last[2]  # the receipts of one checkpoint come together
+        tree = (size, root)
+        states = self._trees.get(tree)
+        if states is None:
+            states = self._trees[tree] = {}
+            while len(self._trees) > TREES:
+                self._trees.popitem(last=False)
+        else:
+            self._trees.move_to_end(tree)
+        self._last = (size, root, states)
+        return states
 
     def verify(
         self, leaf_hash: bytes, index: int, size: int, proof: Sequence[bytes], root: bytes
@@ -50,34 +66,29 @@ class InclusionMemo:
         if not size_ok or not isinstance(proof, tuple):
             merkle.verify_inclusion(leaf_hash, index, size, proof, root)
             return
-        tree = (size, root)
-        states = self._trees.get(tree)
-        if states is None:
-            states = self._trees[tree] = {}
-            while len(self._trees) > TREES:
-                self._trees.popitem(last=False)
-        else:
-            self._trees.move_to_end(tree)
+        states = self._states(size, root)
         passed: list[tuple[_State, bytes, int]] = []
         fn, sn, r, level = index, size - 1, leaf_hash, 0
+        node_hash = merkle.node_hash
         for used, p in enumerate(proof, 1):
             if sn == 0 or len(p) != merkle.HASH_SIZE:
                 break  # the full check names the problem
             if fn & 1 or fn == sn:
-                r = merkle.node_hash(p, r)
+                r = node_hash(p, r)
                 while not fn & 1 and fn != 0:
                     fn >>= 1
                     sn >>= 1
                     level += 1
             else:
-                r = merkle.node_hash(r, p)
+                r = node_hash(r, p)
             fn >>= 1
             sn >>= 1
             level += 1
             seen = states.get((level, fn))
             if seen is not None and seen[0] == r and seen[1][seen[2] :] == proof[used:]:
-                self._remember(states, passed, proof)  # the rest computes what a verified
-                return  # proof computed from here: the same root
+                if passed:  # the rest computes what a verified proof computed from here:
+                    self._remember(states, passed, proof)  # the same root
+                return
             passed.append(((level, fn), r, used))
         else:
             if sn == 0 and r == root:
@@ -92,7 +103,8 @@ class InclusionMemo:
         proof: tuple[bytes, ...],
     ) -> None:
         for state, running, used in passed:
-            states.setdefault(state, (running, proof, used))
+            if state not in states:
+                states[state] = (running, proof, used)
 
 
 _MEMO = InclusionMemo()
