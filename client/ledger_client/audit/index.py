@@ -271,7 +271,7 @@ def _audit_file(job: tuple[str, int, int, int]) -> _Done:
     rows = timeline(audit, _POLICY[0])
     verdict = run_checks(audit, [(r.check, r.verdict) for r in rows])
     row = (key, size, mtime_ns, audit.run_id, audit.agent, len(audit.checks), int(audit.ok),
-           len(audit.problems), file_hash, json.dumps(verdict.to_json_obj()), number)  # fmt: skip
+           len(audit.problems), file_hash, _verdict_text(verdict), number)  # fmt: skip
     problems = [
         (key, audit.run_id, p.code, p.step, p.record_digest, p.message) for p, _ in audit.problems
     ]
@@ -412,8 +412,10 @@ def record_terms(
         out += [("evidence", d) for d in record.evidence.values()]
     payload = record.payload
     if type(payload) is ToolCall:
-        out += [("input", d) for d in payload.inputs_used]
-        out += [("output", d) for d in payload.outputs_generated]
+        if payload.inputs_used:
+            out += [("input", d) for d in payload.inputs_used]
+        if payload.outputs_generated:
+            out += [("output", d) for d in payload.outputs_generated]
     commitments: list[str] = []
     texts: list[str] = []
     # parameters, candidate actions, expected and actual outcome, a memory write's value; a
@@ -434,23 +436,33 @@ def record_terms(
     elif type(payload) is not RunClosed:  # a payload type added later: scanned as before
         _scan(getattr(payload, "value", None), commitments, texts)
         _scan(getattr(payload, "steps", None), commitments, None)
-    out += [("commitment", c) for c in commitments]
+    if commitments:
+        out += [("commitment", c) for c in commitments]
     for params in (record.parameters, record.model_parameters):
-        for name, value in params.items():
-            shown = _scalar(value)
-            if shown is not None:
-                out.append(("param", f"{name}={shown}"))
-    out += [("tag", t) for t in tags_of(record)]
+        if params:
+            for name, value in params.items():
+                kind = type(value)
+                if kind is str:
+                    out.append(("param", f"{name}={value}"))
+                elif kind is not dict and kind is not list and kind is not Commitment:
+                    shown = _scalar(value)  # a number, true or false (or a subclass)
+                    if shown is not None:
+                        out.append(("param", f"{name}={shown}"))
+    tags = tags_of(record)
+    if tags:
+        out += [("tag", t) for t in tags]
     if not stored:
         if record.model:
             out.append(("model", record.model))
         if record.otel is not None:
             out += [("trace", record.otel.trace_id), ("span", record.otel.span_id)]
     # plain strings only (``plain_strings``): commitments hide their content
-    out += [("content", content_digest(t)) for t in texts if len(t) >= _MIN_CONTENT]
-    for whole in (actual, expected):
-        if whole is not None and not isinstance(whole, str) and not _has_commitment(whole):
-            out.append(("content", content_digest(whole)))
+    if texts:
+        out += [("content", content_digest(t)) for t in texts if len(t) >= _MIN_CONTENT]
+    if actual is not None or expected is not None:
+        for whole in (actual, expected):
+            if whole is not None and not isinstance(whole, str) and not _has_commitment(whole):
+                out.append(("content", content_digest(whole)))
     return out
 
 

@@ -210,6 +210,7 @@ def timeline(
     policy = TimePolicy() if policy is None else policy
     private = private or {}
     step_of = {c.digest: c.record.step for c in audit.checks}
+    step = step_of.get
     rows = []
     for check in audit.checks:
         problems = (
@@ -221,9 +222,10 @@ def timeline(
             if audit.problems
             else ()
         )
-        parents = tuple((d, step_of.get(d)) for d in check.record.parent_digests)
-        verdict = record_verdict(check, problems, policy, step_of)
-        inferred = tuple(inferred_parents(check.record))
+        parents = tuple([(d, step(d)) for d in check.record.parent_digests])
+        found = inferred_parents(check.record)
+        verdict = record_verdict(check, problems, policy, step_of, found)
+        inferred = tuple(found)
         extra = private.get(check.digest, ())
         opened = (
             opened_fields(check.record.to_json_obj(), check.disclosed, extra)

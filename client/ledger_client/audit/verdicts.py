@@ -283,13 +283,18 @@ def _iso(ms: int) -> str:
     return rfc3339_millis(from_epoch_ms(ms))
 
 
-def lineage_check(record: DecisionRecord, step_of: dict[str, int] | None = None) -> Check:
-    """``inputs not linked`` or the inferred parents (module docstring)."""
+def lineage_check(
+    record: DecisionRecord,
+    step_of: dict[str, int] | None = None,
+    inferred: Mapping[str, str] | None = None,
+) -> Check:
+    """``inputs not linked`` or the inferred parents (module docstring); ``inferred``: the
+    record's ``inferred_parents``, when the caller has them."""
     if record.kind == "run_closed":
         return _LINEAGE_NONE
     if not record.parent_digests and takes_inputs(record):
         return _LINEAGE_UNLINKED
-    inferred = inferred_parents(record)
+    inferred = inferred_parents(record) if inferred is None else inferred
     if inferred:
         steps = step_of or {}
         named = ", ".join(
@@ -359,16 +364,17 @@ def record_verdict(
     problems: Sequence[str],
     policy: TimePolicy,
     step_of: dict[str, int] | None = None,
+    inferred: Mapping[str, str] | None = None,
 ) -> Verdict:
     """Every check of one record: its receipt, the run problems naming it (``code:
-    message``), its time and its lineage."""
+    message``), its time and its lineage (``inferred``: as ``lineage_check`` takes it)."""
     run = Check(name="run", status=FAILED, message="; ".join(problems)) if problems else _RUN_OK
     chain = chain_check(check.record, policy)
     checks = (
         receipt_check(check),
         run,
         time_check(check.record, check.logged_at_ms, policy),
-        lineage_check(check.record, step_of),
+        lineage_check(check.record, step_of, inferred),
         signature_check(check.record, policy.agent_keys),
     )
     return _verdict_of(checks if chain is None else (*checks, chain))
