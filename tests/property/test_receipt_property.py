@@ -38,6 +38,7 @@ from ledger.core.errors import FormatError, VerificationError
 from ledger.core.jcs import read_list
 from ledger.records.decision import record_digest
 from ledger.timestamp.asn1 import parse_signed_token
+from ledger_client.receipts import receipt as receipt_module
 from ledger_client.receipts.receipt import Receipt, _hash_b64, _hashes_b64
 from ledger_client.receipts.verify import VALID, verify_receipt
 from tests.receipt_world import World, filler, make_record, roots
@@ -282,3 +283,28 @@ def test_a_proofs_hashes_read_at_once_as_one_by_one(
         except FormatError as exc:
             got = str(exc)
         assert got == expected
+
+
+_HEXISH = st.text(alphabet="0123456789abcdefABCDEF \t\ng\u00e9\u0660", min_size=60, max_size=68)
+_LOWER_HEX = st.text(alphabet="0123456789abcdef", min_size=64, max_size=64)
+
+
+def _digest_answer(read: Callable[[Any], bytes], value: Any) -> object:
+    try:
+        return read(value)
+    except FormatError as exc:
+        return type(exc).__name__, str(exc)
+
+
+@given(st.one_of(_HEXISH, _LOWER_HEX, st.none(), st.integers()), st.integers(0, 63), st.data())
+def test_a_record_digest_reads_as_its_pattern_reads_it(
+    value: Any, at: int, data: st.DataObject
+) -> None:
+    """``_digest_bytes`` (``bytes.fromhex`` first) answers as the pattern reader does."""
+    if isinstance(value, str) and len(value) == 64 and data.draw(st.booleans()):
+        value = value[:at] + data.draw(st.sampled_from("AF g\u00e9")) + value[at + 1 :]
+
+    def plain(v: Any) -> bytes:
+        return bytes.fromhex(receipt_module._hex_digest(v, "record_digest"))
+
+    assert _digest_answer(receipt_module._digest_bytes, value) == _digest_answer(plain, value)

@@ -450,13 +450,15 @@ def _disclosure(value: Json, path: str) -> AnyDisclosure:
 
 def _digest_bytes(value: Json) -> bytes:
     """``bytes.fromhex(_hex_digest(value, "record_digest"))``: the bytes of exactly 64
-    lowercase hex digits (written back, they give ``value`` again), else the reader names it."""
-    if type(value) is str and len(value) == 64:
+    lowercase hex digits, else the reader names the problem. ``fromhex`` reads hex digits of
+    either case and spaces between bytes: 64 characters that give 32 bytes hold no space, and
+    a lowercase text (``islower``: no upper-case letter) has no upper-case digit."""
+    if type(value) is str and len(value) == 64 and value.islower():
         try:
             raw = bytes.fromhex(value)
         except ValueError:
             raw = b""
-        if len(raw) == HASH_SIZE and raw.hex() == value:
+        if len(raw) == HASH_SIZE:
             return raw
     return bytes.fromhex(_hex_digest(value, "record_digest"))
 
