@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from ledger.core import merkle
 from ledger.core.errors import LedgerError
 from ledger.core.note import Ed25519Signer
+from ledger.core.timefmt import rfc3339
 from ledger.core.types import encode_leaf
 from ledger.records.decision import DecisionRecord, record_digest
 from ledger.records.runs import RunProblem
@@ -180,8 +181,12 @@ def test_a_leaf_time_at_the_anchor_limit_is_checked_in_full() -> None:
 
 
 _TIMES = st.builds(
-    lambda moment, fraction, offset: moment.strftime("%Y-%m-%dT%H:%M:%S") + fraction + offset,
-    st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30)),
+    lambda moment, fraction, offset: (
+        rfc3339(moment.replace(microsecond=0))[:-1] + fraction + offset
+    ),
+    st.datetimes(
+        min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.just(UTC)
+    ),
     st.sampled_from(["", ".5", ".123", ".000001", ".1234567"]),
     st.sampled_from(["Z", "+00:00", "+05:30", "-11:59", "+23:59"]),
 )
@@ -248,3 +253,22 @@ def test_run_verdicts_kept_by_their_inputs_are_made_again_equal(tmp_path: Path) 
             assert got == verdicts._run_checks(other, records, None) and not got.ok
         assert len({verdicts.run_checks(audit, v).to_json_obj()["checks"].__repr__()
                     for v in variants}) == len(variants)  # fmt: skip
+
+
+def test_a_time_check_on_integers_at_its_bounds() -> None:
+    """A claim exactly the skew after the leaf time, or the leaf time exactly the delay after
+    the claim, passes; a microsecond or a millisecond more fails, on either path."""
+    policy = verdicts.TimePolicy(skew=timedelta(seconds=5), max_delay=timedelta(minutes=2))
+    leaf_ms = 1_750_000_000_000
+    leaf = EPOCH + timedelta(milliseconds=leaf_ms)
+    cases = [
+        (leaf + timedelta(seconds=5), verdicts.OK),
+        (leaf + timedelta(seconds=5, microseconds=1), verdicts.FAILED),  # postdated
+        (leaf - timedelta(minutes=2), verdicts.OK),
+        (leaf - timedelta(minutes=2, microseconds=1), verdicts.WARNING),  # late
+    ]
+    for claimed, status in cases:
+        record = cast(DecisionRecord, SimpleNamespace(time=rfc3339(claimed)))
+        got = verdicts.time_check(record, leaf_ms, policy)
+        assert got == verdicts._time_check(record, leaf_ms, policy)
+        assert got.status == status, (claimed, got)
