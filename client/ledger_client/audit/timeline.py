@@ -236,16 +236,30 @@ def timeline(
     return rows
 
 
-_ROW_SETTERS = tuple(getattr(TimelineRow, f.name).__set__ for f in fields(TimelineRow))
+_SET = {f.name: getattr(TimelineRow, f.name).__set__ for f in fields(TimelineRow)}
+_SET_CHECK, _SET_PARENTS, _SET_PROBLEMS, _SET_VERDICT, _SET_INFERRED, _SET_OPENED = (
+    _SET[name] for name in ("check", "parents", "problems", "verdict", "inferred", "opened")
+)
 
 
-def _new_row(*values: Any) -> TimelineRow:
-    """``TimelineRow(...)`` of these values in field order, each slot set by its own setter
-    (the frozen ``__init__`` checks nothing; a timeline makes one row per record):
+def _new_row(
+    check: RecordCheck,
+    parents: tuple[tuple[str, int | None], ...],
+    problems: tuple[str, ...],
+    verdict: Verdict,
+    inferred: tuple[str, ...],
+    opened: Mapping[str, Json] | None,
+) -> TimelineRow:
+    """``TimelineRow(...)`` of these values, each slot set by its own setter (the frozen
+    ``__init__`` checks nothing; a timeline makes one row per record):
     ``test_audit_verify_fast`` holds it equal to the constructor."""
     row = object.__new__(TimelineRow)
-    for setter, value in zip(_ROW_SETTERS, values, strict=True):
-        setter(row, value)
+    _SET_CHECK(row, check)
+    _SET_PARENTS(row, parents)
+    _SET_PROBLEMS(row, problems)
+    _SET_VERDICT(row, verdict)
+    _SET_INFERRED(row, inferred)
+    _SET_OPENED(row, opened)
     return row
 
 

@@ -114,17 +114,44 @@ class RecordCheck:
         return None if when is None else iso_ms(int(when.timestamp() * 1000))
 
 
-_CHECK_SETTERS = tuple(getattr(RecordCheck, f.name).__set__ for f in fields(RecordCheck))
+_SET = {f.name: getattr(RecordCheck, f.name).__set__ for f in fields(RecordCheck)}
+(
+    _SET_SOURCE, _SET_RECORD, _SET_DIGEST, _SET_INDEX, _SET_TREE_SIZE, _SET_LOGGED_AT_MS,
+    _SET_RECORD_STATUS, _SET_CHECKPOINT, _SET_INCLUSION, _SET_WITNESSES, _SET_ANCHOR,
+    _SET_ANCHORED_AT, _SET_DISCLOSED, _SET_ERROR,
+) = (
+    _SET[name] for name in (
+        "source", "record", "digest", "index", "tree_size", "logged_at_ms", "record_status",
+        "checkpoint", "inclusion", "witnesses", "anchor", "anchored_at", "disclosed", "error",
+    )
+)  # fmt: skip
 
 
-def _new_check(*values: Any) -> RecordCheck:
-    """``RecordCheck(...)`` of these values in field order: each slot set by its own setter,
+def _new_check(
+    source: str, record: DecisionRecord, digest: str, index: int, tree_size: int,
+    logged_at_ms: int | None, record_status: str, checkpoint: str, inclusion: str,
+    witnesses: str, anchor: str, anchored_at: datetime | None,
+    disclosed: tuple[tuple[str, Any], ...], error: str | None,
+) -> RecordCheck:  # fmt: skip
+    """``RecordCheck(...)`` of these values (in field order): each slot set by its own setter,
     without the frozen ``__init__``'s ``object.__setattr__`` per field (it checks nothing: a
     ``RecordCheck`` is made from the values ``_parts`` found; an index makes one per receipt).
     ``test_audit_verify_fast`` holds it equal to the plain constructor."""
     check = object.__new__(RecordCheck)
-    for setter, value in zip(_CHECK_SETTERS, values, strict=True):
-        setter(check, value)
+    _SET_SOURCE(check, source)
+    _SET_RECORD(check, record)
+    _SET_DIGEST(check, digest)
+    _SET_INDEX(check, index)
+    _SET_TREE_SIZE(check, tree_size)
+    _SET_LOGGED_AT_MS(check, logged_at_ms)
+    _SET_RECORD_STATUS(check, record_status)
+    _SET_CHECKPOINT(check, checkpoint)
+    _SET_INCLUSION(check, inclusion)
+    _SET_WITNESSES(check, witnesses)
+    _SET_ANCHOR(check, anchor)
+    _SET_ANCHORED_AT(check, anchored_at)
+    _SET_DISCLOSED(check, disclosed)
+    _SET_ERROR(check, error)
     return check
 
 

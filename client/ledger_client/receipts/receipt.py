@@ -499,17 +499,30 @@ def _read_receipt(value: Json, record: DecisionRecord | None = None) -> Receipt:
             index=index, tree_size=tree_size, inclusion_proof=proof, checkpoint=checkpoint,
             anchors=anchors, previous=previous,
         )  # fmt: skip  # raises, naming the problem
-    made = object.__new__(Receipt)
-    for setter, field in zip(
-        _RECEIPT_SETTERS,
-        (digest, leaf, index, tree_size, proof, checkpoint, anchors, record, disclosures, previous),
-        strict=True,
-    ):  # each slot's own setter (what ``object.__setattr__`` finds), in field order
-        setter(made, field)
+    made = object.__new__(Receipt)  # each slot set by its own setter (``object.__setattr__``'s)
+    _SET_RECORD_DIGEST(made, digest)
+    _SET_LEAF(made, leaf)
+    _SET_INDEX(made, index)
+    _SET_TREE_SIZE(made, tree_size)
+    _SET_INCLUSION_PROOF(made, proof)
+    _SET_CHECKPOINT(made, checkpoint)
+    _SET_ANCHORS(made, anchors)
+    _SET_RECORD(made, record)
+    _SET_DISCLOSURES(made, disclosures)
+    _SET_PREVIOUS(made, previous)
     return made
 
 
-_RECEIPT_SETTERS = tuple(getattr(Receipt, f.name).__set__ for f in fields(Receipt))
+_SET = {f.name: getattr(Receipt, f.name).__set__ for f in fields(Receipt)}
+(
+    _SET_RECORD_DIGEST, _SET_LEAF, _SET_INDEX, _SET_TREE_SIZE, _SET_INCLUSION_PROOF,
+    _SET_CHECKPOINT, _SET_ANCHORS, _SET_RECORD, _SET_DISCLOSURES, _SET_PREVIOUS,
+) = (
+    _SET[name] for name in (
+        "record_digest", "leaf", "index", "tree_size", "inclusion_proof", "checkpoint",
+        "anchors", "record", "disclosures", "previous",
+    )
+)  # fmt: skip
 
 
 def to_tlog_proof(receipt: Receipt, *, with_leaf: bool = True) -> TlogProof:
