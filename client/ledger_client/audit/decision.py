@@ -344,8 +344,11 @@ def usage_of(
         if tokens is None and (usage.input_tokens, usage.output_tokens) != (None, None):
             tokens = (usage.input_tokens or 0) + (usage.output_tokens or 0)
     cost = getattr(record, "cost", None)
-    start, end = _ms(getattr(record, "started_at", None)), _ms(getattr(record, "ended_at", None))
-    duration = end - start if start is not None and end is not None else None
+    started, ended = getattr(record, "started_at", None), getattr(record, "ended_at", None)
+    duration = None
+    if started is not None and ended is not None:  # ``_ms(None)`` is None
+        start, end = _ms(started), _ms(ended)
+        duration = end - start if start is not None and end is not None else None
     amount = float(cost.amount) if cost is not None else None
     return tokens, amount, cost.currency if cost is not None else None, duration
 

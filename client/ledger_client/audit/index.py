@@ -380,7 +380,14 @@ def _scan(value: object, commitments: list[str], texts: list[str] | None) -> Non
             texts.append(value)  # type: ignore[arg-type]
     elif kind is dict:
         for item in value.values():  # type: ignore[attr-defined]
-            _scan(item, commitments, texts)
+            inner = type(item)  # the usual members read here, the rest walked
+            if inner is str:
+                if texts is not None:
+                    texts.append(item)
+            elif inner is Commitment:
+                commitments.append(item.digest.hex())
+            elif inner not in _LEAVES:
+                _scan(item, commitments, texts)
     elif kind is list or kind is tuple:
         for item in value:  # type: ignore[attr-defined]
             _scan(item, commitments, texts)
