@@ -147,9 +147,9 @@ def test_anchors_read_again_after_their_json_changed() -> None:
     obj = full_receipt().to_json_obj()
     first = Receipt.from_json_obj(copy.deepcopy(obj))
     assert Receipt.from_json_obj(copy.deepcopy(obj)).anchors == first.anchors
-    same = copy.deepcopy(obj)
+    same: Any = copy.deepcopy(obj)
     assert Receipt.from_json_obj(same).anchors == first.anchors
-    anchor = same["anchors"][0]
+    anchor: Any = same["anchors"][0]
     anchor["tsa"] = "another"
     assert Receipt.from_json_obj(same).anchors[0].tsa == "another"
     anchor["certificates"].append(base64.b64encode(b"cert").decode())
