@@ -1,5 +1,5 @@
-"""The optional compiled core (``ledger.core._hot`` and ``ledger.core._strictjson``, C): everything
-else is in pyproject.toml.
+"""The optional compiled core (``ledger.core._hot``, ``ledger.core._strictjson`` and
+``ledger.core._recordread``, C): everything else is in pyproject.toml.
 
 A wheel or a regular ``pip install .`` builds it when a C compiler and the Python headers are
 there, and installs the pure core when the build fails (``optional=True``: ``CC=/bin/false pip
@@ -25,4 +25,11 @@ STRICT_JSON = Extension(
     extra_compile_args=["-O3"],
 )
 
-setup(ext_modules=[] if "editable_wheel" in sys.argv else [HOT, STRICT_JSON])
+RECORD_READ = Extension(
+    "ledger.core._recordread",
+    sources=["ledger/core/_recordread.c"],
+    optional=True,
+    extra_compile_args=["-O3"],
+)
+
+setup(ext_modules=[] if "editable_wheel" in sys.argv else [HOT, STRICT_JSON, RECORD_READ])

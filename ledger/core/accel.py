@@ -7,6 +7,12 @@ It also selects the compiled strict JSON reader and canonical writer
 ``LEDGER_PURE=1`` is set, and their pure twins (jcs's plain Python path, the receipt and run
 readers' own) then do everything (``JSON_CORE`` says which runs).
 
+And it selects the compiled fast reading of a decision record (``ledger.core._recordread``,
+C): ``record_configure``, ``record_parse`` and ``record_read`` are None when it is not built or
+``LEDGER_PURE=1`` is set, and ``ledger.records.decision``'s own fast reading (its twin) then
+reads every record (``RECORD_CORE`` says which runs). The records package configures it with
+its classes and readers (the core imports nothing of ``ledger.records``).
+
 The compiled module is used when it was built (a regular install, or ``make native`` in a
 checkout) unless ``LEDGER_PURE=1`` forces the twin; ``CORE`` says which one runs ("native" or
 "pure"): the server's start line and the ``ledger_core_info`` metric show it.
@@ -25,6 +31,7 @@ from ledger.core import hot
 __all__ = [
     "CORE",
     "JSON_CORE",
+    "RECORD_CORE",
     "bundle_digests",
     "bundle_leaf_hashes",
     "compact_extend",
@@ -42,6 +49,10 @@ __all__ = [
     "json_read",
     "native_error",
     "present",
+    "record_configure",
+    "record_error",
+    "record_parse",
+    "record_read",
     "same_json",
     "sequence_plain",
     "split_hashes",
@@ -117,3 +128,23 @@ decoded, or None when the receipt reader's own path must read (and name) it."""
 same_json: Callable[[Any, Any], bool | None] | None = None if _json is None else _json.same_json
 """``_strictjson.same_json(a, b)``: whether two parsed values are the same JSON value (types
 included, member order not), or None when the run reader's own comparison must decide."""
+
+
+_records, record_error = _compiled("_recordread", "the compiled record reader")
+"""Why ``ledger.records.decision`` reads records on its own fast reading (None when the
+compiled one runs)."""
+
+RECORD_CORE: str = "pure" if _records is None else "native"
+record_configure: Callable[[dict[str, Any]], None] | None = (
+    None if _records is None else _records.configure
+)
+"""``_recordread.configure(config)``: the record classes, caches and the twin's readers (given
+by ``ledger.records.decision`` when it is imported)."""
+record_parse: Callable[[Any], dict[str, Any] | None] | None = (
+    None if _records is None else _records.parse
+)
+"""``_recordread.parse(value)``: ``decision._parse_record_fast``'s answer (the arguments, None,
+or its exception)."""
+record_read: Callable[[Any], Any] | None = None if _records is None else _records.record
+"""``_recordread.record(value)``: ``decision._record_fast``'s answer (the record, None, or its
+exception)."""

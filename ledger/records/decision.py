@@ -42,6 +42,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta, timezone
 from typing import Any, ClassVar, TypeAlias, cast
 
+from ledger.core import accel
 from ledger.core.errors import (
     FormatError,
     InvalidRecordError,
@@ -482,13 +483,15 @@ class DecisionRecord:
         already normalised, so the second parse ``__post_init__`` makes for direct
         construction is skipped (an index reads hundreds of thousands of records)."""
         plain = cast(Json, obj) if checked else to_plain(obj, safe_numbers=True)
+        if cls is DecisionRecord:  # the fast reading (compiled, or its twin), else the plain
+            try:
+                found = _read_fast(plain)
+            except FormatError:  # refused: the plain reading names the problem
+                found = None
+            return _built(_parse_record(plain)) if found is None else found
         record = object.__new__(cls)
-        setters = _SETTERS if cls is DecisionRecord else None
         for name, value in _record_args(plain).items():
-            if setters is None:
-                object.__setattr__(record, name, value)
-            else:  # each slot's own setter: what ``object.__setattr__`` calls, found once
-                setters[name](record, value)
+            object.__setattr__(record, name, value)
         return record
 
     def to_json(self) -> str:
@@ -504,6 +507,16 @@ class DecisionRecord:
 _SETTERS: Mapping[str, Callable[[DecisionRecord, object], None]] = {
     f.name: getattr(DecisionRecord, f.name).__set__ for f in fields(DecisionRecord)
 }
+
+
+def _built(args: Mapping[str, Any]) -> DecisionRecord:
+    """A record of already read and checked arguments, each slot set through its own setter
+    (what ``object.__setattr__`` calls, found once: no second validation)."""
+    record = object.__new__(DecisionRecord)
+    for name, value in args.items():
+        _SETTERS[name](record, value)
+    return record
+
 
 # --- validation: each reader takes (JSON value, field path) and returns the typed value ----------
 
@@ -817,7 +830,7 @@ _FIELDS_OF.update((v, record_fields(v)) for v in range(1, SCHEMA_VERSION + 1))
 def _record_args(value: Json) -> dict[str, Any]:
     """``_parse_record(value)``, through ``_parse_record_fast`` when it can read the record."""
     try:
-        args = _parse_record_fast(value)
+        args = _parse_fast(value)
     except FormatError:  # refused: the plain reading names the problem as it always has
         args = None
     return _parse_record(value) if args is None else args
@@ -1098,6 +1111,61 @@ def _shared(key: tuple[object, ...], payload: Payload) -> Payload:
         _PAYLOADS.clear()
     _PAYLOADS[key] = payload
     return payload
+
+
+def _record_fast(value: Json) -> DecisionRecord | None:
+    """``_parse_record_fast(value)`` built into a record: the pure twin of the compiled
+    ``ledger.core._recordread.record`` (None, or ``FormatError``, for what the plain reading
+    must read or refuse)."""
+    args = _parse_record_fast(value)
+    return None if args is None else _built(args)
+
+
+def _compiled_config() -> dict[str, Any]:
+    """What the compiled fast reading takes from this module: the classes it builds, the
+    caches it shares with the twin, and the twin's helpers it leaves every other case to."""
+    return {
+        "record": DecisionRecord,
+        "otel": OtelContext,
+        "usage": Usage,
+        "cost": Cost,
+        "commitment": Commitment,
+        "tool_call": ToolCall,
+        "parameter_construction": ParameterConstruction,
+        "memory_write": MemoryWrite,
+        "constraint_check": ConstraintCheck,
+        "tool_selection": ToolSelection,
+        "run_closed": RunClosed,
+        "rfc3339": _rfc3339,
+        "empty_or": _empty_or,
+        "json_value": _json_value,
+        "json_value_at": _json_value_at,
+        "model_parameters": _model_parameters,
+        "chain": _chain,
+        "signature": _signature,
+        "payload": _payload,
+        "checked_across": _checked_across,
+        "commitment_from": Commitment.from_json_obj,
+        "payload_types": PAYLOAD_TYPES,
+        "versions": _VERSION_OF,
+        "fields_of": _FIELDS_OF,
+        "times": _TIMES_SEEN,
+        "usages": _USAGES,
+        "costs": _COSTS,
+        "payloads": _PAYLOADS,
+        "format_error": FormatError,
+        "setters": {f.name: getattr(DecisionRecord, f.name) for f in fields(DecisionRecord)},
+        "cache_max": 4096,
+    }
+
+
+# The one selector (``ledger.core.accel``): the compiled fast reading when it is built, unless
+# ``LEDGER_PURE=1``; else its twin above.
+_parse_fast: Callable[[Json], dict[str, Any] | None] = _parse_record_fast
+_read_fast: Callable[[Json], DecisionRecord | None] = _record_fast
+if accel.record_configure is not None and accel.record_parse and accel.record_read:
+    accel.record_configure(_compiled_config())
+    _parse_fast, _read_fast = accel.record_parse, accel.record_read
 
 
 def _first_per_leaf(value: Json, path: str) -> str | None:
