@@ -36,13 +36,16 @@ test: $(STAMP) native lint docs bytecode
 	test $$parallel = 0 && test $$beside = 0
 	$(MAKE) --no-print-directory pytest-serial
 
-# The compiled core (ledger/core/_hot.c, _strictjson.c) built in place: editable installs are
+# The compiled core (ledger/core/_hot.c, _strictjson.c, _recordread.c) built in place: editable installs are
 # pure until this runs. Fails when it cannot build (no C compiler or Python headers: `.ci/run`
 # installs them).
 native: $(STAMP)
 	$(BIN)/python -W ignore setup.py -q build_ext --inplace
 	$(BIN)/python -c "from ledger.core import accel; assert accel.CORE == 'native', accel.native_error"
 	$(BIN)/python -c "from ledger.core import accel; assert accel.JSON_CORE == 'native', accel.json_error"
+	$(BIN)/python -c "from ledger.core import accel; from ledger.records import decision; \
+		assert accel.RECORD_CORE == 'native', accel.record_error; \
+		assert decision._read_fast is accel.record_read"
 
 # Our modules compiled to bytecode before the tests run. Where PYTHONDONTWRITEBYTECODE is set
 # (as on the CI runs here), Python writes no __pycache__, so each of the suite's Python
@@ -57,13 +60,16 @@ bytecode: $(STAMP)
 # selected core): here they would run the very code the compiled run ran, 10,000 examples each
 # (~60 s of CPU), again.
 PURE_SAME := --deselect tests/property/test_hot_twins.py::test_compiled_and_pure_agree \
-	--deselect tests/property/test_hot_twins.py::test_bundle_leaf_hashes_agree
+	--deselect tests/property/test_hot_twins.py::test_bundle_leaf_hashes_agree \
+	--deselect tests/property/test_record_read_twins.py::test_compiled_and_pure_read_alike \
+	--deselect tests/property/test_record_read_twins.py::test_compiled_and_pure_refuse_alike
 CORE_TESTS := tests/property/test_hot_twins.py tests/property/test_tile_layout.py \
 	tests/property/test_merkle_property.py tests/unit/test_merkle.py \
 	tests/unit/test_merkle_vectors.py tests/unit/test_tiles.py tests/unit/test_log.py \
 	tests/unit/test_storage_contract.py tests/property/test_loads_strict_property.py \
 	tests/property/test_jcs_fast_property.py tests/property/test_dedup_table_twins.py \
-	tests/unit/test_dedup_store.py
+	tests/unit/test_dedup_store.py tests/property/test_record_read_twins.py \
+	tests/unit/test_records.py tests/property/test_records_property.py
 pytest-pure: $(STAMP) bytecode
 	LEDGER_PURE=1 LEDGER_EXPECT_CORE=pure $(PYTEST) $(WORKERS) $(CORE_TESTS) $(PURE_SAME)
 

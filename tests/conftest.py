@@ -1,11 +1,12 @@
 """Shared test set-up: hypothesis profiles (``CI`` set -> more examples); after every test, the
 process groups it started are killed (``tests/processes.py``), whether it passed or not; with
 ``LEDGER_EXPECT_CORE`` set (``make test``), the run stops at once unless that core is selected
-(``ledger.core.accel``: the core and the JSON reader), so a missing compiled build fails instead
-of testing the twin twice; the longest files are collected first (``tests/schedule.py``: ``make
-pytest``'s workers take them first); with ``LEDGER_TEST_CPU`` naming a file, each test's wall
-and CPU seconds (its worker's, and its finished child processes': servers, CLIs) are appended
-to it as JSON lines, the figures ``tests/schedule.py`` orders by."""
+(``ledger.core.accel``: the core, the JSON reader and the record reader), so a missing compiled
+build fails instead of testing the twin twice; the longest files are collected first
+(``tests/schedule.py``: ``make pytest``'s workers take them first); with ``LEDGER_TEST_CPU``
+naming a file, each test's wall and CPU seconds (its worker's, and its finished child
+processes': servers, CLIs) are appended to it as JSON lines, the figures ``tests/schedule.py``
+orders by."""
 
 from __future__ import annotations
 
@@ -74,6 +75,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         for name, selected, why in (
             ("core", accel.CORE, accel.native_error),
             ("JSON reader", accel.JSON_CORE, accel.json_error),
+            ("record reader", accel.RECORD_CORE, accel.record_error),
         ):
             if expected != selected:
                 pytest.exit(
