@@ -46,13 +46,14 @@ enum {
     K_TRACE_ID, K_SPAN_ID, K_INPUT_TOKENS, K_OUTPUT_TOKENS, K_TOTAL_TOKENS, K_AMOUNT, K_CURRENCY,
     K_TOOL, K_INPUTS_USED, K_OUTPUTS_GENERATED, K_KEY, K_VALUE, K_SOURCE, K_TRUST_LABEL,
     K_CONSTRAINT_ID, K_PASSED, K_COMMITMENT, K_EMPTY, K_TOOL_CALL, K_PARAMETER_CONSTRUCTION,
-    K_MEMORY_WRITE, K_CONSTRAINT_CHECK, K_PAYLOAD_VALUE, N_KEYS
+    K_MEMORY_WRITE, K_CONSTRAINT_CHECK, K_PAYLOAD_VALUE, K_RUN_CLOSED, K_STEPS, K_RECORD_DIGEST,
+    N_KEYS
 };
 static const char *KEY_NAMES[N_KEYS] = {
     "trace_id", "span_id", "input_tokens", "output_tokens", "total_tokens", "amount", "currency",
     "tool", "inputs_used", "outputs_generated", "key", "value", "source", "trust_label",
     "constraint_id", "passed", "commitment", "", "tool_call", "parameter_construction",
-    "memory_write", "constraint_check", "payload.value",
+    "memory_write", "constraint_check", "payload.value", "run_closed", "steps", "record_digest",
 };
 static PyObject *K[N_KEYS];
 
@@ -60,11 +61,11 @@ static PyObject *K[N_KEYS];
 
 enum {
     T_RECORD, T_OTEL, T_USAGE, T_COST, T_COMMITMENT, T_TOOL_CALL, T_PARAMETER_CONSTRUCTION,
-    T_MEMORY_WRITE, T_CONSTRAINT_CHECK, T_TOOL_SELECTION, T_RUN_CLOSED, N_TYPES
+    T_MEMORY_WRITE, T_CONSTRAINT_CHECK, T_TOOL_SELECTION, T_RUN_CLOSED, T_RUN_STEP, N_TYPES
 };
 static const char *TYPE_KEYS[N_TYPES] = {
     "record", "otel", "usage", "cost", "commitment", "tool_call", "parameter_construction",
-    "memory_write", "constraint_check", "tool_selection", "run_closed",
+    "memory_write", "constraint_check", "tool_selection", "run_closed", "run_step",
 };
 static PyObject *T[N_TYPES];
 
@@ -93,6 +94,8 @@ static const char *SLOT_NAMES[N_TYPES][MAX_SLOTS] = {
     [T_PARAMETER_CONSTRUCTION] = {"tool"},
     [T_MEMORY_WRITE] = {"key", "value", "source", "trust_label"},
     [T_CONSTRAINT_CHECK] = {"constraint_id", "passed"},
+    [T_RUN_CLOSED] = {"steps"},
+    [T_RUN_STEP] = {"step", "record_digest"},
 };
 static int configured = 0;
 static PyObject *empty_tuple;
@@ -462,6 +465,41 @@ static PyObject *shared_make(PyObject *key, int t, PyObject **values, int n) {
     return made;
 }
 
+static PyObject *run_steps_fast(PyObject *v) { /* _run_steps_fast */
+    if (!PyList_CheckExact(v)) Py_RETURN_NONE;
+    Py_ssize_t n = PyList_GET_SIZE(v);
+    long long last = -1;
+    for (Py_ssize_t i = 0; i < n; i++) { /* everything checked before anything is built */
+        PyObject *item = PyList_GET_ITEM(v, i);
+        if (!PyDict_CheckExact(item) || PyDict_GET_SIZE(item) != 2) Py_RETURN_NONE;
+        int err = 0;
+        PyObject *step = member(item, S[F_STEP], &err);
+        PyObject *digest = err ? NULL : member(item, K[K_RECORD_DIGEST], &err);
+        if (err) return NULL;
+        if (step == NULL || digest == NULL || !PyLong_CheckExact(step) || !hex_str(digest, 64))
+            Py_RETURN_NONE;
+        int overflow = 0;
+        long long s = PyLong_AsLongLongAndOverflow(step, &overflow);
+        if (s == -1 && PyErr_Occurred()) return NULL;
+        if (overflow || s <= last || s > MAX_SAFE) Py_RETURN_NONE;
+        last = s;
+    }
+    PyObject *out = PyTuple_New(n);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(v, i);
+        PyObject *values[2] = {PyDict_GetItem(item, S[F_STEP]),
+                               PyDict_GetItem(item, K[K_RECORD_DIGEST])};
+        PyObject *made = make(T_RUN_STEP, values, 2);
+        if (made == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(out, i, made);
+    }
+    return out;
+}
+
 static PyObject *payload_fast(PyObject *kind, PyObject *v) { /* _payload_fast */
     if (PyDict_CheckExact(v)) {
         Py_ssize_t size = PyDict_GET_SIZE(v);
@@ -554,6 +592,17 @@ static PyObject *payload_fast(PyObject *kind, PyObject *v) { /* _payload_fast */
                 Py_DECREF(key);
                 return out;
             }
+        } else if (size == 1 && PyUnicode_Compare(kind, K[K_RUN_CLOSED]) == 0) {
+            PyObject *steps = member(v, K[K_STEPS], &err);
+            if (err) return NULL;
+            PyObject *read = steps == NULL ? Py_NewRef(Py_None) : run_steps_fast(steps);
+            if (read == NULL) return NULL;
+            if (read != Py_None) {
+                PyObject *out = make(T_RUN_CLOSED, &read, 1);
+                Py_DECREF(read);
+                return out;
+            }
+            Py_DECREF(read);
         }
     }
     return call3(C_PAYLOAD, kind, v, S[F_PAYLOAD]);
@@ -570,13 +619,34 @@ static PyObject *checked_across(PyObject *args, PyObject *value, PyObject *versi
     PyObject *chain = PyDict_GetItemWithError(args, S[F_CHAIN]);
     PyObject *started = PyDict_GetItemWithError(args, S[F_STARTED]);
     PyObject *ended = PyDict_GetItemWithError(args, S[F_ENDED]);
+    PyObject *step = PyDict_GetItemWithError(args, S[F_STEP]);
     if (PyErr_Occurred()) return NULL;
     if (version >= 2 && candidates != NULL && PyTuple_CheckExact(candidates) &&
         PyTuple_GET_SIZE(candidates) == 0 && selected == Py_None && chain == Py_None &&
         payload != NULL && !PyObject_TypeCheck(payload, (PyTypeObject *)T[T_TOOL_SELECTION]) &&
-        !PyObject_TypeCheck(payload, (PyTypeObject *)T[T_RUN_CLOSED]) &&
-        (started == Py_None || ended == Py_None))
-        return Py_NewRef(args);
+        (started == Py_None || ended == Py_None)) {
+        if (Py_TYPE(payload) != (PyTypeObject *)T[T_RUN_CLOSED]) return Py_NewRef(args);
+        /* a run closing comes after every step it lists */
+        PyObject *steps = PyObject_GetAttr(payload, K[K_STEPS]);
+        if (steps == NULL) return NULL;
+        int after = PyTuple_CheckExact(steps) && PyTuple_GET_SIZE(steps) == 0;
+        if (!after && PyTuple_CheckExact(steps) && step != NULL) {
+            PyObject *last = PyTuple_GET_ITEM(steps, PyTuple_GET_SIZE(steps) - 1);
+            PyObject *last_step = Py_TYPE(last) == (PyTypeObject *)T[T_RUN_STEP]
+                                      ? PyObject_GetAttr(last, S[F_STEP])
+                                      : NULL;
+            if (last_step != NULL && PyLong_CheckExact(last_step) && PyLong_CheckExact(step)) {
+                after = PyObject_RichCompareBool(last_step, step, Py_LT);
+            }
+            Py_XDECREF(last_step);
+            if (after < 0 || PyErr_Occurred()) {
+                Py_DECREF(steps);
+                return NULL;
+            }
+        }
+        Py_DECREF(steps);
+        if (after) return Py_NewRef(args);
+    }
     return call3(C_CHECKED_ACROSS, args, value, version_obj);
 }
 

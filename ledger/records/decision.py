@@ -1103,7 +1103,33 @@ def _payload_fast(kind: str, value: Json) -> Payload:
                 return found or _shared(
                     shared, ConstraintCheck(constraint_id=constraint, passed=passed)
                 )
+        elif kind == "run_closed" and len(value) == 1:
+            steps = _run_steps_fast(value.get("steps"))
+            if steps is not None:
+                return RunClosed(steps=steps)
     return _payload(kind, value, "payload")
+
+
+def _run_steps_fast(value: Json) -> tuple[RunStep, ...] | None:
+    """``_run_steps`` (each a step and a digest, steps strictly increasing from 0 on) or None."""
+    if type(value) is not list:
+        return None
+    steps: list[RunStep] = []
+    last = -1
+    for item in value:
+        if type(item) is not dict or len(item) != 2:
+            return None
+        step, digest = item.get("step"), item.get("record_digest")
+        if (
+            type(step) is not int
+            or not last < step <= _MAX_INT
+            or type(digest) is not str
+            or _DIGEST.fullmatch(digest) is None
+        ):
+            return None
+        steps.append(RunStep(step=step, record_digest=digest))
+        last = step
+    return tuple(steps)
 
 
 def _shared(key: tuple[object, ...], payload: Payload) -> Payload:
@@ -1136,6 +1162,7 @@ def _compiled_config() -> dict[str, Any]:
         "constraint_check": ConstraintCheck,
         "tool_selection": ToolSelection,
         "run_closed": RunClosed,
+        "run_step": RunStep,
         "rfc3339": _rfc3339,
         "empty_or": _empty_or,
         "json_value": _json_value,

@@ -452,6 +452,23 @@ _PAYLOAD_VALUES: st.SearchStrategy[tuple[str, Any]] = st.one_of(
     ),
     st.tuples(st.just("parameter_construction"), st.fixed_dictionaries({"tool": _SMALL_ITEM})),
     st.tuples(
+        st.just("run_closed"),
+        st.fixed_dictionaries(
+            {
+                "steps": st.lists(
+                    st.fixed_dictionaries(
+                        {
+                            "step": st.sampled_from([0, 1, 2, -1, 1.0, True, 2**53]),
+                            "record_digest": _SMALL_ITEM,
+                        }
+                    ),
+                    max_size=3,
+                )
+                | _SMALL_ITEM
+            }
+        ),
+    ),
+    st.tuples(
         st.just("constraint_check"),
         st.fixed_dictionaries(
             {"constraint_id": _SMALL_ITEM, "passed": st.sampled_from([True, False, 1, 0, None])}
