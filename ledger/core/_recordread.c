@@ -608,180 +608,202 @@ static PyObject *payload_fast(PyObject *kind, PyObject *v) { /* _payload_fast */
     return call3(C_PAYLOAD, kind, v, S[F_PAYLOAD]);
 }
 
-/* _checked_across(args, value, version): the common case (no candidates, nothing selected, no
-   chain link, not both times, schema v2 on, neither a tool selection nor a run closing) passes
-   every check across fields as it stands; anything else is the twin's to check. */
-static PyObject *checked_across(PyObject *args, PyObject *value, PyObject *version_obj,
-                                long version) {
-    PyObject *candidates = PyDict_GetItemWithError(args, S[F_CANDIDATES]);
-    PyObject *selected = PyDict_GetItemWithError(args, S[F_SELECTED]);
-    PyObject *payload = PyDict_GetItemWithError(args, S[F_PAYLOAD]);
-    PyObject *chain = PyDict_GetItemWithError(args, S[F_CHAIN]);
-    PyObject *started = PyDict_GetItemWithError(args, S[F_STARTED]);
-    PyObject *ended = PyDict_GetItemWithError(args, S[F_ENDED]);
-    PyObject *step = PyDict_GetItemWithError(args, S[F_STEP]);
-    if (PyErr_Occurred()) return NULL;
-    if (version >= 2 && candidates != NULL && PyTuple_CheckExact(candidates) &&
-        PyTuple_GET_SIZE(candidates) == 0 && selected == Py_None && chain == Py_None &&
-        payload != NULL && !PyObject_TypeCheck(payload, (PyTypeObject *)T[T_TOOL_SELECTION]) &&
-        (started == Py_None || ended == Py_None)) {
-        if (Py_TYPE(payload) != (PyTypeObject *)T[T_RUN_CLOSED]) return Py_NewRef(args);
-        /* a run closing comes after every step it lists */
-        PyObject *steps = PyObject_GetAttr(payload, K[K_STEPS]);
-        if (steps == NULL) return NULL;
-        int after = PyTuple_CheckExact(steps) && PyTuple_GET_SIZE(steps) == 0;
-        if (!after && PyTuple_CheckExact(steps) && step != NULL) {
-            PyObject *last = PyTuple_GET_ITEM(steps, PyTuple_GET_SIZE(steps) - 1);
-            PyObject *last_step = Py_TYPE(last) == (PyTypeObject *)T[T_RUN_STEP]
-                                      ? PyObject_GetAttr(last, S[F_STEP])
-                                      : NULL;
-            if (last_step != NULL && PyLong_CheckExact(last_step) && PyLong_CheckExact(step)) {
-                after = PyObject_RichCompareBool(last_step, step, Py_LT);
-            }
-            Py_XDECREF(last_step);
-            if (after < 0 || PyErr_Occurred()) {
-                Py_DECREF(steps);
-                return NULL;
-            }
-        }
-        Py_DECREF(steps);
-        if (after) return Py_NewRef(args);
-    }
-    return call3(C_CHECKED_ACROSS, args, value, version_obj);
-}
-
 /* --- the record ---------------------------------------------------------------------------------- */
 
-static int put(PyObject *args, int f, PyObject *v) { /* args[name] = v, v's reference taken */
-    if (v == NULL) return -1;
-    int rc = PyDict_SetItem(args, S[f], v);
-    Py_DECREF(v);
-    return rc;
+static PyObject *REC[N_FIELDS]; /* DecisionRecord's slot descriptor per member (none for kind) */
+
+static void clear_values(PyObject **v) {
+    for (int f = 0; f < N_FIELDS; f++) Py_CLEAR(v[f]);
 }
 
-static PyObject *parse(PyObject *value) { /* _parse_record_fast */
-    if (!PyDict_CheckExact(value)) Py_RETURN_NONE;
+/* The fast reading's values, in the twin's order of reading, into ``v`` (new references, by
+   member; kind's stays NULL): 1 when read, 0 when left to the plain reading (None), -1 with the
+   exception a helper raised. The checks across members are not made here. */
+static int read_values(PyObject *value, PyObject **v, PyObject **version_obj, long *version) {
+    for (int f = 0; f < N_FIELDS; f++) v[f] = NULL;
+    if (!PyDict_CheckExact(value)) return 0;
     int err = 0;
     PyObject *schema = member(value, S[F_SCHEMA], &err);
-    if (err) return NULL;
-    if (schema == NULL || !PyUnicode_CheckExact(schema)) Py_RETURN_NONE;
-    PyObject *version_obj = PyDict_GetItemWithError(C[C_VERSIONS], schema);
-    if (version_obj == NULL) {
-        if (PyErr_Occurred()) return NULL;
-        Py_RETURN_NONE;
+    if (err) return -1;
+    if (schema == NULL || !PyUnicode_CheckExact(schema)) return 0;
+    *version_obj = PyDict_GetItemWithError(C[C_VERSIONS], schema);
+    if (*version_obj == NULL) return PyErr_Occurred() ? -1 : 0;
+    *version = PyLong_AsLong(*version_obj);
+    if (*version < 1 || *version > MAX_VERSION) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "a schema version this reading does not know");
+        return -1;
     }
-    long version = PyLong_AsLong(version_obj);
-    if (version < 1 || version > MAX_VERSION) {
-        if (PyErr_Occurred()) return NULL;
-        PyErr_SetString(PyExc_RuntimeError, "a schema version this reading does not know");
-        return NULL;
-    }
-    int n = FIELDS_IN[version];
-    if (PyDict_GET_SIZE(value) != n) Py_RETURN_NONE;
+    int n = FIELDS_IN[*version];
+    if (PyDict_GET_SIZE(value) != n) return 0;
     PyObject *m[N_FIELDS];
     for (int i = 0; i < n; i++) {
         m[i] = member(value, S[i], &err);
-        if (err) return NULL;
-        if (m[i] == NULL) Py_RETURN_NONE;
+        if (err) return -1;
+        if (m[i] == NULL) return 0;
     }
     PyObject *kind = m[F_KIND], *step = m[F_STEP], *model = m[F_MODEL];
-    if (!PyUnicode_CheckExact(kind)) Py_RETURN_NONE;
+    if (!PyUnicode_CheckExact(kind)) return 0;
     int known = PyDict_Contains(C[C_PAYLOAD_TYPES], kind);
-    if (known < 0) return NULL;
+    if (known < 0) return -1;
     if (!known || !uuid7(m[F_RECORD_ID]) || !nonempty_str(m[F_RUN_ID]) ||
         !nonempty_str(m[F_AGENT]) || !PyLong_CheckExact(step) ||
         !(model == Py_None || nonempty_str(model)))
-        Py_RETURN_NONE;
+        return 0;
     int overflow = 0;
     long long step_n = PyLong_AsLongLongAndOverflow(step, &overflow);
-    if (step_n == -1 && PyErr_Occurred()) return NULL;
-    if (overflow || step_n < 0 || step_n > MAX_SAFE) Py_RETURN_NONE;
+    if (step_n == -1 && PyErr_Occurred()) return -1;
+    if (overflow || step_n < 0 || step_n > MAX_SAFE) return 0;
     PyObject *selected = m[F_SELECTED], *otel = m[F_OTEL];
-    if (!(selected == Py_None || nonempty_str(selected))) Py_RETURN_NONE;
+    if (!(selected == Py_None || nonempty_str(selected))) return 0;
 
+    /* in the twin's order: a helper that raises stops the reading where the twin's stops */
+    v[F_SCHEMA] = Py_NewRef(schema);
+    v[F_RECORD_ID] = Py_NewRef(m[F_RECORD_ID]);
+    v[F_RUN_ID] = Py_NewRef(m[F_RUN_ID]);
+    v[F_STEP] = Py_NewRef(step);
+    v[F_AGENT] = Py_NewRef(m[F_AGENT]);
+    v[F_MODEL] = Py_NewRef(model);
+    v[F_SELECTED] = Py_NewRef(selected);
+    if ((v[F_PARENT_DIGESTS] = digests_fast(m[F_PARENT_DIGESTS])) == NULL ||
+        (v[F_TIME] = rfc3339(m[F_TIME], S[F_TIME])) == NULL ||
+        (v[F_OTEL] = otel == Py_None ? Py_NewRef(Py_None) : otel_fast(otel)) == NULL ||
+        (v[F_EVIDENCE] = evidence_fast(m[F_EVIDENCE])) == NULL ||
+        (v[F_CANDIDATES] = empty_or(m[F_CANDIDATES], S[F_CANDIDATES])) == NULL ||
+        (v[F_PARAMETERS] = parameters_fast(m[F_PARAMETERS])) == NULL ||
+        (v[F_CONSTRAINTS] = empty_or(m[F_CONSTRAINTS], S[F_CONSTRAINTS])) == NULL ||
+        (v[F_EXPECTED] = json_value(m[F_EXPECTED], S[F_EXPECTED])) == NULL ||
+        (v[F_ACTUAL] = json_value(m[F_ACTUAL], S[F_ACTUAL])) == NULL)
+        goto fail;
+    if (*version >= 2) {
+        PyObject *started = m[F_STARTED], *ended = m[F_ENDED], *mp = m[F_MODEL_PARAMETERS];
+        if ((v[F_STARTED] = started == Py_None ? Py_NewRef(Py_None)
+                                               : rfc3339(started, S[F_STARTED])) == NULL ||
+            (v[F_ENDED] = ended == Py_None ? Py_NewRef(Py_None) : rfc3339(ended, S[F_ENDED])) ==
+                NULL ||
+            (v[F_USAGE] = m[F_USAGE] == Py_None ? Py_NewRef(Py_None) : usage_fast(m[F_USAGE])) ==
+                NULL ||
+            (v[F_COST] = m[F_COST] == Py_None ? Py_NewRef(Py_None) : cost_fast(m[F_COST])) ==
+                NULL ||
+            (v[F_MODEL_PARAMETERS] =
+                 PyDict_CheckExact(mp) && PyDict_GET_SIZE(mp) == 0
+                     ? PyDict_New()
+                     : call2(C_MODEL_PARAMETERS, mp, S[F_MODEL_PARAMETERS])) == NULL)
+            goto fail;
+    }
+    if (*version >= 3) {
+        PyObject *chain = m[F_CHAIN], *signature = m[F_SIGNATURE];
+        if ((v[F_CHAIN] = chain == Py_None ? Py_NewRef(Py_None)
+                                           : call2(C_CHAIN, chain, S[F_CHAIN])) == NULL ||
+            (v[F_SIGNATURE] = signature == Py_None
+                                  ? Py_NewRef(Py_None)
+                                  : call2(C_SIGNATURE, signature, S[F_SIGNATURE])) == NULL)
+            goto fail;
+    }
+    if (v[F_PARENT_DIGESTS] == Py_None || (otel != Py_None && v[F_OTEL] == Py_None) ||
+        v[F_EVIDENCE] == Py_None || v[F_PARAMETERS] == Py_None ||
+        (*version >= 2 && m[F_USAGE] != Py_None && v[F_USAGE] == Py_None) ||
+        (*version >= 2 && m[F_COST] != Py_None && v[F_COST] == Py_None)) {
+        clear_values(v);
+        return 0;
+    }
+    for (int f = FIELDS_IN[*version]; f < N_FIELDS; f++) /* the later members' defaults */
+        if ((v[f] = f == F_MODEL_PARAMETERS ? PyDict_New() : Py_NewRef(Py_None)) == NULL)
+            goto fail;
+    if ((v[F_PAYLOAD] = payload_fast(kind, m[F_PAYLOAD])) == NULL) goto fail;
+    return 1;
+fail:
+    clear_values(v);
+    return -1;
+}
+
+/* The twin's arguments dict, members in its order (payload last, no kind). */
+static PyObject *args_of(PyObject **v) {
     PyObject *args = PyDict_New();
     if (args == NULL) return NULL;
-    /* in the twin's order: a helper that raises stops the reading where the twin's stops */
-    PyObject *parents = NULL, *otel_read = NULL, *evidence = NULL, *parameters = NULL;
-    PyObject *usage = NULL, *cost = NULL;
-    if (PyDict_SetItem(args, S[F_SCHEMA], schema) < 0 ||
-        PyDict_SetItem(args, S[F_RECORD_ID], m[F_RECORD_ID]) < 0 ||
-        PyDict_SetItem(args, S[F_RUN_ID], m[F_RUN_ID]) < 0 ||
-        PyDict_SetItem(args, S[F_STEP], step) < 0)
-        goto fail;
-    if ((parents = digests_fast(m[F_PARENT_DIGESTS])) == NULL ||
-        PyDict_SetItem(args, S[F_PARENT_DIGESTS], parents) < 0)
-        goto fail;
-    if (put(args, F_TIME, rfc3339(m[F_TIME], S[F_TIME])) < 0 ||
-        PyDict_SetItem(args, S[F_AGENT], m[F_AGENT]) < 0 ||
-        PyDict_SetItem(args, S[F_MODEL], model) < 0)
-        goto fail;
-    otel_read = otel == Py_None ? Py_NewRef(Py_None) : otel_fast(otel);
-    if (otel_read == NULL || PyDict_SetItem(args, S[F_OTEL], otel_read) < 0) goto fail;
-    if ((evidence = evidence_fast(m[F_EVIDENCE])) == NULL ||
-        PyDict_SetItem(args, S[F_EVIDENCE], evidence) < 0)
-        goto fail;
-    if (put(args, F_CANDIDATES, empty_or(m[F_CANDIDATES], S[F_CANDIDATES])) < 0 ||
-        PyDict_SetItem(args, S[F_SELECTED], selected) < 0)
-        goto fail;
-    if ((parameters = parameters_fast(m[F_PARAMETERS])) == NULL ||
-        PyDict_SetItem(args, S[F_PARAMETERS], parameters) < 0)
-        goto fail;
-    if (put(args, F_CONSTRAINTS, empty_or(m[F_CONSTRAINTS], S[F_CONSTRAINTS])) < 0 ||
-        put(args, F_EXPECTED, json_value(m[F_EXPECTED], S[F_EXPECTED])) < 0 ||
-        put(args, F_ACTUAL, json_value(m[F_ACTUAL], S[F_ACTUAL])) < 0)
-        goto fail;
-    if (version >= 2) {
-        PyObject *started = m[F_STARTED], *ended = m[F_ENDED], *mp = m[F_MODEL_PARAMETERS];
-        if (put(args, F_STARTED,
-                started == Py_None ? Py_NewRef(Py_None) : rfc3339(started, S[F_STARTED])) < 0 ||
-            put(args, F_ENDED,
-                ended == Py_None ? Py_NewRef(Py_None) : rfc3339(ended, S[F_ENDED])) < 0)
-            goto fail;
-        usage = m[F_USAGE] == Py_None ? Py_NewRef(Py_None) : usage_fast(m[F_USAGE]);
-        if (usage == NULL || PyDict_SetItem(args, S[F_USAGE], usage) < 0) goto fail;
-        cost = m[F_COST] == Py_None ? Py_NewRef(Py_None) : cost_fast(m[F_COST]);
-        if (cost == NULL || PyDict_SetItem(args, S[F_COST], cost) < 0) goto fail;
-        if (put(args, F_MODEL_PARAMETERS,
-                PyDict_CheckExact(mp) && PyDict_GET_SIZE(mp) == 0
-                    ? PyDict_New()
-                    : call2(C_MODEL_PARAMETERS, mp, S[F_MODEL_PARAMETERS])) < 0)
-            goto fail;
+    for (int f = 0; f <= N_FIELDS; f++) {
+        int g = f == N_FIELDS ? F_PAYLOAD : f;
+        if ((f < N_FIELDS && (f == F_KIND || f == F_PAYLOAD)) || v[g] == NULL) continue;
+        if (PyDict_SetItem(args, S[g], v[g]) < 0) {
+            Py_DECREF(args);
+            return NULL;
+        }
     }
-    if (version >= 3) {
-        PyObject *chain = m[F_CHAIN], *signature = m[F_SIGNATURE];
-        if (put(args, F_CHAIN,
-                chain == Py_None ? Py_NewRef(Py_None) : call2(C_CHAIN, chain, S[F_CHAIN])) < 0 ||
-            put(args, F_SIGNATURE,
-                signature == Py_None ? Py_NewRef(Py_None)
-                                     : call2(C_SIGNATURE, signature, S[F_SIGNATURE])) < 0)
-            goto fail;
+    return args;
+}
+
+/* Whether the checks across members (``_checked_across``) pass as the values stand: the
+   common case (no candidates, nothing selected, no chain link, not both times, schema v2 on,
+   no tool selection, a run closing after every step it lists). 0: the twin's to check. */
+static int plainly_across(PyObject **v, long version) {
+    PyObject *candidates = v[F_CANDIDATES], *payload = v[F_PAYLOAD];
+    if (!(version >= 2 && PyTuple_CheckExact(candidates) && PyTuple_GET_SIZE(candidates) == 0 &&
+          v[F_SELECTED] == Py_None && v[F_CHAIN] == Py_None &&
+          !PyObject_TypeCheck(payload, (PyTypeObject *)T[T_TOOL_SELECTION]) &&
+          (v[F_STARTED] == Py_None || v[F_ENDED] == Py_None)))
+        return 0;
+    if (Py_TYPE(payload) != (PyTypeObject *)T[T_RUN_CLOSED])
+        return !PyObject_TypeCheck(payload, (PyTypeObject *)T[T_RUN_CLOSED]);
+    PyObject *steps = PyObject_GetAttr(payload, K[K_STEPS]);
+    if (steps == NULL) return -1;
+    int after = 0;
+    if (PyTuple_CheckExact(steps) && PyTuple_GET_SIZE(steps) == 0) {
+        after = 1;
+    } else if (PyTuple_CheckExact(steps) && PyLong_CheckExact(v[F_STEP])) {
+        PyObject *last = PyTuple_GET_ITEM(steps, PyTuple_GET_SIZE(steps) - 1);
+        if (Py_TYPE(last) == (PyTypeObject *)T[T_RUN_STEP]) {
+            PyObject *last_step = PyObject_GetAttr(last, S[F_STEP]);
+            if (last_step == NULL) after = -1;
+            else if (PyLong_CheckExact(last_step))
+                after = PyObject_RichCompareBool(last_step, v[F_STEP], Py_LT);
+            Py_XDECREF(last_step);
+        }
     }
-    if (parents == Py_None || (otel != Py_None && otel_read == Py_None) || evidence == Py_None ||
-        parameters == Py_None || (version >= 2 && m[F_USAGE] != Py_None && usage == Py_None) ||
-        (version >= 2 && m[F_COST] != Py_None && cost == Py_None)) {
-        Py_DECREF(args);
-        args = Py_NewRef(Py_None);
+    Py_DECREF(steps);
+    return after;
+}
+
+/* _parse_record_fast(value) (``record`` 0), or _record_fast(value) (``record`` 1). */
+static PyObject *read_record(PyObject *value, int record) {
+    PyObject *v[N_FIELDS], *version_obj = NULL, *out = NULL;
+    long version = 0;
+    int read = read_values(value, v, &version_obj, &version);
+    if (read <= 0) return read < 0 ? NULL : Py_NewRef(Py_None);
+    int plain = plainly_across(v, version);
+    if (plain < 0) goto done;
+    if (plain && record) { /* each slot set through its own descriptor, as the twin's setters */
+        out = PyBaseObject_Type.tp_new((PyTypeObject *)T[T_RECORD], empty_tuple, NULL);
+        for (int f = 0; f < N_FIELDS && out != NULL; f++)
+            if (f != F_KIND && Py_TYPE(REC[f])->tp_descr_set(REC[f], out, v[f]) < 0)
+                Py_CLEAR(out);
         goto done;
     }
-    for (int f = FIELDS_IN[version]; f < N_FIELDS; f++) /* the later members' defaults */
-        if (put(args, f, f == F_MODEL_PARAMETERS ? PyDict_New() : Py_NewRef(Py_None)) < 0)
-            goto fail;
-    if (put(args, F_PAYLOAD, payload_fast(kind, m[F_PAYLOAD])) < 0) goto fail;
-    PyObject *checked = checked_across(args, value, version_obj, version);
+    PyObject *args = args_of(v);
+    if (args == NULL || plain) {
+        out = args;
+        goto done;
+    }
+    out = call3(C_CHECKED_ACROSS, args, value, version_obj);
     Py_DECREF(args);
-    args = checked;
-    goto done;
-fail:
-    Py_CLEAR(args);
+    if (out == NULL || !record) goto done;
+    PyObject *checked = out, *name, *item;
+    Py_ssize_t pos = 0;
+    out = NULL;
+    if (!PyDict_Check(checked)) {
+        PyErr_SetString(PyExc_TypeError, "the checks across fields gave no dict");
+    } else {
+        out = PyBaseObject_Type.tp_new((PyTypeObject *)T[T_RECORD], empty_tuple, NULL);
+        while (out != NULL && PyDict_Next(checked, &pos, &name, &item)) {
+            PyObject *setter = PyDict_GetItemWithError(C[C_SETTERS], name);
+            if (setter == NULL && !PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, name);
+            if (setter == NULL || Py_TYPE(setter)->tp_descr_set(setter, out, item) < 0)
+                Py_CLEAR(out);
+        }
+    }
+    Py_DECREF(checked);
 done:
-    Py_XDECREF(parents);
-    Py_XDECREF(otel_read);
-    Py_XDECREF(evidence);
-    Py_XDECREF(parameters);
-    Py_XDECREF(usage);
-    Py_XDECREF(cost);
-    return args;
+    clear_values(v);
+    return out;
 }
 
 static int ready(void) {
@@ -792,36 +814,11 @@ static int ready(void) {
 }
 
 static PyObject *py_parse(PyObject *self, PyObject *value) {
-    return ready() < 0 ? NULL : parse(value);
+    return ready() < 0 ? NULL : read_record(value, 0);
 }
 
-static PyObject *py_record(PyObject *self, PyObject *value) { /* _record_fast */
-    if (ready() < 0) return NULL;
-    PyObject *args = parse(value);
-    if (args == NULL || args == Py_None) return args;
-    PyObject *record = NULL, *name, *item;
-    Py_ssize_t pos = 0;
-    if (!PyDict_Check(args)) {
-        PyErr_SetString(PyExc_TypeError, "the checks across fields gave no dict");
-        goto out;
-    }
-    record = PyBaseObject_Type.tp_new((PyTypeObject *)T[T_RECORD], empty_tuple, NULL);
-    if (record == NULL) goto out;
-    while (PyDict_Next(args, &pos, &name, &item)) {
-        PyObject *setter = PyDict_GetItemWithError(C[C_SETTERS], name);
-        if (setter == NULL) {
-            if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, name);
-            Py_CLEAR(record);
-            goto out;
-        }
-        if (Py_TYPE(setter)->tp_descr_set(setter, record, item) < 0) {
-            Py_CLEAR(record);
-            goto out;
-        }
-    }
-out:
-    Py_DECREF(args);
-    return record;
+static PyObject *py_record(PyObject *self, PyObject *value) {
+    return ready() < 0 ? NULL : read_record(value, 1);
 }
 
 static PyObject *py_configure(PyObject *self, PyObject *config) {
@@ -881,6 +878,17 @@ static PyObject *py_configure(PyObject *self, PyObject *config) {
             PyErr_SetString(PyExc_TypeError, "configure: a record setter is not a slot");
             return NULL;
         }
+    PyObject *rec[N_FIELDS] = {NULL};
+    for (int f = 0; f < N_FIELDS; f++) {
+        if (f == F_KIND) continue;
+        rec[f] = PyDict_GetItemWithError(items[C_SETTERS], S[f]);
+        if (rec[f] == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_RuntimeError, "configure: no record setter for %s",
+                             FIELD_NAMES[f]);
+            return NULL;
+        }
+    }
     PyObject *max = PyDict_GetItemString(config, "cache_max");
     Py_ssize_t new_max = max == NULL ? 4096 : PyLong_AsSsize_t(max);
     if (new_max == -1 && PyErr_Occurred()) return NULL;
@@ -904,6 +912,7 @@ static PyObject *py_configure(PyObject *self, PyObject *config) {
         for (int i = 0; i < MAX_SLOTS; i++) Py_XSETREF(D[t][i], slots[t][i]);
     }
     for (int i = 0; i < N_CONFIG; i++) Py_XSETREF(C[i], Py_NewRef(items[i]));
+    for (int f = 0; f < N_FIELDS; f++) Py_XSETREF(REC[f], Py_XNewRef(rec[f]));
     cache_max = new_max;
     configured = 1;
     Py_RETURN_NONE;
