@@ -144,9 +144,9 @@ static inline int nonempty_str(PyObject *v) {
     return PyUnicode_CheckExact(v) && PyUnicode_GET_LENGTH(v) > 0;
 }
 
-static inline int is_hex(unsigned char c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-}
+static unsigned char HEX[256]; /* 1 for the lowercase hex digits [0-9a-f] */
+
+static inline int is_hex(unsigned char c) { return HEX[c]; }
 
 /* The ASCII bytes of an exact str of length ``n``, or NULL (no exception). */
 static inline const unsigned char *ascii_of(PyObject *v, Py_ssize_t n) {
@@ -159,9 +159,9 @@ static inline const unsigned char *ascii_of(PyObject *v, Py_ssize_t n) {
 static int hex_str(PyObject *v, Py_ssize_t n) {
     const unsigned char *p = ascii_of(v, n);
     if (p == NULL) return 0;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (!is_hex(p[i])) return 0;
-    return 1;
+    unsigned char all = 1;
+    for (Py_ssize_t i = 0; i < n; i++) all &= HEX[p[i]];
+    return all;
 }
 
 /* An id of ``n`` lowercase hex digits that are not all zero (the OTel ids). */
@@ -932,6 +932,7 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__recordread(void) {
+    for (int c = 0; c < 256; c++) HEX[c] = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
     for (int i = 0; i < N_FIELDS; i++)
         if ((S[i] = PyUnicode_InternFromString(FIELD_NAMES[i])) == NULL) return NULL;
     for (int i = 0; i < N_KEYS; i++)
