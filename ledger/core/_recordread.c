@@ -569,11 +569,14 @@ static PyObject *payload_fast(PyObject *kind, PyObject *v) { /* _payload_fast */
             if (err) return NULL;
             if (value != NULL && key != NULL && nonempty_str(key) && source != NULL &&
                 nonempty_str(source) && label != NULL && nonempty_str(label)) {
+                PyObject *values[4] = {key, value, source, label}, *out = NULL;
+                for (int i = 0; i < 4; i++) Py_INCREF(values[i]); /* held: Python may run */
                 PyObject *item = json_value(value, K[K_PAYLOAD_VALUE]);
-                if (item == NULL) return NULL;
-                PyObject *values[4] = {key, item, source, label};
-                PyObject *out = make(T_MEMORY_WRITE, values, 4);
-                Py_DECREF(item);
+                if (item != NULL) {
+                    Py_SETREF(values[1], item);
+                    out = make(T_MEMORY_WRITE, values, 4);
+                }
+                for (int i = 0; i < 4; i++) Py_DECREF(values[i]);
                 return out;
             }
         } else if (size == 2 && PyUnicode_Compare(kind, K[K_CONSTRAINT_CHECK]) == 0) {
@@ -619,6 +622,8 @@ static void clear_values(PyObject **v) {
 /* The fast reading's values, in the twin's order of reading, into ``v`` (new references, by
    member; kind's stays NULL): 1 when read, 0 when left to the plain reading (None), -1 with the
    exception a helper raised. The checks across members are not made here. */
+static int read_members(PyObject **m, PyObject **v, long version);
+
 static int read_values(PyObject *value, PyObject **v, PyObject **version_obj, long *version) {
     for (int f = 0; f < N_FIELDS; f++) v[f] = NULL;
     if (!PyDict_CheckExact(value)) return 0;
@@ -636,12 +641,21 @@ static int read_values(PyObject *value, PyObject **v, PyObject **version_obj, lo
     }
     int n = FIELDS_IN[*version];
     if (PyDict_GET_SIZE(value) != n) return 0;
-    PyObject *m[N_FIELDS];
+    PyObject *m[N_FIELDS] = {NULL};
     for (int i = 0; i < n; i++) {
         m[i] = member(value, S[i], &err);
         if (err) return -1;
         if (m[i] == NULL) return 0;
     }
+    /* held while the twin's helpers run (Python code: the dict may change meanwhile) */
+    for (int i = 0; i < n; i++) Py_INCREF(m[i]);
+    int read = read_members(m, v, *version);
+    for (int i = 0; i < n; i++) Py_DECREF(m[i]);
+    return read;
+}
+
+/* read_values for the members ``m`` of a record of schema ``version``. */
+static int read_members(PyObject **m, PyObject **v, long version) {
     PyObject *kind = m[F_KIND], *step = m[F_STEP], *model = m[F_MODEL];
     if (!PyUnicode_CheckExact(kind)) return 0;
     int known = PyDict_Contains(C[C_PAYLOAD_TYPES], kind);
@@ -658,7 +672,7 @@ static int read_values(PyObject *value, PyObject **v, PyObject **version_obj, lo
     if (!(selected == Py_None || nonempty_str(selected))) return 0;
 
     /* in the twin's order: a helper that raises stops the reading where the twin's stops */
-    v[F_SCHEMA] = Py_NewRef(schema);
+    v[F_SCHEMA] = Py_NewRef(m[F_SCHEMA]);
     v[F_RECORD_ID] = Py_NewRef(m[F_RECORD_ID]);
     v[F_RUN_ID] = Py_NewRef(m[F_RUN_ID]);
     v[F_STEP] = Py_NewRef(step);
@@ -675,7 +689,7 @@ static int read_values(PyObject *value, PyObject **v, PyObject **version_obj, lo
         (v[F_EXPECTED] = json_value(m[F_EXPECTED], S[F_EXPECTED])) == NULL ||
         (v[F_ACTUAL] = json_value(m[F_ACTUAL], S[F_ACTUAL])) == NULL)
         goto fail;
-    if (*version >= 2) {
+    if (version >= 2) {
         PyObject *started = m[F_STARTED], *ended = m[F_ENDED], *mp = m[F_MODEL_PARAMETERS];
         if ((v[F_STARTED] = started == Py_None ? Py_NewRef(Py_None)
                                                : rfc3339(started, S[F_STARTED])) == NULL ||
@@ -691,7 +705,7 @@ static int read_values(PyObject *value, PyObject **v, PyObject **version_obj, lo
                      : call2(C_MODEL_PARAMETERS, mp, S[F_MODEL_PARAMETERS])) == NULL)
             goto fail;
     }
-    if (*version >= 3) {
+    if (version >= 3) {
         PyObject *chain = m[F_CHAIN], *signature = m[F_SIGNATURE];
         if ((v[F_CHAIN] = chain == Py_None ? Py_NewRef(Py_None)
                                            : call2(C_CHAIN, chain, S[F_CHAIN])) == NULL ||
@@ -702,12 +716,12 @@ static int read_values(PyObject *value, PyObject **v, PyObject **version_obj, lo
     }
     if (v[F_PARENT_DIGESTS] == Py_None || (otel != Py_None && v[F_OTEL] == Py_None) ||
         v[F_EVIDENCE] == Py_None || v[F_PARAMETERS] == Py_None ||
-        (*version >= 2 && m[F_USAGE] != Py_None && v[F_USAGE] == Py_None) ||
-        (*version >= 2 && m[F_COST] != Py_None && v[F_COST] == Py_None)) {
+        (version >= 2 && m[F_USAGE] != Py_None && v[F_USAGE] == Py_None) ||
+        (version >= 2 && m[F_COST] != Py_None && v[F_COST] == Py_None)) {
         clear_values(v);
         return 0;
     }
-    for (int f = FIELDS_IN[*version]; f < N_FIELDS; f++) /* the later members' defaults */
+    for (int f = FIELDS_IN[version]; f < N_FIELDS; f++) /* the later members' defaults */
         if ((v[f] = f == F_MODEL_PARAMETERS ? PyDict_New() : Py_NewRef(Py_None)) == NULL)
             goto fail;
     if ((v[F_PAYLOAD] = payload_fast(kind, m[F_PAYLOAD])) == NULL) goto fail;
