@@ -479,8 +479,10 @@ class DecisionRecord:
         """Validate a JSON object and build the record (inverse of ``to_json_obj``).
 
         ``checked``: ``obj`` came from ``loads_strict(..., safe_numbers=True)``, so its I-JSON
-        limits need no second pass. Validated once: ``_parse_record`` returns every field
-        already normalised, so the second parse ``__post_init__`` makes for direct
+        limits need no second pass. Validated once: the fast reading (compiled,
+        ``ledger.core._recordread``, or its twin ``_record_fast``) builds the record from
+        fields already normalised, and what it leaves or refuses ``_parse_record`` reads (or
+        refuses, naming the problem), so the second parse ``__post_init__`` makes for direct
         construction is skipped (an index reads hundreds of thousands of records)."""
         plain = cast(Json, obj) if checked else to_plain(obj, safe_numbers=True)
         if cls is DecisionRecord:  # the fast reading (compiled, or its twin), else the plain
