@@ -214,7 +214,12 @@ def test_signature_and_chain_checks_in_every_view(tmp_path: Path) -> None:
     )
 
     with sqlite3.connect(db) as conn:
-        stored = [json.loads(v) for (v,) in conn.execute("SELECT verdict FROM records")]
+        stored = [
+            json.loads(v)
+            for (v,) in conn.execute(
+                "SELECT v.text FROM records r JOIN verdicts v ON v.id = r.verdict"
+            )
+        ]
     names = {c["name"] for v in stored for c in v["checks"]}
     assert {"signature", "chain"} <= names
     # another key of the same name fails every record

@@ -76,6 +76,31 @@ def _readers(world: Runs, runs: Path, db: Path, tmp_path: Path) -> list[tuple[in
     ]  # fmt: skip
 
 
+# a row's verdict as its text (the row ``t``'s verdict id in ``verdicts``, version 3)
+_TEXT = "(SELECT v.text FROM verdicts v WHERE v.id = t.verdict)"
+
+
+def _texts(columns: list[str]) -> str:
+    return ", ".join(_TEXT if c == "verdict" else c for c in columns)
+
+
+def _version_2_index(world: Runs, runs: Path, db: Path) -> None:
+    """An index as the verifier of version 2 made it: each row with its verdict's text."""
+    new = db.with_name("new.sqlite")
+    assert _index(world, runs, new)[0] == 0
+    shutil.copy(new, db)
+    with closing(sqlite3.connect(db)) as conn:
+        for table in ("files", "records"):
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN text TEXT")
+            conn.execute(f"UPDATE {table} SET text = {_TEXT.replace('t.verdict', 'verdict')}")
+            conn.execute(f"UPDATE {table} SET verdict = text")
+            conn.execute(f"ALTER TABLE {table} DROP COLUMN text")
+        conn.execute("DROP TABLE verdicts")
+        conn.execute("PRAGMA user_version = 2")
+        conn.commit()
+        assert conn.execute("SELECT typeof(verdict) FROM records LIMIT 1").fetchone() == ("text",)
+
+
 def _old_index(world: Runs, runs: Path, db: Path) -> None:
     """An index as the verifier before version 2 made it (its rows taken from a new one)."""
     new = db.with_name("new.sqlite")
@@ -87,13 +112,13 @@ def _old_index(world: Runs, runs: Path, db: Path) -> None:
             "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             src.execute(
                 "SELECT path, size, mtime_ns, run_id, agent, records, verified, problems, "
-                "file_hash, verdict FROM files"
+                f"file_hash, {_TEXT} FROM files t"
             ),
         )
         columns = [r[1] for r in src.execute("PRAGMA table_info(records)")][1:]  # less id
         out.executemany(
             f"INSERT INTO records VALUES ({', '.join('?' * len(columns))})",
-            src.execute(f"SELECT {', '.join(columns)} FROM records ORDER BY id"),
+            src.execute(f"SELECT {_texts(columns)} FROM records t ORDER BY id"),
         )
         out.executemany(
             "INSERT INTO terms VALUES (?, ?, ?, ?)",
@@ -114,7 +139,7 @@ def test_an_older_index_is_refused_by_the_readers_and_made_again_by_index(
     for code, output in _readers(world, runs, db, tmp_path):
         assert code == 2, output
         assert output.count("\n") == 1 and "Traceback" not in output, output
-        assert "made by an older ledger-verify (version 0, this one reads 2)" in output, output
+        assert f"made by an older ledger-verify (version 0, this one reads {VERSION})" in output
         assert "ledger-verify index" in output
     with closing(sqlite3.connect(db)) as conn:  # refused, not changed
         assert conn.execute("PRAGMA user_version").fetchone() == (0,)
@@ -132,6 +157,31 @@ def test_an_older_index_is_refused_by_the_readers_and_made_again_by_index(
     assert [code for code, _ in answers[1:]] == [0, 0], answers
 
 
+def test_an_index_of_version_2_is_refused_by_the_readers_and_made_again_by_index(
+    world: Runs, runs: Path, tmp_path: Path
+) -> None:
+    """Version 3 keeps each verdict text once (``verdicts``), rows naming it by its id: an
+    index of version 2 (the texts in the rows) is read by no reader, and made again by
+    ``index`` with the same answers as a new one."""
+    db = tmp_path / "v2.sqlite"
+    _version_2_index(world, runs, db)
+    for code, output in _readers(world, runs, db, tmp_path):
+        assert code == 2, output
+        assert "made by an older ledger-verify (version 2, this one reads 3)" in output, output
+    code, output = _index(world, runs, db)
+    assert code == 0 and json.loads(output)["skipped"] == 0, output
+    fresh = tmp_path / "fresh.sqlite"
+    assert _index(world, runs, fresh)[0] == 0
+    assert _rows(db) == _rows(fresh)
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (3,)
+        texts = [t for (t,) in conn.execute("SELECT text FROM verdicts")]
+        assert len(texts) == len(set(texts)) >= 2  # each text once: records' and runs'
+        assert conn.execute("SELECT typeof(verdict) FROM records LIMIT 1").fetchone() == (
+            "integer",
+        )
+
+
 def test_a_newer_index_is_refused_even_by_index(world: Runs, runs: Path, tmp_path: Path) -> None:
     db = tmp_path / "newer.sqlite"
     assert _index(world, runs, db)[0] == 0
@@ -145,11 +195,13 @@ def test_a_newer_index_is_refused_even_by_index(world: Runs, runs: Path, tmp_pat
 
 
 def _rows(db: Path) -> dict[str, Any]:
-    """The index's rows less the ids: records, terms by their record's path and digest."""
+    """The index's rows less the ids (verdicts by their texts): records, terms by their
+    record's path and digest."""
     with closing(sqlite3.connect(db)) as conn:
         columns = [r[1] for r in conn.execute("PRAGMA table_info(records)")][1:]
         return {
-            "records": sorted(conn.execute(f"SELECT {', '.join(columns)} FROM records")),
+            "records": sorted(conn.execute(f"SELECT {_texts(columns)} FROM records t")),
+            "run verdicts": sorted(conn.execute(f"SELECT path, {_TEXT} FROM files t")),
             "terms": sorted(
                 conn.execute(
                     "SELECT r.path, r.record_digest, t.field, t.value FROM terms t "

@@ -145,7 +145,10 @@ def test_the_stored_answer_is_written_as_json_dumps_writes_it(indexed: dict[str,
 def test_a_stored_failing_run_shows_its_stored_verdict(indexed: dict[str, Any]) -> None:
     cut = indexed["cut"]
     with sqlite3.connect(indexed["db"]) as conn:
-        stored = conn.execute("SELECT verdict FROM files WHERE path = ?", (str(cut),)).fetchone()
+        stored = conn.execute(
+            "SELECT v.text FROM files f JOIN verdicts v ON v.id = f.verdict WHERE f.path = ?",
+            (str(cut),),
+        ).fetchone()
     start = indexed["world"].digest(indexed["world"].runs[CHAIN][0])
     result = CliRunner().invoke(main, ["lineage", str(cut), "--key", indexed["key"], "--db",
                                        str(indexed["db"]), "--json", "--from", start])  # fmt: skip
@@ -172,21 +175,26 @@ def test_stored_run_heads_are_read_as_the_plain_query_reads_them(
 ) -> None:
     """``stored_runs`` reads each verdict's head in SQL (``CASE``, then ``itemgetter``): the
     same entries as the plain query and ``verdict or ""`` for verdicts of every kind SQLite
-    may hold (none, empty text, an empty blob, a number, a long text not ASCII)."""
+    may hold (none, empty text, an empty blob, a number, a long text not ASCII), and a
+    verdict id with no text in ``verdicts`` read as none."""
     db = tmp_path / "copy.sqlite"
     db.write_bytes(indexed["db"].read_bytes())
     fingerprint = trust_fingerprint([indexed["key"]], [], None, [])
     odd: list[Any] = [None, "", b"", 0, 0.0, "é☃" * 40, b"\x00abc", '{"status": "ok"}']
     with sqlite3.connect(db) as conn:
         paths = [r[0] for r in conn.execute("SELECT path FROM files ORDER BY path")]
-        for n, value in enumerate(odd):
+        for n, value in enumerate([*odd, "missing"]):
+            if value is None or value == "missing":
+                verdict = None if value is None else 1_000_000
+            else:
+                verdict = conn.execute("INSERT INTO verdicts(text) VALUES (?)", (value,)).lastrowid
             conn.execute("UPDATE files SET verdict = ? WHERE path = ?",
-                         (value, paths[n % len(paths)]))  # fmt: skip
+                         (verdict, paths[n % len(paths)]))  # fmt: skip
             plain = {
                 path: (file_hash, size, mtime, verdict or "", run_id)
                 for path, file_hash, size, mtime, verdict, run_id in conn.execute(
-                    "SELECT path, file_hash, size, mtime_ns, substr(verdict, 1, 40), run_id "
-                    "FROM files WHERE file_hash != ''"
+                    "SELECT path, file_hash, size, mtime_ns, substr(v.text, 1, 40), run_id "
+                    "FROM files f LEFT JOIN verdicts v ON v.id = f.verdict WHERE file_hash != ''"
                 )
             }
             read = stored_runs(conn, fingerprint)
@@ -240,78 +248,74 @@ def test_records_sharing_a_verdict_and_a_second_are_each_written_as_their_plain_
     ]
 
 
-def test_verdicts_recognised_in_sql_give_the_answer_read_plainly(
+def test_verdicts_are_read_by_their_ids_as_their_texts(
     indexed: dict[str, Any], tmp_path: Path
 ) -> None:
-    """A verdict equal to a text the walk knows is read as its place in ``_known`` (NULL in
-    its column): the answer is the one read with no text known, and the plain answer; a
-    verdict with a quote (SQL's escape), one stored as a BLOB of a known text's bytes (never
-    equal to it) and one the sample did not see are each read as they are."""
+    """Rows name their verdict by its id in ``verdicts`` (read as NULL in the verdict column,
+    the id in ``known``): the walk's answer is the plain answer, each record with the text
+    of its id (one with a quote, one stored as a BLOB, one spaced otherwise: each as it is);
+    an id with no text is refused in one line."""
     db = tmp_path / "copy.sqlite"
     db.write_bytes(indexed["db"].read_bytes())
     key, folder = indexed["key"], str(indexed["files"]["chain"].parent)
     fingerprint = trust_fingerprint([key], [], None, [])
 
-    def answers(known: list[str] | None, starts: Any, direction: str) -> list[str]:
+    def walk(starts: Any, direction: str) -> Any:
         with open_index(db) as conn:
             lineage = IndexedLineage(
                 run_path_names([folder]), conn, fingerprint,
                 lambda: make_checker([key], [], None, []),
             )  # fmt: skip
-            assert lineage._known  # learned from the sample
-            if known is not None:  # [] : every verdict read as it is (the plain reading)
-                lineage._known[:] = known
-            result = lineage.walk(starts(lineage), direction)
-        written = "".join(result.records_pieces())
-        return [written, json.dumps(result.to_json_obj()["records"], sort_keys=True)]
+            return lineage.walk(starts(lineage), direction)
 
     world = indexed["world"]
     chain = (lambda g: [world.digest(world.runs[CHAIN][0])], "descendants")
-    found = [r["record_digest"] for r in json.loads(answers(None, *chain)[1])]
+    found = [r["record_digest"] for r in walk(*chain).records]
     assert len(found) >= 4
     with sqlite3.connect(db) as conn:
         (common,) = conn.execute(
-            "SELECT verdict FROM records WHERE record_digest = ?", (found[0],)
+            "SELECT v.text FROM records r JOIN verdicts v ON v.id = r.verdict "
+            "WHERE r.record_digest = ?",
+            (found[0],),
         ).fetchone()
         quoted = json.loads(common)
         quoted["checks"][0]["message"] = "it's 'quoted'"
         changes = [json.dumps(quoted), common.encode(), common.replace('"status"', '"status" ')]
         for digest, verdict in zip(found[:3], changes, strict=True):
-            conn.execute(
-                "UPDATE records SET verdict = ? WHERE record_digest = ?", (verdict, digest)
-            )
-        conn.execute(
-            "UPDATE records SET verdict = ? WHERE rowid = (SELECT min(rowid) FROM records)",
-            (changes[0],),
-        )  # fmt: skip: the sample reads the quoted one
+            made = conn.execute("INSERT INTO verdicts(text) VALUES (?)", (verdict,)).lastrowid
+            conn.execute("UPDATE records SET verdict = ? WHERE record_digest = ?", (made, digest))
+        stored = {
+            d: conn.execute(
+                "SELECT v.text FROM records r JOIN verdicts v ON v.id = r.verdict "
+                "WHERE r.record_digest = ?",
+                (d,),
+            ).fetchone()[0]
+            for d in found
+        }
+    assert [stored[d] for d in found[:3]] == changes
     tainted = (lambda g: g.tainted_starts(["untrusted"]), "descendants")
     last = (lambda g: [found[-1]], "ancestors")
     for starts, direction in (chain, tainted, last):
-        plain = answers([], starts, direction)
-        assert plain[0] == plain[1]
-        assert answers(None, starts, direction) == plain
-        assert answers([common], starts, direction) == plain
-    with sqlite3.connect(db) as conn:
-        stored = {
-            d: conn.execute("SELECT verdict FROM records WHERE record_digest = ?", (d,)).fetchone()[
-                0
-            ]
-            for d in found
-        }
+        result = walk(starts, direction)
+        plain = result.to_json_obj()["records"]
+        assert "".join(result.records_pieces()) == json.dumps(plain, sort_keys=True)
+        for record in plain:
+            if record["record_digest"] in stored:
+                assert record["verdict"] == json.loads(stored[record["record_digest"]])
     with open_index(db) as conn:
         lineage = IndexedLineage(
             run_path_names([folder]), conn, fingerprint, lambda: make_checker([key], [], None, [])
         )
-        assert changes[0] in lineage._known and common in lineage._known
-        for known in (list(lineage._known), [common], []):
-            lineage._known[:] = known
-            rows = lineage._rows(found)
-            for digest in found:
-                verdict = stored[digest]
-                expected = None if type(verdict) is str and verdict in known else verdict
-                assert type(rows[digest][_VERDICT]) is type(expected)
-                assert rows[digest][_VERDICT] == expected
-                assert _verdict_text(rows[digest], known) == verdict
+        rows = lineage._rows(found)
+        for digest in found:
+            assert rows[digest][_VERDICT] is None
+            assert _verdict_text(rows[digest], lineage._known) == stored[digest]
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE records SET verdict = 1000000 WHERE record_digest = ?", (found[1],))
+    result = CliRunner().invoke(main, ["lineage", folder, "--key", key, "--db", str(db),
+                                       "--from", found[0]])  # fmt: skip
+    assert result.exit_code == 2 and "holds no verdict 1000000" in result.output, result.output
+    assert result.output.count("\n") == 1
 
 
 def test_run_path_names_are_the_run_paths(tmp_path: Path) -> None:

@@ -30,18 +30,22 @@ Schema (``SCHEMA``, version ``VERSION`` in ``PRAGMA user_version``): ``files(pat
 mtime_ns, run_id, agent, records, verified, problems, file_hash, verdict, id)``, ``records(id,
 path, run_id, agent, step, kind, tool, label, time, logged_at_ms, log_index, record_digest,
 trust_label, outcome, verified, why_not, parents, time_difference_ms, verdict, ...)``,
-``terms(record, field, value)`` and ``problems(path, run_id, code, step, record_digest,
-message)``. Each file indexed gets the next ``id``; its records' ids are that id times 2**32
-plus their place in the file (so a file's rows are deleted by an id range, and copies of a
-record are in the order their files were stored), and ``terms`` holds a record's search terms
-(``record_terms``) by its id, less those a ``records`` column holds (``COLUMN_KINDS``).
-``time`` is the agent's claimed time, ``logged_at_ms`` the log's leaf time and
-``time_difference_ms`` the second minus the first; ``verdict`` is the record's verdict
-(``ledger_client.audit.verdicts``, JSON: receipt, run, time under the default time policy,
-lineage, signature with the given agent keys, chain with the given chain verdicts) as the other
-views show it. An index of an older version is made again by ``index`` (derived data: from the
-run files); ``query`` and the readers (``lineage_index.open_index``) refuse it, and an index
-of a newer version is refused by all (``FormatError``: one line, exit 2).
+``terms(record, field, value)``, ``problems(path, run_id, code, step, record_digest, message)``
+and ``verdicts(id, text)``. Each file indexed gets the next ``id``; its records' ids are that id
+times 2**32 plus their place in the file (so a file's rows are deleted by an id range, and
+copies of a record are in the order their files were stored), and ``terms`` holds a record's
+search terms (``record_terms``) by its id, less those a ``records`` column holds
+(``COLUMN_KINDS``). ``time`` is the agent's claimed time, ``logged_at_ms`` the log's leaf time
+and ``time_difference_ms`` the second minus the first; ``verdict`` is the id in ``verdicts`` of
+the record's verdict (``ledger_client.audit.verdicts``, JSON text: receipt, run, time under the
+default time policy, lineage, signature with the given agent keys, chain with the given chain
+verdicts) as the other views show it, and ``files.verdict`` that of the run's verdict: each
+distinct text is stored once (records share a handful), each row names it by its id. A worker
+sends a file's rows naming its verdicts by their place in the file's texts (``_Done``); the main
+process gives each text its id (``AuditIndex._verdict_id``). An index of an older version is
+made again by ``index`` (derived data: from the run files); ``query`` and the readers
+(``lineage_index.open_index``) refuse it, and an index of a newer version is refused by all
+(``FormatError``: one line, exit 2).
 """
 
 from __future__ import annotations
@@ -101,22 +105,25 @@ _BULK = 64  # files to index into an empty index that make it build its indexes 
 # ``PRAGMA user_version`` of an index this verifier makes. 2: records keyed by ``id`` (the file's
 # ``id`` times 2**32 plus the record's place in it), terms by that id (WITHOUT ROWID), no index
 # on ``records(path)``, ``terms(path)`` or ``files(file_hash)`` (deletion goes by id; no query
-# used the others). An index of another version is rebuilt by ``index`` (derived data) and
-# refused by the readers (``check_version``).
+# used the others). 3: verdict texts in ``verdicts``, once each, ``records.verdict`` and
+# ``files.verdict`` their ids (a quarter of the file, and of the main process's CPU storing
+# rows, was the same three texts again and again). An index of another version is rebuilt by
+# ``index`` (derived data) and refused by the readers (``check_version``).
 VERSION = INDEX_VERSION
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS verdicts(id INTEGER PRIMARY KEY, text TEXT NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS files(
   path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, run_id TEXT,
   agent TEXT, records INTEGER NOT NULL, verified INTEGER NOT NULL, problems INTEGER NOT NULL,
-  file_hash TEXT NOT NULL, verdict TEXT, id INTEGER NOT NULL);
+  file_hash TEXT NOT NULL, verdict INTEGER, id INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS records(
   id INTEGER PRIMARY KEY,
   path TEXT NOT NULL, run_id TEXT NOT NULL, agent TEXT NOT NULL, step INTEGER NOT NULL,
   kind TEXT NOT NULL, tool TEXT, label TEXT NOT NULL, time TEXT NOT NULL,
   logged_at_ms INTEGER, log_index INTEGER NOT NULL, record_digest TEXT NOT NULL,
   trust_label TEXT, outcome TEXT, verified INTEGER NOT NULL, why_not TEXT,
-  parents TEXT NOT NULL, time_difference_ms INTEGER, verdict TEXT NOT NULL, model TEXT,
+  parents TEXT NOT NULL, time_difference_ms INTEGER, verdict INTEGER NOT NULL, model TEXT,
   trace_id TEXT, span_id TEXT, tokens INTEGER, cost REAL, cost_currency TEXT, duration_ms INTEGER,
   file_hash TEXT);
 CREATE TABLE IF NOT EXISTS terms(
@@ -143,7 +150,13 @@ _RECORD_COLUMNS = (
     "time_difference_ms", "verdict", "model", "trace_id", "span_id", "tokens", "cost",
     "cost_currency", "duration_ms", "file_hash",
 )  # fmt: skip
-_INSERT_RECORD = f"INSERT INTO records VALUES (?, {', '.join('?' * len(_RECORD_COLUMNS))})"
+# a records row as ``_record_rows`` makes it: the verdict last (the place of its text in the
+# file's ``_Done.verdicts``, then its id in ``verdicts``)
+_ROW_COLUMNS = ("id", *(c for c in _RECORD_COLUMNS if c != "verdict"), "verdict")
+_INSERT_RECORD = (
+    f"INSERT INTO records({', '.join(_ROW_COLUMNS)}) VALUES ({', '.join('?' * len(_ROW_COLUMNS))})"
+)
+_FILE_VERDICT = 9  # the place of the verdict in a files row
 # The kinds of term a record is found by (``terms.field``), as ``query`` names them.
 DIGEST_KINDS = ("record", "parent", "evidence", "input", "output", "commitment")
 TERM_KINDS = (*DIGEST_KINDS, "param", "tag", "model", "agent", "trace", "span", "content")
@@ -203,6 +216,7 @@ class _Done:
     records: list[tuple[Any, ...]]
     problems: list[tuple[Any, ...]]
     terms: list[tuple[int, str, str]]  # (record id, field, value)
+    verdicts: list[str]  # the file's distinct verdict texts: rows name them by their place
     ok: bool
     readable: bool
     checks: tuple[int, int]  # checkpoints and tokens verified for this file
@@ -266,28 +280,32 @@ def _audit_file(job: tuple[str, int, int, int]) -> _Done:
         code = "unsupported_schema_version" if isinstance(exc, UnsupportedSchemaError) else None
         problem = (key, None, code or "unreadable", None, None, str(exc))
         row: tuple[Any, ...] = (key, size, mtime_ns, None, None, 0, 0, 1, "", None, number)
-        return _Done(key, size, mtime_ns, row, [], [problem], [], False, False, (0, 0))
+        return _Done(key, size, mtime_ns, row, [], [problem], [], [], False, False, (0, 0))
     used = (stats["checkpoints"] - before[0], stats["tokens"] - before[1])
     rows = timeline(audit, _POLICY[0])
     verdict = run_checks(audit, [(r.check, r.verdict) for r in rows])
-    row = (key, size, mtime_ns, audit.run_id, audit.agent, len(audit.checks), int(audit.ok),
-           len(audit.problems), file_hash, _verdict_text(verdict), number)  # fmt: skip
     problems = [
         (key, audit.run_id, p.code, p.step, p.record_digest, p.message) for p, _ in audit.problems
     ]
-    records, terms = _record_rows(key, rows, file_hash, number << _SHIFT)
+    records, terms, texts = _record_rows(key, rows, file_hash, number << _SHIFT)
+    texts.append(_verdict_text(verdict))  # the run's verdict: the last text
+    row = (key, size, mtime_ns, audit.run_id, audit.agent, len(audit.checks), int(audit.ok),
+           len(audit.problems), file_hash, len(texts) - 1, number)  # fmt: skip
     return _Done(
-        key, size, mtime_ns, row, records, problems, terms, audit.ok, True, used
+        key, size, mtime_ns, row, records, problems, terms, texts, audit.ok, True, used
     )  # fmt: skip
 
 
 def _record_rows(
     key: str, rows: Sequence[TimelineRow], file_hash: str, first: int
-) -> tuple[list[tuple[Any, ...]], list[tuple[int, str, str]]]:
-    """The records rows of a file (ids from ``first`` on) and their terms."""
+) -> tuple[list[tuple[Any, ...]], list[tuple[int, str, str]], list[str]]:
+    """The records rows of a file (ids from ``first`` on; ``_ROW_COLUMNS``), their terms and
+    the distinct verdict texts the rows name (each row its verdict's place in them)."""
     records = []
     terms: list[tuple[int, str, str]] = []
-    shown: dict[int, tuple[str, int, str | None]] = {}  # id(verdict) -> its stored columns
+    texts: list[str] = []
+    places: dict[str, int] = {}  # a verdict text -> its place in ``texts``
+    shown: dict[int, tuple[int, int, str | None]] = {}  # id(verdict) -> its stored columns
     for rid, row in enumerate(rows, first):
         record, check = row.check.record, row.check
         tokens, cost, currency, duration = usage_of(record)
@@ -295,9 +313,12 @@ def _record_rows(
         verdict = row.verdict
         columns = shown.get(id(verdict))  # the rows keep each verdict alive: ids are unique
         if columns is None:
-            columns = shown[id(verdict)] = (
-                _verdict_text(verdict), int(row.verified), row.why_not
-            )  # fmt: skip
+            text = _verdict_text(verdict)
+            place = places.get(text)
+            if place is None:
+                place = places[text] = len(texts)
+                texts.append(text)
+            columns = shown[id(verdict)] = (place, int(row.verified), row.why_not)
         parents = record.parent_digests  # hex digests: their JSON list written directly
         records.append(
             (
@@ -306,14 +327,13 @@ def _record_rows(
                 check.logged_at_ms, check.index, check.digest, trust_of(record),
                 outcome_of(record), columns[1], columns[2],
                 '["' + '", "'.join(parents) + '"]' if parents else "[]",
-                _difference_ms(record.time, check.logged_at_ms),
-                columns[0], record.model,
+                _difference_ms(record.time, check.logged_at_ms), record.model,
                 otel.trace_id if otel else None, otel.span_id if otel else None,
-                tokens, cost, currency, duration, file_hash,
+                tokens, cost, currency, duration, file_hash, columns[0],
             )
         )  # fmt: skip
         terms += [(rid, f, v) for f, v in record_terms(record, check.digest, stored=True)]
-    return records, terms
+    return records, terms, texts
 
 
 _TEXTS: dict[Verdict, str] = {}  # a worker's verdicts as stored (records share a handful)
@@ -493,6 +513,7 @@ class AuditIndex:
             if str(db) != ":memory:":  # private to the auditor: created 0600 (owner only)
                 os.close(os.open(db, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
             self.db = sqlite3.connect(str(db), isolation_level=None)
+            self._verdict_ids: dict[str, int] = {}  # verdict text -> its id (``index``)
             try:
                 if check_version(self.db, db, older=rebuild):
                     version = self.db.execute("PRAGMA user_version").fetchone()[0]
@@ -522,7 +543,7 @@ class AuditIndex:
         if row is not None and row[0] == fingerprint:
             return
         with _Transaction(self.db):
-            for table in ("files", "records", "problems", "terms"):
+            for table in ("files", "records", "problems", "terms", "verdicts"):
                 self.db.execute(f"DELETE FROM {table}")
             self.db.execute("INSERT OR REPLACE INTO meta VALUES ('settings', ?)", (fingerprint,))
 
@@ -558,6 +579,7 @@ class AuditIndex:
                 number += 1
                 todo.append((str(path), stat.st_size, stat.st_mtime_ns, number))
         verified = {"checkpoints": 0, "tokens": 0}
+        self._verdict_ids = dict(self.db.execute("SELECT text, id FROM verdicts"))
         bulk = not known and len(todo) >= _BULK
         if bulk:  # a new index: rows first, then each index sorted in one pass
             self._journal(bulk=True)
@@ -629,8 +651,14 @@ class AuditIndex:
             self.db.execute("BEGIN")
         if not fresh:
             self._delete(done.key)
-        self.db.execute("INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", done.file_row)
-        self.db.executemany(_INSERT_RECORD, done.records)
+        file_row, records = done.file_row, done.records
+        if done.verdicts:  # the rows' places in the file's verdict texts -> the texts' ids
+            ids = [self._verdict_id(text) for text in done.verdicts]
+            at = _FILE_VERDICT
+            file_row = (*file_row[:at], ids[file_row[at]], *file_row[at + 1 :])
+            records = [(*r[:-1], ids[r[-1]]) for r in records]
+        self.db.execute("INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", file_row)
+        self.db.executemany(_INSERT_RECORD, records)
         if done.problems:
             self.db.executemany("INSERT INTO problems VALUES (?, ?, ?, ?, ?, ?)", done.problems)
         # a record naming one value twice under one kind (a tag, a content digest) keeps one
@@ -643,6 +671,14 @@ class AuditIndex:
         stats.failed_runs += done.readable and not done.ok
         verified["checkpoints"] += done.checks[0]
         verified["tokens"] += done.checks[1]
+
+    def _verdict_id(self, text: str) -> int:
+        """The id of a verdict text in ``verdicts`` (stored once: added when new)."""
+        found = self._verdict_ids.get(text)
+        if found is None:
+            cursor = self.db.execute("INSERT INTO verdicts(text) VALUES (?)", (text,))
+            found = self._verdict_ids[text] = int(cursor.lastrowid or 0)
+        return found
 
     def _delete(self, path: str) -> None:
         """The rows of the file ``path``: its records and terms by their ids' range."""
@@ -668,13 +704,24 @@ class AuditIndex:
             [*values, limit],
         )
         out = []
+        verdicts: dict[int, Any] = {}  # a verdict's id -> its text read (rows share a few)
         for row in cursor:
             item = dict(zip((*_RECORD_COLUMNS, "copies"), row, strict=True))
             item["verified"] = bool(item["verified"])
             item["parents"] = json.loads(item["parents"])
-            item["verdict"] = json.loads(item["verdict"])
+            found = verdicts.get(item["verdict"])
+            if found is None:
+                found = verdicts[item["verdict"]] = json.loads(self._verdict_text(item["verdict"]))
+            item["verdict"] = found
             out.append(item)
         return out
+
+    def _verdict_text(self, verdict: int) -> str:
+        """The text of the verdict ``verdict`` (its id; an id with no text: ``FormatError``)."""
+        row = self.db.execute("SELECT text FROM verdicts WHERE id = ?", (verdict,)).fetchone()
+        if row is None:
+            raise FormatError(f"the index holds no verdict {verdict!r}; make it again")
+        return str(row[0])
 
     def count_by(
         self, where: Sequence[tuple[str, Sequence[object]]], by: str
@@ -710,9 +757,9 @@ class AuditIndex:
         run verdict (``verdicts.STATUSES``), ``UNREADABLE`` for a file that could not be read
         as a run, ``UNSUPPORTED`` for one of a schema version newer than this tool."""
         cursor = self.db.execute(
-            "SELECT path, json_extract(verdict, '$.status'), verdict IS NULL AND EXISTS(SELECT 1 "
-            "FROM problems p WHERE p.path = f.path AND p.code = 'unsupported_schema_version') "
-            "FROM files f ORDER BY path"
+            "SELECT path, json_extract(v.text, '$.status'), f.verdict IS NULL AND EXISTS(SELECT "
+            "1 FROM problems p WHERE p.path = f.path AND p.code = 'unsupported_schema_version') "
+            "FROM files f LEFT JOIN verdicts v ON v.id = f.verdict ORDER BY path"
         )
         return [
             (path, UNSUPPORTED if newer else UNREADABLE if status is None else status)
@@ -728,8 +775,8 @@ class AuditIndex:
         return {
             path: (file_hash, size, mtime, verdict or "", run_id)
             for path, file_hash, size, mtime, verdict, run_id in self.db.execute(
-                "SELECT path, file_hash, size, mtime_ns, verdict, run_id FROM files "
-                "WHERE file_hash != ''"
+                "SELECT path, file_hash, size, mtime_ns, v.text, run_id FROM files f "
+                "LEFT JOIN verdicts v ON v.id = f.verdict WHERE file_hash != ''"
             )
         }
 

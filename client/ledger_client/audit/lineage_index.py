@@ -26,7 +26,7 @@ import hashlib
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -59,8 +59,10 @@ __all__ = [
 
 FROM_INDEX = "index"  # ``audit.verdicts.FROM_INDEX`` (a test keeps them equal)
 # ``PRAGMA user_version`` of the index ``audit.index`` makes (its ``SCHEMA``), and its tables
-INDEX_VERSION = 2
-INDEX_TABLES = ("meta", "files", "records", "terms", "problems")
+INDEX_VERSION = 3
+# (``verdicts`` since version 3: each distinct verdict text once, rows naming it by its id)
+INDEX_TABLES = ("meta", "files", "records", "terms", "problems", "verdicts")
+_EVERY_VERSION = INDEX_TABLES[:5]  # the tables an index of every version holds
 
 _COLUMNS = (
     "path", "run_id", "agent", "step", "kind", "label", "trust_label", "time", "logged_at_ms",
@@ -198,8 +200,8 @@ class IndexedResult:
 
 # a records row as read: (a leading value (the parent digest a child was found by), rowid,
 # *_COLUMNS, known); rows from the children query keep their leading value (no copy per row).
-# ``known``: a verdict text the walk knows already is not read again (``IndexedLineage.
-# _columns``): its column holds NULL and ``known`` its place in ``IndexedLineage._known``
+# The ``verdict`` column is read as NULL and ``known`` holds the verdict's id in ``verdicts``
+# (``IndexedLineage._columns``): its text is read once per walk (``IndexedLineage._known``)
 _Row = tuple[Any, ...]
 # a record of the answer, as sorted: (depth, time, log index, the order found, digest)
 _Node = tuple[int, str, Any, int, str]
@@ -208,7 +210,6 @@ _Node = tuple[int, str, Any, int, str]
 _KNOWN = _VERDICT + 1
 assert _COLUMNS.index("verdict") == _VERDICT - 2 and _COLUMNS.index("run_id") == _RUN_ID - 2
 assert _COLUMNS[-1] == "verdict"
-_KNOWN_AT_MOST = 8  # verdict texts recognised in SQL (records share a handful)
 assert _COLUMNS.index("parents") == _PARENTS - 2 and _COLUMNS.index("why_not") == _WHY_NOT - 2
 
 _quote = encode_basestring_ascii  # a str as ``json.dumps`` writes it (ensure_ascii)
@@ -237,8 +238,8 @@ def _list_text(items: list[Any]) -> str:
         return json.dumps(items, sort_keys=True)
 
 
-def _verdict_text(row: _Row, known: list[str]) -> Any:
-    """A row's stored verdict: its column, or the text of ``known`` it was read as."""
+def _verdict_text(row: _Row, known: Mapping[Any, Any]) -> Any:
+    """A row's stored verdict: its column, or else the text of its id (``known``)."""
     verdict, place = row[_VERDICT], row[_KNOWN]
     return known[place] if verdict is None and place is not None else verdict
 
@@ -255,8 +256,8 @@ def _status(head: str, whole: Callable[[], str]) -> str:
     return str(json.loads(whole())["status"])
 
 
-# What marks a database as an audit index made before version 2 (user_version 0; its columns
-# grew over time): all of ``INDEX_TABLES``, ``meta(key, value)`` and these ``records`` columns.
+# What marks a database as an audit index of an older version (user_version 0, 2; columns
+# grew over time): all of ``_EVERY_VERSION``, ``meta(key, value)`` and these ``records`` columns.
 # An older index is dropped and made again by ``index`` only then, so a database of someone
 # else's that happens to hold a ``files`` or ``records`` table is never dropped.
 _VERSION_0_RECORDS = {"path", "run_id", "record_digest"}
@@ -264,7 +265,8 @@ _VERSION_0_RECORDS = {"path", "run_id", "record_digest"}
 
 def _older_index(conn: sqlite3.Connection) -> bool:
     columns = {
-        table: [r[1] for r in conn.execute(f"PRAGMA table_info({table})")] for table in INDEX_TABLES
+        table: [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+        for table in _EVERY_VERSION
     }
     return (
         all(columns.values())
@@ -278,7 +280,8 @@ def check_version(conn: sqlite3.Connection, db: str | Path, *, older: bool = Fal
     version than ``INDEX_VERSION`` is refused (``FormatError``, one line), unless ``older``
     (``index``, which rebuilds it: derived data) and it is older."""
     found = conn.execute(
-        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN (?, ?, ?, ?, ?)",
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
+        f"({', '.join('?' * len(INDEX_TABLES))})",
         INDEX_TABLES,
     ).fetchone()[0]
     if not found:
@@ -334,15 +337,19 @@ def stored_runs(
     # the verdict's head as ``substr(verdict, 1, 40) or ""`` (no verdict, or an empty one:
     # ""); each row taken as it is read (the path last), no tuple made again in Python
     rows = conn.execute(
-        "SELECT file_hash, size, mtime_ns, CASE WHEN verdict IS NULL OR length(verdict) = 0 "
-        "THEN '' ELSE substr(verdict, 1, 40) END, run_id, path FROM files WHERE file_hash != ''"
+        "SELECT file_hash, size, mtime_ns, CASE WHEN v.text IS NULL OR length(v.text) = 0 "
+        "THEN '' ELSE substr(v.text, 1, 40) END, run_id, path FROM files f "
+        "LEFT JOIN verdicts v ON v.id = f.verdict WHERE file_hash != ''"
     ).fetchall()
     return dict(zip(map(itemgetter(5), rows), map(itemgetter(slice(0, 5)), rows), strict=True))
 
 
 def verdict_of(conn: sqlite3.Connection, path: str) -> str:
     """The stored run verdict's JSON text of the file ``path`` ("" when none was stored)."""
-    row = conn.execute("SELECT verdict FROM files WHERE path = ?", (path,)).fetchone()
+    row = conn.execute(
+        "SELECT v.text FROM files f LEFT JOIN verdicts v ON v.id = f.verdict WHERE f.path = ?",
+        (path,),
+    ).fetchone()
     return str(row[0] or "") if row else ""
 
 
@@ -374,6 +381,22 @@ def stored_files(
 def passing(head: str) -> bool:
     """Whether a stored run verdict (its first 40 characters, ``stored_runs``) passed."""
     return head.startswith(('{"status": "ok"', '{"status": "warning"'))
+
+
+class _VerdictTexts(dict[Any, Any]):
+    """A verdict's id -> its text in ``verdicts``, each read when first asked for (records
+    share a handful); an id the index holds no text for: ``FormatError``."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        super().__init__()
+        self.db = db
+
+    def __missing__(self, verdict: Any) -> Any:
+        row = self.db.execute("SELECT text FROM verdicts WHERE id = ?", (verdict,)).fetchone()
+        if row is None:
+            raise FormatError(f"the index holds no verdict {verdict!r}; make it again")
+        self[verdict] = row[0]
+        return row[0]
 
 
 class _NoneFresh:
@@ -417,8 +440,7 @@ class IndexedLineage:
         # a row's (trust label, verdict, verified, why not) -> ``_tail``'s answer
         self._tails: dict[tuple[Any, Any, Any, Any, Any], Any] = {}
         self._read: dict[str, _Row] = {}  # rows read before a walk (``tainted_starts``)
-        self._known: list[str] = []  # verdict texts the queries recognise (``_columns``)
-        self._learn(r[0] for r in db.execute("SELECT verdict FROM records LIMIT 64"))
+        self._known = _VerdictTexts(db)  # a verdict's id -> its text (``_columns``)
         matched = stored_files(db, fingerprint, paths)
         self.runs: list[dict[str, Any]] = []
         self.run_texts: list[str] = []  # each of ``runs`` as json.dumps(sort_keys=True) writes it
@@ -503,28 +525,10 @@ class IndexedLineage:
                     out[digest] = row
 
     def _columns(self, table: str = "") -> str:
-        """``_COLUMNS`` (of ``table``: "r." or "") as a row is read, then ``known``: a verdict
-        equal to a text of ``_known`` (SQLite compares the bytes; a BLOB never equals a text)
-        is read as NULL, its place in ``known``; any other as it is, ``known`` NULL."""
+        """``_COLUMNS`` (of ``table``: "r." or "") as a row is read: ``verdict`` as NULL, then
+        ``known``: the verdict's id (its text in ``_known``)."""
         head = ", ".join(f"{table}{c}" for c in _COLUMNS[:-1])
-        if not self._known:
-            return f"{head}, {table}verdict, NULL"
-        texts = ["'" + t.replace("'", "''") + "'" for t in self._known]
-        blank = " ".join(f"WHEN {t} THEN NULL" for t in texts)
-        places = " ".join(f"WHEN {t} THEN {n}" for n, t in enumerate(texts))
-        return (
-            f"{head}, CASE {table}verdict {blank} ELSE {table}verdict END, "
-            f"CASE {table}verdict {places} END"
-        )
-
-    def _learn(self, verdicts: Iterable[Any]) -> None:
-        """Texts of ``verdicts`` into ``_known`` (a few, each as SQL can write it)."""
-        known = self._known
-        for text in verdicts:
-            if len(known) >= _KNOWN_AT_MOST:
-                return
-            if type(text) is str and text not in known and "\x00" not in text and text.isascii():
-                known.append(text)
+        return f"{head}, NULL, {table}verdict"
 
     def _parse_parents(self, out: dict[str, _Row]) -> None:
         lists = self._parent_lists
@@ -846,7 +850,7 @@ class IndexedLineage:
         row is then written by ``_record_text``), verified, whether the lineage check warns,
         and the verdict read (``_verdict``). Kept in ``_tails`` when the text is made."""
         trust, verdict, verified, why, known = ends
-        if verdict is None and known is not None:  # a text of ``_known``
+        if verdict is None and known is not None:  # the text of its id
             verdict = self._known[known]
         shared = self._verdicts.get(verdict) or self._verdict(verdict)
         ok = bool(verified)
