@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from ledger_client.audit.index import VERSION
+from ledger_client.audit.index import _PAGE, VERSION
 from ledger_client.cli.main import main
 from tests.decision_world import DECIDE, Runs, build, write
 
@@ -259,3 +259,22 @@ def test_a_database_of_someone_elses_with_a_files_table_is_refused_never_dropped
         assert conn.execute("SELECT * FROM records").fetchall() == [(1, "kept")]
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         assert tables == {"files", "records"}
+
+
+def test_a_new_index_is_made_of_8_kib_pages_and_an_old_file_keeps_its_own(
+    world: Runs, runs: Path, tmp_path: Path
+) -> None:
+    """A new index file gets pages of ``_PAGE`` bytes (fewer pages to write per row stored);
+    a database that already has pages (an index made before, rebuilt) keeps its page size."""
+    db = tmp_path / "audit.sqlite"
+    assert _index(world, runs, db)[0] == 0
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("PRAGMA page_size").fetchone() == (_PAGE,) == (8192,)
+    old = tmp_path / "old.sqlite"
+    _old_index(world, runs, old)
+    with closing(sqlite3.connect(old)) as conn:
+        before = conn.execute("PRAGMA page_size").fetchone()
+    assert _index(world, runs, old)[0] == 0
+    with closing(sqlite3.connect(old)) as conn:
+        assert conn.execute("PRAGMA page_size").fetchone() == before
+        assert conn.execute("PRAGMA user_version").fetchone() == (VERSION,)

@@ -101,6 +101,10 @@ _MIN_CONTENT = 8  # plain strings this long or longer are found by their content
 _CHUNK = 16  # files per task sent to a worker process
 _MMAP = 1 << 30  # bytes of the index read through a memory map during a bulk build
 _BULK = 64  # files to index into an empty index that make it build its indexes at the end
+# bytes per database page of a new index (SQLite's default 4,096): half the pages to allocate,
+# write and link per row stored (rows of about 500 bytes, several terms each), about a tenth
+# of the main process's CPU storing rows; reading is as fast (``lineage --db`` at 10,000 runs)
+_PAGE = 8192
 
 # ``PRAGMA user_version`` of an index this verifier makes. 2: records keyed by ``id`` (the file's
 # ``id`` times 2**32 plus the record's place in it), terms by that id (WITHOUT ROWID), no index
@@ -523,6 +527,7 @@ class AuditIndex:
             except FormatError:
                 self.db.close()
                 raise
+            self.db.execute(f"PRAGMA page_size = {_PAGE}")  # a new file's only (empty, no WAL)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(SCHEMA)
