@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from ledger_client.audit.index import _PAGE, VERSION
+from ledger_client.cli.index import _resolved
 from ledger_client.cli.main import main
 from tests.decision_world import DECIDE, Runs, build, write
 
@@ -278,3 +279,24 @@ def test_a_new_index_is_made_of_8_kib_pages_and_an_old_file_keeps_its_own(
     with closing(sqlite3.connect(old)) as conn:
         assert conn.execute("PRAGMA page_size").fetchone() == before
         assert conn.execute("PRAGMA user_version").fetchone() == (VERSION,)
+
+
+def test_run_paths_are_resolved_as_path_resolve_resolves_them(tmp_path: Path) -> None:
+    """``index`` resolves each folder once (``_resolved``): the same paths as ``Path.resolve``
+    for plain files, a link to a file (its target), a file in a linked folder, a folder given
+    with ``..`` in it, a relative path and a run folder."""
+    real = tmp_path / "real"
+    (real / "sub").mkdir(parents=True)
+    for name in ("a.jsonl", "sub/b.jsonl", "target.jsonl"):
+        (real / name).write_text("{}\n")
+    (real / "link.jsonl").symlink_to(real / "target.jsonl")
+    (tmp_path / "linked").symlink_to(real, target_is_directory=True)
+    (real / "run").mkdir()
+    given = [
+        real / "a.jsonl", real / "sub" / "b.jsonl", real / "link.jsonl",
+        tmp_path / "linked" / "a.jsonl", tmp_path / "linked" / "sub" / "..",
+        real / "sub" / ".." / "a.jsonl", Path(os.path.relpath(real / "a.jsonl")), real / "run",
+        tmp_path / "linked" / "link.jsonl",
+    ]  # fmt: skip
+    assert _resolved(given) == [p.resolve() for p in given]
+    assert _resolved(given)[2] == real / "target.jsonl"
