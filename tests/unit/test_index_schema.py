@@ -6,6 +6,7 @@ by their ids' range)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -81,6 +82,10 @@ def _readers(world: Runs, runs: Path, db: Path, tmp_path: Path) -> list[tuple[in
 _TEXT = "(SELECT v.text FROM verdicts v WHERE v.id = t.verdict)"
 
 
+# a records row's file hash (a column of its own before version 3)
+_HASH = "(SELECT f.file_hash FROM files f WHERE f.path = t.path)"
+
+
 def _texts(columns: list[str]) -> str:
     return ", ".join(_TEXT if c == "verdict" else c for c in columns)
 
@@ -96,6 +101,8 @@ def _version_2_index(world: Runs, runs: Path, db: Path) -> None:
             conn.execute(f"UPDATE {table} SET text = {_TEXT.replace('t.verdict', 'verdict')}")
             conn.execute(f"UPDATE {table} SET verdict = text")
             conn.execute(f"ALTER TABLE {table} DROP COLUMN text")
+        conn.execute("ALTER TABLE records ADD COLUMN file_hash TEXT")
+        conn.execute(f"UPDATE records SET file_hash = {_HASH.replace('t.path', 'records.path')}")
         conn.execute("DROP TABLE verdicts")
         conn.execute("PRAGMA user_version = 2")
         conn.commit()
@@ -118,8 +125,8 @@ def _old_index(world: Runs, runs: Path, db: Path) -> None:
         )
         columns = [r[1] for r in src.execute("PRAGMA table_info(records)")][1:]  # less id
         out.executemany(
-            f"INSERT INTO records VALUES ({', '.join('?' * len(columns))})",
-            src.execute(f"SELECT {_texts(columns)} FROM records t ORDER BY id"),
+            f"INSERT INTO records VALUES ({', '.join('?' * (len(columns) + 1))})",
+            src.execute(f"SELECT {_texts(columns)}, {_HASH} FROM records t ORDER BY id"),
         )
         out.executemany(
             "INSERT INTO terms VALUES (?, ?, ?, ?)",
@@ -300,3 +307,20 @@ def test_run_paths_are_resolved_as_path_resolve_resolves_them(tmp_path: Path) ->
     ]  # fmt: skip
     assert _resolved(given) == [p.resolve() for p in given]
     assert _resolved(given)[2] == real / "target.jsonl"
+
+
+def test_query_rows_carry_their_files_hash(world: Runs, runs: Path, tmp_path: Path) -> None:
+    """A record's ``file_hash`` (read from its file's row since version 3) is the SHA-256 of
+    the file its ``path`` names, a copy of a run's records each that of the first copy."""
+    shutil.copy(runs / "decide.jsonl", runs / "decide-copy.jsonl")
+    with (runs / "decide-copy.jsonl").open("a") as extra:
+        extra.write("\n")  # the same records, another file hash
+    db = tmp_path / "audit.sqlite"
+    assert _index(world, runs, db)[0] == 0
+    code, output = _invoke("query", "--db", str(db), "--json")
+    assert code == 0, output
+    rows = json.loads(output)["records"]
+    assert len(rows) > 5 and any(r["copies"] == 2 for r in rows)
+    for row in rows:
+        digest = hashlib.sha256(Path(row["path"]).read_bytes()).hexdigest()
+        assert row["file_hash"] == digest, row["path"]

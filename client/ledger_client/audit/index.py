@@ -111,8 +111,9 @@ _PAGE = 8192
 # on ``records(path)``, ``terms(path)`` or ``files(file_hash)`` (deletion goes by id; no query
 # used the others). 3: verdict texts in ``verdicts``, once each, ``records.verdict`` and
 # ``files.verdict`` their ids (a quarter of the file, and of the main process's CPU storing
-# rows, was the same three texts again and again). An index of another version is rebuilt by
-# ``index`` (derived data) and refused by the readers (``check_version``).
+# rows, was the same three texts again and again); no ``records.file_hash`` (its file's, in
+# ``files``). An index of another version is rebuilt by ``index`` (derived data) and refused by
+# the readers (``check_version``).
 VERSION = INDEX_VERSION
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -128,8 +129,7 @@ CREATE TABLE IF NOT EXISTS records(
   logged_at_ms INTEGER, log_index INTEGER NOT NULL, record_digest TEXT NOT NULL,
   trust_label TEXT, outcome TEXT, verified INTEGER NOT NULL, why_not TEXT,
   parents TEXT NOT NULL, time_difference_ms INTEGER, verdict INTEGER NOT NULL, model TEXT,
-  trace_id TEXT, span_id TEXT, tokens INTEGER, cost REAL, cost_currency TEXT, duration_ms INTEGER,
-  file_hash TEXT);
+  trace_id TEXT, span_id TEXT, tokens INTEGER, cost REAL, cost_currency TEXT, duration_ms INTEGER);
 CREATE TABLE IF NOT EXISTS terms(
   record INTEGER NOT NULL, field TEXT NOT NULL, value TEXT NOT NULL,
   PRIMARY KEY(record, field, value)) WITHOUT ROWID;
@@ -156,7 +156,9 @@ _RECORD_COLUMNS = (
 )  # fmt: skip
 # a records row as ``_record_rows`` makes it: the verdict last (the place of its text in the
 # file's ``_Done.verdicts``, then its id in ``verdicts``)
-_ROW_COLUMNS = ("id", *(c for c in _RECORD_COLUMNS if c != "verdict"), "verdict")
+# (``query`` reads a record's ``file_hash`` from its file's row: ``_FILE_HASH``)
+_ROW_COLUMNS = ("id", *(c for c in _RECORD_COLUMNS if c not in ("verdict", "file_hash")), "verdict")
+_FILE_HASH = "(SELECT f.file_hash FROM files f WHERE f.path = records.path)"
 _INSERT_RECORD = (
     f"INSERT INTO records({', '.join(_ROW_COLUMNS)}) VALUES ({', '.join('?' * len(_ROW_COLUMNS))})"
 )
@@ -291,7 +293,7 @@ def _audit_file(job: tuple[str, int, int, int]) -> _Done:
     problems = [
         (key, audit.run_id, p.code, p.step, p.record_digest, p.message) for p, _ in audit.problems
     ]
-    records, terms, texts = _record_rows(key, rows, file_hash, number << _SHIFT)
+    records, terms, texts = _record_rows(key, rows, number << _SHIFT)
     texts.append(_verdict_text(verdict))  # the run's verdict: the last text
     row = (key, size, mtime_ns, audit.run_id, audit.agent, len(audit.checks), int(audit.ok),
            len(audit.problems), file_hash, len(texts) - 1, number)  # fmt: skip
@@ -301,7 +303,7 @@ def _audit_file(job: tuple[str, int, int, int]) -> _Done:
 
 
 def _record_rows(
-    key: str, rows: Sequence[TimelineRow], file_hash: str, first: int
+    key: str, rows: Sequence[TimelineRow], first: int
 ) -> tuple[list[tuple[Any, ...]], list[tuple[int, str, str]], list[str]]:
     """The records rows of a file (ids from ``first`` on; ``_ROW_COLUMNS``), their terms and
     the distinct verdict texts the rows name (each row its verdict's place in them)."""
@@ -333,7 +335,7 @@ def _record_rows(
                 '["' + '", "'.join(parents) + '"]' if parents else "[]",
                 _difference_ms(record.time, check.logged_at_ms), record.model,
                 otel.trace_id if otel else None, otel.span_id if otel else None,
-                tokens, cost, currency, duration, file_hash, columns[0],
+                tokens, cost, currency, duration, columns[0],
             )
         )  # fmt: skip
         terms += [(rid, f, v) for f, v in record_terms(record, check.digest, stored=True)]
@@ -703,8 +705,9 @@ class AuditIndex:
         several files (copies of one run) is one row, ``copies`` naming how many files hold it
         (``path`` the first)."""
         clause, values = _where(where)
+        read = ", ".join(_FILE_HASH if c == "file_hash" else c for c in _RECORD_COLUMNS)
         cursor = self.db.execute(
-            f"SELECT {', '.join(_RECORD_COLUMNS)}, COUNT(DISTINCT path) FROM records "
+            f"SELECT {read}, COUNT(DISTINCT path) FROM records "
             f"WHERE {clause} GROUP BY record_digest ORDER BY logged_at_ms, log_index LIMIT ?",
             [*values, limit],
         )
