@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from ledger_client.audit.index import _PAGE, VERSION
+from ledger_client.audit.index import _PAGE, VERSION, term_condition
+from ledger_client.audit.lineage_index import TERM_FIELDS
 from ledger_client.cli.index import _resolved
 from ledger_client.cli.main import main
 from tests.decision_world import DECIDE, Runs, build, write
@@ -82,6 +83,9 @@ def _readers(world: Runs, runs: Path, db: Path, tmp_path: Path) -> list[tuple[in
 _TEXT = "(SELECT v.text FROM verdicts v WHERE v.id = t.verdict)"
 
 
+# a term's kind by its name (before version 3, not its code)
+_WHEN = " ".join(f"WHEN {n} THEN '{k}'" for k, n in TERM_FIELDS.items())
+_KIND = f"CASE t.field {_WHEN} ELSE t.field END"
 # a records row's file hash (a column of its own before version 3)
 _HASH = "(SELECT f.file_hash FROM files f WHERE f.path = t.path)"
 
@@ -103,6 +107,7 @@ def _version_2_index(world: Runs, runs: Path, db: Path) -> None:
             conn.execute(f"ALTER TABLE {table} DROP COLUMN text")
         conn.execute("ALTER TABLE records ADD COLUMN file_hash TEXT")
         conn.execute(f"UPDATE records SET file_hash = {_HASH.replace('t.path', 'records.path')}")
+        conn.execute(f"UPDATE terms SET field = {_KIND.replace('t.field', 'field')}")
         conn.execute("DROP TABLE verdicts")
         conn.execute("PRAGMA user_version = 2")
         conn.commit()
@@ -131,7 +136,7 @@ def _old_index(world: Runs, runs: Path, db: Path) -> None:
         out.executemany(
             "INSERT INTO terms VALUES (?, ?, ?, ?)",
             src.execute(
-                "SELECT r.path, r.record_digest, t.field, t.value FROM terms t "
+                f"SELECT r.path, r.record_digest, {_KIND}, t.value FROM terms t "
                 "JOIN records r ON r.id = t.record"
             ),
         )
@@ -324,3 +329,25 @@ def test_query_rows_carry_their_files_hash(world: Runs, runs: Path, tmp_path: Pa
     for row in rows:
         digest = hashlib.sha256(Path(row["path"]).read_bytes()).hexdigest()
         assert row["file_hash"] == digest, row["path"]
+
+
+def test_terms_are_stored_by_their_kinds_codes(world: Runs, runs: Path, tmp_path: Path) -> None:
+    """``terms.field`` holds each kind's code (``TERM_FIELDS``), and ``term_condition`` finds
+    a term by its kind's name: by its code, or for a kind with no code, by the name stored."""
+    db = tmp_path / "audit.sqlite"
+    assert _index(world, runs, db)[0] == 0
+    with closing(sqlite3.connect(db)) as conn:
+        fields = conn.execute("SELECT DISTINCT typeof(field), field FROM terms").fetchall()
+        assert {"parent", "tag", "commitment"} <= {k for k, n in TERM_FIELDS.items()
+                                                   if ("integer", n) in fields}  # fmt: skip
+        assert {kind for kind, _ in fields} == {"integer"}
+        record, value = conn.execute(
+            "SELECT record, value FROM terms WHERE field = ?", (TERM_FIELDS["tag"],)
+        ).fetchone()
+        conn.execute("INSERT INTO terms VALUES (?, 'novel', 'x')", (record,))
+        for kinds, wanted in ((["tag"], value), (["novel"], "x"), (["tag", "novel"], "x")):
+            clause, args = term_condition(kinds, [wanted])
+            found = conn.execute(f"SELECT id FROM records WHERE {clause}", args).fetchall()
+            assert (record,) in found, kinds
+        clause, args = term_condition(["parent"], [value])
+        assert conn.execute(f"SELECT id FROM records WHERE {clause}", args).fetchall() == []

@@ -30,22 +30,22 @@ Schema (``SCHEMA``, version ``VERSION`` in ``PRAGMA user_version``): ``files(pat
 mtime_ns, run_id, agent, records, verified, problems, file_hash, verdict, id)``, ``records(id,
 path, run_id, agent, step, kind, tool, label, time, logged_at_ms, log_index, record_digest,
 trust_label, outcome, verified, why_not, parents, time_difference_ms, verdict, ...)``,
-``terms(record, field, value)``, ``problems(path, run_id, code, step, record_digest, message)``
-and ``verdicts(id, text)``. Each file indexed gets the next ``id``; its records' ids are that id
-times 2**32 plus their place in the file (so a file's rows are deleted by an id range, and
-copies of a record are in the order their files were stored), and ``terms`` holds a record's
-search terms (``record_terms``) by its id, less those a ``records`` column holds
-(``COLUMN_KINDS``). ``time`` is the agent's claimed time, ``logged_at_ms`` the log's leaf time
-and ``time_difference_ms`` the second minus the first; ``verdict`` is the id in ``verdicts`` of
-the record's verdict (``ledger_client.audit.verdicts``, JSON text: receipt, run, time under the
-default time policy, lineage, signature with the given agent keys, chain with the given chain
-verdicts) as the other views show it, and ``files.verdict`` that of the run's verdict: each
-distinct text is stored once (records share a handful), each row names it by its id. A worker
-sends a file's rows naming its verdicts by their place in the file's texts (``_Done``); the main
-process gives each text its id (``AuditIndex._verdict_id``). An index of an older version is
-made again by ``index`` (derived data: from the run files); ``query`` and the readers
-(``lineage_index.open_index``) refuse it, and an index of a newer version is refused by all
-(``FormatError``: one line, exit 2).
+``terms(record, field, value)`` (``field``: the kind's code, ``TERM_FIELDS``), ``problems(path,
+run_id, code, step, record_digest, message)`` and ``verdicts(id, text)``. Each file indexed gets
+the next ``id``; its records' ids are that id times 2**32 plus their place in the file (so a
+file's rows are deleted by an id range, and copies of a record are in the order their files were
+stored), and ``terms`` holds a record's search terms (``record_terms``) by its id, less those a
+``records`` column holds (``COLUMN_KINDS``). ``time`` is the agent's claimed time,
+``logged_at_ms`` the log's leaf time and ``time_difference_ms`` the second minus the first;
+``verdict`` is the id in ``verdicts`` of the record's verdict (``ledger_client.audit.verdicts``,
+JSON text: receipt, run, time under the default time policy, lineage, signature with the given
+agent keys, chain with the given chain verdicts) as the other views show it, and
+``files.verdict`` that of the run's verdict: each distinct text is stored once (records share a
+handful), each row names it by its id. A worker sends a file's rows naming its verdicts by their
+place in the file's texts (``_Done``); the main process gives each text its id
+(``AuditIndex._verdict_id``). An index of an older version is made again by ``index`` (derived
+data: from the run files); ``query`` and the readers (``lineage_index.open_index``) refuse it,
+and an index of a newer version is refused by all (``FormatError``: one line, exit 2).
 """
 
 from __future__ import annotations
@@ -73,7 +73,12 @@ from ledger.core.timefmt import parse_rfc3339
 from ledger.records.commitments import Commitment
 from ledger.records.decision import DecisionRecord, MemoryWrite, Plan, RunClosed, ToolCall
 from ledger_client.audit.decision import plain_strings, tags_of, usage_of
-from ledger_client.audit.lineage_index import INDEX_TABLES, INDEX_VERSION, check_version
+from ledger_client.audit.lineage_index import (
+    INDEX_TABLES,
+    INDEX_VERSION,
+    TERM_FIELDS,
+    check_version,
+)
 from ledger_client.audit.timeline import TimelineRow, label_of, outcome_of, timeline, trust_of
 from ledger_client.audit.verdicts import Check, TimePolicy, Verdict, run_checks
 from ledger_client.audit.verify import audit_run
@@ -107,13 +112,13 @@ _BULK = 64  # files to index into an empty index that make it build its indexes 
 _PAGE = 8192
 
 # ``PRAGMA user_version`` of an index this verifier makes. 2: records keyed by ``id`` (the file's
-# ``id`` times 2**32 plus the record's place in it), terms by that id (WITHOUT ROWID), no index
-# on ``records(path)``, ``terms(path)`` or ``files(file_hash)`` (deletion goes by id; no query
-# used the others). 3: verdict texts in ``verdicts``, once each, ``records.verdict`` and
-# ``files.verdict`` their ids (a quarter of the file, and of the main process's CPU storing
-# rows, was the same three texts again and again); no ``records.file_hash`` (its file's, in
-# ``files``). An index of another version is rebuilt by ``index`` (derived data) and refused by
-# the readers (``check_version``).
+# ``id`` times 2**32 plus the record's place in it), terms by that id (WITHOUT ROWID), no index on
+# ``records(path)``, ``terms(path)`` or ``files(file_hash)`` (deletion goes by id; no query used
+# the others). 3: verdict texts in ``verdicts``, once each, ``records.verdict`` and
+# ``files.verdict`` their ids (a quarter of the file, and of the main process's CPU storing rows,
+# was the same three texts again and again); no ``records.file_hash`` (its file's, in ``files``);
+# ``terms.field`` a small integer (``TERM_FIELDS``), not the kind's name. An index of another
+# version is rebuilt by ``index`` (derived data) and refused by the readers (``check_version``).
 VERSION = INDEX_VERSION
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -131,7 +136,7 @@ CREATE TABLE IF NOT EXISTS records(
   parents TEXT NOT NULL, time_difference_ms INTEGER, verdict INTEGER NOT NULL, model TEXT,
   trace_id TEXT, span_id TEXT, tokens INTEGER, cost REAL, cost_currency TEXT, duration_ms INTEGER);
 CREATE TABLE IF NOT EXISTS terms(
-  record INTEGER NOT NULL, field TEXT NOT NULL, value TEXT NOT NULL,
+  record INTEGER NOT NULL, field NOT NULL, value TEXT NOT NULL,
   PRIMARY KEY(record, field, value)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS problems(
   path TEXT NOT NULL, run_id TEXT, code TEXT NOT NULL, step INTEGER, record_digest TEXT,
@@ -221,7 +226,7 @@ class _Done:
     file_row: tuple[Any, ...]
     records: list[tuple[Any, ...]]
     problems: list[tuple[Any, ...]]
-    terms: list[tuple[int, str, str]]  # (record id, field, value)
+    terms: list[tuple[int, int | str, str]]  # (record id, field (``TERM_FIELDS``), value)
     verdicts: list[str]  # the file's distinct verdict texts: rows name them by their place
     ok: bool
     readable: bool
@@ -304,13 +309,14 @@ def _audit_file(job: tuple[str, int, int, int]) -> _Done:
 
 def _record_rows(
     key: str, rows: Sequence[TimelineRow], first: int
-) -> tuple[list[tuple[Any, ...]], list[tuple[int, str, str]], list[str]]:
+) -> tuple[list[tuple[Any, ...]], list[tuple[int, int | str, str]], list[str]]:
     """The records rows of a file (ids from ``first`` on; ``_ROW_COLUMNS``), their terms and
     the distinct verdict texts the rows name (each row its verdict's place in them)."""
     records = []
-    terms: list[tuple[int, str, str]] = []
+    terms: list[tuple[int, int | str, str]] = []
     texts: list[str] = []
     places: dict[str, int] = {}  # a verdict text -> its place in ``texts``
+    code = TERM_FIELDS.get  # a term's kind as stored
     shown: dict[int, tuple[int, int, str | None]] = {}  # id(verdict) -> its stored columns
     for rid, row in enumerate(rows, first):
         record, check = row.check.record, row.check
@@ -338,7 +344,7 @@ def _record_rows(
                 tokens, cost, currency, duration, columns[0],
             )
         )  # fmt: skip
-        terms += [(rid, f, v) for f, v in record_terms(record, check.digest, stored=True)]
+        terms += [(rid, code(f, f), v) for f, v in record_terms(record, check.digest, stored=True)]
     return records, terms, texts
 
 
@@ -741,7 +747,7 @@ class AuditIndex:
             source = (  # a record's copies have the same tags: those of the row taken
                 f"SELECT r.*, t.value AS tag FROM (SELECT * FROM records WHERE {clause} "
                 "GROUP BY record_digest) r JOIN terms t ON t.record = r.id "
-                "AND t.field = 'tag' GROUP BY r.record_digest, t.value"
+                f"AND t.field = {TERM_FIELDS['tag']} GROUP BY r.record_digest, t.value"
             )
             key = "tag"
         else:
@@ -811,7 +817,7 @@ def term_condition(kinds: Sequence[str], values: Sequence[str]) -> tuple[str, li
             "SELECT r.record_digest FROM terms t CROSS JOIN records r ON r.id = t.record "
             f"WHERE t.field IN ({', '.join('?' * len(stored))}) AND t.value IN ({wanted})"
         )
-        args += [*stored, *values]
+        args += [*(TERM_FIELDS.get(k, k) for k in stored), *values]
     if len(stored) < len(kinds):
         parts.append(f"VALUES {', '.join('(?)' for _ in values)}")
         args += values

@@ -10,7 +10,7 @@ SHA-256 file hash as an indexed file (a copy). Every other run given is verified
 ``audit.lineage`` verifies it (``source: verified now``). Nothing given is left unchecked: a run
 that fails, stored or fresh, makes the answer fail.
 
-The walk reads the index's parent terms (``terms.field = 'parent'``) for the stored runs and
+The walk reads the index's parent terms (``terms.field``: ``TERM_FIELDS``) for the stored runs and
 the loaded records for the fresh ones; the answer has the shape of ``LineageResult.to_json_obj``
 (records with depth, verdicts and their source; unknown parents; runs examined: a run taken
 from the index carries its verdict's ``status``, and its checks in full when it failed).
@@ -47,6 +47,7 @@ __all__ = [
     "FROM_INDEX",
     "INDEX_TABLES",
     "INDEX_VERSION",
+    "TERM_FIELDS",
     "IndexedLineage",
     "IndexedResult",
     "check_version",
@@ -63,6 +64,12 @@ INDEX_VERSION = 3
 # (``verdicts`` since version 3: each distinct verdict text once, rows naming it by its id)
 INDEX_TABLES = ("meta", "files", "records", "terms", "problems", "verdicts")
 _EVERY_VERSION = INDEX_TABLES[:5]  # the tables an index of every version holds
+# ``terms.field`` (since version 3): the kind of a term as a small integer; a kind not named
+# here is stored as its name
+TERM_FIELDS = {
+    "parent": 1, "evidence": 2, "input": 3, "output": 4, "commitment": 5, "param": 6, "tag": 7,
+    "content": 8,
+}  # fmt: skip
 
 _COLUMNS = (
     "path", "run_id", "agent", "step", "kind", "label", "trust_label", "time", "logged_at_ms",
@@ -590,7 +597,7 @@ class IndexedLineage:
             marks = ", ".join("?" * len(part))
             hits = self.db.execute(  # by the parent digest first, then the child's id
                 f"SELECT t.value, r.rowid, {columns} FROM terms t CROSS JOIN records r ON "
-                "r.id = t.record WHERE t.field = 'parent' "
+                f"r.id = t.record WHERE t.field = {TERM_FIELDS['parent']} "
                 f"AND t.value IN ({marks}) AND r.kind != 'run_closed'",
                 part,
             ).fetchall()
