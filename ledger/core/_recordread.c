@@ -72,12 +72,12 @@ static PyObject *T[N_TYPES];
 enum {
     C_RFC3339, C_EMPTY_OR, C_JSON_VALUE, C_JSON_VALUE_AT, C_MODEL_PARAMETERS, C_CHAIN, C_SIGNATURE,
     C_PAYLOAD, C_CHECKED_ACROSS, C_COMMITMENT_FROM, C_PAYLOAD_TYPES, C_VERSIONS, C_TIMES, C_USAGES,
-    C_COSTS, C_PAYLOADS, C_FORMAT_ERROR, C_SETTERS, N_CONFIG
+    C_COSTS, C_PAYLOADS, C_FORMAT_ERROR, C_SETTERS, C_PARSE_TWIN, C_RECORD_TWIN, N_CONFIG
 };
 static const char *CONFIG_KEYS[N_CONFIG] = {
     "rfc3339", "empty_or", "json_value", "json_value_at", "model_parameters", "chain",
     "signature", "payload", "checked_across", "commitment_from", "payload_types", "versions",
-    "times", "usages", "costs", "payloads", "format_error", "setters",
+    "times", "usages", "costs", "payloads", "format_error", "setters", "parse_twin", "record_twin",
 };
 static PyObject *C[N_CONFIG];
 static Py_ssize_t cache_max = 4096;
@@ -777,12 +777,39 @@ static int plainly_across(PyObject **v, long version) {
     return after;
 }
 
+/* Whether ``v`` is plain JSON of the exact built-in types (str, int, float, bool, None, dict with
+   str keys, list) down to ``PLAIN_DEPTH`` levels. The readings above keep borrowed references
+   across dict look-ups, hashing and comparisons: on plain JSON none of those runs Python code
+   (a str subclass's ``__eq__`` or ``__hash__`` could change a dict under a look-up), so only such
+   values are read here; anything else (Python objects given directly) is read by the twin. */
+#define PLAIN_DEPTH 64
+static int all_plain(PyObject *v, int depth) {
+    if (is_scalar(v)) return 1;
+    if (depth >= PLAIN_DEPTH) return 0;
+    if (PyDict_CheckExact(v)) {
+        PyObject *key, *item;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(v, &pos, &key, &item))
+            if (!PyUnicode_CheckExact(key) || !all_plain(item, depth + 1)) return 0;
+        return 1;
+    }
+    if (PyList_CheckExact(v)) {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(v); i++)
+            if (!all_plain(PyList_GET_ITEM(v, i), depth + 1)) return 0;
+        return 1;
+    }
+    return 0;
+}
+
 /* _parse_record_fast(value) (``record`` 0), or _record_fast(value) (``record`` 1). */
 static PyObject *read_record(PyObject *value, int record) {
+    if (!all_plain(value, 0)) /* not plain JSON: the twin reads it (all_plain) */
+        return PyObject_CallOneArg(C[record ? C_RECORD_TWIN : C_PARSE_TWIN], value);
     PyObject *v[N_FIELDS], *version_obj = NULL, *out = NULL;
     long version = 0;
     int read = read_values(value, v, &version_obj, &version);
     if (read <= 0) return read < 0 ? NULL : Py_NewRef(Py_None);
+    Py_INCREF(version_obj); /* held while the twin's helpers run */
     int plain = plainly_across(v, version);
     if (plain < 0) goto done;
     if (plain && record) { /* each slot set through its own descriptor, as the twin's setters */
@@ -817,6 +844,7 @@ static PyObject *read_record(PyObject *value, int record) {
     Py_DECREF(checked);
 done:
     clear_values(v);
+    Py_DECREF(version_obj);
     return out;
 }
 

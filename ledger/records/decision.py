@@ -1185,6 +1185,8 @@ def _compiled_config() -> dict[str, Any]:
         "format_error": FormatError,
         "setters": {f.name: getattr(DecisionRecord, f.name) for f in fields(DecisionRecord)},
         "cache_max": 4096,
+        "parse_twin": _parse_record_fast,
+        "record_twin": _record_fast,
     }
 
 

@@ -446,3 +446,51 @@ def test_a_configuration_of_other_members_is_refused() -> None:
         }
     )
     assert typed(native.record(record.to_json_obj())) == typed(record)
+
+
+def test_a_key_whose_comparison_changes_the_record_is_read_by_the_twin() -> None:
+    """A caller's dict whose key is a str subclass with its own ``__eq__`` (Python code run in
+    the middle of a look-up) that empties a member the reading has already found: the compiled
+    reading must not use what was freed (it crashed the process before) and answers as the twin
+    does, since only plain JSON of the exact built-in types is read in C."""
+    native = compiled()
+    base = DecisionRecord(
+        record_id=new_record_id(), run_id="r", step=3, time="2026-05-28T20:26:39.000Z",
+        agent="a", payload=decision.ToolCall(tool="t", inputs_used=("a" * 64,),
+                                             outputs_generated=("b" * 64,)),
+    ).to_json_obj()  # fmt: skip
+    steps: list[dict[str, Any]] = []
+
+    def fresh() -> tuple[dict[str, Any], dict[str, Any]]:
+        value = {**base, "parameters": {f"k{i}": [f"x{i}"] * 50 for i in range(200)}}
+        closing = {**base, "kind": "run_closed", "payload": {"steps": steps}}
+        return value, closing
+
+    value, closing = fresh()
+
+    class Key(str):
+        __hash__ = str.__hash__
+
+        def __eq__(self, other: object) -> bool:
+            if value.get("parameters"):
+                value["parameters"] = {}  # the dict the reading looked up first, freed
+                [dict.fromkeys(range(3000), 7) for _ in range(30)]  # its memory reused
+            steps.clear()
+            return str.__eq__(self, other)
+
+    def planted() -> None:
+        value.update(fresh()[0])
+        value[Key("signature")] = value.pop("signature")
+        steps[:] = [{Key("step"): 0, "record_digest": "a" * 64}] + [
+            {"step": i, "record_digest": "a" * 64} for i in range(1, 50)
+        ]
+
+    for compiled_read, pure_read in [
+        (native.parse, decision._parse_record_fast),
+        (native.record, decision._record_fast),
+    ]:
+        for subject in (value, closing):
+            planted()
+            want = outcome(pure_read, subject)
+            planted()
+            assert outcome(compiled_read, subject) == want
