@@ -280,6 +280,30 @@ static PyObject *commitment(PyObject *obj, PyObject *text) {
     return call2(C_COMMITMENT_FROM, obj, K[K_EMPTY]);
 }
 
+static PyObject *json_value_at(PyObject *v, int depth);
+
+/* A copy of the exact dict ``v`` with each member's value read by json_value_at at ``depth``. */
+static PyObject *members_read(PyObject *v, int depth) {
+    PyObject *out = PyDict_New(), *key, *item;
+    Py_ssize_t pos = 0;
+    if (out == NULL) return NULL;
+    while (PyDict_Next(v, &pos, &key, &item)) {
+        Py_INCREF(key);
+        Py_INCREF(item);
+        PyObject *read = json_value_at(item, depth);
+        Py_DECREF(item);
+        if (read == NULL || PyDict_SetItem(out, key, read) < 0) {
+            Py_DECREF(key);
+            Py_XDECREF(read);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(key);
+        Py_DECREF(read);
+    }
+    return out;
+}
+
 /* _json_value_at(v, None): the value with its commitments read. */
 static PyObject *json_value_at(PyObject *v, int depth) {
     if (is_scalar(v)) return Py_NewRef(v);
@@ -290,24 +314,7 @@ static PyObject *json_value_at(PyObject *v, int depth) {
             if (PyErr_Occurred()) return NULL;
         }
         if (depth >= DEPTH) return call2(C_JSON_VALUE_AT, v, Py_None);
-        PyObject *out = PyDict_New(), *key, *item;
-        Py_ssize_t pos = 0;
-        if (out == NULL) return NULL;
-        while (PyDict_Next(v, &pos, &key, &item)) {
-            Py_INCREF(key);
-            Py_INCREF(item);
-            PyObject *read = json_value_at(item, depth + 1);
-            Py_DECREF(item);
-            if (read == NULL || PyDict_SetItem(out, key, read) < 0) {
-                Py_DECREF(key);
-                Py_XDECREF(read);
-                Py_DECREF(out);
-                return NULL;
-            }
-            Py_DECREF(key);
-            Py_DECREF(read);
-        }
-        return out;
+        return members_read(v, depth + 1);
     }
     if (PyList_CheckExact(v)) {
         if (depth >= DEPTH) return call2(C_JSON_VALUE_AT, v, Py_None);
@@ -370,24 +377,7 @@ static PyObject *parameters_fast(PyObject *v) { /* _parameters_fast */
         if (whole < 0) return NULL;
         if (whole) Py_RETURN_NONE;
     }
-    PyObject *out = PyDict_New(), *key, *item;
-    Py_ssize_t pos = 0;
-    if (out == NULL) return NULL;
-    while (PyDict_Next(v, &pos, &key, &item)) {
-        Py_INCREF(key);
-        Py_INCREF(item);
-        PyObject *read = is_scalar(item) ? Py_NewRef(item) : json_value_at(item, 0);
-        Py_DECREF(item);
-        if (read == NULL || PyDict_SetItem(out, key, read) < 0) {
-            Py_DECREF(key);
-            Py_XDECREF(read);
-            Py_DECREF(out);
-            return NULL;
-        }
-        Py_DECREF(key);
-        Py_DECREF(read);
-    }
-    return out;
+    return members_read(v, 0);
 }
 
 static PyObject *usage_fast(PyObject *v) { /* _usage_fast */
