@@ -351,3 +351,86 @@ def test_terms_are_stored_by_their_kinds_codes(world: Runs, runs: Path, tmp_path
             assert (record,) in found, kinds
         clause, args = term_condition(["parent"], [value])
         assert conn.execute(f"SELECT id FROM records WHERE {clause}", args).fetchall() == []
+
+
+def _tampered_copy(runs: Path) -> Path:
+    """A copy of ``decide.jsonl`` whose first record names another agent (its run fails, with a
+    verdict text of its own), named to be indexed after the others."""
+    lines = (runs / "decide.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    first["record"]["agent"] = "someone-else"
+    copy = runs / "zz-tampered.jsonl"
+    copy.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    return copy
+
+
+def _dangling(db: Path) -> list[Any]:
+    """Rows naming a verdict id with no text, and texts no row names."""
+    with closing(sqlite3.connect(db)) as conn:
+        return conn.execute(
+            "SELECT (SELECT count(*) FROM records WHERE verdict NOT IN (SELECT id FROM verdicts))"
+            " + (SELECT count(*) FROM files WHERE verdict NOT IN (SELECT id FROM verdicts)),"
+            " (SELECT count(*) FROM verdicts WHERE id NOT IN (SELECT verdict FROM records)"
+            " AND id NOT IN (SELECT verdict FROM files WHERE verdict IS NOT NULL))"
+        ).fetchall()
+
+
+def test_an_index_run_beside_another_names_each_verdict_by_its_id(
+    world: Runs, runs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two ``index`` runs on one database (overlapping cron jobs): the second one stores its
+    rows between two of the first one's transactions, adding verdict texts the first one then
+    needs. The first one reads the ids again under each transaction's write lock: no UNIQUE
+    failure (a traceback before), every row names its own text, as a fresh index holds."""
+    from ledger_client.audit import index as index_module
+
+    _tampered_copy(runs)
+    db = tmp_path / "audit.sqlite"
+    monkeypatch.setattr(index_module, "_BATCH", 1)  # a transaction per file
+    audit = index_module.AuditIndex._audit
+    beside: list[tuple[int, str]] = []
+
+    def with_another_run_beside(self: Any, *args: Any) -> Any:
+        for n, done in enumerate(audit(self, *args)):
+            yield done  # stored and committed before the generator goes on
+            if n == 0 and not beside:
+                beside.append((-1, ""))  # the run beside does not start a third
+                beside[0] = _index(world, runs, db)
+
+    monkeypatch.setattr(index_module.AuditIndex, "_audit", with_another_run_beside)
+    key = world.world.key.key_string()
+    result = CliRunner().invoke(
+        main, ["index", str(runs), "--db", str(db), "--key", key, "--workers", "1", "--json"]
+    )
+    assert result.exit_code == 1 and beside[0][0] == 1, (result.output, beside)  # the tampered run
+    # before: "error: unexpected IntegrityError: UNIQUE constraint failed: verdicts.text"
+    assert json.loads(result.output)["failed_runs"] == 1, result.output
+    monkeypatch.undo()
+    fresh = tmp_path / "fresh.sqlite"
+    assert _index(world, runs, fresh)[0] == 1
+    assert _rows(db) == _rows(fresh)
+    assert _dangling(db) == [(0, 0)]
+
+
+def test_verdict_texts_no_row_names_go_with_their_rows(
+    world: Runs, runs: Path, tmp_path: Path
+) -> None:
+    """A removed (or changed) file's verdict texts that no other row names are deleted with its
+    rows (a failed run's text holds its problems): the texts left are a fresh index's."""
+    db = tmp_path / "audit.sqlite"
+    copy = _tampered_copy(runs)
+    assert _index(world, runs, db)[0] == 1
+    with closing(sqlite3.connect(db)) as conn:
+        (failed,) = conn.execute(
+            "SELECT verdict FROM files WHERE path LIKE '%zz-tampered%'"
+        ).fetchone()
+    copy.unlink()
+    code, output = _index(world, runs, db)
+    assert code == 0 and json.loads(output)["removed"] == 1, output
+    fresh = tmp_path / "fresh.sqlite"
+    assert _index(world, runs, fresh)[0] == 0
+    with closing(sqlite3.connect(db)) as conn, closing(sqlite3.connect(fresh)) as other:
+        texts = sorted(conn.execute("SELECT text FROM verdicts"))
+        assert texts == sorted(other.execute("SELECT text FROM verdicts"))
+        assert conn.execute("SELECT 1 FROM verdicts WHERE id = ?", (failed,)).fetchall() == []
+    assert _dangling(db) == [(0, 0)]

@@ -122,7 +122,8 @@ _PAGE = 8192
 VERSION = INDEX_VERSION
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS verdicts(id INTEGER PRIMARY KEY, text TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS verdicts(
+  id INTEGER PRIMARY KEY AUTOINCREMENT, text TEXT NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS files(
   path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, run_id TEXT,
   agent TEXT, records INTEGER NOT NULL, verified INTEGER NOT NULL, problems INTEGER NOT NULL,
@@ -150,6 +151,11 @@ CREATE INDEX IF NOT EXISTS records_digest ON records(record_digest);
 CREATE INDEX IF NOT EXISTS problems_path ON problems(path);
 CREATE INDEX IF NOT EXISTS terms_value ON terms(value, field);
 """
+# the verdict texts no row names (a file's rows replaced or removed left them)
+_UNUSED_VERDICTS = (
+    "DELETE FROM verdicts WHERE id NOT IN (SELECT verdict FROM records) "
+    "AND id NOT IN (SELECT verdict FROM files WHERE verdict IS NOT NULL)"
+)
 # ``run_statuses`` beside the verdicts' statuses: files not read as runs, and of newer schemas
 UNREADABLE, UNSUPPORTED = "unreadable", "unsupported"
 _SHIFT = 32  # a record's id: its file's id << _SHIFT | its place in the file
@@ -592,7 +598,6 @@ class AuditIndex:
                 number += 1
                 todo.append((str(path), stat.st_size, stat.st_mtime_ns, number))
         verified = {"checkpoints": 0, "tokens": 0}
-        self._verdict_ids = dict(self.db.execute("SELECT text, id FROM verdicts"))
         bulk = not known and len(todo) >= _BULK
         if bulk:  # a new index: rows first, then each index sorted in one pass
             self._journal(bulk=True)
@@ -614,6 +619,8 @@ class AuditIndex:
         with _Transaction(self.db):
             for path in gone:
                 self._delete(path)
+            if known:  # rows replaced or removed: the texts no row names any more go too
+                self.db.execute(_UNUSED_VERDICTS)
         stats.removed = len(gone)
         return stats, verified
 
@@ -660,8 +667,9 @@ class AuditIndex:
     ) -> None:
         """Replace the rows of ``done``'s file (``fresh``: the index held no file before
         this call, so there are none to delete)."""
-        if not self.db.in_transaction:
-            self.db.execute("BEGIN")
+        if not self.db.in_transaction:  # the write lock first, then the ids it may name
+            self.db.execute("BEGIN IMMEDIATE")
+            self._verdict_ids = dict(self.db.execute("SELECT text, id FROM verdicts"))
         if not fresh:
             self._delete(done.key)
         file_row, records = done.file_row, done.records
@@ -686,7 +694,10 @@ class AuditIndex:
         verified["tokens"] += done.checks[1]
 
     def _verdict_id(self, text: str) -> int:
-        """The id of a verdict text in ``verdicts`` (stored once: added when new)."""
+        """The id of a verdict text in ``verdicts`` (stored once: added when new). The ids
+        known are read again as each transaction starts, under its write lock (another
+        ``index`` of the same file may have added or removed texts in between), and an id is
+        never given twice (``AUTOINCREMENT``): a reader never finds another text under it."""
         found = self._verdict_ids.get(text)
         if found is None:
             cursor = self.db.execute("INSERT INTO verdicts(text) VALUES (?)", (text,))
