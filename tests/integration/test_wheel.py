@@ -143,7 +143,7 @@ print(json.dumps({"files": [ledger.__file__, ledger_client.__file__],
 def test_the_installed_wheel_imports_every_module(venv: Path) -> None:
     answer = json.loads(run([venv / "bin" / "python", "-c", PROBE], cwd=venv.parent))
     assert all(Path(f).is_relative_to(venv) for f in answer["files"]), answer["files"]
-    compiled = {"ledger.core._hot", "ledger.core._strictjson"}
+    compiled = {"ledger.core._hot", "ledger.core._strictjson", "ledger.core._recordread"}
     assert set(answer["modules"]) - compiled == source_modules()
 
 
@@ -159,7 +159,8 @@ log = Log(store=store, signer=signer, origin="example.com/w", clock_ms=lambda: 1
 out = log.append_digests(b"".join(hashlib.sha256(b"%d" % i).digest() for i in (1, 2, 1)))
 root = log.publish().root_hash.hex()
 store.close()
-print(json.dumps({"core": accel.CORE, "json": accel.JSON_CORE, "file": accel.__file__, "root": root,
+print(json.dumps({"core": accel.CORE, "json": accel.JSON_CORE, "record": accel.RECORD_CORE,
+                  "file": accel.__file__, "root": root,
                   "dups": list(out.dup_positions)}))
 """
 
@@ -180,20 +181,23 @@ def test_the_wheel_runs_the_compiled_core_and_without_a_compiler_the_pure_one(
     install works); the wheel built with a compiler runs the compiled core. Same root."""
     names = zipfile.ZipFile(wheel).namelist()
     if shutil.which("gcc") or shutil.which("cc"):
-        for module in ("_hot", "_strictjson"):
+        for module in ("_hot", "_strictjson", "_recordread"):
             assert [
                 n for n in names if n.startswith(f"ledger/core/{module}.") and n.endswith(".so")
             ]
         built = core_of(venv)
-        assert built["core"] == built["json"] == "native"
+        assert built["core"] == built["json"] == built["record"] == "native"
     pure = build_wheel(tmp_path_factory.mktemp("pure-wheel"), CC="/bin/false")
     assert not [
         n
         for n in zipfile.ZipFile(pure).namelist()
-        if n.startswith(("ledger/core/_hot.", "ledger/core/_strictjson.")) and n.endswith(".so")
+        if n.startswith(
+            ("ledger/core/_hot.", "ledger/core/_strictjson.", "ledger/core/_recordread.")
+        )
+        and n.endswith(".so")
     ]
     pure_core = core_of(install(pure))
-    assert pure_core["core"] == pure_core["json"] == "pure"
+    assert pure_core["core"] == pure_core["json"] == pure_core["record"] == "pure"
     assert pure_core["root"] == core_of(venv)["root"]
 
 
