@@ -35,11 +35,11 @@ from ledger.log.sequencer import Sequencer  # noqa: E402
 from ledger.store.dedup import DedupTable  # noqa: E402
 from ledger.store.rocks import RocksStore  # noqa: E402
 from tools.bench_loads import fresh_digests  # noqa: E402
+from tools.bench_local import append_packed  # noqa: E402
 from tools.bench_server import ORIGIN  # noqa: E402
 
 __all__ = ["main", "writer_run"]
 
-CHECKPOINT_INTERVAL_S = 0.05  # the service's default checkpoint cadence
 PHASES: tuple[tuple[type, str], ...] = (
     (Log, "append_digests"),
     (Log, "publish"),
@@ -80,13 +80,7 @@ def writer_run(work: Path, entries: int, batch: int) -> tuple[float, dict[str, f
     try:
         log = Log(store=store, signer=Ed25519Signer.generate(ORIGIN), origin=ORIGIN)
         cpu0 = time.process_time()
-        last = time.perf_counter()
-        for digests in batches:
-            log.append_digests(digests)
-            if time.perf_counter() - last >= CHECKPOINT_INTERVAL_S:
-                log.publish()
-                last = time.perf_counter()
-        log.publish()
+        append_packed(log, batches)
         cpu = time.process_time() - cpu0
     finally:
         store.close()
