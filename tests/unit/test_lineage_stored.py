@@ -202,12 +202,8 @@ def test_stored_run_heads_are_read_as_the_plain_query_reads_them(
             assert [type(v[3]) for v in read.values()] == [type(v[3]) for v in plain.values()]
 
 
-def test_records_sharing_a_verdict_and_a_second_are_each_written_as_their_plain_record(
-    indexed: dict[str, Any],
-) -> None:
-    """``_stored_fragments`` writes what rows share once (the text from the trust label on,
-    each second's logged time): rows that differ only in one of those columns, or in the
-    milliseconds of one second (before and after the epoch), are each their plain record."""
+def _chain_row(indexed: dict[str, Any]) -> tuple[IndexedLineage, str, Any]:
+    """The lineage over the indexed chain run, a record's digest and its stored row."""
     key, world = indexed["key"], indexed["world"]
     digest = world.digest(world.runs[CHAIN][3])
     with open_index(indexed["db"]) as conn:
@@ -215,7 +211,16 @@ def test_records_sharing_a_verdict_and_a_second_are_each_written_as_their_plain_
             run_path_names([str(indexed["files"]["chain"].parent)]), conn,
             trust_fingerprint([key], [], None, []), lambda: make_checker([key], [], None, []),
         )  # fmt: skip
-        row = lineage._rows([digest])[digest]
+        return lineage, digest, lineage._rows([digest])[digest]
+
+
+def test_records_sharing_a_verdict_and_a_second_are_each_written_as_their_plain_record(
+    indexed: dict[str, Any],
+) -> None:
+    """``_stored_fragments`` writes what rows share once (the text from the trust label on,
+    each second's logged time): rows that differ only in one of those columns, or in the
+    milliseconds of one second (before and after the epoch), are each their plain record."""
+    lineage, _, row = _chain_row(indexed)
     columns = {c: 2 + i for i, c in enumerate(_COLUMNS)}
     changes: list[dict[str, Any]] = [
         {}, {"verified": 0}, {"verified": 1, "why_not": "x"}, {"trust_label": None},
@@ -460,14 +465,7 @@ def test_a_row_of_other_column_types_is_written_as_its_plain_record(
 ) -> None:
     """A row whose values are not of the types the index writes (SQLite keeps what it is
     given) is written value by value, still as ``json.dumps`` writes the plain record."""
-    key, world = indexed["key"], indexed["world"]
-    digest = world.digest(world.runs[CHAIN][3])
-    with open_index(indexed["db"]) as conn:
-        lineage = IndexedLineage(
-            run_path_names([str(indexed["files"]["chain"].parent)]), conn,
-            trust_fingerprint([key], [], None, []), lambda: make_checker([key], [], None, []),
-        )  # fmt: skip
-        row = lineage._rows([digest])[digest]
+    lineage, digest, row = _chain_row(indexed)
     columns = {c: 2 + i for i, c in enumerate(_COLUMNS)}  # a row: (lead, rowid, *_COLUMNS)
     odd: list[dict[str, Any]] = [
         {}, {"log_index": 1.5}, {"step": "3"}, {"time_difference_ms": 2.25}, {"agent": 7},
