@@ -24,7 +24,6 @@ Witness cosignatures are counted when witness keys are given; otherwise ``not ch
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
@@ -33,6 +32,7 @@ from typing import Any
 from ledger.core.checkpoint import Checkpoint, VerifiedCheckpoint
 from ledger.core.errors import (
     AnchorsPendingError,
+    DataLossError,
     FormatError,
     LedgerError,
     TimestampError,
@@ -40,7 +40,7 @@ from ledger.core.errors import (
 )
 from ledger.core.jcs import index_path
 from ledger.core.timefmt import from_epoch_ms, rfc3339_millis
-from ledger.core.types import LEAF_VERSION, decode_leaf
+from ledger.core.types import decode_leaf
 from ledger.records.commitments import check_disclosure_in
 from ledger.records.decision import DecisionRecord, record_digest
 from ledger.records.runs import RunProblem, RunReport, check_run
@@ -347,7 +347,6 @@ def _accepted(item: RunItem, digest: bytes, checker: ReceiptChecker) -> RecordCh
 _QUICK: dict[tuple[ReceiptChecker, str, bytes, tuple[bytes, ...]], tuple[datetime, int]] = {}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
-_LEAF_HEADER = 1 + 8 + 32 + 2  # version, time, record digest, metadata length
 _LATEST_MS = 253402300799999  # 9999-12-31T23:59:59.999Z: ``datetime`` reads every leaf time below
 
 
@@ -363,20 +362,17 @@ def _quick_check(item: RunItem, digest: bytes, checker: ReceiptChecker) -> Recor
         or digest != receipt.record_digest
     ):
         return None
-    leaf = receipt.leaf
-    size = len(leaf)
-    if (
-        size < _LEAF_HEADER
-        or leaf[0] != LEAF_VERSION
-        or size != _LEAF_HEADER + int.from_bytes(leaf[41:43], "big")
-        or leaf[9:41] != digest
-    ):
+    try:  # the leaf read by ``decode_leaf``, as ``_parts`` reads it (hashed there once)
+        leaf = decode_leaf(receipt.index, receipt.leaf)
+    except DataLossError:
+        return None
+    if leaf.record_digest != digest:
         return None
     note = receipt.checkpoint
     verified = _OPENED.get((checker, note))
     if verified is None or verified.checkpoint.size != receipt.tree_size:
         return None
-    leaf_ms = int.from_bytes(leaf[1:9], "big")
+    leaf_ms = leaf.timestamp_ms
     if leaf_ms > _LATEST_MS:
         return None
     anchors = receipt.anchors
@@ -394,8 +390,8 @@ def _quick_check(item: RunItem, digest: bytes, checker: ReceiptChecker) -> Recor
     checkpoint = verified.checkpoint
     try:
         verify_inclusion(
-            hashlib.sha256(b"\x00" + leaf).digest(), receipt.index, checkpoint.size,
-            receipt.inclusion_proof, checkpoint.root_hash,
+            leaf.leaf_hash, receipt.index, checkpoint.size, receipt.inclusion_proof,
+            checkpoint.root_hash,
         )  # fmt: skip
     except (LedgerError, ValueError):
         return None
