@@ -27,7 +27,14 @@ from ledger.api import wire
 from ledger.api.auth import ADMIN_METHODS, APPEND_METHODS
 from ledger.api.budget import DEFAULT_BUDGET_BYTES, ByteBudget
 from ledger.api.interceptor import WrapOnce
-from ledger.api.streams import DEFAULT_IDLE_S, Group, ReadDeadline, StreamReader
+from ledger.api.streams import (
+    DEFAULT_IDLE_S,
+    DEFAULT_LINGER_S,
+    LINGER_ITEMS,
+    Group,
+    ReadDeadline,
+    StreamReader,
+)
 from ledger.core.errors import (
     FailedPreconditionError,
     InvalidArgumentError,
@@ -110,6 +117,7 @@ class ServerLimits:
     max_streams_per_connection: int = DEFAULT_STREAMS_PER_CONNECTION
     stream_window_bytes: int = DEFAULT_STREAM_WINDOW_BYTES
     idle_s: float = DEFAULT_IDLE_S
+    stream_linger_s: float = DEFAULT_LINGER_S  # ``ledger.api.streams``: 0 commits at once
     budget: ByteBudget = field(default_factory=lambda: ByteBudget(DEFAULT_BUDGET_BYTES))
 
     def core_options(self) -> list[tuple[str, int]]:
@@ -468,8 +476,14 @@ class LedgerServicer:
         reader = StreamReader(raw_messages, _stream_items, budget=self._limits.budget)
         read_task = asyncio.create_task(reader.fill())
         position = 0
+        loop = asyncio.get_running_loop()
+        linger = self._limits.stream_linger_s
+        committed = -linger  # when the last commit of this stream ended
         try:
-            while (group := await reader.take()) is not None:
+            while True:
+                await reader.settle(LINGER_ITEMS, committed + linger - loop.time())
+                if (group := await reader.take()) is None:
+                    break
                 try:
                     if isinstance(group, bytes):  # digests only: no per-item objects
                         packed = await self._service.append_packed(group)
@@ -479,6 +493,7 @@ class LedgerServicer:
                 except LedgerError as exc:
                     context.set_trailing_metadata(wire.retry_trailer(exc))
                     await context.abort(wire.status_of(exc), f"stream position {position}: {exc}")
+                committed = loop.time()
                 yield ack
                 position += ack.count
             if (error := reader.error) is not None:

@@ -17,6 +17,15 @@ with ``error`` set:
 The handler acknowledges every group committed before it, then ends the stream with the error's
 status; nothing read before the error is lost, and the stream never hangs. No grpc here: the
 adapter passes raw messages and a parse function.
+
+A stream's client does not wait for each acknowledgement, so its messages keep coming while a
+group is committed: the handler lets the next group gather (``settle``) for up to the server's
+linger (``stream_linger_s``) after its last commit, unless ``LINGER_ITEMS`` are already
+buffered. A commit costs about the same whatever its size (a WAL sync, the writer's pass, the
+thread hand-offs: about 1.5 ms of server CPU on the benchmark machine), so a stream of single
+digests committed as fast as they come spends most of the server's CPU on commits, not on
+entries (docs/benchmarks.md, "The stream linger"). Unary calls never linger: their callers
+wait for each answer.
 """
 
 from __future__ import annotations
@@ -31,9 +40,18 @@ from ledger.core.errors import LedgerError, PushbackError, UnavailableError
 from ledger.core.limits import HASH_SIZE, MAX_BATCH
 from ledger.core.types import AppendItem
 
-__all__ = ["DEFAULT_IDLE_S", "Group", "ReadDeadline", "StreamReader"]
+__all__ = [
+    "DEFAULT_IDLE_S",
+    "DEFAULT_LINGER_S",
+    "LINGER_ITEMS",
+    "Group",
+    "ReadDeadline",
+    "StreamReader",
+]
 
 DEFAULT_IDLE_S = 60.0
+DEFAULT_LINGER_S = 0.010
+LINGER_ITEMS = 1_000  # a group this large is committed without lingering
 
 # A group handed to the writer: packed digests (N x 32 bytes) or typed items.
 Group = bytes | list[AppendItem]
@@ -58,6 +76,7 @@ class StreamReader:
         self._count = 0  # items buffered
         self._held: deque[list[int]] = deque()  # per buffered message: [items left, bytes]
         self._more = asyncio.Event()
+        self._wanted = 1  # items buffered before ``_more`` is set (``settle`` raises it)
         self._room = asyncio.Event()
         self._room.set()
         self._finished = False
@@ -117,7 +136,24 @@ class StreamReader:
             return
         self._count += n
         self._held.append([n, size])
-        self._more.set()
+        if self._count >= self._wanted:
+            self._more.set()
+
+    async def settle(self, items: int, seconds: float) -> None:
+        """Wait up to ``seconds`` until at least ``items`` items are buffered or the reading
+        is over (half-close, error); at once when either holds already."""
+        if seconds <= 0 or self._count >= items or self._finished:
+            return
+        self._wanted = items
+        try:
+            async with asyncio.timeout(seconds):
+                while self._count < items and not self._finished:
+                    self._more.clear()
+                    await self._more.wait()
+        except TimeoutError:
+            pass
+        finally:
+            self._wanted = 1
 
     async def take(self) -> Group | None:
         """The next group (at most MAX_BATCH items of one kind); None once the reading is over."""
@@ -185,9 +221,12 @@ class ReadDeadline:
         self._cancelling = 0
 
     def start(self) -> None:
-        """A read begins (in the current task)."""
+        """A read begins. Every read of a stream is made by one task (its reader's), the one
+        the first read found: looking it up again per message took about a twelfth of the
+        event loop's time under B3."""
         self._since = self._loop.time()
-        self._task = asyncio.current_task()
+        if self._task is None:
+            self._task = asyncio.current_task()
         if self._timer is None:
             self._timer = self._loop.call_at(self._since + self.seconds, self._check)
 

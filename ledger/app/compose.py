@@ -162,6 +162,7 @@ def server_limits(settings: Settings) -> ServerLimits:
         max_request_bytes=settings.max_request_mb << 20,
         max_concurrent_rpcs=settings.max_concurrent_rpcs,
         idle_s=settings.stream_idle_s,
+        stream_linger_s=settings.stream_linger_ms / 1000,
         budget=ByteBudget(settings.inflight_mb << 20),
     )
 

@@ -27,6 +27,7 @@ is optional (``TABLES`` maps ``table.key`` to a field):
     max_concurrent_rpcs = 0                     # 0: no server-wide cap; else RESOURCE_EXHAUSTED
     inflight_mb = 64                            # one budget for every request held in memory
     stream_idle_s = 60                          # a stream with no message this long is closed
+    stream_linger_ms = 10                       # a stream's next small group gathers this long
     log_format = "text"                         # or "json" (JSON lines)
     allow_plaintext = false                     # plaintext beyond loopback needs this
 
@@ -238,6 +239,13 @@ class Settings(BaseSettings):
     )
     stream_idle_s: float = Field(
         60.0, gt=0, le=86_400, description="close a stream idle for this long (seconds)"
+    )
+    stream_linger_ms: int = Field(
+        10,
+        ge=0,
+        le=1_000,
+        description="a stream's next group of under 1,000 items gathers for up to this long "
+        "after its last commit (ms; 0: commit at once)",
     )
     log_format: Literal["text", "json"] = Field("text", description="server log lines")
     access_log: bool = Field(True, description="one log line per call (ledger.access)")
@@ -485,6 +493,7 @@ TABLES: dict[str, dict[str, str]] = {
         "max_concurrent_rpcs": "max_concurrent_rpcs",
         "inflight_mb": "inflight_mb",
         "stream_idle_s": "stream_idle_s",
+        "stream_linger_ms": "stream_linger_ms",
         "log_format": "log_format",
         "allow_plaintext": "allow_plaintext",
         "access_log": "access_log",

@@ -14,6 +14,7 @@ from typing import Any
 import grpc
 import pytest
 
+from ledger.api.streams import LINGER_ITEMS
 from ledger.v1 import ledger_pb2 as pb
 from tests.harness import running_server
 
@@ -145,3 +146,61 @@ def test_the_server_wide_call_cap_refuses_beyond_it(tmp_path: Path) -> None:
         finally:
             held.set()
             holder.join(20)
+
+
+def _paced(first_acked: threading.Event, later: list[bytes]) -> Iterator[bytes]:
+    """One message, then (once it is acknowledged) ``later`` back to back, then the half-close
+    after a pause long enough for every acknowledgement."""
+    yield message("linger-first", 1)
+    assert first_acked.wait(10)
+    yield from later
+    time.sleep(1.5)
+
+
+def test_a_streams_small_groups_gather_for_the_linger(tmp_path: Path) -> None:
+    with running_server(tmp_path / "data", stream_linger_ms=400) as (server, _, _):
+        first_acked = threading.Event()
+        acked_at: list[float] = []
+
+        def on_ack(_ack: Any) -> None:
+            acked_at.append(time.monotonic())
+            first_acked.set()
+
+        later = [message(f"linger-{i}", 1) for i in range(5)]
+        acks, error = stream(server.address, _paced(first_acked, later), on_ack=on_ack)
+        assert error is None
+        # the first message is committed at once; the five sent right after its ack wait for
+        # the linger and go in one commit
+        assert [a.count for a in acks] == [1, 5]
+        assert acked_at[1] - acked_at[0] >= 0.3
+
+
+def test_a_full_group_does_not_wait_for_the_linger(tmp_path: Path) -> None:
+    with running_server(tmp_path / "data", stream_linger_ms=1_000) as (server, _, _):
+        first_acked = threading.Event()
+        acked_at: list[float] = []
+
+        def on_ack(_ack: Any) -> None:
+            acked_at.append(time.monotonic())
+            first_acked.set()
+
+        later = [message("linger-full", LINGER_ITEMS)]
+        acks, error = stream(server.address, _paced(first_acked, later), on_ack=on_ack)
+        assert error is None and [a.count for a in acks] == [1, LINGER_ITEMS]
+        assert acked_at[1] - acked_at[0] < 0.8
+
+
+def test_without_a_linger_each_message_may_be_committed_alone(tmp_path: Path) -> None:
+    with running_server(tmp_path / "data", stream_linger_ms=0) as (server, _, _):
+        first_acked = threading.Event()
+        acked_at: list[float] = []
+
+        def on_ack(_ack: Any) -> None:
+            acked_at.append(time.monotonic())
+            first_acked.set()
+
+        acks, error = stream(
+            server.address, _paced(first_acked, [message("nolinger", 1)]), on_ack=on_ack
+        )
+        assert error is None and [a.count for a in acks] == [1, 1]
+        assert acked_at[1] - acked_at[0] < 0.3
