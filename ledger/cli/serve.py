@@ -80,12 +80,13 @@ def serve(config: Path | None, **flags: Any) -> None:
             "tsas": [t.name for t in app.tsas.targets],
             "embedded_tsa_root": str(app.tsas.embedded_root) if app.tsas.embedded_root else None,
             "core": accel.CORE,
+            "cores": accel.cores(),
         }
         click.echo(json.dumps(line), nl=True)
         sys.stdout.flush()
         log = logging.getLogger("ledger")
-        if accel.native_error is not None:
-            log.info("append path on the pure core: %s", accel.native_error)
+        for part, why in accel.pure_reasons().items():
+            log.info("%s on the pure core: %s", _PARTS[part], why)
         if not settings.tls_enabled:
             log.warning("plaintext gRPC on %s: for loopback development only", app.address)
         if app.policy.open_log:
@@ -97,6 +98,9 @@ def serve(config: Path | None, **flags: Any) -> None:
             )
 
     asyncio.run(run(settings, ready))
+
+
+_PARTS = {"append": "append path", "json": "strict JSON reader", "record": "record reader"}
 
 
 class _JsonFormatter(logging.Formatter):

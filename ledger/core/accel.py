@@ -148,3 +148,16 @@ or its exception)."""
 record_read: Callable[[Any], Any] | None = None if _records is None else _records.record
 """``_recordread.record(value)``: ``decision._record_fast``'s answer (the record, None, or its
 exception)."""
+
+
+def cores() -> dict[str, str]:
+    """The core each compiled part runs on ("native" or its pure twin): the append path, the
+    strict JSON reader and the typed record reader (``ledger serve``'s start line, the
+    ``ledger_core_part`` gauge)."""
+    return {"append": CORE, "json": JSON_CORE, "record": RECORD_CORE}
+
+
+def pure_reasons() -> dict[str, str]:
+    """Why each part that runs its pure twin does (empty when all are compiled)."""
+    reasons = {"append": native_error, "json": json_error, "record": record_error}
+    return {part: why for part, why in reasons.items() if why is not None}

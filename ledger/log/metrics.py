@@ -116,6 +116,11 @@ class LedgerMetrics:
         self.proofs = r.counter("ledger_proof_requests", "proof requests", ["kind"])
         core = r.gauge("ledger_core", "1 for the core the append path runs on", ["core"])
         core.labels(accel.CORE).set(1)
+        parts = r.gauge(
+            "ledger_core_part", "1 for the core each compiled part runs on", ["part", "core"]
+        )
+        for part, name in accel.cores().items():
+            parts.labels(part, name).set(1)
         r.add_collector(self._collect_errors)
 
     # --- hooks --------------------------------------------------------------------------------
