@@ -148,27 +148,31 @@ def test_the_server_wide_call_cap_refuses_beyond_it(tmp_path: Path) -> None:
             holder.join(20)
 
 
-def _paced(first_acked: threading.Event, later: list[bytes]) -> Iterator[bytes]:
-    """One message, then (once it is acknowledged) ``later`` back to back, then the half-close
-    after a pause long enough for every acknowledgement."""
-    yield message("linger-first", 1)
-    assert first_acked.wait(10)
-    yield from later
-    time.sleep(1.5)
+def _paced_stream(address: str, later: list[bytes]) -> tuple[list[Any], list[float]]:
+    """One single-digest message; once it is acknowledged, ``later`` back to back; then the
+    half-close after a pause long enough for every acknowledgement. (acks, when each came)."""
+    first_acked = threading.Event()
+    acked_at: list[float] = []
+
+    def on_ack(_ack: Any) -> None:
+        acked_at.append(time.monotonic())
+        first_acked.set()
+
+    def messages() -> Iterator[bytes]:
+        yield message("linger-first", 1)
+        assert first_acked.wait(10)
+        yield from later
+        time.sleep(1.5)
+
+    acks, error = stream(address, messages(), on_ack=on_ack)
+    assert error is None
+    return acks, acked_at
 
 
 def test_a_streams_small_groups_gather_for_the_linger(tmp_path: Path) -> None:
     with running_server(tmp_path / "data", stream_linger_ms=400) as (server, _, _):
-        first_acked = threading.Event()
-        acked_at: list[float] = []
-
-        def on_ack(_ack: Any) -> None:
-            acked_at.append(time.monotonic())
-            first_acked.set()
-
         later = [message(f"linger-{i}", 1) for i in range(5)]
-        acks, error = stream(server.address, _paced(first_acked, later), on_ack=on_ack)
-        assert error is None
+        acks, acked_at = _paced_stream(server.address, later)
         # the first message is committed at once; the five sent right after its ack wait for
         # the linger and go in one commit
         assert [a.count for a in acks] == [1, 5]
@@ -177,30 +181,13 @@ def test_a_streams_small_groups_gather_for_the_linger(tmp_path: Path) -> None:
 
 def test_a_full_group_does_not_wait_for_the_linger(tmp_path: Path) -> None:
     with running_server(tmp_path / "data", stream_linger_ms=1_000) as (server, _, _):
-        first_acked = threading.Event()
-        acked_at: list[float] = []
-
-        def on_ack(_ack: Any) -> None:
-            acked_at.append(time.monotonic())
-            first_acked.set()
-
-        later = [message("linger-full", LINGER_ITEMS)]
-        acks, error = stream(server.address, _paced(first_acked, later), on_ack=on_ack)
-        assert error is None and [a.count for a in acks] == [1, LINGER_ITEMS]
+        acks, acked_at = _paced_stream(server.address, [message("linger-full", LINGER_ITEMS)])
+        assert [a.count for a in acks] == [1, LINGER_ITEMS]
         assert acked_at[1] - acked_at[0] < 0.8
 
 
 def test_without_a_linger_each_message_may_be_committed_alone(tmp_path: Path) -> None:
     with running_server(tmp_path / "data", stream_linger_ms=0) as (server, _, _):
-        first_acked = threading.Event()
-        acked_at: list[float] = []
-
-        def on_ack(_ack: Any) -> None:
-            acked_at.append(time.monotonic())
-            first_acked.set()
-
-        acks, error = stream(
-            server.address, _paced(first_acked, [message("nolinger", 1)]), on_ack=on_ack
-        )
-        assert error is None and [a.count for a in acks] == [1, 1]
+        acks, acked_at = _paced_stream(server.address, [message("nolinger", 1)])
+        assert [a.count for a in acks] == [1, 1]
         assert acked_at[1] - acked_at[0] < 0.3

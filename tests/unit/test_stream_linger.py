@@ -33,15 +33,20 @@ async def _reader() -> tuple[StreamReader, asyncio.Queue[bytes], asyncio.Task[No
     return reader, queue, asyncio.create_task(reader.fill())
 
 
+async def _settled(reader: StreamReader, items: int, seconds: float) -> float:
+    """``reader.settle(items, seconds)``; the seconds it took."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await reader.settle(items, seconds)
+    return loop.time() - started
+
+
 def test_settle_returns_at_once_when_enough_is_buffered() -> None:
     async def run() -> float:
         reader, queue, fill = await _reader()
         queue.put_nowait(b"".join(_digest(i) for i in range(5)))
         await asyncio.sleep(0.01)
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        await reader.settle(5, 10.0)
-        elapsed = loop.time() - started
+        elapsed = await _settled(reader, 5, 10.0)
         group = await reader.take()
         assert group is not None and len(group) == 5 * HASH_SIZE
         fill.cancel()
@@ -53,7 +58,6 @@ def test_settle_returns_at_once_when_enough_is_buffered() -> None:
 def test_settle_waits_for_the_items_and_no_longer() -> None:
     async def run() -> float:
         reader, queue, fill = await _reader()
-        loop = asyncio.get_running_loop()
 
         async def trickle() -> None:
             for i in range(4):
@@ -61,9 +65,7 @@ def test_settle_waits_for_the_items_and_no_longer() -> None:
                 queue.put_nowait(_digest(i))
 
         feeder = asyncio.create_task(trickle())
-        started = loop.time()
-        await reader.settle(4, 10.0)  # returns on the fourth message, long before 10 s
-        elapsed = loop.time() - started
+        elapsed = await _settled(reader, 4, 10.0)  # on the fourth message, long before 10 s
         group = await reader.take()
         assert group == b"".join(_digest(i) for i in range(4))  # one group, in stream order
         await feeder
@@ -77,10 +79,7 @@ def test_settle_gives_up_at_the_linger_with_what_it_has() -> None:
     async def run() -> float:
         reader, queue, fill = await _reader()
         queue.put_nowait(_digest(0))
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        await reader.settle(1_000, 0.2)
-        elapsed = loop.time() - started
+        elapsed = await _settled(reader, 1_000, 0.2)
         assert await reader.take() == _digest(0)
         fill.cancel()
         return elapsed
@@ -93,14 +92,11 @@ def test_settle_ends_at_the_half_close() -> None:
     async def run() -> float:
         reader, queue, fill = await _reader()
         queue.put_nowait(_digest(0))
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        settled = asyncio.create_task(reader.settle(1_000, 10.0))
+        settled = asyncio.create_task(_settled(reader, 1_000, 10.0))
         await asyncio.sleep(0.05)
         assert not settled.done()  # still gathering: one item of 1,000
         queue.put_nowait(END)
-        await settled
-        elapsed = loop.time() - started
+        elapsed = await settled
         assert await reader.take() == _digest(0)
         assert await reader.take() is None
         await fill
