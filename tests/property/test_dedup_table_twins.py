@@ -4,8 +4,10 @@ sequences of inserts (replays of the same entries included), look-ups and growth
 fingerprints narrowed by a test mask so that long chains and full-fingerprint collisions are
 common; and both agree with a plain dict of what was inserted.
 
-`make test` runs this module on the compiled build and again under ``LEDGER_PURE=1``; where the
-compiled core is not built the comparisons skip, naming why.
+`make test` runs this module on the compiled build and again under ``LEDGER_PURE=1``, but for
+the three comparisons that call both modules by name (the same code in both runs: the
+Makefile's ``PURE_SAME``); where the compiled core is not built the comparisons skip, naming
+why.
 """
 
 from __future__ import annotations
