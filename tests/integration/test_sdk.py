@@ -327,7 +327,9 @@ def test_overflow_while_the_log_is_unreachable(tmp_path: Path) -> None:
 
 def test_pushback_is_retried_until_everything_is_logged(tmp_path: Path) -> None:
     options = SenderOptions(batch_size=1000, batch_age=0.05, backoff=Backoff(initial=0.01))
-    with running_server(tmp_path / "data", max_pending=2_000) as (server, remote, _):
+    # room for one batch in the queue: any batch that comes while another waits is pushed back
+    # (with room for two, a quiet machine drained the six senders without a pushback once)
+    with running_server(tmp_path / "data", max_pending=1_000) as (server, remote, _):
         clients = [LedgerClient(server.address, options=options) for _ in range(6)]
         for w, client in enumerate(clients):  # the senders' view: 3 full batches each, at once
             for n in range(3000):
