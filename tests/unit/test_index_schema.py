@@ -434,3 +434,49 @@ def test_verdict_texts_no_row_names_go_with_their_rows(
         assert texts == sorted(other.execute("SELECT text FROM verdicts"))
         assert conn.execute("SELECT 1 FROM verdicts WHERE id = ?", (failed,)).fetchall() == []
     assert _dangling(db) == [(0, 0)]
+
+
+def test_an_index_run_whose_settings_another_run_replaced_stops(
+    world: Runs, runs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two ``index`` runs on one database with other settings: the second one empties the
+    index between two of the first one's transactions and stores its own rows. The first one
+    then stops with exit 2 and one line, storing nothing more: before, it went on storing rows
+    verified under settings the index no longer named beside the second one's."""
+    from ledger.core.checkpoint import Ed25519Signer
+    from ledger_client.audit import index as index_module
+
+    db = tmp_path / "audit.sqlite"
+    monkeypatch.setattr(index_module, "_BATCH", 1)  # a transaction per file
+    audit = index_module.AuditIndex._audit
+    other_key = Ed25519Signer.generate("other.example/log").verifier().key_string()
+    key = world.world.key.key_string()
+    beside: list[tuple[int, str]] = []
+
+    def with_another_run_beside(self: Any, *args: Any) -> Any:
+        for n, done in enumerate(audit(self, *args)):
+            yield done  # stored and committed before the generator goes on
+            if n == 0 and not beside:
+                beside.append((-1, ""))  # the run beside does not start a third
+                beside[0] = _invoke(
+                    "index", str(runs), "--db", str(db), "--key", key, "--key", other_key,
+                    "--workers", "1", "--json",
+                )  # fmt: skip
+
+    monkeypatch.setattr(index_module.AuditIndex, "_audit", with_another_run_beside)
+    result = CliRunner().invoke(
+        main, ["index", str(runs), "--db", str(db), "--key", key, "--workers", "1", "--json"]
+    )
+    assert beside[0][0] == 0, beside
+    assert result.exit_code == 2, result.output
+    assert "another `index` run with other settings" in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    monkeypatch.undo()
+    fresh = tmp_path / "fresh.sqlite"
+    code, _ = _invoke(
+        "index", str(runs), "--db", str(fresh), "--key", key, "--key", other_key,
+        "--workers", "1", "--json",
+    )  # fmt: skip
+    assert code == 0
+    assert _rows(db) == _rows(fresh)  # the second run's index, nothing of the first
+    assert _dangling(db) == [(0, 0)]

@@ -9,7 +9,9 @@ run checks) and stores one row per record; ``ledger-verify query --db audit.sqli
 Incremental: a file whose size and modification time (ns) are unchanged since it was indexed
 is skipped; a changed file is re-verified and its rows replaced; rows of files that are gone
 are deleted. The verification settings (keys, TSA roots, origin, witnesses) are fingerprinted;
-other settings than last time re-index everything. Rows are written in transactions of
+other settings than last time re-index everything. A run that finds, at the start of one of its
+transactions, that another run with other settings has emptied the index since stops there
+(``FormatError``: exit 2), storing nothing more. Rows are written in transactions of
 ``_BATCH`` files (WAL journal): an interrupted index loses at most the files of the open
 transaction, which the next run re-indexes, never a half-written file. Into an empty index
 (at least ``_BULK`` files) the rows go first and the SQL indexes are built once at the end, each
@@ -532,6 +534,7 @@ class AuditIndex:
                 os.close(os.open(db, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
             self.db = sqlite3.connect(str(db), isolation_level=None)
             self._verdict_ids: dict[str, int] = {}  # verdict text -> its id (``index``)
+            self._fingerprint = ""  # the settings ``index`` stores under
             try:
                 if check_version(self.db, db, older=rebuild):
                     version = self.db.execute("PRAGMA user_version").fetchone()[0]
@@ -583,6 +586,7 @@ class AuditIndex:
         verdicts; ``fingerprint`` must cover them."""
         trust = (tuple(agent_keys), dict(chains or {}))
         self._settings(fingerprint)
+        self._fingerprint = fingerprint
         stats = IndexStats()
         known = {
             path: (size, mtime)
@@ -669,6 +673,7 @@ class AuditIndex:
         this call, so there are none to delete)."""
         if not self.db.in_transaction:  # the write lock first, then the ids it may name
             self.db.execute("BEGIN IMMEDIATE")
+            self._check_settings()
             self._verdict_ids = dict(self.db.execute("SELECT text, id FROM verdicts"))
         if not fresh:
             self._delete(done.key)
@@ -692,6 +697,19 @@ class AuditIndex:
         stats.failed_runs += done.readable and not done.ok
         verified["checkpoints"] += done.checks[0]
         verified["tokens"] += done.checks[1]
+
+    def _check_settings(self) -> None:
+        """Under the write lock: refuse to go on when another ``index`` run with other settings
+        has emptied the index since this run's last transaction (rows stored now would be
+        verified under settings the index no longer names)."""
+        row = self.db.execute("SELECT value FROM meta WHERE key = 'settings'").fetchone()
+        if row is None or row[0] != self._fingerprint:
+            self.db.execute("ROLLBACK")
+            raise FormatError(
+                "another `index` run with other settings (keys, TSA roots, origin, witnesses, "
+                "agent keys or chain) emptied this index while this one ran; what this run "
+                "stored since is gone with it: run it again once the other is done"
+            )
 
     def _verdict_id(self, text: str) -> int:
         """The id of a verdict text in ``verdicts`` (stored once: added when new). The ids
