@@ -436,13 +436,17 @@ def test_verdict_texts_no_row_names_go_with_their_rows(
     assert _dangling(db) == [(0, 0)]
 
 
+# the world's three run files: the other run comes after the first one or after the last one
+@pytest.mark.parametrize("after", [0, 2], ids=["after-the-first-file", "after-the-last-file"])
 def test_an_index_run_whose_settings_another_run_replaced_stops(
-    world: Runs, runs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    world: Runs, runs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, after: int
 ) -> None:
     """Two ``index`` runs on one database with other settings: the second one empties the
     index between two of the first one's transactions and stores its own rows. The first one
     then stops with exit 2 and one line, storing nothing more: before, it went on storing rows
-    verified under settings the index no longer named beside the second one's."""
+    verified under settings the index no longer named beside the second one's. When the other
+    run comes after its last file, its last transaction (rows of files gone) stops the same
+    way; before, it reported an index of its own that held the other run's rows."""
     from ledger.core.checkpoint import Ed25519Signer
     from ledger_client.audit import index as index_module
 
@@ -456,7 +460,7 @@ def test_an_index_run_whose_settings_another_run_replaced_stops(
     def with_another_run_beside(self: Any, *args: Any) -> Any:
         for n, done in enumerate(audit(self, *args)):
             yield done  # stored and committed before the generator goes on
-            if n == 0 and not beside:
+            if n == after and not beside:
                 beside.append((-1, ""))  # the run beside does not start a third
                 beside[0] = _invoke(
                     "index", str(runs), "--db", str(db), "--key", key, "--key", other_key,

@@ -6,20 +6,20 @@ file under DIR (``ledger_client.audit.verify``: each receipt part by part, with 
 signatures and anchor tokens verified once per distinct note/token across all runs, then the
 run checks) and stores one row per record; ``ledger-verify query --db audit.sqlite`` filters.
 
-Incremental: a file whose size and modification time (ns) are unchanged since it was indexed
-is skipped; a changed file is re-verified and its rows replaced; rows of files that are gone
-are deleted. The verification settings (keys, TSA roots, origin, witnesses) are fingerprinted;
-other settings than last time re-index everything. A run that finds, at the start of one of its
-transactions, that another run with other settings has emptied the index since stops there
-(``FormatError``: exit 2), storing nothing more. Rows are written in transactions of
-``_BATCH`` files (WAL journal): an interrupted index loses at most the files of the open
-transaction, which the next run re-indexes, never a half-written file. Into an empty index
-(at least ``_BULK`` files) the rows go first and the SQL indexes are built once at the end, each
-in one sorted pass (an interrupted build gets them back when the index is next opened); such a
-build commits with a rollback journal and ``synchronous=FULL`` (as atomic, each new page written
-once instead of to the WAL and again to the file), then goes back to WAL (its indexes built reading
-the file through a memory map). While indexing, the cyclic garbage collector sets aside what
-was loaded before and runs its young collections less often (``_fewer_collections``).
+Incremental: a file whose size and modification time (ns) are unchanged since it was indexed is
+skipped; a changed file is re-verified and its rows replaced; rows of files that are gone are
+deleted. The verification settings (keys, TSA roots, origin, witnesses) are fingerprinted; other
+settings than last time re-index everything. A run that finds, at the start of one of its
+transactions (its last one included), that another run with other settings has emptied the index
+since stops there (``FormatError``: exit 2), storing or deleting nothing more. Rows are written in
+transactions of ``_BATCH`` files (WAL journal): an interrupted index loses at most the files of the
+open transaction, which the next run re-indexes, never a half-written file. Into an empty index (at
+least ``_BULK`` files) the rows go first and the SQL indexes are built once at the end, each in one
+sorted pass (an interrupted build gets them back when the index is next opened); such a build
+commits with a rollback journal and ``synchronous=FULL`` (as atomic, each new page written once
+instead of to the WAL and again to the file), then goes back to WAL (its indexes built reading the
+file through a memory map). While indexing, the cyclic garbage collector sets aside what was loaded
+before and runs its young collections less often (``_fewer_collections``).
 
 Files are read with ``ledger_client.receipts.run_load.load_run`` (the reader of
 ``ledger-verify run``: what it refuses, the index refuses, and the file is listed unreadable;
@@ -620,7 +620,8 @@ class AuditIndex:
             self._journal(bulk=False)
         present = {str(r) for r in runs}
         gone = [p for p in known if p not in present]
-        with _Transaction(self.db):
+        with _Transaction(self.db, immediate=True):
+            self._check_settings()  # else the paths gone here could be another run's rows
             for path in gone:
                 self._delete(path)
             if known:  # rows replaced or removed: the texts no row names any more go too
@@ -859,11 +860,18 @@ def _where(where: Sequence[tuple[str, Sequence[object]]]) -> tuple[str, list[obj
 
 
 class _Transaction:
-    def __init__(self, db: sqlite3.Connection) -> None:
+    """``BEGIN`` (``immediate``: with the write lock at once) ... ``COMMIT``, or ``ROLLBACK``
+    on an exception (unless the transaction was already rolled back)."""
+
+    def __init__(self, db: sqlite3.Connection, *, immediate: bool = False) -> None:
         self.db = db
+        self.begin = "BEGIN IMMEDIATE" if immediate else "BEGIN"
 
     def __enter__(self) -> None:
-        self.db.execute("BEGIN")
+        self.db.execute(self.begin)
 
     def __exit__(self, typ: object, exc: object, tb: object) -> None:
-        self.db.execute("COMMIT" if typ is None else "ROLLBACK")
+        if typ is None:
+            self.db.execute("COMMIT")
+        elif self.db.in_transaction:
+            self.db.execute("ROLLBACK")
