@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import sqlite3
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -375,17 +376,14 @@ def _dangling(db: Path) -> list[Any]:
         ).fetchall()
 
 
-def test_an_index_run_beside_another_names_each_verdict_by_its_id(
-    world: Runs, runs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Two ``index`` runs on one database (overlapping cron jobs): the second one stores its
-    rows between two of the first one's transactions, adding verdict texts the first one then
-    needs. The first one reads the ids again under each transaction's write lock: no UNIQUE
-    failure (a traceback before), every row names its own text, as a fresh index holds."""
+def _run_beside(
+    monkeypatch: pytest.MonkeyPatch, after: int, other: Callable[[], tuple[int, str]]
+) -> list[tuple[int, str]]:
+    """Make the next ``index`` commit a transaction per file and run ``other`` (another
+    ``index`` on the same database) once, after it stored its file number ``after`` (from 0);
+    the list gets ``other``'s (exit code, output)."""
     from ledger_client.audit import index as index_module
 
-    _tampered_copy(runs)
-    db = tmp_path / "audit.sqlite"
     monkeypatch.setattr(index_module, "_BATCH", 1)  # a transaction per file
     audit = index_module.AuditIndex._audit
     beside: list[tuple[int, str]] = []
@@ -393,11 +391,24 @@ def test_an_index_run_beside_another_names_each_verdict_by_its_id(
     def with_another_run_beside(self: Any, *args: Any) -> Any:
         for n, done in enumerate(audit(self, *args)):
             yield done  # stored and committed before the generator goes on
-            if n == 0 and not beside:
+            if n == after and not beside:
                 beside.append((-1, ""))  # the run beside does not start a third
-                beside[0] = _index(world, runs, db)
+                beside[0] = other()
 
     monkeypatch.setattr(index_module.AuditIndex, "_audit", with_another_run_beside)
+    return beside
+
+
+def test_an_index_run_beside_another_names_each_verdict_by_its_id(
+    world: Runs, runs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two ``index`` runs on one database (overlapping cron jobs): the second one stores its
+    rows between two of the first one's transactions, adding verdict texts the first one then
+    needs. The first one reads the ids again under each transaction's write lock: no UNIQUE
+    failure (a traceback before), every row names its own text, as a fresh index holds."""
+    _tampered_copy(runs)
+    db = tmp_path / "audit.sqlite"
+    beside = _run_beside(monkeypatch, 0, lambda: _index(world, runs, db))
     key = world.world.key.key_string()
     result = CliRunner().invoke(
         main, ["index", str(runs), "--db", str(db), "--key", key, "--workers", "1", "--json"]
@@ -448,26 +459,14 @@ def test_an_index_run_whose_settings_another_run_replaced_stops(
     run comes after its last file, its last transaction (rows of files gone) stops the same
     way; before, it reported an index of its own that held the other run's rows."""
     from ledger.core.checkpoint import Ed25519Signer
-    from ledger_client.audit import index as index_module
 
     db = tmp_path / "audit.sqlite"
-    monkeypatch.setattr(index_module, "_BATCH", 1)  # a transaction per file
-    audit = index_module.AuditIndex._audit
     other_key = Ed25519Signer.generate("other.example/log").verifier().key_string()
     key = world.world.key.key_string()
-    beside: list[tuple[int, str]] = []
-
-    def with_another_run_beside(self: Any, *args: Any) -> Any:
-        for n, done in enumerate(audit(self, *args)):
-            yield done  # stored and committed before the generator goes on
-            if n == after and not beside:
-                beside.append((-1, ""))  # the run beside does not start a third
-                beside[0] = _invoke(
-                    "index", str(runs), "--db", str(db), "--key", key, "--key", other_key,
-                    "--workers", "1", "--json",
-                )  # fmt: skip
-
-    monkeypatch.setattr(index_module.AuditIndex, "_audit", with_another_run_beside)
+    beside = _run_beside(monkeypatch, after, lambda: _invoke(
+        "index", str(runs), "--db", str(db), "--key", key, "--key", other_key,
+        "--workers", "1", "--json",
+    ))  # fmt: skip
     result = CliRunner().invoke(
         main, ["index", str(runs), "--db", str(db), "--key", key, "--workers", "1", "--json"]
     )

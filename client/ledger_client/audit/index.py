@@ -560,9 +560,13 @@ class AuditIndex:
     def __exit__(self, *exc: object) -> None:
         self.db.close()
 
-    def _settings(self, fingerprint: str) -> None:
+    def _settings_are(self, fingerprint: str) -> bool:
+        """Whether the index was made under the verification settings ``fingerprint``."""
         row = self.db.execute("SELECT value FROM meta WHERE key = 'settings'").fetchone()
-        if row is not None and row[0] == fingerprint:
+        return row is not None and bool(row[0] == fingerprint)
+
+    def _settings(self, fingerprint: str) -> None:
+        if self._settings_are(fingerprint):
             return
         with _Transaction(self.db):
             for table in ("files", "records", "problems", "terms", "verdicts"):
@@ -703,8 +707,7 @@ class AuditIndex:
         """Under the write lock: refuse to go on when another ``index`` run with other settings
         has emptied the index since this run's last transaction (rows stored now would be
         verified under settings the index no longer names)."""
-        row = self.db.execute("SELECT value FROM meta WHERE key = 'settings'").fetchone()
-        if row is None or row[0] != self._fingerprint:
+        if not self._settings_are(self._fingerprint):
             self.db.execute("ROLLBACK")
             raise FormatError(
                 "another `index` run with other settings (keys, TSA roots, origin, witnesses, "
@@ -813,8 +816,7 @@ class AuditIndex:
     def stored_runs(self, fingerprint: str) -> dict[str, tuple[str, int, int, str, str | None]]:
         """path -> (file hash, size, mtime_ns, run verdict JSON, run id) of the files indexed
         under the trust inputs ``fingerprint`` (empty when the index was made under others)."""
-        row = self.db.execute("SELECT value FROM meta WHERE key = 'settings'").fetchone()
-        if row is None or row[0] != fingerprint:
+        if not self._settings_are(fingerprint):
             return {}
         return {
             path: (file_hash, size, mtime, verdict or "", run_id)
