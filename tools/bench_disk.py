@@ -29,7 +29,7 @@ if str(ROOT) not in sys.path:  # run as a script: make the ``tools`` package imp
 from ledger.core import accel  # noqa: E402
 from ledger.core.checkpoint import Ed25519Signer  # noqa: E402
 from ledger.log.facade import Log  # noqa: E402
-from ledger.store.rocks import RocksStore  # noqa: E402
+from ledger.store.rocks import EDGE, RocksStore, logical_key  # noqa: E402
 from tools.bench_server import ORIGIN  # noqa: E402
 from tools.bench_stats import disk_bytes  # noqa: E402
 
@@ -38,7 +38,10 @@ __all__ = ["measure"]
 BATCH = 10_000
 
 
-def _kind(key: bytes) -> str:
+def _kind(key: bytes | None) -> str:
+    """A logical key's kind (``ledger.core.tile_layout``)."""
+    if key is None:
+        return "other"
     return "bundles" if key[:1] == b"B" else f"tiles level {key[1]}"
 
 
@@ -81,7 +84,9 @@ def measure(db: Path, entries: int, rounds: int = 5) -> dict[str, float]:
         for family, props in store.properties().items():
             out[f"{family} family (tables)"] = props["rocksdb.live-sst-files-size"] / entries
         raw: dict[str, int] = {}
-        for key, value in store.scan_family("tree"):
+        stored = [(logical_key(k), v) for k, v in store.scan_family("tree")]
+        stored += [(k[1:], v) for k, v in store.scan_family("default", EDGE) if k[:1] == EDGE]
+        for key, value in stored:
             raw[_kind(key)] = raw.get(_kind(key), 0) + len(value)
         out |= {f"raw {kind}": size / entries for kind, size in sorted(raw.items())}
         out["data dir (du)"] = disk_bytes(db) / entries

@@ -46,6 +46,7 @@ __all__ = [
     "StoredTiles",
     "TileWriter",
     "bundle_key",
+    "is_full",
     "tile_key",
 ]
 
@@ -64,6 +65,16 @@ def bundle_key(index: int) -> bytes:
 def tile_key(level: int, index: int) -> bytes:
     """Key of the tile value at tile level ``level``, index ``index``."""
     return b"T" + level.to_bytes(1, "big") + index.to_bytes(8, "big")
+
+
+def is_full(key: bytes, size: int) -> bool:
+    """Whether the bundle or tile value at ``key`` is full at tree ``size``: it holds all 256
+    of its entries or nodes, so no later commit changes it (a value right of it may not exist
+    yet)."""
+    if key[:1] == b"B":
+        return size >= (int.from_bytes(key[1:9], "big") + 1) << TILE_HEIGHT
+    level, index = key[1], int.from_bytes(key[2:10], "big")
+    return size >= (index + 1) << (TILE_HEIGHT * (level + 1))
 
 
 LEVEL0_FIRST_ROW = 3

@@ -37,8 +37,8 @@ from ledger.core import merkle
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.errors import DataLossError, LedgerError
 from ledger.core.note import Ed25519Verifier
-from ledger.core.tile_layout import TileWriter
-from ledger.core.tiles import TILE_HEIGHT, TILE_WIDTH, frame_entry, split_entry_bundle
+from ledger.core.tile_layout import TileWriter, is_full
+from ledger.core.tiles import TILE_WIDTH, frame_entry, split_entry_bundle
 from ledger.core.types import decode_leaf
 from ledger.fileio.keys import load_signer
 from ledger.log.anchoring import checkpoint_body
@@ -46,7 +46,7 @@ from ledger.log.highwater import HighWaterMark
 from ledger.log.integrator import Integrator
 from ledger.ops.binding import Binding, read_binding
 from ledger.store.contract import TreeState
-from ledger.store.rocks import RocksStore
+from ledger.store.rocks import EDGE, RocksStore, logical_key
 from ledger.timestamp.rfc3161 import imprint_for_checkpoint_body, verify_token
 
 __all__ = ["FsckReport", "Problem", "fsck"]
@@ -100,9 +100,24 @@ def _name_key(family: str, key: bytes | None) -> str:
         return "the start"
     if family == "default" and key[:1] in (b"C", b"A") and len(key) >= 9:
         return f"{_KIND[key[:1]]} size {_u64(key[1:9])}"
-    if family == "tree" and key[:1] in (b"B", b"T"):
-        return _tree_where(key)
+    logical = _logical(family, key)
+    if logical is not None:
+        return _tree_where(logical)
     return f"key {key.hex()}"
+
+
+def _logical(family: str, key: bytes) -> bytes | None:
+    """The logical bundle or tile key (``core.tile_layout``) a stored key holds, or None."""
+    if family == "tree":
+        return logical_key(key)
+    if family == "default" and key[:1] == EDGE and len(key) == {b"B": 10, b"T": 11}.get(key[1:2]):
+        return key[1:]
+    return None
+
+
+def _kind_of(family: str, key: bytes) -> str:
+    logical = _logical(family, key)
+    return _KIND.get((key if logical is None else logical)[:1], "key")
 
 
 def _scan(
@@ -153,7 +168,7 @@ def _report_damage(
     if ident in report.damaged:
         return after
     report.damaged.add(ident)
-    kind = _KIND.get((after or last or prefix)[:1], "key")
+    kind = _kind_of(family, after or last or prefix)
     detail = (
         f"damaged block: every {kind} after {_name_key(family, last)} and before {upper} "
         f"is unreadable ({exc})"
@@ -164,14 +179,6 @@ def _report_damage(
 
 def _u64(raw: bytes) -> int:
     return int.from_bytes(raw, "big")
-
-
-def _full_key(key: bytes, size: int) -> bool:
-    """Whether the bundle or tile value at ``key`` can no longer change at tree ``size``."""
-    if key[:1] == b"B":
-        return size >= (_u64(key[1:]) + 1) * TILE_WIDTH
-    level, index = key[1], _u64(key[2:])
-    return size >= (index + 1) << (TILE_HEIGHT * (level + 1))
 
 
 class _TreeReplay:
@@ -197,11 +204,22 @@ class _TreeReplay:
     def finish(self, size: int) -> None:
         self._compare(size, final=True)
         for key, _ in _scan(self._store, "tree", self._report):
-            if key not in self.expected_keys:
+            logical = logical_key(key)
+            if logical is None or logical not in self.expected_keys:
                 self._report.add("tree", f"key {key.hex()}", "stored but not part of the tree")
+            elif not is_full(logical, size):
+                self._report.add("tree", _tree_where(logical), "stored as full, but it is not")
+        for key, _ in _scan(self._store, "default", self._report, EDGE):
+            if not key.startswith(EDGE):
+                break
+            logical = _logical("default", key)
+            if logical is None or logical not in self.expected_keys:
+                self._report.add("tree", f"key {key.hex()}", "stored but not part of the tree")
+            elif is_full(logical, size):
+                self._report.add("tree", _tree_where(logical), "full, but stored as the right edge")
 
     def _compare(self, size: int, *, final: bool) -> None:
-        done = [k for k in self._pending if final or _full_key(k, size)]
+        done = [k for k in self._pending if final or is_full(k, size)]
         if not done:
             return
         stored = self._store.tree_values(done)
@@ -221,6 +239,19 @@ def _tree_where(key: bytes) -> str:
     return f"level {key[1]} index {_u64(key[2:])}"
 
 
+def _bundles(store: RocksStore, report: FsckReport) -> Iterator[tuple[bytes, bytes]]:
+    """(logical key, value) of every stored entry bundle in index order: the full ones (the
+    tree family's keys sort by the last entry they cover), then the right edge."""
+    for key, value in _scan(store, "tree", report):
+        logical = logical_key(key)
+        if logical is not None and logical[:1] == b"B":
+            yield logical, value
+    for key, value in _scan(store, "default", report, EDGE + b"B"):
+        if not key.startswith(EDGE + b"B"):
+            break
+        yield key[1:], value
+
+
 def _check_entries(store: RocksStore, state: TreeState, report: FsckReport) -> merkle.CompactRange:
     """Every entry bundle, in order: contiguous, full but the last, v1 leaves, times never
     decreasing; the tree recomputed from them and every tile compared; the tree state."""
@@ -229,10 +260,8 @@ def _check_entries(store: RocksStore, state: TreeState, report: FsckReport) -> m
     last_time = 0
     expected = 0
     dedup = _DedupCheck(store, report)
-    for key, value in _scan(store, "tree", report, b"B"):
-        if key[:1] != b"B":
-            break
-        if len(key) != 9 or _u64(key[1:]) != expected // TILE_WIDTH or expected % TILE_WIDTH:
+    for key, value in _bundles(store, report):
+        if _u64(key[1:]) != expected // TILE_WIDTH or expected % TILE_WIDTH:
             report.add("bundle", f"key {key.hex()}", f"want the bundle of entry {expected}")
             raise _Stop
         try:
@@ -502,5 +531,5 @@ def _run(
         _check_mark(store, mark_file, dict(found), size, report)
     _check_anchors(store, dict(found), roots, report)
     for key, _ in _scan(store, "default", report):
-        if key[:1] not in (b"A", b"C", b"S", b"V"):
+        if key[:1] not in (b"A", b"C", b"S", b"V", EDGE):  # right-edge keys: ``_TreeReplay``
             report.add("rocksdb", f"key {key.hex()}", "unknown key in the default family")

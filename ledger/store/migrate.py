@@ -1,6 +1,14 @@
 """Convert older data dirs to the current storage layout (``ledger.core.tile_layout``), in place.
 
-Two conversions, each safe to repeat after a crash:
+Three conversions, each safe to repeat after a crash:
+
+**tiles-3 -> tiles-4** (``convert_tiles3``): ``tiles-3`` kept every bundle and tile value under
+its logical key in the tree family; ``tiles-4`` keeps a full value under a position-major key
+there and the right edge in the default family (``ledger.store.rocks``). Each value is put in
+its new place and its old key deleted in the same write batch, so after a crash every value is
+in exactly one place and a run converts what is left; the layout version is written last, then
+the old key range is compacted away. ``RocksStore`` runs it when a writer opens a ``tiles-3``
+dir (after the conversions below where they apply).
 
 **tiles-1 -> tiles-2** (``convert_tiles1``): layout ``tiles-1`` stored level-0 tile rows 1..7;
 ``tiles-2`` stores rows 3..7 and derives rows 1..2 from the entry bundle (24 bytes per entry
@@ -8,7 +16,8 @@ less). Only level-0 tile values change (one per 256 entries): each keeps its row
 suffix of its old value. ``RocksStore`` runs it when a writer opens a ``tiles-1`` dir (a
 secondary refuses one); ``ledger migrate-storage`` runs it too. Chunks of values are rewritten
 in write batches that also record how far the conversion got (key ``M``), so a crash resumes
-where it stopped; the layout version is written last, with the progress key deleted.
+where it stopped; the layout version (``tiles-3``) is written last, with the progress key
+deleted.
 
 **The per-entry layout -> tiles** (``migrate``): the per-entry layout kept one value per entry
 (``E`` || index), one per dedup digest (``D`` || digest) and one per tree node (``N`` || level ||
@@ -36,23 +45,27 @@ from rocksdict import ColumnFamily, Options, Rdict, WriteBatch, WriteOptions
 from ledger.core.errors import StorageError
 from ledger.core.limits import HASH_SIZE
 from ledger.core.merkle import CompactRange, leaf_hash
-from ledger.core.tile_layout import LEVEL0_FIRST_ROW, TileWriter, tile_key
+from ledger.core.tile_layout import LEVEL0_FIRST_ROW, TileWriter, is_full, tile_key
 from ledger.core.tiles import TILE_HEIGHT, TILE_WIDTH, frame_entry
 from ledger.store.contract import TreeState
 from ledger.store.rocks import (
     DIGESTS,
+    EDGE,
     FAMILIES,
     LAYOUT,
     OLD_FAMILIES,
     TILES_1,
+    TILES_3,
     RocksStore,
     open_rdict,
+    sealed_key,
 )
 
-__all__ = ["PROGRESS", "convert_tiles1", "migrate"]
+__all__ = ["PROGRESS", "convert_tiles1", "convert_tiles3", "migrate"]
 
 CHUNK = 1 << 16  # entries per write while rebuilding
 TILE_CHUNK = 4_096  # level-0 tile values per write while converting tiles-1
+MOVE_CHUNK = 8 << 20  # bytes of values per write while converting tiles-3
 PROGRESS = b"M"  # tiles-1 -> tiles-2: level-0 tiles below this index (8 bytes) are converted
 
 
@@ -109,12 +122,51 @@ def convert_tiles1(
     if batch:
         flush(int.from_bytes(batch[-1][0][2:], "big") + 1)
     wb = WriteBatch(raw_mode=True)
-    wb.put(b"V", LAYOUT)
+    wb.put(b"V", TILES_3)
     wb.delete(PROGRESS)
     db.write(wb, nosync)
     db.flush_wal(True)
-    note(f"layout {TILES_1.decode()} converted to {LAYOUT.decode()} ({converted:,} tile values)")
+    note(f"layout {TILES_1.decode()} converted to {TILES_3.decode()} ({converted:,} tile values)")
     return converted
+
+
+def convert_tiles3(
+    db: Rdict, tree: Rdict, tree_cf: ColumnFamily, note: Callable[[str], None] = lambda _m: None
+) -> int:
+    """Convert an open ``tiles-3`` data dir (``db``: its default family, ``tree``/``tree_cf``:
+    its tree family) to ``tiles-4`` in place; return the number of values moved. The caller
+    has checked that the layout version is ``tiles-3``."""
+    raw = cast("bytes | None", db.get(b"S"))
+    size = TreeState().size if raw is None else TreeState.from_bytes(raw).size
+    nosync = WriteOptions()
+    nosync.sync = False
+    moved = pending = 0
+    wb = WriteBatch(raw_mode=True)
+    # The logical keys sort from b"B" (tiles-4's tree keys, below 2**56 entries, from 0x00).
+    for key, value in cast("Iterator[tuple[bytes, bytes]]", tree.items(from_key=b"B")):
+        if len(key) != {b"B": 9, b"T": 10}.get(key[:1]):
+            if key[:1] > b"T":
+                break
+            continue  # not a tiles-3 key: left for fsck to name
+        sealed = sealed_key(key) if is_full(key, size) else None
+        if sealed is None:
+            wb.put(EDGE + key, value)
+        else:
+            wb.put(sealed, value, tree_cf)
+        wb.delete(key, tree_cf)
+        moved += 1
+        pending += len(value)
+        if pending >= MOVE_CHUNK:
+            db.write(wb, nosync)
+            wb = WriteBatch(raw_mode=True)
+            pending = 0
+            note(f"moved {moved:,} bundle and tile values to layout {LAYOUT.decode()}")
+    wb.put(b"V", LAYOUT)
+    db.write(wb, nosync)
+    db.flush_wal(True)
+    tree.compact_range(b"B", b"U")  # the old keys' tombstones and the tables that held them
+    note(f"layout {TILES_3.decode()} converted to {LAYOUT.decode()} ({moved:,} values moved)")
+    return moved
 
 
 def _old_entries(db: Rdict, families: list[str]) -> Iterator[tuple[int, bytes]]:
@@ -165,7 +217,8 @@ def _rebuild(db: Rdict, families: list[str], state: TreeState, note: Callable[[s
 
 def migrate(path: str | Path, *, note: Callable[[str], None] = lambda _m: None) -> int:
     """Convert the data dir at ``path`` in place; return its size. A no-op on the current
-    layout (apart from a compaction)."""
+    layout (apart from a compaction). The per-entry layout and ``tiles-1`` are converted
+    here to ``tiles-3``, which opening the dir as the log does converts to ``tiles-4``."""
     path = Path(path)
     if not (path / "CURRENT").exists():
         raise StorageError(f"{path} is not a RocksDB directory")
@@ -197,13 +250,17 @@ def migrate(path: str | Path, *, note: Callable[[str], None] = lambda _m: None) 
             db.flush_wal(True)
             synced = WriteOptions()
             synced.sync = True
-            db.put(b"V", LAYOUT, synced)
-        if version != TILES_1:
+            db.put(b"V", TILES_3, synced)  # the log converts it to tiles-4 when it opens it
+        if version not in (TILES_1, TILES_3, LAYOUT):
             for name in set(OLD_FAMILIES) & set(families):
                 db.drop_column_family(name)
             for prefix in (b"D", b"E", b"N"):  # the layout before column families
                 db.delete_range(prefix, bytes([prefix[0] + 1]))
             note("old layout removed")
+        if db.get(b"V") == TILES_3:
+            tree = db.get_column_family("tree")
+            convert_tiles3(db, tree, db.get_column_family_handle("tree"), note)
+            del tree
     finally:
         db.close()
     return _compacted(path)

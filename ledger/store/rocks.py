@@ -1,19 +1,33 @@
 """RocksDB storage (the only module importing rocksdict): the ``ledger.store.contract.Store``
 contract.
 
-Key layout (raw bytes, integers big-endian so keys sort numerically), in two column families:
-``default`` (S, V, C, A) and ``tree`` (B, T: the ``ledger.core.tile_layout`` layout); one
-WriteBatch spans them atomically:
+Key layout (raw bytes, integers big-endian so keys sort numerically), in two column families,
+``default`` and ``tree``; one WriteBatch spans them atomically. The bundle and tile values are
+``ledger.core.tile_layout``'s, under its keys (``B`` || bundle index, ``T`` || level || index:
+its *logical* keys); a value is stored in one of two places, by whether it is full
+(``tile_layout.is_full``: no later commit changes it):
 
-    key                                   value
-    b"S"                                  tree state: last leaf time (8) || compact range
-    b"V"                                  layout version: b"tiles-3"
-    b"M"                                  only while converting tiles-1 (``ledger.store.migrate``)
-    b"B" || bundle index (8)              entry bundle: (uint16 length || v1 leaf) per entry
-    b"T" || tile level (1) || index (8)   tile rows (``core.tile_layout``): hashes, 32 bytes each
-                                          (level 0: rows 3..7; rows 0..2 come from the bundle)
-    b"C" || size (8)                      root hash (32) || signed note (UTF-8)
-    b"A" || size (8) || TSA name (UTF-8)  genTime ms (8) || DER TimeStampToken
+    family   key                             value
+    default  b"S"                            tree state: last leaf time (8) || compact range
+    default  b"V"                            layout version: b"tiles-4"
+    default  b"M"                            only while converting tiles-1 (``store.migrate``)
+    default  b"P" || logical key             a right-edge (partial) bundle or tile value
+    default  b"C" || size (8)                root hash (32) || signed note (UTF-8)
+    default  b"A" || size (8) || TSA name    genTime ms (8) || DER TimeStampToken
+    tree     last (8) || b"B"                the full entry bundle ending at entry ``last``
+    tree     last (8) || b"T" || level (1)   the full tile value ending at entry ``last``
+
+``last`` is the index of the last entry a full value covers (``sealed_key``). A value becomes
+full in the commit that crosses ``last``, so every commit writes tree keys above every key
+written before it: each table file RocksDB flushes covers a key range of its own, and
+compaction moves files down a level without rewriting them (a trivial move). With the logical
+keys in one family (layout ``tiles-3``), each flushed file spanned the bundles' and the tiles'
+key ranges at once and compaction rewrote the tile values again and again: 0.92 µs of server CPU
+per record under B2, a quarter of it (docs/benchmarks.md "Position-major keys (issue 23)"). A
+right-edge value, rewritten by nearly every commit, lives in the small default family; the
+commit that fills it writes it under its tree key and deletes the edge key in the same batch, so
+a read finds it in one place or the other (``_lookup``). All families use LZ4 on every level:
+a different compression on the last level would make its moves rewrites.
 
 A group commit is one ``WriteBatch``: the right-edge bundle and tile values it extends, the
 full ones it completes, the state. It is written without sync and the WAL is then synced with
@@ -22,17 +36,18 @@ full ones it completes, the state. It is written without sync and the WAL is the
 into the dedup table (``ledger.store.dedup``: a memory-mapped file derived from the bundles,
 ``LEDGER-DEDUP`` in the RocksDB directory, rebuilt from the bundles where it is missing or
 behind), before the commit returns: every look-up after a commit sees its digests, and each
-hit is confirmed against the stored leaf. Layout ``tiles-3`` is ``tiles-2`` without the
-``digests`` column family (one RocksDB key per entry, which it replaced): a writer opening a
-``tiles-2`` dir drops that family (its data is not needed: the table is built from the
-bundles) and writes ``tiles-3``, so an older release, whose dedup index would lack every entry
-appended since, refuses the dir instead of sequencing a digest twice. Memtables are capped so
-RSS does not grow with the log. Data dirs of the earlier per-entry layout are
-refused with a message naming ``ledger migrate-storage`` (``ledger.store.migrate``), which converts
-them in place. A data dir of layout ``tiles-1`` (level-0 tile rows 1..7 stored) is converted to
-``tiles-2`` when a writer opens it (``ledger.store.migrate.convert_tiles1``: one rewrite of
-each level-0 tile value, resumable after a crash), then to ``tiles-3``; a secondary refuses
-either until then.
+hit is confirmed against the stored leaf. Memtables are capped so RSS does not grow with the
+log.
+
+Older layouts, converted when a writer opens the dir (a secondary refuses them until then;
+each conversion is safe to repeat after a crash): ``tiles-3`` (the logical keys in the tree
+family) is converted to ``tiles-4`` by ``ledger.store.migrate.convert_tiles3`` (one rewrite of
+every value); ``tiles-2`` is ``tiles-3`` with a ``digests`` column family (one RocksDB key per
+entry, replaced by the dedup table): it is dropped; ``tiles-1`` (level-0 tile rows 1..7 stored)
+is converted by ``ledger.store.migrate.convert_tiles1``. An older release refuses a ``tiles-4``
+dir (unknown layout) instead of misreading it. Data dirs of the earlier per-entry layout are
+refused with a message naming ``ledger migrate-storage`` (``ledger.store.migrate``), which
+converts them in place.
 
 WAL recovery (issue 14): RocksDB's default, point-in-time recovery, silently drops everything
 after the first damaged WAL record. The log opens with ``tolerate_corrupted_tail_records``
@@ -71,26 +86,39 @@ from ledger.core import accel, merkle
 from ledger.core.errors import DataLossError, StorageError
 from ledger.core.limits import HASH_SIZE
 from ledger.core.merkle import NodeID
-from ledger.core.tile_layout import StoredTiles, TileWriter
-from ledger.core.tiles import TILE_WIDTH
+from ledger.core.tile_layout import StoredTiles, TileWriter, bundle_key, is_full, tile_key
+from ledger.core.tiles import TILE_HEIGHT, TILE_WIDTH
 from ledger.core.types import Anchor, PublishedCheckpoint
 from ledger.store.contract import Batch, PackedBatch, TreeState, check_new_checkpoint
 from ledger.store.dedup import FILE as DEDUP_FILE
 from ledger.store.dedup import DedupTable
 
-__all__ = ["LAYOUT", "OLD_FAMILIES", "TILES_1", "TILES_2", "RocksStore", "open_rdict"]
+__all__ = [
+    "EDGE",
+    "LAYOUT",
+    "OLD_FAMILIES",
+    "TILES_1",
+    "TILES_2",
+    "TILES_3",
+    "RocksStore",
+    "logical_key",
+    "open_rdict",
+    "sealed_key",
+]
 
 _log = logging.getLogger("ledger.store")
 
 _STATE = b"S"
 _VERSION = b"V"
-LAYOUT = b"tiles-3"  # tiles-2, the dedup index derived (``ledger.store.dedup``)
+LAYOUT = b"tiles-4"  # full values under position-major keys, the right edge apart
+TILES_3 = b"tiles-3"  # every value under its logical key in the tree family: converted
 TILES_2 = b"tiles-2"  # level-0 tile values hold rows 3..7; a ``digests`` family: converted
 TILES_1 = b"tiles-1"  # level-0 tile values held rows 1..7: converted on open by a writer
 OLD_FAMILIES = ("entries", "nodes", "dedup")  # the per-entry layout before tiles
 FAMILIES = ("tree",)
 DIGESTS = "digests"  # the dedup family of tiles-2 (and of ``ledger.store.migrate``'s rebuild)
 _U64 = 8
+_BUNDLES_READ = 64  # bundles per read when inserting entries into the dedup table
 INDEX_BYTES = 6  # the old dedup family's values: indexes below 2**48
 FLUSH_EVERY = 1 << 18  # entries inserted into the dedup table between two header updates, at
 # least; a quarter of the table's entries when more: a flush writes back every page dirtied
@@ -98,8 +126,51 @@ FLUSH_EVERY = 1 << 18  # entries inserted into the dedup table between two heade
 # their bundles on the next open after a crash (about 1.1 s per million)
 
 
+EDGE = b"P"  # default-family prefix of the right-edge values (b"E" was the per-entry layout's)
+_U64_END = 1 << 64
+
+
 def _u64(n: int) -> bytes:
     return n.to_bytes(_U64, "big")
+
+
+def sealed_key(key: bytes) -> bytes | None:
+    """The tree family's key of the full value at logical key ``key``: the index of the last
+    entry it covers (8) || ``B`` (a bundle) or ``T`` || level (a tile value); None for a value
+    no tree below 2**64 entries fills (a level-7 tile past the first)."""
+    if key[:1] == b"B":
+        last = ((int.from_bytes(key[1:9], "big") + 1) << TILE_HEIGHT) - 1
+        tag = b"B"
+    else:
+        last = ((int.from_bytes(key[2:10], "big") + 1) << (TILE_HEIGHT * (key[1] + 1))) - 1
+        tag = key[:2]
+    return None if last >= _U64_END else last.to_bytes(_U64, "big") + tag
+
+
+def logical_key(key: bytes) -> bytes | None:
+    """The logical key of a tree-family key (``sealed_key`` inverted); None for a key it never
+    writes (fsck reports those)."""
+    level: int | None
+    if len(key) == _U64 + 1 and key[_U64:] == b"B":
+        level, shift = None, TILE_HEIGHT
+    elif len(key) == _U64 + 2 and key[_U64 : _U64 + 1] == b"T" and key[_U64 + 1] < 8:
+        level = key[_U64 + 1]
+        shift = TILE_HEIGHT * (level + 1)
+    else:
+        return None
+    end = int.from_bytes(key[:_U64], "big") + 1
+    if end & ((1 << shift) - 1):
+        return None
+    index = (end >> shift) - 1
+    return bundle_key(index) if level is None else tile_key(level, index)
+
+
+def _started(key: bytes, size: int) -> bool:
+    """Whether the bundle or tile value at logical ``key`` may have entries at tree ``size``
+    (so a right-edge key of it may exist)."""
+    if key[:1] == b"B":
+        return size > int.from_bytes(key[1:9], "big") << TILE_HEIGHT
+    return size > int.from_bytes(key[2:10], "big") << (TILE_HEIGHT * (key[1] + 1))
 
 
 def _checkpoint_key(size: int) -> bytes:
@@ -123,10 +194,10 @@ def _options(memtable_mb: int, cache_mb: int) -> Options:
         2 * memtable_mb << 20, False, cache
     )
     opts = _family_options(memtable_mb, cache, budget)
-    opts.set_compression_type(DBCompressionType.lz4())  # bundles repeat a batch's leaf prefix
-    # The last level (most of the data) in ZSTD. Compaction threads pay it without the GIL;
-    # tables written before read as they are.
-    opts.set_bottommost_compression_type(DBCompressionType.zstd())
+    # LZ4 on every level (bundles repeat a batch's leaf prefix). Until layout tiles-4 the last
+    # level was ZSTD; a compression that differs by level makes RocksDB rewrite the files it
+    # could move (module docstring). Tables written before read as they are.
+    opts.set_compression_type(DBCompressionType.lz4())
     return opts
 
 
@@ -376,29 +447,43 @@ class RocksStore:
                 f"{path} has a tree state but no layout version; convert it with "
                 f"`ledger migrate-storage --db {path}`"
             )
-        if version in (None, TILES_2) and not self.read_only:
-            self._db.put(_VERSION, LAYOUT, _synced())
-        elif version in (TILES_1, TILES_2) and self.read_only:
+        if version in (TILES_1, TILES_2, TILES_3) and self.read_only:
             self.close()
             raise StorageError(
                 f"{path} holds storage layout {version.decode()}; the log converts it to "
                 f"{LAYOUT.decode()} when it opens it (or run `ledger migrate-storage --db {path}`)"
             )
+        if version is None and not self.read_only:  # a new data dir
+            self._db.put(_VERSION, LAYOUT, _synced())
+        elif version == TILES_2:  # its digests family was dropped on open: now tiles-3
+            version = TILES_3
         elif version == TILES_1:
             from ledger.store.migrate import convert_tiles1  # it imports this module
 
-            try:
-                convert_tiles1(self._db, self._tree, self._tree_cf)
-            except StorageError:
-                self.close()
-                raise
-            except Exception as exc:  # rocksdict reports a damaged block as a plain Exception
-                self.close()
-                raise _read_error("the tiles-1 tile values", exc) from exc
-            self._db.put(_VERSION, LAYOUT, _synced())
-        elif version not in (None, LAYOUT):
+            self._converting(
+                lambda: convert_tiles1(self._db, self._tree, self._tree_cf, _log.info), "tiles-1"
+            )
+            version = TILES_3
+        if version == TILES_3:
+            from ledger.store.migrate import convert_tiles3
+
+            self._converting(
+                lambda: convert_tiles3(self._db, self._tree, self._tree_cf, _log.info), "tiles-3"
+            )
+        elif version not in (None, TILES_1, TILES_2, LAYOUT):
             self.close()
             raise StorageError(f"{path}: unknown storage layout {version!r}")
+
+    def _converting(self, convert: Callable[[], object], layout: str) -> None:
+        """Run a layout conversion on open; closed and ``StorageError`` when it fails."""
+        try:
+            convert()
+        except StorageError:
+            self.close()
+            raise
+        except Exception as exc:  # rocksdict reports a damaged block as a plain Exception
+            self.close()
+            raise _read_error(f"the {layout} values", exc) from exc
 
     def _refuse_writes(self) -> None:
         if self.read_only:
@@ -409,10 +494,70 @@ class RocksStore:
         return self._lookup(keys)
 
     def _lookup(self, keys: list[bytes]) -> list[bytes | None]:
+        """The values at logical keys (module docstring): a full value in the tree family, the
+        right edge in the default one. Each key is read first where the tree state says it
+        is, then in the other family, then once more where it was read first: a commit (one
+        batch) may have filled a value, or made a new one, between two reads."""
         if not keys:
             return []
-        found = _read("tree values", lambda: self._tree.get(cast("list[Any]", keys)))
-        return cast("list[bytes | None]", found)
+        size = self._state.size
+        found: list[bytes | None] = [None] * len(keys)
+        sealed = [i for i, key in enumerate(keys) if is_full(key, size)]
+        edge = [i for i, key in enumerate(keys) if not is_full(key, size)]
+        sealed = self._read_edge(keys, self._read_sealed(keys, sealed, found), found)
+        edge = self._read_sealed(keys, self._read_edge(keys, edge, found), found)
+        self._read_sealed(keys, sealed, found)
+        self._read_edge(keys, edge, found)
+        return found
+
+    def _read_sealed(
+        self, keys: list[bytes], which: list[int], found: list[bytes | None]
+    ) -> list[int]:
+        """Read ``keys[i]`` for ``i`` in ``which`` from the tree family into ``found``; the
+        ``i`` not found."""
+        where = [(i, sealed_key(keys[i])) for i in which]
+        missing = [i for i, key in where if key is None]
+        wanted = [(i, key) for i, key in where if key is not None]
+        if wanted:
+            physical = [key for _, key in wanted]
+            values = _read("tree values", lambda: self._tree.get(cast("list[Any]", physical)))
+            for (i, _), value in zip(wanted, cast("list[bytes | None]", values), strict=True):
+                if value is None:
+                    missing.append(i)
+                else:
+                    found[i] = value
+        return missing
+
+    def _read_edge(
+        self, keys: list[bytes], which: list[int], found: list[bytes | None]
+    ) -> list[int]:
+        """``_read_sealed`` from the right-edge keys of the default family."""
+        if not which:
+            return []
+        physical = [EDGE + keys[i] for i in which]
+        values = _read("right-edge values", lambda: self._db.get(cast("list[Any]", physical)))
+        missing = []
+        for i, value in zip(which, cast("list[bytes | None]", values), strict=True):
+            if value is None:
+                missing.append(i)
+            else:
+                found[i] = value
+        return missing
+
+    def _put_values(self, wb: WriteBatch, values: dict[bytes, bytes], size: int) -> None:
+        """Put a commit's values (logical keys, ``TileWriter.plan``) taking the tree from
+        ``self._state.size`` entries to ``size``: a full one under its tree key, deleting its
+        right-edge key where it had one; the right edge under its edge key."""
+        old = self._state.size
+        tree = self._tree_cf
+        for key, value in values.items():
+            sealed = sealed_key(key) if is_full(key, size) else None
+            if sealed is None:
+                wb.put(EDGE + key, value)
+            else:
+                wb.put(sealed, value, tree)
+                if _started(key, old):
+                    wb.delete(EDGE + key)
 
     def _scan(self, from_key: bytes, *, backwards: bool = False) -> Iterator[tuple[bytes, bytes]]:
         what = f"the default family from key {from_key.hex()}"
@@ -517,25 +662,23 @@ class RocksStore:
 
     def _bundle_digests(self, start: int, end: int) -> Iterator[tuple[int, bytes]]:
         """(first index, N x 32 record digests) of the entries ``[start, end)``, from their
-        entry bundles in order."""
-        if start >= end:
-            return
-        expected = start - start % TILE_WIDTH
-        for key, value in self.scan_family("tree", b"B" + _u64(start // TILE_WIDTH)):
-            if key[:1] != b"B" or expected >= end:
-                break
-            first = int.from_bytes(key[1:9], "big") * TILE_WIDTH
-            if first != expected:
-                raise DataLossError(f"entry bundle {first // TILE_WIDTH} is missing")
-            try:
-                digests = accel.bundle_digests(value)
-            except ValueError as exc:
-                raise DataLossError(f"entry bundle {first // TILE_WIDTH}: {exc}") from exc
-            low, high = max(start - first, 0), min(end - first, len(digests) // HASH_SIZE)
-            yield first + low, digests[low * HASH_SIZE : high * HASH_SIZE]
-            expected = first + TILE_WIDTH
-        if expected < end:
-            raise DataLossError(f"the entry bundles end before entry {end - 1}")
+        entry bundles in order (read 64 at a time)."""
+        last = (end + TILE_WIDTH - 1) >> TILE_HEIGHT
+        for chunk in range(start >> TILE_HEIGHT, last, _BUNDLES_READ):
+            indexes = range(chunk, min(chunk + _BUNDLES_READ, last))
+            values = self._lookup([bundle_key(n) for n in indexes])
+            for n, value in zip(indexes, values, strict=True):
+                first = n << TILE_HEIGHT
+                if value is None:
+                    raise DataLossError(f"entry bundle {n} is missing")
+                try:
+                    digests = accel.bundle_digests(value)
+                except ValueError as exc:
+                    raise DataLossError(f"entry bundle {n}: {exc}") from exc
+                low, high = max(start - first, 0), min(end - first, TILE_WIDTH)
+                if len(digests) // HASH_SIZE < high:
+                    raise DataLossError(f"the entry bundles end before entry {end - 1}")
+                yield first + low, digests[low * HASH_SIZE : high * HASH_SIZE]
 
     def _reserve(self, table: DedupTable, more: int, covered: int) -> None:
         """Room for ``more`` entries: a table twice as big (or more) when it would be over
@@ -569,11 +712,8 @@ class RocksStore:
         self._reserve(self._dedup(), len(batch.digests), self._state.size)
         values, writer = self._writer.plan(batch.first, batch.entries, batch.nodes)
         wb = WriteBatch(raw_mode=True)
-        put = wb.put
-        tree = self._tree_cf
-        for key, value in values.items():
-            put(key, value, tree)
-        put(_STATE, batch.state.to_bytes())
+        self._put_values(wb, values, batch.state.size)
+        wb.put(_STATE, batch.state.to_bytes())
         self._db.write(wb, self._nosync)  # holds the GIL ...
         self._db.flush_wal(True)  # ... the fsync does not; durable before anyone is told
         self._writer = writer
@@ -585,11 +725,8 @@ class RocksStore:
         self._reserve(self._dedup(), len(batch.digests) // HASH_SIZE, self._state.size)
         values, writer = self._writer.plan_packed(batch.first, batch.framed, batch.step, batch.rows)
         wb = WriteBatch(raw_mode=True)
-        put = wb.put
-        tree = self._tree_cf
-        for key, value in values.items():
-            put(key, value, tree)
-        put(_STATE, batch.state.to_bytes())
+        self._put_values(wb, values, batch.state.size)
+        wb.put(_STATE, batch.state.to_bytes())
         self._db.write(wb, self._nosync)  # holds the GIL ...
         self._db.flush_wal(True)  # ... the fsync does not; durable before anyone is told
         self._writer = writer

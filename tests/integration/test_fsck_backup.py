@@ -18,7 +18,7 @@ from ledger.core.errors import InconsistencyError, InvalidArgumentError
 from ledger.fileio.keys import write_signer
 from ledger.ops.fsck import fsck
 from ledger.ops.restore import restore
-from ledger.store.rocks import RocksStore
+from ledger.store.rocks import RocksStore, logical_key
 from ledger_client.remote.connection import Connection
 from ledger_client.remote.log import RemoteLog
 from tests import processes
@@ -59,9 +59,15 @@ def test_a_clean_log_passes(tmp_path: Path) -> None:
 
 
 def flip_value(data: Path, family: str, key_prefix: bytes, n: int = 0) -> bytes:
+    """Flip a byte of the ``n``-th value whose key starts with ``key_prefix`` (in the tree
+    family: whose logical key does, ``ledger.store.rocks.logical_key``)."""
     store = RocksStore(data / "db")
     try:
-        items = [kv for kv in store.scan_family(family) if kv[0].startswith(key_prefix)]
+        items = [
+            (key, value)
+            for key, value in store.scan_family(family)
+            if (logical_key(key) or b"" if family == "tree" else key).startswith(key_prefix)
+        ]
         key, value = items[n]
         at = len(value) // 2
         changed = value[:at] + bytes([value[at] ^ 0x01]) + value[at + 1 :]
@@ -74,8 +80,12 @@ def flip_value(data: Path, family: str, key_prefix: bytes, n: int = 0) -> bytes:
 @pytest.mark.parametrize(
     ("family", "prefix", "n", "what"),
     [
-        ("tree", b"B", 0, "tile"),  # a leaf's bytes: the tile rows above it no longer match
-        ("tree", b"T", 0, "tile"),  # a stored tile hash
+        # a full bundle's bytes: a length that no longer parses, or a leaf whose tile rows
+        # above it no longer match
+        ("tree", b"B", 0, "bundle tile"),
+        ("tree", b"T", 0, "tile"),  # a stored hash of a full tile
+        ("default", b"PB", 0, "bundle tile"),  # the right-edge bundle
+        ("default", b"PT", 0, "tile"),  # the right-edge tile
         ("default", b"C", 1, "checkpoint"),
         ("default", b"A", 0, "anchor"),
         ("default", b"S", 0, "state"),
@@ -85,11 +95,11 @@ def test_a_flipped_value_byte_is_named(
     tmp_path: Path, family: str, prefix: bytes, n: int, what: str
 ) -> None:
     data = tmp_path / "data"
-    make_log(data)
+    make_log(data, sizes=(300, 20))  # a full bundle and level-0 tile, and the right edge
     flip_value(data, family, prefix, n)
     report = fsck(data, tsa_roots=roots(data))  # type: ignore[arg-type]
     assert not report.ok
-    assert what in {p.what for p in report.problems}, report.problems
+    assert set(what.split()) & {p.what for p in report.problems}, report.problems
 
 
 def test_a_flipped_dedup_slot_is_named(tmp_path: Path) -> None:
@@ -164,7 +174,7 @@ def test_fsck_cli_exit_codes(tmp_path: Path) -> None:
     ok = processes.run([sys.executable, "-m", "ledger", "fsck", "--data-dir", str(data)],
                         capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
     assert ok.returncode == 0 and ": OK;" in ok.stdout, ok.stderr
-    key = flip_value(data, "tree", b"B", 0)
+    key = flip_value(data, "default", b"PB", 0)
     cmd = [sys.executable, "-m", "ledger", "fsck", "--data-dir", str(data), "--json"]
     bad = processes.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     assert bad.returncode == 1

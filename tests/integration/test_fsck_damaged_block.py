@@ -16,8 +16,9 @@ import pytest
 
 from ledger.core.checkpoint import Ed25519Signer
 from ledger.core.errors import DataLossError
+from ledger.core.tile_layout import bundle_key
 from ledger.fileio.keys import load_signer, write_signer
-from ledger.store.rocks import RocksStore
+from ledger.store.rocks import RocksStore, logical_key
 from tests import processes
 from tests.harness import ORIGIN, running_server
 
@@ -146,13 +147,14 @@ def test_anchors_not_checked_are_not_ok(tmp_path: Path) -> None:
 
 
 def tree_table(data: Path) -> Path:
-    """The table file of the tree family (entry bundles first)."""
+    """The table file of the tree family (the full entry bundles and tiles, the first bundle
+    first)."""
     store = RocksStore(data / "db")
     try:
         files = store._db.live_files()
     finally:
         store.close()
-    names = [f["name"] for f in files if bytes(f["start_key"]).startswith(b"B")]
+    names = [f["name"] for f in files if logical_key(bytes(f["start_key"])) == bundle_key(0)]
     assert len(names) == 1, files
     return data / "db" / str(names[0]).lstrip("/")
 

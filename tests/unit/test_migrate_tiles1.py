@@ -1,7 +1,7 @@
 """Data dirs of layout ``tiles-1`` (level-0 tile values holding rows 1..7) are converted to
-``tiles-2`` (rows 3..7), then ``tiles-3``, when a writer opens them: every leaf, node, tile,
-bundle and dedup answer is the same after as before, a conversion interrupted part-way
-resumes, and a secondary refuses an unconverted dir."""
+``tiles-2`` (rows 3..7), then ``tiles-3`` and ``tiles-4``, when a writer opens them: every
+leaf, node, tile, bundle and dedup answer is the same after as before, a conversion
+interrupted part-way resumes, and a secondary refuses an unconverted dir."""
 
 from __future__ import annotations
 
@@ -12,18 +12,16 @@ import pytest
 
 from ledger.core import merkle
 from ledger.core.errors import StorageError
-from ledger.core.merkle import CompactRange, NodeID
+from ledger.core.merkle import NodeID
 from ledger.core.tile_layout import LEVEL0_FIRST_ROW
-from ledger.core.tiles import frame_entry
 from ledger.core.types import encode_leaf
-from ledger.log.integrator import Integrator
-from ledger.store.contract import Batch, TreeState
 
 rocksdict = pytest.importorskip("rocksdict")
 
 from ledger.cli.main import main  # noqa: E402
 from ledger.store import migrate as migration  # noqa: E402
 from ledger.store.rocks import LAYOUT, TILES_1, RocksStore  # noqa: E402
+from tests.layout_dirs import logical_values, open_raw, write_tiles3  # noqa: E402
 
 
 def digest(i: int) -> bytes:
@@ -51,36 +49,18 @@ def tiles1_level0(hashes: list[bytes], tile: int) -> bytes:
 
 
 def write_tiles1(path: Path, sizes: list[int]) -> list[bytes]:
-    """A data dir of layout tiles-1 grown by commits of ``sizes`` entries: bundles, upper tiles,
-    dedup index and state as both layouts write them, level-0 values as tiles-1 wrote them."""
-    store = RocksStore(path)
-    compact = CompactRange()
-    leaves: list[bytes] = []
-    for count in sizes:
-        new = [leaf(i) for i in range(len(leaves), len(leaves) + count)]
-        nodes, compact = Integrator(compact).integrate([merkle.leaf_hash(x) for x in new])
-        store.commit(
-            Batch(
-                first=len(leaves),
-                entries=[frame_entry(x) for x in new],
-                digests=[x[9:41] for x in new],
-                nodes=nodes,
-                state=TreeState(compact=compact, last_timestamp_ms=5_000 + len(leaves) + count),
-            )
-        )
-        leaves += new
-    store.close()
+    """A data dir of layout tiles-1 grown by commits of ``sizes`` entries: bundles, upper tiles
+    and state as tiles-3 keeps them, level-0 values as tiles-1 wrote them."""
+    leaves = write_tiles3(path, sizes, leaf)
     hashes = [merkle.leaf_hash(x) for x in leaves]
-    db = rocksdict.Rdict(
-        str(path),
-        rocksdict.Options(raw_mode=True),
-        column_families={"tree": rocksdict.Options(raw_mode=True)},
-    )
+    db = open_raw(path)
     tree = db.get_column_family("tree")
     for tile in range((len(leaves) + 255) // 256):
         value = tiles1_level0(hashes, tile)
         if value:  # a tile of one leaf has no rows 1..7: tiles-1 wrote no value for it
             tree[node_key(0, tile)] = value
+        else:
+            del tree[node_key(0, tile)]
     db[b"V"] = TILES_1
     del tree
     db.close()
@@ -88,11 +68,8 @@ def write_tiles1(path: Path, sizes: list[int]) -> list[bytes]:
 
 
 def raw_tree(path: Path) -> dict[bytes, bytes]:
-    db = rocksdict.Rdict(
-        str(path),
-        rocksdict.Options(raw_mode=True),
-        column_families={"tree": rocksdict.Options(raw_mode=True)},
-    )
+    """The tree family of a dir not yet converted: values by logical key."""
+    db = open_raw(path)
     tree = db.get_column_family("tree")
     values = dict(tree.items())
     del tree
@@ -153,7 +130,7 @@ def test_a_tiles1_dir_is_converted_on_open_and_answers_the_same(
         store.close()
     for name, value in want.items():
         assert got[name] == value, name
-    new = raw_tree(path)
+    new = logical_values(path)
     # only level-0 tile values changed: each is its old value's rows 3..7 (or gone when empty)
     for key, value in old.items():
         if key[:2] == b"T\x00":
@@ -165,7 +142,7 @@ def test_a_tiles1_dir_is_converted_on_open_and_answers_the_same(
         else:
             assert new[key] == value
     assert set(new) <= set(old)
-    # and the converted dir keeps growing as a tiles-2 dir: reopened, same answers
+    # and the converted dir reads as a tiles-4 dir: reopened, same answers
     store = RocksStore(path)
     try:
         assert answers(store, len(leaves)) == got
