@@ -6,7 +6,9 @@ interrupted part-way resumes, and a secondary refuses an unconverted dir."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -71,7 +73,7 @@ def raw_tree(path: Path) -> dict[bytes, bytes]:
     """The tree family of a dir not yet converted: values by logical key."""
     db = open_raw(path)
     tree = db.get_column_family("tree")
-    values = dict(tree.items())
+    values = dict(cast("Iterator[tuple[bytes, bytes]]", tree.items()))
     del tree
     db.close()
     return values
