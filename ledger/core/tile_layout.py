@@ -176,6 +176,23 @@ class TileWriter:
         self.size = size
         self._bundle = bundle
         self._tiles = tiles
+        self._edges: dict[bytes, bytes] | None = None  # ``edge``'s values, once asked
+
+    def edge(self, key: bytes) -> bytes | None:
+        """The value at logical ``key`` when it is this writer's right-edge bundle or tile
+        (the stored value after the commits it has planned), else None. A writer is never
+        changed once made (``plan`` makes another), so its edge values are made once, on the
+        first call."""
+        edges = self._edges
+        if edges is None:
+            edges = {}
+            if self._bundle.data:
+                edges[bundle_key(self._bundle.index)] = bytes(self._bundle.data)
+            for lvl, tile in self._tiles.items():
+                if value := tile.value(lvl):
+                    edges[tile_key(lvl, tile.index)] = value
+            self._edges = edges
+        return edges.get(key)
 
     @classmethod
     def load(cls, size: int, lookup: Lookup) -> TileWriter:

@@ -165,6 +165,18 @@ def logical_key(key: bytes) -> bytes | None:
     return bundle_key(index) if level is None else tile_key(level, index)
 
 
+def _placed(key: bytes, size: int) -> bytes | None:
+    """``sealed_key(key)`` when the value at logical ``key`` is full at tree ``size``
+    (``tile_layout.is_full``), else None: both in one parse, for reads."""
+    if key[:1] == b"B":
+        end = (int.from_bytes(key[1:9], "big") + 1) << TILE_HEIGHT
+        tag = b"B"
+    else:
+        end = (int.from_bytes(key[2:10], "big") + 1) << (TILE_HEIGHT * (key[1] + 1))
+        tag = key[:2]
+    return (end - 1).to_bytes(_U64, "big") + tag if end <= size else None
+
+
 def _started(key: bytes, size: int) -> bool:
     """Whether the bundle or tile value at logical ``key`` may have entries at tree ``size``
     (so a right-edge key of it may exist)."""
@@ -399,7 +411,7 @@ class RocksStore:
         self._nosync.sync = False
         self._reader = StoredTiles(self._lookup)
         try:
-            self._state = self.load_state()
+            self._state = self._stored_state()
             self._writer = TileWriter.load(self._state.size, self._lookup)
         except StorageError:
             self.close()
@@ -421,7 +433,11 @@ class RocksStore:
         since into its memtables, holding the GIL: a few ms). A dedup table the writer has
         replaced since (grown or rebuilt) is mapped again."""
         self._db.try_catch_up_with_primary()
-        self._state = self.load_state()
+        state = self._stored_state()
+        self._writer = TileWriter.load(  # its right edge, for reads (before the new state)
+            state.size, lambda keys: self._lookup_at(keys, state.size, None)
+        )
+        self._state = state
         table = self._table
         if table is not None:
             try:
@@ -495,19 +511,51 @@ class RocksStore:
 
     def _lookup(self, keys: list[bytes]) -> list[bytes | None]:
         """The values at logical keys (module docstring): a full value in the tree family, the
-        right edge in the default one. Each key is read first where the tree state says it
-        is, then in the other family, then once more where it was read first: a commit (one
-        batch) may have filled a value, or made a new one, between two reads."""
+        right edge from the ``TileWriter`` (the writer's, or a reader's as of its last catch-up)
+        or the default family. A key not found where the tree state says it is is read in the
+        other family, then once more where it was read first: a commit (one batch) may have
+        filled a value, or made a new one, between the state and a read."""
+        writer: TileWriter | None = getattr(self, "_writer", None)  # None while opening
+        return self._lookup_at(keys, self._state.size, writer)
+
+    def _lookup_at(
+        self, keys: list[bytes], size: int, writer: TileWriter | None
+    ) -> list[bytes | None]:
+        """``_lookup`` as of a tree of ``size`` entries with ``writer``'s right edge (None: the
+        stored one). ``writer`` is never older than ``size``: a commit, and a reader's catch-up,
+        put the new writer in place before the new state."""
         if not keys:
             return []
-        size = self._state.size
         found: list[bytes | None] = [None] * len(keys)
-        sealed = [i for i, key in enumerate(keys) if is_full(key, size)]
-        edge = [i for i, key in enumerate(keys) if not is_full(key, size)]
-        sealed = self._read_edge(keys, self._read_sealed(keys, sealed, found), found)
-        edge = self._read_sealed(keys, self._read_edge(keys, edge, found), found)
-        self._read_sealed(keys, sealed, found)
-        self._read_edge(keys, edge, found)
+        sealed: list[int] = []
+        physical: list[bytes] = []
+        edge: list[int] = []
+        for i, key in enumerate(keys):
+            placed = _placed(key, size)
+            if placed is not None:
+                sealed.append(i)
+                physical.append(placed)
+            else:
+                value = None if writer is None else writer.edge(key)
+                if value is None:
+                    edge.append(i)
+                else:
+                    found[i] = value
+        if physical:
+            values = _read("tree values", lambda: self._tree.get(cast("list[Any]", physical)))
+            missed = []
+            for i, value in zip(sealed, cast("list[bytes | None]", values), strict=True):
+                if value is None:
+                    missed.append(i)
+                else:
+                    found[i] = value
+            sealed = missed
+        edge = self._read_edge(keys, edge, found)
+        if sealed or edge:  # moved between the state and the read, or missing
+            sealed = self._read_edge(keys, sealed, found)
+            edge = self._read_sealed(keys, edge, found)
+            self._read_sealed(keys, sealed, found)
+            self._read_edge(keys, edge, found)
         return found
 
     def _read_sealed(
@@ -515,6 +563,8 @@ class RocksStore:
     ) -> list[int]:
         """Read ``keys[i]`` for ``i`` in ``which`` from the tree family into ``found``; the
         ``i`` not found."""
+        if not which:
+            return []
         where = [(i, sealed_key(keys[i])) for i in which]
         missing = [i for i, key in where if key is None]
         wanted = [(i, key) for i, key in where if key is not None]
@@ -566,6 +616,13 @@ class RocksStore:
     # --- tree ------------------------------------------------------------------------------
 
     def load_state(self) -> TreeState:
+        """The durable tree state this process knows: the writer's after its last commit, a
+        reader's as of its last catch-up. Never newer than the right edge reads are answered
+        from (``_lookup``), though the stored state may be, between a commit's write and its
+        return."""
+        return self._state
+
+    def _stored_state(self) -> TreeState:
         raw = cast("bytes | None", _read("the tree state", lambda: self._db.get(_STATE)))
         return TreeState() if raw is None else TreeState.from_bytes(raw)
 

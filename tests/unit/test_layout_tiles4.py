@@ -114,6 +114,10 @@ def test_each_commit_writes_tree_keys_above_all_before_and_stores_what_memory_do
             edge = [k for k, _ in store.scan_family("default", EDGE) if k[:1] == EDGE]
             assert all(not is_full(k[1:], size) for k in edge)
             assert len(edge) <= 4  # the bundle and one tile value per level at most
+            keys = sorted(memory._values)
+            want = [memory._values[k] for k in keys]
+            assert store._lookup(keys) == want  # the right edge from the TileWriter ...
+            assert store._lookup_at(keys, size, None) == want  # ... and from the family
         assert sealed_key(tile_key(1, 0)) in tree_keys(store)
     finally:
         store.close()
