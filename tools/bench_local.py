@@ -10,8 +10,9 @@ core, ``ledger.core.accel``) with a checkpoint every 50 ms, as the service publi
 The synced-write bound is what the disk and rocksdict allow a log that did nothing else: the
 exact keys and values ``RocksStore.commit`` (or ``commit_packed``) writes for batches of 1,000
 fresh digests (entry bundles, tiles, the tree state: since layout tiles-3 no dedup keys), recorded
-beforehand from a real log, then written into a fresh store as rocksdict write batches, each
-synced (``flush_wal(True)``) as the log syncs each group commit. B2 is reported as a fraction
+beforehand from a real log, then written into a fresh store as rocksdict write batches placed as
+the store places them (``RocksStore.put_values``: layout tiles-4), each synced
+(``flush_wal(True)``) as the log syncs each group commit. B2 is reported as a fraction
 of it, measured in the same run.
 """
 
@@ -69,7 +70,7 @@ def local_append_rate(db_dir: Path, batches: int, batch: int = 1_000) -> float:
     return batches * batch / elapsed
 
 
-_Writes = tuple[list[tuple[bytes, bytes]], bytes]  # tree values, state
+_Writes = tuple[list[tuple[bytes, bytes]], int, int, bytes]  # tree values, sizes, state
 
 
 class _Recording(RocksStore):
@@ -81,12 +82,16 @@ class _Recording(RocksStore):
 
     def commit(self, batch: Batch) -> None:
         values, _ = self._writer.plan(batch.first, batch.entries, batch.nodes)
-        self.recorded.append((list(values.items()), batch.state.to_bytes()))
+        self.recorded.append(
+            (list(values.items()), batch.first, batch.state.size, batch.state.to_bytes())
+        )
         super().commit(batch)
 
     def commit_packed(self, batch: PackedBatch) -> None:
         values, _ = self._writer.plan_packed(batch.first, batch.framed, batch.step, batch.rows)
-        self.recorded.append((list(values.items()), batch.state.to_bytes()))
+        self.recorded.append(
+            (list(values.items()), batch.first, batch.state.size, batch.state.to_bytes())
+        )
         super().commit_packed(batch)
 
 
@@ -127,16 +132,14 @@ def synced_write_rate(db_dir: Path, batches: int, batch: int = 1_000) -> float:
         work = recorder.recorded
     finally:
         recorder.close()
-    store = RocksStore(db_dir / "bound")  # the log's options and column families
-    db, tree = store._db, store._tree_cf
+    store = RocksStore(db_dir / "bound")  # the log's options, families and key placement
+    db = store._db
     try:
         t0 = time.perf_counter()
-        for values, state in work:
+        for values, old, size, state in work:
             wb = WriteBatch(raw_mode=True)
-            put = wb.put
-            for key, value in values:
-                put(key, value, tree)
-            put(b"S", state)
+            store.put_values(wb, values, old, size)
+            wb.put(b"S", state)
             db.write(wb, store._nosync)
             db.flush_wal(True)
         elapsed = time.perf_counter() - t0

@@ -62,7 +62,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -594,13 +594,15 @@ class RocksStore:
                 found[i] = value
         return missing
 
-    def _put_values(self, wb: WriteBatch, values: dict[bytes, bytes], size: int) -> None:
+    def put_values(
+        self, wb: WriteBatch, values: Iterable[tuple[bytes, bytes]], old: int, size: int
+    ) -> None:
         """Put a commit's values (logical keys, ``TileWriter.plan``) taking the tree from
-        ``self._state.size`` entries to ``size``: a full one under its tree key, deleting its
-        right-edge key where it had one; the right edge under its edge key."""
-        old = self._state.size
+        ``old`` entries to ``size`` into ``wb``: a full one under its tree key, deleting its
+        right-edge key where it had one; the right edge under its edge key. (Commits use it;
+        so does the synced-write bound, ``tools/bench_local.py``.)"""
         tree = self._tree_cf
-        for key, value in values.items():
+        for key, value in values:
             sealed = sealed_key(key) if is_full(key, size) else None
             if sealed is None:
                 wb.put(EDGE + key, value)
@@ -769,7 +771,7 @@ class RocksStore:
         self._reserve(self._dedup(), len(batch.digests), self._state.size)
         values, writer = self._writer.plan(batch.first, batch.entries, batch.nodes)
         wb = WriteBatch(raw_mode=True)
-        self._put_values(wb, values, batch.state.size)
+        self.put_values(wb, values.items(), batch.first, batch.state.size)
         wb.put(_STATE, batch.state.to_bytes())
         self._db.write(wb, self._nosync)  # holds the GIL ...
         self._db.flush_wal(True)  # ... the fsync does not; durable before anyone is told
@@ -782,7 +784,7 @@ class RocksStore:
         self._reserve(self._dedup(), len(batch.digests) // HASH_SIZE, self._state.size)
         values, writer = self._writer.plan_packed(batch.first, batch.framed, batch.step, batch.rows)
         wb = WriteBatch(raw_mode=True)
-        self._put_values(wb, values, batch.state.size)
+        self.put_values(wb, values.items(), batch.first, batch.state.size)
         wb.put(_STATE, batch.state.to_bytes())
         self._db.write(wb, self._nosync)  # holds the GIL ...
         self._db.flush_wal(True)  # ... the fsync does not; durable before anyone is told
