@@ -23,7 +23,8 @@ written before it: each table file RocksDB flushes covers a key range of its own
 compaction moves files down a level without rewriting them (a trivial move). With the logical
 keys in one family (layout ``tiles-3``), each flushed file spanned the bundles' and the tiles'
 key ranges at once and compaction rewrote the tile values again and again: 0.92 µs of server CPU
-per record under B2, a quarter of it (docs/benchmarks.md "Position-major keys (issue 23)"). A
+per record under B2, about a quarter of the server's (docs/benchmarks.md "Position-major keys
+(issue 23), 2026-12-02"). A
 right-edge value, rewritten by nearly every commit, lives in the small default family; the
 commit that fills it writes it under its tree key and deletes the edge key in the same batch, so
 a read finds it in one place or the other (``_lookup``). All families use LZ4 on every level:
