@@ -542,15 +542,7 @@ class RocksStore:
                     edge.append(i)
                 else:
                     found[i] = value
-        if physical:
-            values = _read("tree values", lambda: self._tree.get(cast("list[Any]", physical)))
-            missed = []
-            for i, value in zip(sealed, cast("list[bytes | None]", values), strict=True):
-                if value is None:
-                    missed.append(i)
-                else:
-                    found[i] = value
-            sealed = missed
+        sealed = self._read_into(self._tree, "tree values", sealed, physical, found)
         edge = self._read_edge(keys, edge, found)
         if sealed or edge:  # moved between the state and the read, or missing
             sealed = self._read_edge(keys, sealed, found)
@@ -564,29 +556,28 @@ class RocksStore:
     ) -> list[int]:
         """Read ``keys[i]`` for ``i`` in ``which`` from the tree family into ``found``; the
         ``i`` not found."""
-        if not which:
-            return []
         where = [(i, sealed_key(keys[i])) for i in which]
-        missing = [i for i, key in where if key is None]
         wanted = [(i, key) for i, key in where if key is not None]
-        if wanted:
-            physical = [key for _, key in wanted]
-            values = _read("tree values", lambda: self._tree.get(cast("list[Any]", physical)))
-            for (i, _), value in zip(wanted, cast("list[bytes | None]", values), strict=True):
-                if value is None:
-                    missing.append(i)
-                else:
-                    found[i] = value
-        return missing
+        return [i for i, key in where if key is None] + self._read_into(
+            self._tree, "tree values", [i for i, _ in wanted], [k for _, k in wanted], found
+        )
 
     def _read_edge(
         self, keys: list[bytes], which: list[int], found: list[bytes | None]
     ) -> list[int]:
         """``_read_sealed`` from the right-edge keys of the default family."""
+        physical = [EDGE + keys[i] for i in which]
+        return self._read_into(self._db, "right-edge values", which, physical, found)
+
+    @staticmethod
+    def _read_into(
+        family: Rdict, what: str, which: list[int], physical: list[bytes], found: list[bytes | None]
+    ) -> list[int]:
+        """Read ``physical[k]`` from ``family`` into ``found[which[k]]`` (one multi-get);
+        the ``which`` not found."""
         if not which:
             return []
-        physical = [EDGE + keys[i] for i in which]
-        values = _read("right-edge values", lambda: self._db.get(cast("list[Any]", physical)))
+        values = _read(what, lambda: family.get(cast("list[Any]", physical)))
         missing = []
         for i, value in zip(which, cast("list[bytes | None]", values), strict=True):
             if value is None:
