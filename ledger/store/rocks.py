@@ -139,13 +139,7 @@ def sealed_key(key: bytes) -> bytes | None:
     """The tree family's key of the full value at logical key ``key``: the index of the last
     entry it covers (8) || ``B`` (a bundle) or ``T`` || level (a tile value); None for a value
     no tree below 2**64 entries fills (a level-7 tile past the first)."""
-    if key[:1] == b"B":
-        last = ((int.from_bytes(key[1:9], "big") + 1) << TILE_HEIGHT) - 1
-        tag = b"B"
-    else:
-        last = ((int.from_bytes(key[2:10], "big") + 1) << (TILE_HEIGHT * (key[1] + 1))) - 1
-        tag = key[:2]
-    return None if last >= _U64_END else last.to_bytes(_U64, "big") + tag
+    return _placed(key, _U64_END)
 
 
 def logical_key(key: bytes) -> bytes | None:
@@ -168,7 +162,7 @@ def logical_key(key: bytes) -> bytes | None:
 
 def _placed(key: bytes, size: int) -> bytes | None:
     """``sealed_key(key)`` when the value at logical ``key`` is full at tree ``size``
-    (``tile_layout.is_full``), else None: both in one parse, for reads."""
+    (``tile_layout.is_full``), else None: both in one parse."""
     if key[:1] == b"B":
         end = (int.from_bytes(key[1:9], "big") + 1) << TILE_HEIGHT
         tag = b"B"
