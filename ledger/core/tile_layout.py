@@ -46,6 +46,7 @@ __all__ = [
     "StoredTiles",
     "TileWriter",
     "bundle_key",
+    "entry_range",
     "is_full",
     "tile_key",
 ]
@@ -67,14 +68,21 @@ def tile_key(level: int, index: int) -> bytes:
     return b"T" + level.to_bytes(1, "big") + index.to_bytes(8, "big")
 
 
+def entry_range(key: bytes) -> tuple[int, int]:
+    """The entries ``[start, end)`` the bundle or tile value at logical ``key`` covers when
+    full (a tile value of level ``L`` covers ``256 ** (L + 1)`` entries)."""
+    if key[:1] == b"B":
+        index, shift = int.from_bytes(key[1:9], "big"), TILE_HEIGHT
+    else:
+        index, shift = int.from_bytes(key[2:10], "big"), TILE_HEIGHT * (key[1] + 1)
+    return index << shift, (index + 1) << shift
+
+
 def is_full(key: bytes, size: int) -> bool:
     """Whether the bundle or tile value at ``key`` is full at tree ``size``: it holds all 256
     of its entries or nodes, so no later commit changes it (a value right of it may not exist
     yet)."""
-    if key[:1] == b"B":
-        return size >= (int.from_bytes(key[1:9], "big") + 1) << TILE_HEIGHT
-    level, index = key[1], int.from_bytes(key[2:10], "big")
-    return size >= (index + 1) << (TILE_HEIGHT * (level + 1))
+    return size >= entry_range(key)[1]
 
 
 LEVEL0_FIRST_ROW = 3

@@ -45,7 +45,7 @@ from rocksdict import ColumnFamily, Options, Rdict, WriteBatch, WriteOptions
 from ledger.core.errors import StorageError
 from ledger.core.limits import HASH_SIZE
 from ledger.core.merkle import CompactRange, leaf_hash
-from ledger.core.tile_layout import LEVEL0_FIRST_ROW, TileWriter, is_full, tile_key
+from ledger.core.tile_layout import LEVEL0_FIRST_ROW, TileWriter, tile_key
 from ledger.core.tiles import TILE_HEIGHT, TILE_WIDTH, frame_entry
 from ledger.store.contract import TreeState
 from ledger.store.rocks import (
@@ -148,7 +148,7 @@ def convert_tiles3(
             if key[:1] > b"T":
                 break
             continue  # not a tiles-3 key: left for fsck to name
-        sealed = sealed_key(key) if is_full(key, size) else None
+        sealed = sealed_key(key, size)
         if sealed is None:
             wb.put(EDGE + key, value)
         else:

@@ -87,7 +87,7 @@ from ledger.core import accel, merkle
 from ledger.core.errors import DataLossError, StorageError
 from ledger.core.limits import HASH_SIZE
 from ledger.core.merkle import NodeID
-from ledger.core.tile_layout import StoredTiles, TileWriter, bundle_key, is_full, tile_key
+from ledger.core.tile_layout import StoredTiles, TileWriter, bundle_key, entry_range, tile_key
 from ledger.core.tiles import TILE_HEIGHT, TILE_WIDTH
 from ledger.core.types import Anchor, PublishedCheckpoint
 from ledger.store.contract import Batch, PackedBatch, TreeState, check_new_checkpoint
@@ -135,11 +135,15 @@ def _u64(n: int) -> bytes:
     return n.to_bytes(_U64, "big")
 
 
-def sealed_key(key: bytes) -> bytes | None:
-    """The tree family's key of the full value at logical key ``key``: the index of the last
-    entry it covers (8) || ``B`` (a bundle) or ``T`` || level (a tile value); None for a value
-    no tree below 2**64 entries fills (a level-7 tile past the first)."""
-    return _placed(key, _U64_END)
+def sealed_key(key: bytes, size: int = _U64_END) -> bytes | None:
+    """The tree family's key of the value at logical ``key`` when it is full at tree ``size``
+    (``tile_layout.is_full``), else None: the index of the last entry it covers (8) || ``B``
+    (a bundle) or ``T`` || level (a tile value). With no ``size``, None only for a value no tree
+    below 2**64 entries fills (a level-7 tile past the first)."""
+    end = entry_range(key)[1]
+    if end > size:
+        return None
+    return (end - 1).to_bytes(_U64, "big") + (b"B" if key[:1] == b"B" else key[:2])
 
 
 def logical_key(key: bytes) -> bytes | None:
@@ -158,26 +162,6 @@ def logical_key(key: bytes) -> bytes | None:
         return None
     index = (end >> shift) - 1
     return bundle_key(index) if level is None else tile_key(level, index)
-
-
-def _placed(key: bytes, size: int) -> bytes | None:
-    """``sealed_key(key)`` when the value at logical ``key`` is full at tree ``size``
-    (``tile_layout.is_full``), else None: both in one parse."""
-    if key[:1] == b"B":
-        end = (int.from_bytes(key[1:9], "big") + 1) << TILE_HEIGHT
-        tag = b"B"
-    else:
-        end = (int.from_bytes(key[2:10], "big") + 1) << (TILE_HEIGHT * (key[1] + 1))
-        tag = key[:2]
-    return (end - 1).to_bytes(_U64, "big") + tag if end <= size else None
-
-
-def _started(key: bytes, size: int) -> bool:
-    """Whether the bundle or tile value at logical ``key`` may have entries at tree ``size``
-    (so a right-edge key of it may exist)."""
-    if key[:1] == b"B":
-        return size > int.from_bytes(key[1:9], "big") << TILE_HEIGHT
-    return size > int.from_bytes(key[2:10], "big") << (TILE_HEIGHT * (key[1] + 1))
 
 
 def _checkpoint_key(size: int) -> bytes:
@@ -526,7 +510,7 @@ class RocksStore:
         physical: list[bytes] = []
         edge: list[int] = []
         for i, key in enumerate(keys):
-            placed = _placed(key, size)
+            placed = sealed_key(key, size)
             if placed is not None:
                 sealed.append(i)
                 physical.append(placed)
@@ -589,12 +573,12 @@ class RocksStore:
         so does the synced-write bound, ``tools/bench_local.py``.)"""
         tree = self._tree_cf
         for key, value in values:
-            sealed = sealed_key(key) if is_full(key, size) else None
+            sealed = sealed_key(key, size)
             if sealed is None:
                 wb.put(EDGE + key, value)
             else:
                 wb.put(sealed, value, tree)
-                if _started(key, old):
+                if old > entry_range(key)[0]:  # it had entries: its edge key may exist
                     wb.delete(EDGE + key)
 
     def _scan(self, from_key: bytes, *, backwards: bool = False) -> Iterator[tuple[bytes, bytes]]:
