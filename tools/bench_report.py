@@ -95,6 +95,9 @@ SCENARIOS: tuple[Scenario, ...] = (
             Figure("typed_server_cpu", "AppendRecords server CPU", "cores"),
             Figure("synced_bound_per_s", "synced-write bound", "entries/s"),
             Figure("of_synced_bound", "B2 / synced-write bound", "ratio", ">=", 0.8),
+            Figure("server_cpu_us", "server CPU per record", "µs"),
+            Figure("client_cpu_us", "client CPU per record", "µs"),
+            Figure("synced_bound_cpu_us", "synced-write bound: CPU per entry", "µs"),
         ),
     ),
     Scenario(
@@ -357,6 +360,16 @@ SCENARIOS: tuple[Scenario, ...] = (
             Figure("b2_typed_of_aio_batched_per_cpu", "the same, per server core", "ratio"),
             Figure("b3_of_aio_stream", "B3 / aio stream", "ratio", ">=", 0.8),
             Figure("b3_of_aio_stream_per_cpu", "B3 / aio stream, per server core", "ratio"),
+            Figure("aio_packed_cpu_us", "aio packed: server CPU per record", "µs"),
+            Figure("b2_floor_cpu_us", "B2 floor: aio packed + synced writes, CPU per record", "µs"),
+            Figure("b2_over_floor", "B2 server CPU per record / floor", "ratio"),
+            Figure("per_core_target_cpu_us", "CPU per record 0.25 per core allows", "µs"),
+            Figure(
+                "bound_target_floor_cores",
+                "cores 0.8 of the bound takes at the floor (server + client)",
+                "cores",
+            ),
+            Figure("bound_target_cores", "cores 0.8 of the bound takes at B2's costs", "cores"),
         ),
     ),
     Scenario(
@@ -424,7 +437,7 @@ def build_report(runs: Sequence[RunFigures], header: Mapping[str, Any]) -> dict[
 def _num(value: float | None, unit: str) -> str:
     if value is None or math.isnan(value):
         return "n/a"
-    if unit in ("ratio", "cores"):
+    if unit in ("ratio", "cores") or (unit == "µs" and abs(value) < 10):
         return f"{value:.2f}"
     if unit in ("ms", "s") or abs(value) < 100:
         return f"{value:,.1f}"
