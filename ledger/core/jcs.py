@@ -160,11 +160,15 @@ def json_type_name(value: object) -> str:
 
 
 def _check_text(text: str, path: str) -> str:
+    """``text`` as an exact ``str`` of the same characters. Not ``str(text)``: a subclass may
+    override ``__str__`` (a ``(str, Enum)`` member gives ``"Color.RED"``), and the JSON value
+    is the characters, as ``json.dumps`` writes them."""
+    plain = str.__str__(text)
     try:
-        text.encode("utf-8")
+        plain.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise InvalidRecordError(_name(path), "string holds a lone surrogate") from exc
-    return str(text)
+    return plain
 
 
 def _check_int(value: int, path: str) -> int:
@@ -276,8 +280,12 @@ def _plain_object(
     for key, item in value.items():
         if not isinstance(key, str):
             raise InvalidRecordError(_name(path), f"object key {key!r} is not a string")
-        here = child_path(path, _check_text(key, path))
-        out[key] = _to_plain(item, here, safe_numbers=safe_numbers, depth=depth + 1)
+        name = _check_text(key, path)  # an exact str: a subclass may sort or hash its own way
+        if name in out:  # two keys of the same characters (a str and a subclass of it)
+            raise InvalidRecordError(_name(path), f"object key {name!r} given twice")
+        out[name] = _to_plain(
+            item, child_path(path, name), safe_numbers=safe_numbers, depth=depth + 1
+        )
     return out
 
 
