@@ -85,10 +85,11 @@ BOUND_TARGET = 0.8  # of the synced-write bound
 
 
 def _record_costs(b2: dict[str, float], trivial_per_cpu_s: float) -> dict[str, float]:
-    """B2's CPU per record beside what the targets allow (docs/benchmarks.md "What B2's
-    per-core and bound targets ask"): the least a durable record can cost the server is the
-    trivial server's gRPC work plus the synced writes alone (no hashing, no dedup, no auth);
-    0.8 of the bound then takes that plus the client's CPU, at 0.8 x the bound's rate."""
+    """B2's CPU per record beside what the targets allow: the least a durable record can cost
+    the server is the trivial server's gRPC work plus the synced writes alone (no hashing, no
+    dedup, no auth); 0.8 of the bound then takes that plus the client's CPU, at 0.8 x the
+    bound's rate (docs/benchmarks.md "What B2's per-core and bound targets ask (issue 23),
+    2026-12-02 16:11–16:43 (load average 1.2–3.0)")."""
     trivial_us = 1e6 / trivial_per_cpu_s
     floor_us = trivial_us + b2["synced_bound_cpu_us"]
     target_rate = BOUND_TARGET * b2["synced_bound_per_s"]

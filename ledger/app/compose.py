@@ -636,11 +636,12 @@ def freeze_startup_heap() -> int:
     """Collect, then move every object still alive (modules, gRPC, the store's caches: about
     73,000 objects) to the collector's permanent generation, and return how many there are.
 
-    Under load the allocations of grpc.aio's calls trigger a full collection every second or
-    so, and each walked those objects again: 50 ms apiece, about 4 % of the server's CPU under
-    B2 (docs/benchmarks.md "The collector's share of B2, 2026-12-02"). Garbage made after this
-    is collected as before, so memory stays bounded; only the startup objects are never freed,
-    and they live as long as the server anyway."""
+    Under typed appends the garbage of grpc.aio's calls and of the items set off a full
+    collection about twice a second, and each walked those objects again: 50 ms apiece, about
+    11 % of a core (docs/benchmarks.md "The collector's share of typed appends (issue 23),
+    2026-12-02 16:23–16:31 (load average 1.5–2.5)"). Garbage made after this is collected as
+    before, so memory stays bounded; only the startup objects are never freed, and they live as
+    long as the server anyway."""
     gc.collect()
     gc.freeze()
     return gc.get_freeze_count()
