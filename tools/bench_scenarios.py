@@ -84,13 +84,18 @@ PER_CORE_TARGET = 0.25  # of the trivial server's records per server CPU second
 BOUND_TARGET = 0.8  # of the synced-write bound
 
 
+def _us_per(count_per_s: float) -> float:
+    """Microseconds per unit of a rate (NaN for no rate: a failed or empty run)."""
+    return 1e6 / count_per_s if count_per_s > 0 else math.nan
+
+
 def _record_costs(b2: dict[str, float], trivial_per_cpu_s: float) -> dict[str, float]:
     """B2's CPU per record beside what the targets allow: the least a durable record can cost
     the server is the trivial server's gRPC work plus the synced writes alone (no hashing, no
     dedup, no auth); 0.8 of the bound then takes that plus the client's CPU, at 0.8 x the
     bound's rate (docs/benchmarks.md "What B2's per-core and bound targets ask (issue 23),
     2026-12-02 16:11–16:43 (load average 1.2–3.0)")."""
-    trivial_us = 1e6 / trivial_per_cpu_s
+    trivial_us = _us_per(trivial_per_cpu_s)
     floor_us = trivial_us + b2["synced_bound_cpu_us"]
     target_rate = BOUND_TARGET * b2["synced_bound_per_s"]
     return {
@@ -258,8 +263,8 @@ class Bench:
         figures["synced_bound_per_s"] = bound
         figures["of_synced_bound"] = figures["records_per_s"] / bound
         figures["synced_bound_cpu_us"] = bound_cpu_us
-        figures["server_cpu_us"] = 1e6 / figures["records_per_server_cpu_s"]
-        figures["client_cpu_us"] = figures["client_cpu"] / figures["records_per_s"] * 1e6
+        figures["server_cpu_us"] = _us_per(figures["records_per_server_cpu_s"])
+        figures["client_cpu_us"] = figures["client_cpu"] * _us_per(figures["records_per_s"])
         return figures
 
     def _stream_figures(self, server: AnyServer, batch: int) -> tuple[Outcome, float, float]:
