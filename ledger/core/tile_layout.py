@@ -48,6 +48,7 @@ __all__ = [
     "bundle_key",
     "entry_range",
     "is_full",
+    "is_value_key",
     "tile_key",
 ]
 
@@ -66,6 +67,14 @@ def bundle_key(index: int) -> bytes:
 def tile_key(level: int, index: int) -> bytes:
     """Key of the tile value at tile level ``level``, index ``index``."""
     return b"T" + level.to_bytes(1, "big") + index.to_bytes(8, "big")
+
+
+_KEY_LENGTHS = {b"B": 9, b"T": 10}  # ``bundle_key`` and ``tile_key``
+
+
+def is_value_key(key: bytes) -> bool:
+    """Whether ``key`` has the shape of a ``bundle_key`` or a ``tile_key``."""
+    return len(key) == _KEY_LENGTHS.get(key[:1])
 
 
 def entry_range(key: bytes) -> tuple[int, int]:

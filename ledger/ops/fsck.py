@@ -37,7 +37,7 @@ from ledger.core import merkle
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.errors import DataLossError, LedgerError
 from ledger.core.note import Ed25519Verifier
-from ledger.core.tile_layout import TileWriter, is_full
+from ledger.core.tile_layout import TileWriter, is_full, is_value_key
 from ledger.core.tiles import TILE_WIDTH, frame_entry, split_entry_bundle
 from ledger.core.types import decode_leaf
 from ledger.fileio.keys import load_signer
@@ -110,7 +110,7 @@ def _logical(family: str, key: bytes) -> bytes | None:
     """The logical bundle or tile key (``core.tile_layout``) a stored key holds, or None."""
     if family == "tree":
         return logical_key(key)
-    if family == "default" and key[:1] == EDGE and len(key) == {b"B": 10, b"T": 11}.get(key[1:2]):
+    if family == "default" and key[:1] == EDGE and is_value_key(key[1:]):
         return key[1:]
     return None
 

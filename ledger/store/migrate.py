@@ -45,7 +45,7 @@ from rocksdict import ColumnFamily, Options, Rdict, WriteBatch, WriteOptions
 from ledger.core.errors import StorageError
 from ledger.core.limits import HASH_SIZE
 from ledger.core.merkle import CompactRange, leaf_hash
-from ledger.core.tile_layout import LEVEL0_FIRST_ROW, TileWriter, tile_key
+from ledger.core.tile_layout import LEVEL0_FIRST_ROW, TileWriter, is_value_key, tile_key
 from ledger.core.tiles import TILE_HEIGHT, TILE_WIDTH, frame_entry
 from ledger.store.contract import TreeState
 from ledger.store.rocks import (
@@ -144,7 +144,7 @@ def convert_tiles3(
     wb = WriteBatch(raw_mode=True)
     # The logical keys sort from b"B" (tiles-4's tree keys, below 2**56 entries, from 0x00).
     for key, value in cast("Iterator[tuple[bytes, bytes]]", tree.items(from_key=b"B")):
-        if len(key) != {b"B": 9, b"T": 10}.get(key[:1]):
+        if not is_value_key(key):
             if key[:1] > b"T":
                 break
             continue  # not a tiles-3 key: left for fsck to name

@@ -23,7 +23,7 @@ from ledger.core import merkle
 from ledger.core.checkpoint import Ed25519Signer
 from ledger.core.errors import StorageError
 from ledger.core.merkle import CompactRange
-from ledger.core.tile_layout import bundle_key, is_full, tile_key
+from ledger.core.tile_layout import bundle_key, is_full, is_value_key, tile_key
 from ledger.core.tiles import frame_entry
 from ledger.core.types import encode_leaf
 from ledger.log.integrator import Integrator
@@ -66,6 +66,13 @@ def test_each_full_value_has_one_tree_key_and_back(key: bytes) -> None:
 def test_a_key_the_layout_never_writes_maps_to_nothing(raw: bytes) -> None:
     logical = logical_key(raw)
     assert logical is None or sealed_key(logical) == raw
+
+
+@given(logical_keys, st.binary(min_size=0, max_size=12))
+def test_value_keys_are_those_of_bundles_and_tiles(key: bytes, raw: bytes) -> None:
+    """``is_value_key`` (fsck's and the conversion's test of a stored key's shape)."""
+    assert is_value_key(key) and not is_value_key(key + b"\0") and not is_value_key(key[:-1])
+    assert is_value_key(raw) == (raw[:1] in (b"B", b"T") and len(raw) == {b"B": 9}.get(raw[:1], 10))
 
 
 def digest(i: int) -> bytes:
