@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 __all__ = [
     "ACCESS_KEY",
@@ -99,11 +99,13 @@ def _ports(count: int) -> list[int]:
 
 
 def _answers(endpoint: str) -> bool:
+    """Whether SeaweedFS's S3 gateway answers at ``endpoint``: by its ``Server`` header, as a
+    process that took the port first would answer too."""
     try:
-        with urllib.request.urlopen(endpoint + "/", timeout=2):
-            return True
-    except urllib.error.HTTPError:
-        return True  # 403 to an anonymous list: the gateway is up
+        with urllib.request.urlopen(endpoint + "/", timeout=2) as answer:
+            return str(answer.headers.get("Server", "")).startswith("SeaweedFS")
+    except urllib.error.HTTPError as exc:  # 403 to an anonymous list: the gateway is up
+        return str(exc.headers.get("Server", "")).startswith("SeaweedFS")
     except OSError:
         return False
 
@@ -128,10 +130,37 @@ def run_seaweedfs(
          "actions": ["Admin", "Read", "List", "Tagging", "Write"]},
         {"name": "anonymous", "actions": ["Read"]},
     ]}))  # fmt: skip
-    (root / "data").mkdir(exist_ok=True)
+    for attempt in range(1, _START_ATTEMPTS + 1):
+        data = root / ("data" if attempt == 1 else f"data-{attempt}")  # no state of a failed try
+        data.mkdir(exist_ok=True)
+        proc, endpoint, log, why = _start(weed, root, data, config, spawn)
+        if not why:
+            break
+        kill(proc)
+        log.close()
+        if attempt == _START_ATTEMPTS or _PORT_TAKEN not in why:
+            raise RuntimeError(why)
+    try:
+        yield Seaweed(endpoint=endpoint, proc=proc)
+    finally:
+        kill(proc)
+        log.close()
+
+
+# The ports are free when ``_ports`` closes its sockets, but another process (a parallel test's
+# server) may bind one before weed does: weed then stops on it, and a start on fresh ports goes.
+_START_ATTEMPTS = 3
+_PORT_TAKEN = "address already in use"
+
+
+def _start(
+    weed: str, root: Path, data: Path, config: Path, spawn: Spawn
+) -> tuple[subprocess.Popen[Any], str, IO[bytes], str]:
+    """One ``weed server -s3`` on fresh ports over ``data``: the process, its S3 endpoint, its
+    open log (``root/weed.log``) and why it is not serving ("" once the gateway answers)."""
     master, master_g, volume, volume_g, filer, filer_g, s3, s3_g = _ports(8)
     args = [
-        weed, "server", f"-dir={root / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+        weed, "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
         f"-master.port={master}", f"-master.port.grpc={master_g}",
         f"-volume.port={volume}", f"-volume.port.grpc={volume_g}",
         f"-filer.port={filer}", f"-filer.port.grpc={filer_g}",
@@ -139,22 +168,24 @@ def run_seaweedfs(
         "-s3.port.iceberg=0", "-s3.port.lance=0",
         "-master.volumeSizeLimitMB=64", "-volume.max=16",
     ]  # fmt: skip
-    log = (root / "weed.log").open("wb")
+    log_path = root / "weed.log"
+    log = log_path.open("wb")
     proc = spawn(args, stdout=log, stderr=subprocess.STDOUT, cwd=root)
     endpoint = f"http://127.0.0.1:{s3}"
-    try:
-        deadline = time.monotonic() + 60
-        while proc.poll() is None and not _answers(endpoint):
-            if time.monotonic() > deadline:
-                raise RuntimeError("SeaweedFS's S3 gateway did not answer within 60 s")
-            time.sleep(0.1)
-        if proc.poll() is not None:
-            tail = (root / "weed.log").read_text(errors="replace")[-2000:]
-            raise RuntimeError(f"weed exited {proc.returncode}: {tail}")
-        yield Seaweed(endpoint=endpoint, proc=proc)
-    finally:
-        kill(proc)
-        log.close()
+
+    def tail() -> str:
+        return log_path.read_text(errors="replace")[-2000:]
+
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and not _answers(endpoint):
+        if _PORT_TAKEN in tail():  # a part of weed could not bind: it may never answer
+            return proc, endpoint, log, f"weed could not bind a port: {tail()}"
+        if time.monotonic() > deadline:
+            return proc, endpoint, log, "SeaweedFS's S3 gateway did not answer within 60 s"
+        time.sleep(0.1)
+    if proc.poll() is not None:
+        return proc, endpoint, log, f"weed exited {proc.returncode}: {tail()}"
+    return proc, endpoint, log, ""
 
 
 def checked_bucket(endpoint: str, url: str, *, writers: int) -> str:
