@@ -133,7 +133,7 @@ def run_seaweedfs(
     for attempt in range(1, _START_ATTEMPTS + 1):
         data = root / ("data" if attempt == 1 else f"data-{attempt}")  # no state of a failed try
         data.mkdir(exist_ok=True)
-        proc, endpoint, log, why = _start(weed, root, data, config, spawn)
+        proc, endpoint, log, why = _start(weed, root, data, config, spawn, kill)
         if not why:
             break
         kill(proc)
@@ -154,10 +154,11 @@ _PORT_TAKEN = "address already in use"
 
 
 def _start(
-    weed: str, root: Path, data: Path, config: Path, spawn: Spawn
+    weed: str, root: Path, data: Path, config: Path, spawn: Spawn, kill: Callable[..., None]
 ) -> tuple[subprocess.Popen[Any], str, IO[bytes], str]:
     """One ``weed server -s3`` on fresh ports over ``data``: the process, its S3 endpoint, its
-    open log (``root/weed.log``) and why it is not serving ("" once the gateway answers)."""
+    open log (``root/weed.log``) and why it is not serving ("" once the gateway answers). An
+    exception while waiting (an interrupt) kills it first."""
     master, master_g, volume, volume_g, filer, filer_g, s3, s3_g = _ports(8)
     args = [
         weed, "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
@@ -176,13 +177,18 @@ def _start(
     def tail() -> str:
         return log_path.read_text(errors="replace")[-2000:]
 
-    deadline = time.monotonic() + 60
-    while proc.poll() is None and not _answers(endpoint):
-        if _PORT_TAKEN in tail():  # a part of weed could not bind: it may never answer
-            return proc, endpoint, log, f"weed could not bind a port: {tail()}"
-        if time.monotonic() > deadline:
-            return proc, endpoint, log, "SeaweedFS's S3 gateway did not answer within 60 s"
-        time.sleep(0.1)
+    try:
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and not _answers(endpoint):
+            if _PORT_TAKEN in tail():  # a part of weed could not bind: it may never answer
+                return proc, endpoint, log, f"weed could not bind a port: {tail()}"
+            if time.monotonic() > deadline:
+                return proc, endpoint, log, "SeaweedFS's S3 gateway did not answer within 60 s"
+            time.sleep(0.1)
+    except BaseException:
+        kill(proc)
+        log.close()
+        raise
     if proc.poll() is not None:
         return proc, endpoint, log, f"weed exited {proc.returncode}: {tail()}"
     return proc, endpoint, log, ""
