@@ -632,9 +632,9 @@ async def start_app(settings: Settings, signer: Ed25519Signer | None = None) -> 
     )
 
 
-def freeze_startup_heap() -> int:
+def freeze_startup_heap() -> None:
     """Collect, then move every object still alive (modules, gRPC, the store's caches: about
-    73,000 objects) to the collector's permanent generation, and return how many there are.
+    73,000 objects) to the collector's permanent generation.
 
     Under typed appends the garbage of grpc.aio's calls and of the items set off a full
     collection about twice a second, and each walked those objects again: 50 ms apiece, about
@@ -644,7 +644,6 @@ def freeze_startup_heap() -> int:
     long as the server anyway."""
     gc.collect()
     gc.freeze()
-    return gc.get_freeze_count()
 
 
 async def serve(settings: Settings, on_ready: Callable[[App], None]) -> None:
